@@ -1,0 +1,42 @@
+# FlowFabric for Go. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+GO    ?= go
+
+.PHONY: help
+help: ## List the targets.
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: deps
+deps: ## Install a Valkey/Redis server if none is on PATH (Debian).
+	@./scripts/install-deps.sh
+
+.PHONY: demo
+demo: deps ## Run a flow end to end: ffrun dev (own Redis child), a worker, a staged run.
+	$(GO) run ./cmd/ffdemo
+
+.PHONY: test
+test: deps lint check-generated ## Run every test against a real server (what CI runs).
+	$(GO) test -timeout 9m ./...
+
+.PHONY: lint
+lint: ## gofmt and go vet.
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v /testdata/)); \
+	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+.PHONY: generate
+generate: ## Regenerate committed generated code (examples).
+	$(GO) generate ./...
+
+.PHONY: check-generated
+check-generated: generate ## Fail when regenerating changes a committed file.
+	@git diff --exit-code --stat -- '*.go' || { echo "generated code is stale: run make generate and commit"; exit 1; }
+
+.PHONY: bench
+bench: deps ## Run the benchmarks (not part of the tests).
+	$(GO) test -run '^$$' -bench . -benchmem ./compiler/... ./gen/...
+	$(GO) run ./cmd/ffbench
+
+.PHONY: update-golden
+update-golden: ## Rewrite golden files after an intended change.
+	$(GO) test ./dsl/... ./compiler/... ./gen/... -update

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what the tests and the demo need on a fresh Debian machine: a
+# Valkey or Redis server (7.0+, for Functions). Does nothing when one is
+# already on PATH.
+set -euo pipefail
+
+have_server() {
+  local bin
+  for bin in valkey-server redis-server; do
+    if command -v "$bin" >/dev/null 2>&1; then
+      echo "using $(command -v "$bin"): $("$bin" --version)"
+      return 0
+    fi
+  done
+  return 1
+}
+
+if have_server; then
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  sudo="sudo"
+fi
+echo "no valkey-server or redis-server on PATH: installing Debian's redis-server"
+$sudo apt-get update -qq
+# Prefer valkey when the distribution has it; fall back to redis.
+if apt-cache show valkey-server >/dev/null 2>&1; then
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valkey-server >/dev/null
+else
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+fi
+# The packaged service is not needed: tests and ffrun dev start their own.
+$sudo systemctl disable --now redis-server >/dev/null 2>&1 || true
+have_server
