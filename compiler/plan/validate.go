@@ -1,0 +1,602 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// CheckCapability reports why tok is not a valid capability token: tokens
+// are non-empty, valid UTF-8, and contain no comma, white space or control
+// character.
+func CheckCapability(tok string) error {
+	if tok == "" {
+		return errors.New("capability must not be empty")
+	}
+	if !utf8.ValidString(tok) {
+		return fmt.Errorf("capability %q is not valid UTF-8", tok)
+	}
+	for _, r := range tok {
+		switch {
+		case r == ',':
+			return fmt.Errorf("capability %q contains a comma", tok)
+		case unicode.IsSpace(r):
+			return fmt.Errorf("capability %q contains white space", tok)
+		case unicode.IsControl(r):
+			return fmt.Errorf("capability %q contains a control character", tok)
+		}
+	}
+	return nil
+}
+
+// ValidateCapabilities checks a set of capability tokens, required by an
+// exec or advertised by a worker: every token valid, at most
+// MaxCapabilities of them and at most MaxCapabilityBytes bytes when joined
+// with commas.
+func ValidateCapabilities(tokens []string) error {
+	if len(tokens) > MaxCapabilities {
+		return fmt.Errorf("%d capabilities: at most %d are allowed", len(tokens), MaxCapabilities)
+	}
+	n := 0
+	for i, t := range tokens {
+		if err := CheckCapability(t); err != nil {
+			return fmt.Errorf("capability %d: %w", i, err)
+		}
+		if i > 0 {
+			n++
+		}
+		n += len(t)
+	}
+	if n > MaxCapabilityBytes {
+		return fmt.Errorf("capabilities are %d bytes when joined: at most %d are allowed", n, MaxCapabilityBytes)
+	}
+	return nil
+}
+
+// MaxNameLen bounds flow, exec, type, field, budget and quota names;
+// MaxStringLen bounds namespaces, lanes and kinds.
+const (
+	MaxNameLen   = 128
+	MaxStringLen = 255
+	// maxProblems caps the problems Validate lists.
+	maxProblems = 20
+)
+
+// problems collects validation errors with their paths.
+type problems struct {
+	errs []error
+}
+
+func (p *problems) addf(path, format string, args ...any) {
+	if len(p.errs) == maxProblems {
+		p.errs = append(p.errs, errors.New("too many problems; stopping"))
+	}
+	if len(p.errs) > maxProblems {
+		return
+	}
+	p.errs = append(p.errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+}
+
+func (p *problems) err() error { return errors.Join(p.errs...) }
+
+// ValidateName reports why s is not a valid name: an ASCII letter or "_"
+// followed by letters, digits and "_", at most MaxNameLen bytes.
+func ValidateName(s string) error {
+	if s == "" {
+		return errors.New("name must not be empty")
+	}
+	if len(s) > MaxNameLen {
+		return fmt.Errorf("name is longer than %d bytes", MaxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+			return fmt.Errorf("name %q has an invalid character at byte %d", s, i)
+		}
+	}
+	return nil
+}
+
+// ValidateLabel reports why s is not a valid namespace, lane or kind:
+// non-empty, at most MaxStringLen bytes, valid UTF-8, without white space or
+// control characters.
+func ValidateLabel(s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	if len(s) > MaxStringLen {
+		return fmt.Errorf("is longer than %d bytes", MaxStringLen)
+	}
+	if !utf8.ValidString(s) {
+		return errors.New("is not valid UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return fmt.Errorf("contains white space or a control character (%q)", r)
+		}
+	}
+	return nil
+}
+
+// Validate checks a package: its schema version and every flow.
+func (p *Package) Validate() error {
+	var ps problems
+	if p.Schema != SchemaVersion {
+		ps.addf("schema", "unsupported schema version %d (want %d)", p.Schema, SchemaVersion)
+	}
+	for i := range p.Flows {
+		if err := p.Flows[i].Validate(); err != nil {
+			ps.errs = append(ps.errs, fmt.Errorf("flows[%d]: %w", i, err))
+		}
+	}
+	return ps.err()
+}
+
+// Validate checks the structure of a flow plan received from an untrusted
+// source, such as a plan posted over HTTP: schema version, names, types,
+// execs, edges (known execs, no duplicates, no cycle), joins, input
+// sources, capabilities, priorities, retry policies, and that every
+// referenced type, budget and quota is included. Each problem names its
+// path, e.g. "execs[3].join.n"; all problems are joined (at most 20).
+func (f *Flow) Validate() error {
+	var ps problems
+	v := flowValidator{f: f, ps: &ps}
+	v.run()
+	return ps.err()
+}
+
+type flowValidator struct {
+	f       *Flow
+	ps      *problems
+	types   map[string]*Type
+	execs   map[string]int
+	budgets map[string]bool
+	quotas  map[string]*Quota
+}
+
+func (v *flowValidator) run() {
+	f, ps := v.f, v.ps
+	if f.Schema != SchemaVersion {
+		ps.addf("schema", "unsupported schema version %d (want %d)", f.Schema, SchemaVersion)
+	}
+	if err := ValidateName(f.Name); err != nil {
+		ps.addf("name", "%v", err)
+	}
+	if err := ValidateLabel(f.Namespace); err != nil {
+		ps.addf("namespace", "%v", err)
+	}
+	if err := ValidateLabel(f.Lane); err != nil {
+		ps.addf("lane", "%v", err)
+	}
+	v.checkTypes()
+	v.checkResources()
+	v.typeRef("input", f.Input)
+	v.typeRef("output", f.Output)
+	for i, b := range f.Budgets {
+		if !v.budgets[b] {
+			ps.addf(fmt.Sprintf("budgets[%d]", i), "budget %q is not in budget_defs", b)
+		}
+	}
+	v.checkExecs()
+	v.checkEdges()
+	if f.Result != "" {
+		if i, ok := v.execs[f.Result]; !ok {
+			ps.addf("result", "unknown exec %q", f.Result)
+		} else if !SameType(f.Execs[i].Output, f.Output) {
+			ps.addf("result", "exec %q returns %s but the flow returns %s", f.Result, TypeString(f.Execs[i].Output), TypeString(f.Output))
+		}
+	} else if f.Output != nil {
+		ps.addf("result", "flow has an output type but no result exec")
+	}
+}
+
+func (v *flowValidator) checkTypes() {
+	v.types = map[string]*Type{}
+	for i := range v.f.Types {
+		t := &v.f.Types[i]
+		path := fmt.Sprintf("types[%d]", i)
+		if err := ValidateName(t.Name); err != nil {
+			v.ps.addf(path+".name", "%v", err)
+		}
+		if _, dup := v.types[t.Name]; dup {
+			v.ps.addf(path+".name", "duplicate type %q", t.Name)
+		}
+		v.types[t.Name] = t
+	}
+	for i := range v.f.Types {
+		t := &v.f.Types[i]
+		seen := map[string]bool{}
+		for j, fl := range t.Fields {
+			path := fmt.Sprintf("types[%d].fields[%d]", i, j)
+			if err := ValidateName(fl.Name); err != nil {
+				v.ps.addf(path+".name", "%v", err)
+			}
+			if seen[fl.Name] {
+				v.ps.addf(path+".name", "duplicate field %q", fl.Name)
+			}
+			seen[fl.Name] = true
+			v.typeRef(path+".type", &fl.Type)
+		}
+	}
+}
+
+// typeRef checks a type reference; nil is allowed (no value).
+func (v *flowValidator) typeRef(path string, t *TypeRef) {
+	for depth := 0; t != nil; depth++ {
+		if depth > 32 {
+			v.ps.addf(path, "type nests too deeply")
+			return
+		}
+		switch t.Kind {
+		case KindString, KindInt, KindFloat, KindBool, KindBytes, KindTime, KindDuration, KindJSON:
+			if t.Elem != nil || t.Name != "" {
+				v.ps.addf(path, "scalar type %s must have no elem or name", t.Kind)
+			}
+			return
+		case KindList, KindMap:
+			if t.Elem == nil {
+				v.ps.addf(path, "%s type needs elem", t.Kind)
+				return
+			}
+			t = t.Elem
+			path += ".elem"
+		case KindNamed:
+			if _, ok := v.types[t.Name]; !ok {
+				v.ps.addf(path, "named type %q is not in types", t.Name)
+			}
+			return
+		default:
+			v.ps.addf(path, "unknown type kind %q", t.Kind)
+			return
+		}
+	}
+}
+
+func (v *flowValidator) checkResources() {
+	v.budgets = map[string]bool{}
+	for i, b := range v.f.BudgetDefs {
+		path := fmt.Sprintf("budget_defs[%d]", i)
+		if err := ValidateName(b.Name); err != nil {
+			v.ps.addf(path+".name", "%v", err)
+		}
+		if v.budgets[b.Name] {
+			v.ps.addf(path+".name", "duplicate budget %q", b.Name)
+		}
+		v.budgets[b.Name] = true
+		if len(b.Dimensions) == 0 {
+			v.ps.addf(path+".dimensions", "budget has no dimension")
+		}
+		dims := map[string]bool{}
+		for j, d := range b.Dimensions {
+			dp := fmt.Sprintf("%s.dimensions[%d]", path, j)
+			if err := ValidateName(d.Name); err != nil {
+				v.ps.addf(dp+".name", "%v", err)
+			}
+			if dims[d.Name] {
+				v.ps.addf(dp+".name", "duplicate dimension %q", d.Name)
+			}
+			dims[d.Name] = true
+			if d.Hard < 0 || d.Soft < 0 {
+				v.ps.addf(dp, "limits must not be negative")
+			}
+			if d.Hard > 0 && d.Soft > d.Hard {
+				v.ps.addf(dp+".soft", "soft limit %d is above hard limit %d", d.Soft, d.Hard)
+			}
+		}
+		if b.ResetMs < 0 {
+			v.ps.addf(path+".reset_ms", "must not be negative")
+		}
+		if b.OnHardLimit != OnHardLimitBlock && b.OnHardLimit != OnHardLimitFail {
+			v.ps.addf(path+".on_hard_limit", "must be %q or %q, not %q", OnHardLimitBlock, OnHardLimitFail, b.OnHardLimit)
+		}
+		if b.Scope != ScopeShared && b.Scope != ScopeRun {
+			v.ps.addf(path+".scope", "must be %q or %q, not %q", ScopeShared, ScopeRun, b.Scope)
+		}
+	}
+	v.quotas = map[string]*Quota{}
+	for i := range v.f.QuotaDefs {
+		q := &v.f.QuotaDefs[i]
+		path := fmt.Sprintf("quota_defs[%d]", i)
+		if err := ValidateName(q.Name); err != nil {
+			v.ps.addf(path+".name", "%v", err)
+		}
+		if _, dup := v.quotas[q.Name]; dup {
+			v.ps.addf(path+".name", "duplicate quota %q", q.Name)
+		}
+		v.quotas[q.Name] = q
+		if q.Rate < 0 || q.Concurrency < 0 || q.JitterMs < 0 || q.WindowMs < 0 {
+			v.ps.addf(path, "limits must not be negative")
+		}
+		if q.Rate > 0 && q.WindowMs <= 0 {
+			v.ps.addf(path+".window_ms", "a rate needs a window longer than zero")
+		}
+		if q.Rate == 0 && q.Concurrency == 0 {
+			v.ps.addf(path, "quota limits nothing: set rate or concurrency")
+		}
+		if q.Key != "" {
+			for _, part := range strings.Split(q.Key, ".") {
+				if err := ValidateName(part); err != nil {
+					v.ps.addf(path+".key", "invalid key path %q: %v", q.Key, err)
+					break
+				}
+			}
+		}
+	}
+}
+
+func (v *flowValidator) checkExecs() {
+	f := v.f
+	v.execs = map[string]int{}
+	if len(f.Execs) == 0 {
+		v.ps.addf("execs", "flow has no exec")
+	}
+	for i, x := range f.Execs {
+		path := fmt.Sprintf("execs[%d]", i)
+		if err := ValidateName(x.Name); err != nil {
+			v.ps.addf(path+".name", "%v", err)
+		}
+		if _, dup := v.execs[x.Name]; dup {
+			v.ps.addf(path+".name", "duplicate exec %q", x.Name)
+		}
+		v.execs[x.Name] = i
+	}
+	kinds := map[string]bool{}
+	for i, x := range f.Execs {
+		path := fmt.Sprintf("execs[%d]", i)
+		if err := ValidateLabel(x.Kind); err != nil {
+			v.ps.addf(path+".kind", "%v", err)
+		}
+		if kinds[x.Kind] {
+			v.ps.addf(path+".kind", "duplicate kind %q", x.Kind)
+		}
+		kinds[x.Kind] = true
+		if err := ValidateLabel(x.Lane); err != nil {
+			v.ps.addf(path+".lane", "%v", err)
+		}
+		if x.Priority < PriorityMin || x.Priority > PriorityMax {
+			v.ps.addf(path+".priority", "%d is out of range [%d, %d]", x.Priority, PriorityMin, PriorityMax)
+		}
+		v.typeRef(path+".input", x.Input)
+		v.typeRef(path+".output", x.Output)
+		if err := ValidateCapabilities(x.Requires); err != nil {
+			v.ps.addf(path+".requires", "%v", err)
+		}
+		seen := map[string]bool{}
+		for _, c := range x.Requires {
+			if seen[c] {
+				v.ps.addf(path+".requires", "duplicate capability %q", c)
+			}
+			seen[c] = true
+		}
+		for j, b := range x.Budgets {
+			if !v.budgets[b] {
+				v.ps.addf(fmt.Sprintf("%s.budgets[%d]", path, j), "budget %q is not in budget_defs", b)
+			}
+		}
+		for j, q := range x.Quotas {
+			qd, ok := v.quotas[q]
+			if !ok {
+				v.ps.addf(fmt.Sprintf("%s.quotas[%d]", path, j), "quota %q is not in quota_defs", q)
+				continue
+			}
+			if qd.Key != "" {
+				if msg := v.keyProblem(x.Input, qd.Key); msg != "" {
+					v.ps.addf(fmt.Sprintf("%s.quotas[%d]", path, j), "quota %q is keyed by %q: %s", q, qd.Key, msg)
+				}
+			}
+		}
+		r := x.Retry
+		if r.Attempts < 1 || r.Attempts > MaxAttempts {
+			v.ps.addf(path+".retry.attempts", "%d is out of range [1, %d]", r.Attempts, MaxAttempts)
+		}
+		if r.Backoff != BackoffFixed && r.Backoff != BackoffExponential {
+			v.ps.addf(path+".retry.backoff", "must be %q or %q, not %q", BackoffFixed, BackoffExponential, r.Backoff)
+		}
+		if r.DelayMs < 0 {
+			v.ps.addf(path+".retry.delay_ms", "must not be negative")
+		}
+		if r.MaxDelayMs != 0 && r.MaxDelayMs < r.DelayMs {
+			v.ps.addf(path+".retry.max_delay_ms", "%d is below delay_ms %d", r.MaxDelayMs, r.DelayMs)
+		}
+		if x.TimeoutMs < 0 {
+			v.ps.addf(path+".timeout_ms", "must not be negative")
+		}
+		if x.DeadlineMs < 0 {
+			v.ps.addf(path+".deadline_ms", "must not be negative")
+		}
+	}
+}
+
+// keyProblem describes why key does not name a string or int field of t.
+func (v *flowValidator) keyProblem(t *TypeRef, key string) string {
+	cur := t
+	for _, part := range strings.Split(key, ".") {
+		if cur == nil || cur.Kind != KindNamed {
+			return "the input is not a record"
+		}
+		td := v.types[cur.Name]
+		if td == nil {
+			return "type " + cur.Name + " is missing"
+		}
+		var next *TypeRef
+		for i := range td.Fields {
+			if td.Fields[i].Name == part {
+				next = &td.Fields[i].Type
+			}
+		}
+		if next == nil {
+			return "type " + cur.Name + " has no field " + part
+		}
+		cur = next
+	}
+	if cur.Kind != KindString && cur.Kind != KindInt {
+		return "the field is " + TypeString(cur) + ", not string or int"
+	}
+	return ""
+}
+
+func (v *flowValidator) checkEdges() {
+	f := v.f
+	n := len(f.Execs)
+	ups := make([][]int, n) // edge indexes into each exec
+	type pair struct{ from, to string }
+	seen := map[pair]bool{}
+	valid := true
+	for i, e := range f.Edges {
+		path := fmt.Sprintf("edges[%d]", i)
+		from, okF := v.execs[e.From]
+		to, okT := v.execs[e.To]
+		if !okF {
+			v.ps.addf(path+".from", "unknown exec %q", e.From)
+		}
+		if !okT {
+			v.ps.addf(path+".to", "unknown exec %q", e.To)
+		}
+		if e.On != OnSuccess && e.On != OnFailure && e.On != OnDone {
+			v.ps.addf(path+".on", "must be %q, %q or %q, not %q", OnSuccess, OnFailure, OnDone, e.On)
+		}
+		if !okF || !okT {
+			valid = false
+			continue
+		}
+		if from == to {
+			v.ps.addf(path, "exec %q depends on itself", e.From)
+			valid = false
+			continue
+		}
+		if seen[pair{e.From, e.To}] {
+			v.ps.addf(path, "duplicate edge %s -> %s", e.From, e.To)
+		}
+		seen[pair{e.From, e.To}] = true
+		ups[to] = append(ups[to], i)
+		_ = from
+	}
+	if valid && !acyclic(f, v.execs) {
+		v.ps.addf("edges", "the edges form a cycle")
+	}
+	for i, x := range f.Execs {
+		path := fmt.Sprintf("execs[%d]", i)
+		var want []string
+		for _, ei := range ups[i] {
+			want = append(want, f.Edges[ei].From)
+		}
+		slices.Sort(want)
+		got := slices.Clone(x.Upstreams)
+		slices.Sort(got)
+		if !slices.Equal(want, got) {
+			v.ps.addf(path+".upstreams", "%v does not match the edges into %q %v", x.Upstreams, x.Name, want)
+		}
+		nUp := len(ups[i])
+		switch x.Join.Kind {
+		case JoinAll:
+		case JoinAny:
+			if nUp == 0 {
+				v.ps.addf(path+".join", "join any on an exec without upstreams")
+			}
+		case JoinCount:
+			if x.Join.N < 1 || x.Join.N > nUp {
+				v.ps.addf(path+".join.n", "%d is out of range [1, %d]", x.Join.N, nUp)
+			}
+		default:
+			v.ps.addf(path+".join.kind", "must be %q, %q or %q, not %q", JoinAll, JoinAny, JoinCount, x.Join.Kind)
+		}
+		if x.Join.Kind != JoinCount && x.Join.N != 0 {
+			v.ps.addf(path+".join.n", "only a count join has n")
+		}
+		switch x.InputFrom {
+		case InputFlow:
+			if nUp != 0 {
+				v.ps.addf(path+".input_from", "only a root exec receives the flow input")
+			}
+			if x.Input == nil || !SameType(x.Input, f.Input) {
+				v.ps.addf(path+".input", "%s differs from the flow input %s", TypeString(x.Input), TypeString(f.Input))
+			}
+		case InputExec:
+			var edge *Edge
+			for _, ei := range ups[i] {
+				if f.Edges[ei].From == x.InputExec {
+					edge = &f.Edges[ei]
+				}
+			}
+			if edge == nil {
+				v.ps.addf(path+".input_exec", "%q is not an upstream of %q", x.InputExec, x.Name)
+				break
+			}
+			if edge.On != OnSuccess {
+				v.ps.addf(path+".input_exec", "input comes over an %q edge; only success edges carry output", edge.On)
+			}
+			up := f.Execs[v.execs[x.InputExec]]
+			if x.Input == nil || !SameType(x.Input, up.Output) {
+				v.ps.addf(path+".input", "%s differs from the output %s of %q", TypeString(x.Input), TypeString(up.Output), up.Name)
+			}
+		case InputNone:
+			if x.Input != nil {
+				v.ps.addf(path+".input_from", "exec has an input type but receives no input")
+			}
+		default:
+			v.ps.addf(path+".input_from", "must be %q, %q or %q, not %q", InputFlow, InputExec, InputNone, x.InputFrom)
+		}
+		if x.InputFrom != InputExec && x.InputExec != "" {
+			v.ps.addf(path+".input_exec", "set although input_from is %q", x.InputFrom)
+		}
+	}
+}
+
+// acyclic reports whether the edges of f form no cycle (Kahn's algorithm).
+func acyclic(f *Flow, index map[string]int) bool {
+	n := len(f.Execs)
+	indeg := make([]int, n)
+	out := make([][]int, n)
+	for _, e := range f.Edges {
+		from, to := index[e.From], index[e.To]
+		out[from] = append(out[from], to)
+		indeg[to]++
+	}
+	queue := make([]int, 0, n)
+	for i := range n {
+		if indeg[i] == 0 {
+			queue = append(queue, i)
+		}
+	}
+	for k := 0; k < len(queue); k++ {
+		for _, to := range out[queue[k]] {
+			indeg[to]--
+			if indeg[to] == 0 {
+				queue = append(queue, to)
+			}
+		}
+	}
+	return len(queue) == n
+}
+
+// SameType reports whether a and b denote exactly the same type; two nils
+// are the same.
+func SameType(a, b *TypeRef) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Kind != b.Kind || a.Name != b.Name {
+		return false
+	}
+	return SameType(a.Elem, b.Elem)
+}
+
+// TypeString formats a type as written in .ff: "Clip", "[string]",
+// "{string: int}"; nil is "no value".
+func TypeString(t *TypeRef) string {
+	if t == nil {
+		return "no value"
+	}
+	switch t.Kind {
+	case KindList:
+		return "[" + TypeString(t.Elem) + "]"
+	case KindMap:
+		return "{string: " + TypeString(t.Elem) + "}"
+	case KindNamed:
+		return t.Name
+	}
+	return t.Kind
+}

@@ -1,0 +1,174 @@
+package plan
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// validFlow returns a small valid flow: a -> b, a -> c on failure,
+// b, c -> d on done (join any), with a keyed quota and a budget.
+func validFlow() *Flow {
+	clip := &TypeRef{Kind: KindNamed, Name: "Clip"}
+	retry := Retry{Attempts: 1, Backoff: BackoffExponential, DelayMs: DefaultDelayMs, MaxDelayMs: DefaultMaxDelayMs}
+	return &Flow{
+		Schema: SchemaVersion, Name: "f", Namespace: "default", Lane: "default",
+		Input: clip, Output: clip, Result: "b", Budgets: []string{"gpu"},
+		Execs: []Exec{
+			{Name: "a", Kind: "f.a", Lane: "default", Priority: PriorityDefault, Input: clip, Output: clip, InputFrom: InputFlow,
+				Join: Join{Kind: JoinAll}, Retry: retry, Quotas: []string{"per_tenant"}, Requires: []string{"gpu"}},
+			{Name: "b", Kind: "f.b", Lane: "default", Priority: PriorityDefault, Input: clip, Output: clip, InputFrom: InputExec, InputExec: "a",
+				Join: Join{Kind: JoinAll}, Retry: retry, Upstreams: []string{"a"}},
+			{Name: "c", Kind: "f.c", Lane: "default", Priority: PriorityDefault, InputFrom: InputNone,
+				Join: Join{Kind: JoinAll}, Retry: retry, Upstreams: []string{"a"}},
+			{Name: "d", Kind: "f.d", Lane: "default", Priority: PriorityDefault, InputFrom: InputNone,
+				Join: Join{Kind: JoinAny}, Retry: retry, Upstreams: []string{"b", "c"}},
+		},
+		Edges: []Edge{
+			{From: "a", To: "b", On: OnSuccess},
+			{From: "a", To: "c", On: OnFailure},
+			{From: "b", To: "d", On: OnDone},
+			{From: "c", To: "d", On: OnDone},
+		},
+		Types:      []Type{{Name: "Clip", Fields: []Field{{Name: "id", Type: TypeRef{Kind: KindString}}, {Name: "tenant", Type: TypeRef{Kind: KindString}}}}},
+		BudgetDefs: []Budget{{Name: "gpu", Dimensions: []Dimension{{Name: "minutes", Hard: 10}}, OnHardLimit: OnHardLimitBlock, Scope: ScopeShared}},
+		QuotaDefs:  []Quota{{Name: "per_tenant", Concurrency: 2, Key: "tenant"}},
+	}
+}
+
+func TestValidate(t *testing.T) {
+	if err := validFlow().Validate(); err != nil {
+		t.Fatalf("valid flow: %v", err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(f *Flow)
+		want   []string // substrings of the error, one per problem
+	}{
+		{"schema", func(f *Flow) { f.Schema = 2 }, []string{"schema: unsupported schema version 2"}},
+		{"empty name", func(f *Flow) { f.Name = "" }, []string{"name: name must not be empty"}},
+		{"bad name", func(f *Flow) { f.Name = "a-b" }, []string{`name: name "a-b" has an invalid character`}},
+		{"lane", func(f *Flow) { f.Lane = "a b" }, []string{"lane: contains white space"}},
+		{"no execs", func(f *Flow) { f.Execs, f.Edges, f.Result, f.Output = nil, nil, "", nil }, []string{"execs: flow has no exec"}},
+		{"duplicate exec", func(f *Flow) { f.Execs[2].Name = "b"; f.Execs[2].Kind = "x" }, []string{
+			`execs[2].name: duplicate exec "b"`, "execs[1].upstreams", "execs[3].upstreams"}},
+		{"duplicate kind", func(f *Flow) { f.Execs[1].Kind = "f.a" }, []string{`execs[1].kind: duplicate kind "f.a"`}},
+		{"empty kind", func(f *Flow) { f.Execs[1].Kind = "" }, []string{"execs[1].kind: must not be empty"}},
+		{"priority", func(f *Flow) { f.Execs[0].Priority = PriorityMax + 1 }, []string{"execs[0].priority: 1001 is out of range"}},
+		{"capability", func(f *Flow) { f.Execs[0].Requires = []string{"a,b"} }, []string{"execs[0].requires: capability 0: capability \"a,b\" contains a comma"}},
+		{"duplicate capability", func(f *Flow) { f.Execs[0].Requires = []string{"a", "a"} }, []string{`execs[0].requires: duplicate capability "a"`}},
+		{"retry attempts", func(f *Flow) { f.Execs[0].Retry.Attempts = 0 }, []string{"execs[0].retry.attempts: 0 is out of range"}},
+		{"retry backoff", func(f *Flow) { f.Execs[0].Retry.Backoff = "linear" }, []string{"execs[0].retry.backoff"}},
+		{"retry delays", func(f *Flow) { f.Execs[0].Retry.MaxDelayMs = 10 }, []string{"execs[0].retry.max_delay_ms: 10 is below delay_ms 1000"}},
+		{"negative timeout", func(f *Flow) { f.Execs[0].TimeoutMs = -1 }, []string{"execs[0].timeout_ms"}},
+		{"unknown edge exec", func(f *Flow) { f.Edges[0].To = "zz" }, []string{`edges[0].to: unknown exec "zz"`, "execs[1].upstreams", "execs[1].input_exec"}},
+		{"edge condition", func(f *Flow) { f.Edges[1].On = "maybe" }, []string{"edges[1].on"}},
+		{"self edge", func(f *Flow) {
+			f.Edges = append(f.Edges, Edge{From: "d", To: "d", On: OnSuccess})
+		}, []string{`edges[4]: exec "d" depends on itself`}},
+		{"duplicate edge", func(f *Flow) {
+			f.Edges = append(f.Edges, Edge{From: "a", To: "b", On: OnFailure})
+			f.Execs[1].Upstreams = []string{"a", "a"}
+		}, []string{"edges[4]: duplicate edge a -> b"}},
+		{"cycle", func(f *Flow) {
+			f.Edges = append(f.Edges, Edge{From: "d", To: "a", On: OnSuccess})
+			f.Execs[0].Upstreams = []string{"d"}
+			f.Execs[0].InputFrom, f.Execs[0].Input = InputNone, nil
+		}, []string{"edges: the edges form a cycle"}},
+		{"upstreams", func(f *Flow) { f.Execs[3].Upstreams = []string{"b"} }, []string{`execs[3].upstreams: [b] does not match the edges into "d" [b c]`}},
+		{"join count", func(f *Flow) { f.Execs[3].Join = Join{Kind: JoinCount, N: 3} }, []string{"execs[3].join.n: 3 is out of range [1, 2]"}},
+		{"join n without count", func(f *Flow) { f.Execs[3].Join.N = 1 }, []string{"execs[3].join.n: only a count join has n"}},
+		{"join kind", func(f *Flow) { f.Execs[3].Join.Kind = "most" }, []string{"execs[3].join.kind"}},
+		{"join any root", func(f *Flow) { f.Execs[0].Join.Kind = JoinAny }, []string{"execs[0].join: join any on an exec without upstreams"}},
+		{"input from flow with upstream", func(f *Flow) { f.Execs[1].InputFrom, f.Execs[1].InputExec = InputFlow, "" }, []string{"execs[1].input_from: only a root exec receives the flow input"}},
+		{"input type", func(f *Flow) { f.Execs[0].Input = &TypeRef{Kind: KindString} }, []string{"execs[0].input: string differs from the flow input Clip"}},
+		{"input exec not upstream", func(f *Flow) { f.Execs[1].InputExec = "c" }, []string{`execs[1].input_exec: "c" is not an upstream of "b"`}},
+		{"input over failure edge", func(f *Flow) {
+			f.Execs[2].InputFrom, f.Execs[2].InputExec, f.Execs[2].Input = InputExec, "a", f.Input
+		}, []string{`execs[2].input_exec: input comes over an "failure" edge`}},
+		{"input none with type", func(f *Flow) { f.Execs[2].Input = &TypeRef{Kind: KindInt} }, []string{"execs[2].input_from: exec has an input type but receives no input"}},
+		{"input_from value", func(f *Flow) { f.Execs[2].InputFrom = "" }, []string{"execs[2].input_from: must be"}},
+		{"unknown named type", func(f *Flow) { f.Types = nil }, []string{`input: named type "Clip" is not in types`}},
+		{"bad type kind", func(f *Flow) { f.Types[0].Fields[0].Type.Kind = "uuid" }, []string{`types[0].fields[0].type: unknown type kind "uuid"`}},
+		{"list without elem", func(f *Flow) { f.Types[0].Fields[0].Type = TypeRef{Kind: KindList} }, []string{"types[0].fields[0].type: list type needs elem"}},
+		{"duplicate field", func(f *Flow) { f.Types[0].Fields[1].Name = "id" }, []string{`types[0].fields[1].name: duplicate field "id"`, "quota"}},
+		{"result unknown", func(f *Flow) { f.Result = "zz" }, []string{`result: unknown exec "zz"`}},
+		{"result type", func(f *Flow) { f.Result = "c" }, []string{`result: exec "c" returns no value but the flow returns Clip`}},
+		{"result missing", func(f *Flow) { f.Result = "" }, []string{"result: flow has an output type but no result exec"}},
+		{"budget missing", func(f *Flow) { f.BudgetDefs = nil }, []string{`budgets[0]: budget "gpu" is not in budget_defs`}},
+		{"budget values", func(f *Flow) {
+			f.BudgetDefs[0].Scope = "global"
+			f.BudgetDefs[0].OnHardLimit = ""
+			f.BudgetDefs[0].Dimensions[0].Soft = 20
+		}, []string{"budget_defs[0].dimensions[0].soft: soft limit 20 is above hard limit 10", "budget_defs[0].on_hard_limit", "budget_defs[0].scope"}},
+		{"quota missing", func(f *Flow) { f.QuotaDefs = nil }, []string{`execs[0].quotas[0]: quota "per_tenant" is not in quota_defs`}},
+		{"quota key", func(f *Flow) { f.QuotaDefs[0].Key = "owner" }, []string{`execs[0].quotas[0]: quota "per_tenant" is keyed by "owner": type Clip has no field owner`}},
+		{"quota limits", func(f *Flow) { f.QuotaDefs[0].Concurrency = 0; f.QuotaDefs[0].Rate = 0 }, []string{"quota_defs[0]: quota limits nothing"}},
+		{"quota window", func(f *Flow) { f.QuotaDefs[0].Rate = 5 }, []string{"quota_defs[0].window_ms: a rate needs a window"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := validFlow()
+			tt.mutate(f)
+			err := f.Validate()
+			if err == nil {
+				t.Fatal("want an error, got none")
+			}
+			got := strings.Split(err.Error(), "\n")
+			for _, w := range tt.want {
+				found := false
+				for _, g := range got {
+					if strings.Contains(g, w) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("missing problem %q in:\n%v", w, err)
+				}
+			}
+			if !strings.Contains(got[0], tt.want[0]) && len(got) <= len(tt.want) {
+				t.Errorf("first problem %q, want %q", got[0], tt.want[0])
+			}
+		})
+	}
+}
+
+func TestValidateDecodedJSON(t *testing.T) {
+	// Garbage that decodes must be rejected without a panic.
+	for _, src := range []string{`{}`, `{"schema":1,"name":"x","execs":[{}],"edges":[{}]}`, `{"schema":1,"execs":[{"name":"a","join":{"kind":"count","n":-1}}]}`} {
+		var f Flow
+		if err := json.Unmarshal([]byte(src), &f); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Validate(); err == nil {
+			t.Errorf("%s: want an error", src)
+		}
+	}
+}
+
+func TestValidateCapabilities(t *testing.T) {
+	tests := []struct {
+		tokens []string
+		want   string
+	}{
+		{nil, ""},
+		{[]string{"gpu", "cuda-12", "région"}, ""},
+		{[]string{""}, "capability 0: capability must not be empty"},
+		{[]string{"ok", "a b"}, `capability 1: capability "a b" contains white space`},
+		{[]string{"a\x01"}, "contains a control character"},
+		{[]string{"\xff"}, "is not valid UTF-8"},
+		{make([]string, MaxCapabilities+1), "257 capabilities: at most 256 are allowed"},
+		{[]string{strings.Repeat("x", 4000), strings.Repeat("y", 96)}, "4097 bytes when joined"},
+		{[]string{strings.Repeat("x", 4000), strings.Repeat("y", 95)}, ""},
+	}
+	for _, tt := range tests {
+		err := ValidateCapabilities(tt.tokens)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
+			t.Errorf("ValidateCapabilities(%.40q) = %q, want %q", tt.tokens, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,173 @@
+package compiler
+
+import (
+	"strings"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/dsl"
+)
+
+// checkType compiles a type declaration.
+func (c *checker) checkType(td *dsl.TypeDecl) {
+	t := &plan.Type{Name: td.Name.Name, Fields: []plan.Field{}}
+	seen := map[string]*dsl.Ident{}
+	for _, f := range td.Fields {
+		if prev, ok := seen[f.Name.Name]; ok {
+			c.diags.Errorf(f.Name.Range(), dsl.CodeDuplicate, "field %q is already declared in type %q", f.Name.Name, td.Name.Name).
+				With(prev.Range(), "previous declaration here")
+			continue
+		}
+		seen[f.Name.Name] = f.Name
+		c.checkIdentLen(f.Name)
+		ref, ok := c.resolveType(f.Type)
+		if !ok {
+			c.badTypes[td.Name.Name] = true
+			continue
+		}
+		t.Fields = append(t.Fields, plan.Field{Name: f.Name.Name, Type: *ref, Optional: f.Optional})
+	}
+	c.planTypes[t.Name] = t
+}
+
+// resolveType converts a type expression, reporting unknown names. It
+// returns false when the type has an error.
+func (c *checker) resolveType(te *dsl.TypeExpr) (*plan.TypeRef, bool) {
+	switch {
+	case te.List != nil:
+		elem, ok := c.resolveType(te.List)
+		if !ok {
+			return nil, false
+		}
+		return &plan.TypeRef{Kind: plan.KindList, Elem: elem}, true
+	case te.Map != nil:
+		ok := true
+		if te.Map.Key.Name != plan.KindString {
+			c.diags.Errorf(te.Map.Key.Range(), dsl.CodeMapKey, "map keys must be string, not %q: write {string: T}", te.Map.Key.Name)
+			ok = false
+		}
+		elem, elemOK := c.resolveType(te.Map.Value)
+		if !ok || !elemOK {
+			return nil, false
+		}
+		return &plan.TypeRef{Kind: plan.KindMap, Elem: elem}, true
+	case te.Named != nil:
+		name := te.Named.Name
+		for _, b := range builtinTypes {
+			if b == name {
+				return &plan.TypeRef{Kind: name}, true
+			}
+		}
+		if _, ok := c.types[name]; ok {
+			return &plan.TypeRef{Kind: plan.KindNamed, Name: name}, true
+		}
+		if d, ok := c.names[name]; ok {
+			c.diags.Errorf(te.Named.Range(), dsl.CodeUnknownType, "%q is a %s, not a type", name, d.kind)
+			return nil, false
+		}
+		c.unknown(te.Named, dsl.CodeUnknownType, "type", append(sortedKeys(c.types), builtinTypes...), "")
+		return nil, false
+	}
+	return nil, false
+}
+
+// checkRecursiveTypes reports types that contain themselves through direct
+// (non-list, non-map) fields, optional or not: such a value would be
+// infinite, and Go rejects the generated struct.
+func (c *checker) checkRecursiveTypes() {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var stack []string
+	var visit func(name string)
+	visit = func(name string) {
+		color[name] = grey
+		stack = append(stack, name)
+		for _, f := range c.types[name].Fields {
+			te := f.Type
+			if te.Named == nil {
+				continue
+			}
+			next := te.Named.Name
+			if _, ok := c.types[next]; !ok {
+				continue
+			}
+			switch color[next] {
+			case white:
+				visit(next)
+			case grey:
+				i := len(stack) - 1
+				for stack[i] != next {
+					i--
+				}
+				cycle := append(append([]string{}, stack[i:]...), next)
+				c.diags.Errorf(te.Named.Range(), dsl.CodeRecursiveType,
+					"type %q contains itself through direct fields: %s; use a list or map to break the cycle",
+					next, strings.Join(cycle, " -> "))
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[name] = black
+	}
+	for _, name := range sortedKeys(c.types) {
+		if color[name] == white {
+			visit(name)
+		}
+	}
+}
+
+// fieldAt follows a dotted path through the fields of t. It returns the
+// field's type, or a description of why the path does not resolve.
+func (c *checker) fieldAt(t *plan.TypeRef, parts []string) (*plan.TypeRef, string) {
+	cur := t
+	for i, p := range parts {
+		if cur == nil || cur.Kind != plan.KindNamed {
+			return nil, "\"" + strings.Join(parts[:i], ".") + "\" is not a record type"
+		}
+		pt := c.planTypes[cur.Name]
+		if pt == nil {
+			return nil, "type " + cur.Name + " is not known"
+		}
+		var next *plan.TypeRef
+		var names []string
+		for j := range pt.Fields {
+			names = append(names, pt.Fields[j].Name)
+			if pt.Fields[j].Name == p {
+				next = &pt.Fields[j].Type
+			}
+		}
+		if next == nil {
+			msg := "type " + cur.Name + " has no field \"" + p + "\""
+			if s := dsl.Suggest(p, names); s != "" {
+				msg += "; did you mean \"" + s + "\"?"
+			}
+			return nil, msg
+		}
+		cur = next
+	}
+	return cur, ""
+}
+
+// typeClosure adds name and every named type it reaches to set.
+func (c *checker) typeClosure(t *plan.TypeRef, set map[string]bool) {
+	for t != nil {
+		switch t.Kind {
+		case plan.KindList, plan.KindMap:
+			t = t.Elem
+			continue
+		case plan.KindNamed:
+			if set[t.Name] {
+				return
+			}
+			set[t.Name] = true
+			if pt := c.planTypes[t.Name]; pt != nil {
+				for i := range pt.Fields {
+					c.typeClosure(&pt.Fields[i].Type, set)
+				}
+			}
+		}
+		return
+	}
+}

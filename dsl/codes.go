@@ -1,0 +1,119 @@
+package dsl
+
+import "strings"
+
+// Code is the stable identifier of a kind of diagnostic, such as "FF0101".
+// Codes never change meaning; spec/language.md lists every one.
+type Code string
+
+// IsSyntax reports whether c is a lexical or syntax code (FF01xx).
+func (c Code) IsSyntax() bool { return strings.HasPrefix(string(c), "FF01") }
+
+// Diagnostic codes. FF00xx: input files; FF01xx: lexical and syntax; FF02xx: names and
+// declarations; FF03xx: types and data flow; FF04xx: the flow graph;
+// FF05xx: values and limits; FF09xx: warnings.
+const (
+	CodeIO             Code = "FF0001"
+	CodeSyntax         Code = "FF0101"
+	CodeBadChar        Code = "FF0102"
+	CodeUnterminated   Code = "FF0103"
+	CodeBadString      Code = "FF0104"
+	CodeBadInt         Code = "FF0105"
+	CodeBadDuration    Code = "FF0106"
+	CodeBadName        Code = "FF0107"
+	CodeDuplicate      Code = "FF0201"
+	CodeUnknownType    Code = "FF0202"
+	CodeUnknownBudget  Code = "FF0203"
+	CodeUnknownQuota   Code = "FF0204"
+	CodeUnknownExec    Code = "FF0205"
+	CodePackage        Code = "FF0206"
+	CodeReserved       Code = "FF0207"
+	CodeDupSetting     Code = "FF0208"
+	CodeMisplaced      Code = "FF0209"
+	CodeDupKind        Code = "FF0210"
+	CodeMapKey         Code = "FF0301"
+	CodeRecursiveType  Code = "FF0302"
+	CodeEdgeType       Code = "FF0303"
+	CodeRootType       Code = "FF0304"
+	CodeResultType     Code = "FF0305"
+	CodeQuotaKey       Code = "FF0306"
+	CodeInputNoType    Code = "FF0307"
+	CodeInputNotOK     Code = "FF0308"
+	CodeCycle          Code = "FF0401"
+	CodeNotUpstream    Code = "FF0402"
+	CodeMissingInput   Code = "FF0403"
+	CodeJoin           Code = "FF0404"
+	CodeResult         Code = "FF0405"
+	CodeDupEdge        Code = "FF0406"
+	CodeEmptyFlow      Code = "FF0407"
+	CodeCapability     Code = "FF0501"
+	CodeCapabilities   Code = "FF0502"
+	CodePriority       Code = "FF0503"
+	CodeBadValue       Code = "FF0504"
+	CodeRetry          Code = "FF0505"
+	CodeDurationRange  Code = "FF0506"
+	CodeEmptyString    Code = "FF0507"
+	CodeBudgetLimits   Code = "FF0508"
+	CodeQuotaLimits    Code = "FF0509"
+	CodeUnreachable    Code = "FF0901"
+	CodeSharedKind     Code = "FF0902"
+	CodeUnusedUpstream Code = "FF0903"
+)
+
+// CodeInfo describes one diagnostic code.
+type CodeInfo struct {
+	Code     Code
+	Severity Severity
+	Summary  string
+}
+
+// Codes lists every diagnostic code with its severity and a one-line
+// summary, in code order. spec/language.md documents the same table and a
+// test keeps the two in step.
+var Codes = []CodeInfo{
+	{CodeIO, SeverityError, "a file or directory that cannot be read, or a directory without .ff files"},
+	{CodeSyntax, SeverityError, "syntax error: the parser met a token it did not expect; the message says what it expected"},
+	{CodeBadChar, SeverityError, "a character that cannot start any token"},
+	{CodeUnterminated, SeverityError, "a string or block comment that is not closed"},
+	{CodeBadString, SeverityError, "a string literal with an invalid escape sequence"},
+	{CodeBadInt, SeverityError, "an invalid integer: misplaced `_`, a fraction, or out of range"},
+	{CodeBadDuration, SeverityError, "an invalid duration: missing or unknown unit, fraction, negative or too large"},
+	{CodeBadName, SeverityError, "a name that is too long"},
+	{CodeDuplicate, SeverityError, "a name declared twice in the same scope (both places are shown)"},
+	{CodeUnknownType, SeverityError, "a type name that is neither built in nor declared"},
+	{CodeUnknownBudget, SeverityError, "a budget name that is not declared"},
+	{CodeUnknownQuota, SeverityError, "a quota name that is not declared"},
+	{CodeUnknownExec, SeverityError, "an exec name that is not declared in the flow"},
+	{CodePackage, SeverityError, "files of one package name different packages"},
+	{CodeReserved, SeverityError, "a declaration uses the name of a built-in type"},
+	{CodeDupSetting, SeverityError, "a setting given twice in one block"},
+	{CodeMisplaced, SeverityError, "a setting used where it has no meaning (e.g. `kind` in a flow body)"},
+	{CodeDupKind, SeverityError, "two execs of one flow share a handler kind"},
+	{CodeMapKey, SeverityError, "a map type whose key is not `string`"},
+	{CodeRecursiveType, SeverityError, "a type that contains itself through direct fields"},
+	{CodeEdgeType, SeverityError, "an exec's input type differs from the output type of the upstream that feeds it"},
+	{CodeRootType, SeverityError, "a root exec's input type differs from the flow's input type"},
+	{CodeResultType, SeverityError, "the result exec's output type differs from the flow's output type"},
+	{CodeQuotaKey, SeverityError, "a keyed quota whose key is not a string or int field of the exec's input"},
+	{CodeInputNoType, SeverityError, "`input` on an exec that declares no input type"},
+	{CodeInputNotOK, SeverityError, "an exec takes its input over an `on failure` or `on done` edge, where no output is guaranteed"},
+	{CodeCycle, SeverityError, "the edges of a flow form a cycle (the cycle is printed)"},
+	{CodeNotUpstream, SeverityError, "`input` names an exec that is not an upstream of this exec"},
+	{CodeMissingInput, SeverityError, "an exec with an input type and several upstreams does not say which one feeds it"},
+	{CodeJoin, SeverityError, "a join count below 1 or above the number of upstreams, or a join on a root exec"},
+	{CodeResult, SeverityError, "the flow's result cannot be determined, or `result` is used without an output type"},
+	{CodeDupEdge, SeverityError, "the same edge (from, to) is declared twice"},
+	{CodeEmptyFlow, SeverityError, "a flow without execs"},
+	{CodeCapability, SeverityError, "an invalid capability token (empty, comma, whitespace or control character)"},
+	{CodeCapabilities, SeverityError, "too many capability tokens, or too long when joined"},
+	{CodePriority, SeverityError, "a priority outside the allowed range"},
+	{CodeBadValue, SeverityError, "a keyword setting with a value it does not accept (backoff, on_hard_limit, scope, on)"},
+	{CodeRetry, SeverityError, "a retry policy out of range (attempts, or max_delay below delay)"},
+	{CodeDurationRange, SeverityError, "a duration that must be positive is zero"},
+	{CodeEmptyString, SeverityError, "an empty string where a name is required (kind, lane, namespace) or one with control characters"},
+	{CodeBudgetLimits, SeverityError, "budget limits that make no sense: a negative limit, soft above hard, no dimension"},
+	{CodeQuotaLimits, SeverityError, "quota limits that make no sense: zero rate or concurrency, or neither"},
+	{CodeUnreachable, SeverityWarning, "an exec that can never run because its edges demand contradictory outcomes"},
+	{CodeSharedKind, SeverityWarning, "two flows of the package use the same handler kind"},
+	{CodeUnusedUpstream, SeverityWarning, "a flow input that no exec receives"},
+}

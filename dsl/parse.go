@@ -1,0 +1,483 @@
+// Package dsl parses the .ff workflow language: a hand-written lexer feeds
+// a participle grammar whose AST keeps the position of every node. It also
+// defines the diagnostics (errors and warnings with positions and stable
+// codes) that every stage of the compiler reports.
+package dsl
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/alecthomas/participle/v2"
+	"github.com/alecthomas/participle/v2/lexer"
+)
+
+// Source is one named input file held in memory.
+type Source struct {
+	Name string
+	Data []byte
+}
+
+var (
+	parserOnce sync.Once
+	parser     *participle.Parser[File]
+	parserErr  error
+)
+
+// grammar returns the participle parser, built once; a built parser is
+// safe for concurrent use.
+func grammar() (*participle.Parser[File], error) {
+	parserOnce.Do(func() {
+		parser, parserErr = participle.Build[File](
+			participle.Lexer(definition{}),
+			participle.UseLookahead(1),
+		)
+	})
+	return parser, parserErr
+}
+
+// Grammar returns the grammar in participle's EBNF notation.
+func Grammar() string {
+	p, err := grammar()
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return p.String()
+}
+
+// topKeywords start top-level declarations.
+var topKeywords = map[string]bool{"package": true, "type": true, "budget": true, "quota": true, "flow": true}
+
+// Keywords lists every keyword of the language.
+var Keywords = []string{
+	"all", "any", "attempts", "backoff", "budget", "concurrency", "deadline", "delay", "dimension", "exec",
+	"flow", "hard", "input", "jitter", "join", "key", "kind", "lane", "max_delay", "namespace",
+	"on", "on_hard_limit", "package", "per", "priority", "quota", "rate", "requires", "reset", "result",
+	"retry", "scope", "soft", "timeout", "type",
+}
+
+// Parse parses one .ff file. It always returns a File holding every
+// declaration it could read, together with all diagnostics found.
+//
+// A syntax error ends the declaration it occurs in; parsing resumes at the
+// next top-level declaration (a top-level keyword at nesting depth zero, or
+// at the start of a line and followed by a name and "{" or "("), so each
+// declaration reports at most one syntax error. A declaration with a syntax
+// error is kept with Bad set.
+func Parse(filename string, src []byte) (f *File, diags Diagnostics) {
+	f = &File{Name: filename}
+	defer func() {
+		if r := recover(); r != nil {
+			diags.Errorf(Range{Start: Position{File: filename, Line: 1, Col: 1}, End: Position{File: filename, Line: 1, Col: 1}},
+				CodeSyntax, "internal error while parsing: %v", r)
+		}
+	}()
+	p, err := grammar()
+	if err != nil {
+		diags.Errorf(Range{Start: Position{File: filename}}, CodeSyntax, "internal error: grammar: %v", err)
+		return f, diags
+	}
+	toks := scan(filename, src, &diags)
+	for _, chunk := range splitDecls(toks) {
+		// The chunk's last token stands in for EOF: swap it in for the
+		// parse, which copies the tokens, and put the original back.
+		last := chunk[len(chunk)-1]
+		chunk[len(chunk)-1] = lexer.EOFToken(last.Pos)
+		peek, err := lexer.Upgrade(&sliceLexer{toks: chunk})
+		chunk[len(chunk)-1] = last
+		if err != nil {
+			diags.Errorf(tokenRange(chunk[0]), CodeSyntax, "internal error: %v", err)
+			continue
+		}
+		chunk[len(chunk)-1] = lexer.EOFToken(last.Pos) // for error reporting
+		part, err := p.ParseFromLexer(peek)
+		if part != nil {
+			if err != nil {
+				for _, d := range part.Decls {
+					if d != nil {
+						d.Bad = true
+					}
+				}
+			}
+			for _, d := range part.Decls {
+				if d != nil {
+					f.Decls = append(f.Decls, d)
+				}
+			}
+		}
+		if err != nil {
+			diags = append(diags, syntaxDiagnostic(p, err, chunk))
+		}
+		chunk[len(chunk)-1] = last
+	}
+	return f, diags
+}
+
+// splitDecls cuts the token stream into top-level declarations. Each chunk
+// shares toks and includes one token past its end (the first token of the
+// next chunk, or EOF) for the parser to use as its end.
+func splitDecls(toks []lexer.Token) [][]lexer.Token {
+	var chunks [][]lexer.Token
+	start, depth := 0, 0
+	for i := 0; i < len(toks)-1; i++ {
+		t := toks[i]
+		// The token right after a declaration's keyword is its name, even
+		// when that name is itself a keyword (`type type { ... }`).
+		isName := i == start+1 && topKeywords[toks[start].Value]
+		if t.Type == tokIdent && i > start && !isName && (topKeywords[t.Value] && startsDecl(toks, i, depth) || depth == 0 && t.Pos.Column == 1) {
+			chunks = append(chunks, toks[start:i+1])
+			start, depth = i, 0
+		}
+		if t.Type == tokPunct {
+			switch t.Value {
+			case "{", "(", "[":
+				depth++
+			case "}", ")", "]":
+				if depth > 0 {
+					depth--
+				}
+			}
+		}
+	}
+	if start < len(toks)-1 || len(chunks) == 0 {
+		chunks = append(chunks, toks[start:])
+	}
+	return chunks
+}
+
+// startsDecl reports whether the top-level keyword at toks[i] starts a new
+// declaration (so does any name at the start of a line at depth zero): a
+// keyword always at depth zero; inside an unclosed block only when it
+// is first on its line and followed by a name and an opening brace or
+// parenthesis, which no statement inside a block looks like.
+func startsDecl(toks []lexer.Token, i, depth int) bool {
+	if depth == 0 {
+		return true
+	}
+	if toks[i].Pos.Column != 1 || i+2 >= len(toks) {
+		return false
+	}
+	return toks[i+1].Type == tokIdent && toks[i+2].Type == tokPunct && (toks[i+2].Value == "{" || toks[i+2].Value == "(")
+}
+
+func withEOF(toks []lexer.Token, at lexer.Position) []lexer.Token {
+	out := make([]lexer.Token, len(toks), len(toks)+1)
+	copy(out, toks)
+	return append(out, lexer.EOFToken(at))
+}
+
+// syntaxDiagnostic converts a participle error into a diagnostic. When the
+// parser stopped at the start of a statement inside a block (it then only
+// says that it expected the closing brace), the statement is parsed again
+// on its own to find the real problem, and the message lists what the
+// block accepts.
+func syntaxDiagnostic(p *participle.Parser[File], err error, chunk []lexer.Token) Diagnostic {
+	var perr participle.Error
+	if !errors.As(err, &perr) {
+		return Diagnostic{Range: tokenRange(chunk[0]), Code: CodeSyntax, Message: "syntax error: " + err.Error()}
+	}
+	tok, idx := tokenAt(chunk, perr.Position())
+	if tok.Type == lexer.EOF && idx > 0 {
+		// Report a missing end right after the last token, not at the
+		// start of whatever follows.
+		tok.Pos = tokenRange(chunk[idx-1]).End.lexer()
+	}
+	expected := expectedOf(perr.Message())
+	blk := blockAt(chunk, idx)
+	if expected == `"}"` && blk.reparse != nil {
+		reparse := blk.reparse
+		if blk.kind == "flow body" {
+			if prod, ok := flowStatements[tok.Value]; ok {
+				reparse = prod
+			} else if kw := closestKeyword(tok.Value); kw != "" && tok.Type == tokIdent && !isKeyword(tok.Value) &&
+				idx+1 < len(chunk) && chunk[idx+1].Value != "," && chunk[idx+1].Value != "->" {
+				return Diagnostic{Range: tokenRange(tok), Code: CodeSyntax,
+					Message: fmt.Sprintf("syntax error: unknown statement %q in flow body (did you mean %q?)", tok.Value, kw)}
+			}
+		}
+		if err2 := reparse(p, chunk[idx:]); err2 != nil {
+			var perr2 participle.Error
+			if errors.As(err2, &perr2) && perr2.Position().Offset > tok.Pos.Offset {
+				tok2, idx2 := tokenAt(chunk, perr2.Position())
+				return finishSyntax(tok2, idx2, chunk, expectedOf(perr2.Message()), "")
+			}
+		}
+		return syntaxMessage(tok, idx, chunk, blk.accepts+` or "}"`, blk.kind)
+	}
+	if idx == 0 {
+		return syntaxMessage(tok, idx, chunk, "a declaration (package, type, budget, quota or flow)", "")
+	}
+	if !strings.HasPrefix(perr.Message(), "unexpected token") {
+		return Diagnostic{Range: tokenRange(tok), Code: CodeSyntax, Message: "syntax error: " + perr.Message()}
+	}
+	return finishSyntax(tok, idx, chunk, expected, "")
+}
+
+// finishSyntax handles an arrow without a name after it, then formats the
+// message.
+func finishSyntax(tok lexer.Token, idx int, chunk []lexer.Token, expected, block string) Diagnostic {
+	if tok.Value == "->" && expected == `"->"` && idx+1 < len(chunk) {
+		next := chunk[idx+1]
+		return Diagnostic{Range: tokenRange(next), Code: CodeSyntax,
+			Message: fmt.Sprintf("syntax error: unexpected %s after \"->\", expected a name", describe(next))}
+	}
+	if idx > 0 && chunk[idx-1].Value == "on" && chunk[idx-1].Type == tokIdent {
+		return Diagnostic{Range: tokenRange(tok), Code: CodeSyntax,
+			Message: fmt.Sprintf("syntax error: unexpected %s after \"on\", expected success, failure or done", describe(tok))}
+	}
+	return syntaxMessage(tok, idx, chunk, expected, block)
+}
+
+// syntaxMessage builds "syntax error: unexpected X in BLOCK, expected Y",
+// adding a suggestion when X (or the name before it) looks like a
+// misspelt keyword.
+func syntaxMessage(tok lexer.Token, idx int, chunk []lexer.Token, expected, block string) Diagnostic {
+	var b strings.Builder
+	fmt.Fprintf(&b, "syntax error: unexpected %s", describe(tok))
+	if block != "" {
+		fmt.Fprintf(&b, " in %s", block)
+	}
+	if expected != "" {
+		fmt.Fprintf(&b, ", expected %s", expected)
+	}
+	inType := blockAt(chunk, idx).kind == "type body" // field names are free
+	switch {
+	case tok.Type == tokIdent && !isKeyword(tok.Value) && !inType && (block != "" || idx == 0):
+		if kw := closestKeyword(tok.Value); kw != "" {
+			fmt.Fprintf(&b, " (did you mean %q?)", kw)
+		}
+	case idx > 0 && chunk[idx-1].Type == tokIdent && !isKeyword(chunk[idx-1].Value) && !inType && stmtStart(chunk, idx-1):
+		if kw := closestKeyword(chunk[idx-1].Value); kw != "" {
+			fmt.Fprintf(&b, " (did you mean %q instead of %q?)", kw, chunk[idx-1].Value)
+		}
+	}
+	return Diagnostic{Range: tokenRange(tok), Code: CodeSyntax, Message: b.String()}
+}
+
+// stmtStart reports whether chunk[i] looks like the first token of a
+// statement: first on its line, or right after a brace.
+func stmtStart(chunk []lexer.Token, i int) bool {
+	if i <= 0 {
+		return i == 0
+	}
+	prev := chunk[i-1]
+	return prev.Pos.Line != chunk[i].Pos.Line || prev.Type == tokPunct && (prev.Value == "{" || prev.Value == "}")
+}
+
+// flowStatements reparse a flow-body statement that starts with a keyword.
+var flowStatements = map[string]func(*participle.Parser[File], []lexer.Token) error{
+	"exec": reparseAs[ExecDecl], "result": reparseAs[FlowItem],
+	"namespace": reparseAs[Setting], "lane": reparseAs[Setting], "kind": reparseAs[Setting],
+	"priority": reparseAs[Setting], "timeout": reparseAs[Setting], "deadline": reparseAs[Setting],
+	"retry": reparseAs[Setting], "requires": reparseAs[Setting], "budget": reparseAs[Setting],
+	"quota": reparseAs[Setting], "input": reparseAs[Setting], "join": reparseAs[Setting],
+}
+
+// expectedOf extracts and simplifies the "(expected ...)" part of a
+// participle message.
+func expectedOf(msg string) string {
+	i := strings.Index(msg, "(expected ")
+	if i < 0 || !strings.HasSuffix(msg, ")") {
+		return ""
+	}
+	return simplifyExpected(msg[i+len("(expected ") : len(msg)-1])
+}
+
+// block describes the kind of block a token is in.
+type block struct {
+	kind    string // e.g. "flow body"; "" when unknown
+	accepts string
+	reparse func(p *participle.Parser[File], toks []lexer.Token) error
+}
+
+var blocks = map[string]block{
+	"type":      {"type body", "a field (name: type)", reparseAs[Field]},
+	"budget":    {"budget body", "dimension, reset, on_hard_limit or scope", reparseAs[BudgetItem]},
+	"dimension": {"dimension body", "hard or soft", reparseAs[Limit]},
+	"quota":     {"quota body", "rate, concurrency, jitter or key", reparseAs[QuotaItem]},
+	"flow":      {"flow body", "exec, an edge (a -> b), result or a setting (namespace, lane, priority, timeout, deadline, retry, requires, budget, quota)", reparseAs[FlowItem]},
+	"exec":      {"exec body", "a setting (kind, lane, priority, timeout, deadline, retry, requires, budget, quota, input, join)", reparseAs[Setting]},
+	"retry":     {"retry block", "attempts, backoff, delay, max_delay or jitter", reparseAs[RetryItem]},
+}
+
+// reparseAs parses toks as one P and returns the error, if any.
+func reparseAs[P any](p *participle.Parser[File], toks []lexer.Token) error {
+	pp, err := participle.ParserForProduction[P](p)
+	if err != nil {
+		return nil
+	}
+	peek, err := lexer.Upgrade(&sliceLexer{toks: withEOF(toks[:len(toks)-1], toks[len(toks)-1].Pos)})
+	if err != nil {
+		return nil
+	}
+	_, err = pp.ParseFromLexer(peek, participle.AllowTrailing(true))
+	return err
+}
+
+// blockAt finds the innermost block enclosing chunk[idx] by replaying the
+// brackets before it. A "{" right after ":", "->", "(", "[" or "{" opens a
+// map type; any other "{" opens a block of the last block keyword seen.
+func blockAt(chunk []lexer.Token, idx int) block {
+	var stack []string
+	last := ""
+	for i := 0; i < idx && i < len(chunk); i++ {
+		t := chunk[i]
+		switch {
+		case t.Type == tokIdent:
+			if _, ok := blocks[t.Value]; ok {
+				last = t.Value
+			}
+		case t.Type != tokPunct:
+		case t.Value == "{":
+			kind := last
+			if i > 0 && chunk[i-1].Type == tokPunct && strings.Contains(":->([{", chunk[i-1].Value) {
+				kind = "map"
+			}
+			stack = append(stack, kind)
+		case t.Value == "(" || t.Value == "[":
+			stack = append(stack, t.Value)
+		case t.Value == "}" || t.Value == ")" || t.Value == "]":
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		}
+	}
+	if len(stack) == 0 {
+		return block{}
+	}
+	return blocks[stack[len(stack)-1]]
+}
+
+// tokenAt returns the token of chunk at pos, or the nearest one after it.
+func tokenAt(chunk []lexer.Token, pos lexer.Position) (lexer.Token, int) {
+	for i, t := range chunk {
+		if t.Pos.Offset >= pos.Offset {
+			return t, i
+		}
+	}
+	return chunk[len(chunk)-1], len(chunk) - 1
+}
+
+// productionWords describes grammar productions in messages.
+var productionWords = map[string]string{
+	"Ident": "a name", "IntLit": "an integer", "DurationLit": "a duration", "StringLit": "a string",
+	"StringList": `a list ["..."]`, "TypeExpr": "a type", "Field": "a field", "Body": `"{"`,
+	"RetryBlock": `"{"`, "Join": "all, any or a count", "Path": "a field name", "NameList": "a name",
+	"Dimension": "a name", "Rate": "an integer", "<ident>": "a name", "<int>": "an integer",
+	"<duration>": "a duration", "<string>": "a string", "RBracket": `"]"`, "RBrace": `"}"`,
+	"MapType": "a name", "Limit": "hard or soft",
+}
+
+// simplifyExpected turns participle's EBNF of what it expected next into a
+// short phrase: the first element of the sequence, and the one after it
+// when the first is optional.
+func simplifyExpected(s string) string {
+	terms := ebnfTerms(s)
+	var out []string
+	for _, t := range terms {
+		optional := strings.HasSuffix(t, "?") || strings.HasSuffix(t, "*")
+		t = strings.TrimRight(t, "?*+")
+		t = strings.TrimSuffix(strings.TrimPrefix(t, "("), ")")
+		if ts := ebnfTerms(t); len(ts) > 1 && !strings.Contains(t, "|") {
+			t = ts[0]
+		}
+		if w, ok := productionWords[t]; ok {
+			t = w
+		}
+		out = append(out, t)
+		if !optional || len(out) == 3 {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	if len(out) == 1 {
+		return out[0]
+	}
+	return strings.Join(out[:len(out)-1], ", ") + " or " + out[len(out)-1]
+}
+
+// ebnfTerms splits an EBNF sequence at top-level spaces.
+func ebnfTerms(s string) []string {
+	var terms []string
+	depth, start := 0, 0
+	inQuote := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			inQuote = !inQuote
+		case inQuote:
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case c == ' ' && depth == 0:
+			if i > start {
+				terms = append(terms, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	if start < len(s) {
+		terms = append(terms, s[start:])
+	}
+	return terms
+}
+
+func isKeyword(s string) bool {
+	for _, k := range Keywords {
+		if k == s {
+			return true
+		}
+	}
+	return false
+}
+
+// closestKeyword returns the keyword s is likely a misspelling of, or "".
+func closestKeyword(s string) string { return Suggest(s, Keywords) }
+
+// EditDistance is the Levenshtein distance between a and b in bytes.
+func EditDistance(a, b string) int {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Suggest returns the candidate closest to name when it is close enough to
+// be a likely misspelling: an edit distance of at most 2 and at most a third
+// of the name's length. Ties go to the alphabetically first
+// candidate. It returns "" when nothing is close.
+func Suggest(name string, candidates []string) string {
+	limit := min(2, len(name)/3)
+	best, bestD := "", limit+1
+	for _, c := range candidates {
+		if c == name {
+			continue
+		}
+		d := EditDistance(name, c)
+		if d < bestD || (d == bestD && c < best) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}

@@ -1,0 +1,340 @@
+// Package ffc implements the ffc command: check, plan, graph and gen for
+// .ff files. cmd/ffc is a thin main around Run.
+package ffc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/flowfabric/ff/compiler"
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/dsl"
+	"github.com/flowfabric/ff/gen"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1 // diagnostics with errors, or a failed operation
+	exitUsage = 2 // bad command line
+)
+
+const usage = `ffc compiles .ff workflow files.
+
+Usage:
+  ffc check [-json] FILE|DIR...                 report diagnostics
+  ffc plan [-flow NAME] FILE|DIR...             print the compiled plan as JSON
+  ffc graph [-format dot|mermaid] [-flow NAME] FILE|DIR...
+                                                print flows as a graph
+  ffc gen -o FILE.go [-package NAME] [-check] FILE|DIR...
+                                                write typed Go code
+  ffc version                                   print the version
+
+A directory stands for the .ff files directly inside it; all inputs form
+one package. Run "ffc COMMAND -h" for the flags of a command.
+`
+
+// Run executes the ffc command line args (without the program name) and
+// returns the process exit status.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "check":
+		return runCheck(rest, stdout, stderr)
+	case "plan":
+		return runPlan(rest, stdout, stderr)
+	case "graph":
+		return runGraph(rest, stdout, stderr)
+	case "gen":
+		return runGen(rest, stdout, stderr)
+	case "version":
+		fmt.Fprintf(stdout, "ffc %s (plan schema %d)\n", version(), plan.SchemaVersion)
+		return exitOK
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "ffc: unknown command %q\n\n%s", cmd, usage)
+	return exitUsage
+}
+
+func version() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}
+
+// newFlags returns a flag set for a subcommand whose usage goes to stderr.
+func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("ffc "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: ffc %s %s\n", name, synopsis)
+		if hasFlags(fs) {
+			fmt.Fprintln(stderr, "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// parseFlags parses args and requires at least one path. It returns the
+// exit status to use when parsing fails, or -1.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) int {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintf(stderr, "%s: no input files\n", fs.Name())
+		fs.Usage()
+		return exitUsage
+	}
+	return -1
+}
+
+// compile compiles the paths and prints diagnostics as text to stderr. It
+// returns nil when there are errors.
+func compile(paths []string, stderr io.Writer) *plan.Package {
+	pkg, diags := compiler.CompileFiles(paths...)
+	_ = diags.Format(stderr)
+	if diags.HasErrors() {
+		return nil
+	}
+	return pkg
+}
+
+func runCheck(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("check", "[-json] FILE|DIR...", stderr)
+	asJSON := fs.Bool("json", false, "print diagnostics as one JSON object on stdout")
+	if code := parseFlags(fs, args, stderr); code >= 0 {
+		return code
+	}
+	_, diags := compiler.CompileFiles(fs.Args()...)
+	if *asJSON {
+		errs, warns := diags.Count()
+		out := struct {
+			Version     int             `json:"version"`
+			Valid       bool            `json:"valid"`
+			Errors      int             `json:"errors"`
+			Warnings    int             `json:"warnings"`
+			Diagnostics dsl.Diagnostics `json:"diagnostics"`
+		}{Version: 1, Valid: errs == 0, Errors: errs, Warnings: warns, Diagnostics: diags}
+		if out.Diagnostics == nil {
+			out.Diagnostics = dsl.Diagnostics{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(stderr, "ffc check: %v\n", err)
+			return exitError
+		}
+	} else {
+		_ = diags.Format(stderr)
+	}
+	if diags.HasErrors() {
+		return exitError
+	}
+	return exitOK
+}
+
+// selectFlows returns the flows of pkg, or only the named one.
+func selectFlows(pkg *plan.Package, name string, stderr io.Writer) ([]plan.Flow, bool) {
+	if name == "" {
+		return pkg.Flows, true
+	}
+	var names []string
+	for _, f := range pkg.Flows {
+		if f.Name == name {
+			return []plan.Flow{f}, true
+		}
+		names = append(names, f.Name)
+	}
+	msg := fmt.Sprintf("no flow %q in the package", name)
+	if s := dsl.Suggest(name, names); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	} else if len(names) > 0 {
+		msg += " (flows: " + strings.Join(names, ", ") + ")"
+	}
+	fmt.Fprintln(stderr, "ffc: "+msg)
+	return nil, false
+}
+
+func runPlan(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("plan", "[-flow NAME] FILE|DIR...", stderr)
+	flowName := fs.String("flow", "", "print only the plan of this flow (a self-contained flow plan)")
+	if code := parseFlags(fs, args, stderr); code >= 0 {
+		return code
+	}
+	pkg := compile(fs.Args(), stderr)
+	if pkg == nil {
+		return exitError
+	}
+	var v any = pkg
+	if *flowName != "" {
+		flows, ok := selectFlows(pkg, *flowName, stderr)
+		if !ok {
+			return exitError
+		}
+		v = flows[0]
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		fmt.Fprintf(stderr, "ffc plan: %v\n", err)
+		return exitError
+	}
+	b = append(b, '\n')
+	if _, err := stdout.Write(b); err != nil {
+		fmt.Fprintf(stderr, "ffc plan: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func runGraph(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("graph", "[-format dot|mermaid] [-flow NAME] FILE|DIR...", stderr)
+	format := fs.String("format", "dot", "output format: dot (Graphviz) or mermaid")
+	flowName := fs.String("flow", "", "draw only this flow")
+	if code := parseFlags(fs, args, stderr); code >= 0 {
+		return code
+	}
+	if *format != "dot" && *format != "mermaid" {
+		fmt.Fprintf(stderr, "ffc graph: unknown format %q: use dot or mermaid\n", *format)
+		return exitUsage
+	}
+	pkg := compile(fs.Args(), stderr)
+	if pkg == nil {
+		return exitError
+	}
+	flows, ok := selectFlows(pkg, *flowName, stderr)
+	if !ok {
+		return exitError
+	}
+	var err error
+	if *format == "dot" {
+		err = writeDOT(stdout, flows)
+	} else {
+		err = writeMermaid(stdout, flows)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ffc graph: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func runGen(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("gen", "-o FILE.go [-package NAME] [-check] FILE|DIR...", stderr)
+	out := fs.String("o", "", "output file (required)")
+	pkgName := fs.String("package", "", "Go package name (default: the .ff package clause, else the output directory's name)")
+	check := fs.Bool("check", false, "do not write; fail if FILE.go is not up to date")
+	if code := parseFlags(fs, args, stderr); code >= 0 {
+		return code
+	}
+	if *out == "" {
+		fmt.Fprintln(stderr, "ffc gen: -o FILE.go is required")
+		fs.Usage()
+		return exitUsage
+	}
+	pkg := compile(fs.Args(), stderr)
+	if pkg == nil {
+		return exitError
+	}
+	name := *pkgName
+	if name == "" && pkg.Package == "" {
+		name = defaultPackage(*out)
+	}
+	src, err := gen.Generate(pkg, gen.Options{Package: name})
+	if err != nil {
+		fmt.Fprintf(stderr, "ffc gen: %v\n", err)
+		return exitError
+	}
+	if *check {
+		old, err := os.ReadFile(*out)
+		if err != nil {
+			fmt.Fprintf(stderr, "ffc gen: %s is missing: run ffc gen without -check (%v)\n", *out, err)
+			return exitError
+		}
+		if !bytes.Equal(old, src) {
+			fmt.Fprintf(stderr, "ffc gen: %s is out of date: run ffc gen without -check\n", *out)
+			return exitError
+		}
+		return exitOK
+	}
+	if err := writeFileAtomic(*out, src); err != nil {
+		fmt.Fprintf(stderr, "ffc gen: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// defaultPackage derives a Go package name from the output file's
+// directory.
+func defaultPackage(out string) string {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "flows"
+	}
+	base := filepath.Base(filepath.Dir(abs))
+	var b strings.Builder
+	for i, r := range base {
+		switch {
+		case r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z':
+			b.WriteRune(r)
+		case '0' <= r && r <= '9' && i > 0:
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 {
+		return "flows"
+	}
+	return strings.ToLower(b.String())
+}
+
+// writeFileAtomic writes data to a temporary file next to path and renames
+// it into place, so readers never see a partial file.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

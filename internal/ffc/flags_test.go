@@ -1,0 +1,5 @@
+package ffc
+
+import "flag"
+
+var update = flag.Bool("update", false, "rewrite expected outputs in test scripts")
