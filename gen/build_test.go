@@ -1,0 +1,108 @@
+package gen
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+)
+
+// modulePath is the module this package belongs to; the build directory
+// lives inside it so that imports of the runtime packages resolve.
+const modulePath = "github.com/flowfabric/ff"
+
+// buildCase is one package of generated code that must compile.
+type buildCase struct {
+	dir string        // directory name under the build root
+	pkg *plan.Package // the plan to generate from
+}
+
+// TestGeneratedCodeBuilds writes the code generated for every testdata
+// .ff file (issue 2's example among them), every example flow file on its
+// own, the examples directory as a whole, a 300-exec flow and the
+// hand-built plan into packages of a directory inside this module, then
+// runs go build and go vet on them and go test on a package that imports
+// them all. Its tests check that each <Flow>Plan() literal marshals to
+// exactly the JSON of the plan it was generated from, and drive the
+// RegisterPublish of issue 2's example through a fake worker.Registrar
+// (testdata/harness/publish_test.go).
+func TestGeneratedCodeBuilds(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build generated code: %v", err)
+	}
+	cases := append([]buildCase{{dir: "handplan", pkg: handPlan()}}, compiledBuildCases(t)...)
+
+	root, err := os.MkdirTemp("testdata", "build-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	importPath := func(dir string) string { return path.Join(modulePath, "gen", filepath.ToSlash(root), dir) }
+
+	var check strings.Builder
+	check.WriteString("package check\n\nimport (\n\t\"encoding/json\"\n\t\"testing\"\n\n")
+	var table strings.Builder
+	for i, c := range cases {
+		dir := filepath.Join(root, c.dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		src, err := Generate(c.pkg, Options{})
+		if err != nil {
+			t.Fatalf("%s: Generate: %v", c.dir, err)
+		}
+		write(t, filepath.Join(dir, "gen_ff.go"), src)
+		fmt.Fprintf(&check, "\tp%d %q\n", i, importPath(c.dir))
+		for _, fl := range c.pkg.Flows {
+			want, err := json.Marshal(fl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&table, "\t\t{%q, p%d.%sPlan(), %s},\n", c.dir+"."+fl.Name, i, GoName(fl.Name), strconv.Quote(string(want)))
+		}
+	}
+	check.WriteString(")\n\n// TestPlansRoundTrip checks that each generated <Flow>Plan() marshals to\n// the JSON of the plan it was generated from.\n")
+	check.WriteString("func TestPlansRoundTrip(t *testing.T) {\n\tfor _, c := range []struct {\n\t\tname string\n\t\tgot  any\n\t\twant string\n\t}{\n")
+	check.WriteString(table.String())
+	check.WriteString("\t} {\n\t\tgot, err := json.Marshal(c.got)\n\t\tif err != nil {\n\t\t\tt.Fatal(err)\n\t\t}\n")
+	check.WriteString("\t\tif string(got) != c.want {\n\t\t\tt.Errorf(\"%s: embedded plan differs:\\n got %s\\nwant %s\", c.name, got, c.want)\n\t\t}\n\t}\n}\n")
+	checkDir := filepath.Join(root, "check")
+	if err := os.MkdirAll(checkDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(checkDir, "roundtrip_test.go"), []byte(check.String()))
+	harness, err := os.ReadFile(filepath.Join("testdata", "harness", "publish_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness = []byte(strings.ReplaceAll(string(harness), "MEDIA_IMPORT_PATH", importPath("testdata_issue2")))
+	write(t, filepath.Join(checkDir, "publish_test.go"), harness)
+
+	// One test binary only: linking is the slow part.
+	for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}, {"test", "-count=1", "./check"}} {
+		start := time.Now()
+		cmd := exec.Command(goBin, args...)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s in %s: %v\n%s", strings.Join(args, " "), root, err, out)
+		}
+		t.Logf("go %s (%v):\n%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), out)
+	}
+}
+
+func write(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
