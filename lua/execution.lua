@@ -1,0 +1,214 @@
+-- execution.lua: creating executions and operator actions on them.
+
+-- write_new writes the record of a new execution and returns its public
+-- state, eligible-at time (0 when eligible now) and deadline (0 = none).
+-- argv[from..to] are field, value pairs stored verbatim (kind, payload,
+-- tags, caps, budgets, quotas, retry_*, attempt_timeout_ms, idem_key); the
+-- caller adds the index entries.
+local function write_new(key, priority, now, delay_until, delay, deadline_in, argv, from, to)
+  local due = delay_until
+  if delay > 0 and now + delay > due then due = now + delay end
+  local deadline = 0
+  if deadline_in > 0 then deadline = now + deadline_in end
+  local now_s = ts(now)
+  if due > now then
+    redis.call('HSET', key, 'priority', itoa(priority), 'created_at', now_s, 'updated_at', now_s,
+      'deadline_at', deadline > 0 and ts(deadline) or '', 'eligible_at', ts(due),
+      'state', sv('runnable', 'unowned', 'not_eligible_until_time', 'waiting_for_delay', 'none', 'pending_first_attempt'),
+      unpack(argv, from, to))
+    return 'delayed', due, deadline
+  end
+  redis.call('HSET', key, 'priority', itoa(priority), 'created_at', now_s, 'updated_at', now_s,
+    'deadline_at', deadline > 0 and ts(deadline) or '',
+    'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_first_attempt'),
+    unpack(argv, from, to))
+  return 'waiting', 0, deadline
+end
+
+-- ff_create: create one standalone execution (the hot path of single
+-- creates: every key comes from the caller).
+-- KEYS[1]  <prefix>ff:{fp:N}:lanes                  partition anchor
+-- KEYS[2]  <prefix>ff:{fp:N}:x:<uuid>               the new record
+-- KEYS[3]  <prefix>ff:{fp:N}:q:<ns>:<lane>:eligible
+-- KEYS[4]  <prefix>ff:{fp:N}:q:<ns>:<lane>:delayed
+-- KEYS[5]  <prefix>ff:{fp:N}:deadlines
+-- KEYS[6]  <prefix>ff:{fp:N}:idem:<ns>:<key>        (the anchor when no key)
+-- ARGV[1]  idempotency key lifetime, ms
+-- ARGV[2]  the number of entries that follow (as in ff_create_many)
+-- ARGV[3..] uuid, namespace, lane, priority, delay-until, delay, deadline,
+--          idempotency key, field/value pairs: one item of ff_create_many
+-- ARGV[last-1] wake-up channel
+-- ARGV[last]   wake-up message
+-- Reply: {1, item} with item as in ff_create_many.
+-- The uuid is random (122 bits from crypto/rand): it is not checked for
+-- collisions.
+local function ff_create(keys, argv)
+  local u = argv[3]
+  local ikey = argv[10]
+  if ikey ~= '' then
+    local first = redis.call('GET', keys[6])
+    if first and redis.call('EXISTS', string.sub(keys[2], 1, -#u - 1) .. first) == 1 then
+      return ok(ok('duplicate', first))
+    end
+  end
+  local now = now_ms()
+  local priority = tonumber(argv[6])
+  local last = 2 + tonumber(argv[2])
+  local public, due, deadline = write_new(keys[2], priority, now, tonumber(argv[7]), tonumber(argv[8]),
+    tonumber(argv[9]), argv, 11, last)
+  if deadline > 0 then
+    redis.call('ZADD', keys[5], ts(deadline), u)
+  end
+  if due > 0 then
+    redis.call('ZADD', keys[4], ts(due), u)
+  else
+    redis.call('ZADD', keys[3], ts(eligible_score(priority, now)), u)
+    redis.call('PUBLISH', argv[last + 1], argv[last + 2])
+  end
+  redis.call('SADD', keys[1], argv[4] .. ':' .. argv[5])
+  if ikey ~= '' then
+    redis.call('SET', keys[6], u, 'PX', argv[1])
+  end
+  return ok(ok('created', now, public, due, deadline))
+end
+
+-- ff_create_many: create standalone executions of one partition.
+-- KEYS[1]  <prefix>ff:{fp:N}:lanes  partition anchor
+-- ARGV[1]  idempotency key lifetime, ms
+-- ARGV[2..] items, each: the number of the item's entries that follow, then
+--          uuid, namespace, lane, priority (0..1000), delay-until (absolute
+--          ms, '0' = none), delay (ms from now, '0' = none), deadline (ms
+--          from now, '0' = none), idempotency key ('' = none), and field,
+--          value pairs stored verbatim on the record (see write_new).
+-- Reply: {1, item...}; item = {1, 'created', now, public_state, eligible_at, deadline_at}
+--        | {1, 'duplicate', uuid of the first execution with that key}
+-- The uuids are random (122 bits from crypto/rand): they are not checked
+-- for collisions. One wake-up is published per lane that got eligible work.
+local function ff_create_many(keys, argv)
+  local p = part(keys[1])
+  local now = now_ms()
+  local items = {}
+  local woken, registered = {}, {}
+  local i = 2
+  while i <= #argv do
+    local n = tonumber(argv[i])
+    local u, ns, lane = argv[i + 1], argv[i + 2], argv[i + 3]
+    local priority = tonumber(argv[i + 4])
+    local ikey = argv[i + 8]
+    local ik, first
+    if ikey ~= '' then
+      ik = p.base .. ':idem:' .. ns .. ':' .. ikey
+      first = redis.call('GET', ik)
+      if first and redis.call('EXISTS', p.xp .. first) == 0 then first = nil end
+    end
+    if first then
+      items[#items + 1] = ok('duplicate', first)
+    else
+      local public, due, deadline = write_new(p.xp .. u, priority, now, tonumber(argv[i + 5]),
+        tonumber(argv[i + 6]), tonumber(argv[i + 7]), argv, i + 9, i + n)
+      if deadline > 0 then
+        zadd(p, p.deadlines, ts(deadline), u)
+      end
+      if due > 0 then
+        zadd(p, lane_key(p, ns, lane, 'delayed'), ts(due), u)
+      else
+        local ek = lane_key(p, ns, lane, 'eligible')
+        zadd(p, ek, ts(eligible_score(priority, now)), u)
+        if not woken[ek] then
+          woken[ek] = true
+          wake(p, ns, lane)
+        end
+      end
+      local member = ns .. ':' .. lane
+      if not registered[member] then
+        registered[member] = true
+        redis.call('SADD', p.anchor, member)
+      end
+      if ik then
+        redis.call('SET', ik, u, 'PX', argv[1])
+      end
+      items[#items + 1] = ok('created', now, public, due, deadline)
+    end
+    i = i + n + 1
+  end
+  flush(p)
+  return ok(unpack(items))
+end
+
+-- ff_cancel: cancel an execution in any non-terminal state.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  uuid
+-- ARGV[2]  reason
+-- Reply: {1, public_state, changed (1|0)}
+--        {0, 'not_found'}
+--        {0, 'wrong_state', public_state}  (terminal, not cancelled)
+local function ff_cancel(keys, argv)
+  local p = part(keys[1])
+  local c = read_core(p, argv[1])
+  if not c then return refuse('not_found') end
+  if is(c.state, 'terminal') then
+    if split(c).outcome == 'cancelled' then return ok(c.v.public, 0) end
+    return refuse('wrong_state', public_of(c.state))
+  end
+  local now = now_ms()
+  local reason = argv[2]
+  if reason == '' then reason = 'cancelled' end
+  local active = is(c.state, 'active')
+  leave_indexes(p, c)
+  local public
+  if active then
+    local af, av = attempt_end(c, 'cancelled', reason, now)
+    public = to_terminal(p, c, 'cancelled', reason, now, 'cancel_reason', clip(reason), af, av)
+  else
+    public = to_terminal(p, c, 'cancelled', reason, now, 'cancel_reason', clip(reason))
+  end
+  flush(p)
+  return ok(public, 1)
+end
+
+-- ff_change_priority: change the priority of a runnable execution.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  uuid
+-- ARGV[2]  new priority (0..1000)
+-- Reply: {1, public_state}
+--        {0, 'not_found'}
+--        {0, 'wrong_state', public_state}  (active or terminal)
+local function ff_change_priority(keys, argv)
+  local p = part(keys[1])
+  local c = read_core(p, argv[1])
+  if not c then return refuse('not_found') end
+  if not is(c.state, 'runnable') then return refuse('wrong_state', public_of(c.state)) end
+  more(c)
+  local priority = tonumber(argv[2])
+  redis.call('HSET', c.key, 'priority', itoa(priority), 'updated_at', ts(now_ms()))
+  if split(c).eligibility == 'eligible_now' then
+    redis.call('ZADD', lane_key(p, c.ns, c.lane, 'eligible'), ts(eligible_score(priority, num(c.created_at))), c.u)
+  end
+  return ok(c.v.public)
+end
+
+-- ff_revoke_lease: take the lease from a running execution; the attempt
+-- ends as revoked (not charged) and the execution is eligible again.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  uuid
+-- ARGV[2]  reason
+-- Reply: {1, public_state}
+--        {0, 'not_found'}
+--        {0, 'wrong_state', public_state}  (not active)
+local function ff_revoke_lease(keys, argv)
+  local p = part(keys[1])
+  local c = read_core(p, argv[1])
+  if not c then return refuse('not_found') end
+  if not is(c.state, 'active') then return refuse('wrong_state', public_of(c.state)) end
+  local reason = argv[2]
+  if reason == '' then reason = 'lease revoked' end
+  local public = after_attempt(p, c, 'revoked', reason, now_ms(), false, true, 0)
+  flush(p)
+  return ok(public)
+end
+
+redis.register_function('ff_create', ff_create)
+redis.register_function('ff_create_many', ff_create_many)
+redis.register_function('ff_cancel', ff_cancel)
+redis.register_function('ff_change_priority', ff_change_priority)
+redis.register_function('ff_revoke_lease', ff_revoke_lease)

@@ -1,0 +1,432 @@
+-- flow.lua: flow runs: staging a compiled DAG, resolving edges when a
+-- member ends, the run's state, and cancelling a run. Every member of a
+-- run lives on the run's partition, so each of these is one FCALL.
+--
+-- Run record B:f:<uuid> (HASH): ns, flow, state (running, succeeded,
+-- failed, cancelled), total, done, succeeded, failed, skipped, cancelled,
+-- unhandled (failed members without an `on failure`/`on done` edge out),
+-- result_node (uuid), result_outcome, input, idem_key, cancelling,
+-- created_at, ended_at. B:f:<uuid>:nodes (HASH): exec name -> uuid.
+--
+-- Member record fields on top of an execution's: flow_id, flow_node,
+-- join_need (edges that must hold), deps_total, deps_done, deps_ok,
+-- out ("<uuid>:<on>,..." with on = success, failure or done), handled ('1'
+-- when a failure is handled by an edge), input_from (uuid of the upstream
+-- whose result is the input; '' = its own payload), ups ("<name>=<uuid>,..."
+-- every upstream, for Task.Upstream).
+
+-- Run counters by member outcome.
+local RUN_COUNTER = {
+  success = 'succeeded', failed = 'failed', expired = 'failed', skipped = 'skipped', cancelled = 'cancelled',
+}
+
+-- holds reports whether an edge with condition on holds for an upstream
+-- that ended with outcome. Skipped and cancelled upstreams satisfy no edge.
+local function holds(on, outcome)
+  local failed = outcome == 'failed' or outcome == 'expired'
+  if on == 'success' then return outcome == 'success' end
+  if on == 'failure' then return failed end
+  return outcome == 'success' or failed -- done
+end
+
+-- decide records one decided edge into downstream d and fires it: eligible
+-- when its join is satisfied, skipped when it can no longer be.
+local function decide(p, d, ok_edge, now)
+  local dc = read_core(p, d)
+  if not dc or not is(dc.state, 'runnable') or split(dc).eligibility ~= 'blocked_by_dependencies' then
+    return -- gone, or already fired
+  end
+  local v = redis.call('HMGET', dc.key, 'deps_total', 'deps_done', 'deps_ok', 'join_need')
+  local total, done, okc, need = num(v[1]), num(v[2]) + 1, num(v[3]), num(v[4])
+  if ok_edge then okc = okc + 1 end
+  if okc >= need then
+    leave_indexes(p, dc)
+    to_eligible(p, dc, 'pending_first_attempt', now, 'deps_done', itoa(done), 'deps_ok', itoa(okc))
+  elseif total - (done - okc) < need then
+    leave_indexes(p, dc)
+    to_terminal(p, dc, 'skipped', 'its join can no longer be satisfied', now, 'deps_done', itoa(done), 'deps_ok', itoa(okc))
+  else
+    redis.call('HSET', dc.key, 'deps_done', itoa(done), 'deps_ok', itoa(okc))
+  end
+end
+
+-- finish_run sets the final state of a run whose members all ended.
+local function finish_run(p, runkey, run, now)
+  local r = redis.call('HMGET', runkey, 'cancelling', 'result_node', 'result_outcome', 'unhandled', 'cancelled')
+  local state
+  if r[1] == '1' then
+    state = 'cancelled'
+  elseif r[2] and r[2] ~= '' then
+    state = r[3] == 'success' and 'succeeded' or 'failed'
+  elseif num(r[5]) > 0 then
+    state = 'cancelled' -- a member was cancelled on its own
+  else
+    state = num(r[4]) > 0 and 'failed' or 'succeeded'
+  end
+  redis.call('HSET', runkey, 'state', state, 'ended_at', ts(now), 'updated_at', ts(now))
+  redis.call('ZADD', p.base .. ':runs:ended', ts(now), run)
+  local prefix, n = string.match(p.anchor, '^(.*)ff:{fp:(%d+)}:lanes$')
+  redis.call('PUBLISH', prefix .. 'ff:runs', n .. '.' .. run .. ':' .. state)
+end
+
+-- resolve_member updates the run of a member that ended and decides its
+-- outgoing edges.
+local function resolve_member(p, u, run, outcome, now)
+  local runkey = p.base .. ':f:' .. run
+  local r = redis.call('HMGET', runkey, 'total', 'done', 'result_node', 'cancelling')
+  if not r[1] then return end -- the run was purged
+  local m = redis.call('HMGET', p.xp .. u, 'out', 'handled')
+  local done = num(r[2]) + 1
+  redis.call('HINCRBY', runkey, RUN_COUNTER[outcome] or 'failed', 1)
+  if (outcome == 'failed' or outcome == 'expired') and m[2] ~= '1' then
+    redis.call('HINCRBY', runkey, 'unhandled', 1)
+  end
+  if u == r[3] then
+    redis.call('HSET', runkey, 'result_outcome', outcome, 'done', itoa(done), 'updated_at', ts(now))
+  else
+    redis.call('HSET', runkey, 'done', itoa(done), 'updated_at', ts(now))
+  end
+  if r[4] ~= '1' and m[1] then
+    for edge in string.gmatch(m[1], '[^,]+') do
+      local d, on = string.match(edge, '^(.+):(%a+)$')
+      if d then decide(p, d, holds(on, outcome), now) end
+    end
+  end
+  if done >= num(r[1]) then finish_run(p, runkey, run, now) end
+end
+
+-- on_flow_terminal queues the member and, at the outermost level, drains
+-- the queue: skips found while resolving are queued, not recursed into, so
+-- a long chain of skips cannot exhaust the Lua stack.
+on_flow_terminal = function(p, c, outcome, now)
+  local q = p.flowq
+  if not q then
+    q = {}
+    p.flowq = q
+  end
+  q[#q + 1] = {c.u, c.flow_id, outcome}
+  if p.resolving then return end
+  p.resolving = true
+  local i = 1
+  while i <= #q do
+    resolve_member(p, q[i][1], q[i][2], q[i][3], now)
+    i = i + 1
+  end
+  p.flowq = nil
+  p.resolving = false
+end
+
+-- stage_member writes the record of the member whose entries start at
+-- argv[i] (the entry count; see ff_stage_flow) and returns its uuid, lane,
+-- priority, dependency count and deadline (absolute ms, 0 = none). With
+-- hidden set, a root is written pending like the others (a chunk of a run
+-- that is not committed yet).
+local function stage_member(p, argv, i, run, ns, input, now, hidden)
+  local n = tonumber(argv[i])
+  local name, u, lane = argv[i + 1], argv[i + 2], argv[i + 3]
+  local priority = tonumber(argv[i + 4])
+  local deps = tonumber(argv[i + 6])
+  local input_from = argv[i + 7]
+  local deadline = tonumber(argv[i + 11])
+  if deadline > 0 then deadline = now + deadline end
+  local eligibility, reason = 'eligible_now', 'waiting_for_worker'
+  if deps > 0 or hidden then eligibility, reason = 'blocked_by_dependencies', 'waiting_for_dependencies' end
+  local key = p.xp .. u
+  redis.call('HSET', key, 'ns', ns, 'lane', lane, 'priority', argv[i + 4], 'created_at', ts(now), 'updated_at', ts(now),
+    'deadline_at', deadline > 0 and ts(deadline) or '', 'flow_id', run, 'flow_node', name,
+    'join_need', argv[i + 5], 'deps_total', argv[i + 6], 'deps_done', '0', 'deps_ok', '0',
+    'input_from', input_from == 'flow' and '' or input_from, 'ups', argv[i + 8], 'out', argv[i + 9],
+    'handled', argv[i + 10],
+    'state', sv('runnable', 'unowned', eligibility, reason, 'none', 'pending_first_attempt'),
+    unpack(argv, i + 12, i + n))
+  if input_from == 'flow' then
+    redis.call('HSET', key, 'payload', input)
+  end
+  return name, u, lane, priority, deps, deadline, n
+end
+
+-- write_run writes the run record and its node map (name, uuid pairs).
+local function write_run(p, runkey, ns, flow, result, input, ikey, total, nodes, now)
+  redis.call('HSET', runkey, 'ns', ns, 'flow', flow, 'state', 'running', 'total', itoa(total), 'done', '0',
+    'succeeded', '0', 'failed', '0', 'skipped', '0', 'cancelled', '0', 'unhandled', '0',
+    'result_node', result, 'input', input, 'idem_key', ikey, 'created_at', ts(now), 'updated_at', ts(now))
+  call_all('HSET', runkey .. ':nodes', nodes)
+end
+
+-- duplicate_run returns the uuid of the run staged first with an
+-- idempotency key, and the key.
+local function duplicate_run(p, ns, ikey)
+  if ikey == '' then return nil end
+  local ik = p.base .. ':fidem:' .. ns .. ':' .. ikey
+  local first = redis.call('GET', ik)
+  if first and redis.call('EXISTS', p.base .. ':f:' .. first) == 1 then
+    return first, ik
+  end
+  return nil, ik
+end
+
+-- ff_stage_flow: stage a run of a compiled flow: the run record, every
+-- member and its edges, in one call. Roots are eligible at once, the
+-- others pending until their joins are satisfied. (Large runs use
+-- ff_stage_chunk and ff_commit_flow instead.)
+-- KEYS[1]  partition anchor
+-- ARGV[1]  run uuid
+-- ARGV[2]  namespace
+-- ARGV[3]  flow name
+-- ARGV[4]  uuid of the result exec ('' = none)
+-- ARGV[5]  idempotency key ('' = none)
+-- ARGV[6]  idempotency key lifetime, ms
+-- ARGV[7]  the run's input (bytes; the payload of roots that take it)
+-- ARGV[8..] members, each: the number of entries that follow, then name,
+--          uuid, lane, priority, join_need, deps_total, input_from ('flow'
+--          = the run input, '' = none, else the feeding upstream's uuid),
+--          ups, out, handled, deadline ms ('0' = none), and field/value
+--          pairs stored verbatim (kind, caps, retry_*, attempt_timeout_ms,
+--          budgets, quotas).
+-- Reply: {1, 'created', now} | {1, 'duplicate', run uuid}
+local function ff_stage_flow(keys, argv)
+  local p = part(keys[1])
+  local run, ns = argv[1], argv[2]
+  local first, ik = duplicate_run(p, ns, argv[5])
+  if first then return ok('duplicate', first) end
+  local now = now_ms()
+  local nodes = {}
+  local woken, registered = {}, {}
+  local i = 8
+  while i <= #argv do
+    local name, u, lane, priority, deps, deadline, n = stage_member(p, argv, i, run, ns, argv[7], now, false)
+    if deadline > 0 then zadd(p, p.deadlines, ts(deadline), u) end
+    if deps > 0 then
+      zadd(p, lane_key(p, ns, lane, 'pending'), ts(now), u)
+    else
+      local ek = lane_key(p, ns, lane, 'eligible')
+      zadd(p, ek, ts(eligible_score(priority, now)), u)
+      if not woken[ek] then
+        woken[ek] = true
+        wake(p, ns, lane)
+      end
+    end
+    if not registered[lane] then
+      registered[lane] = true
+      redis.call('SADD', p.anchor, ns .. ':' .. lane)
+    end
+    nodes[#nodes + 1] = name
+    nodes[#nodes + 1] = u
+    i = i + n + 1
+  end
+  write_run(p, p.base .. ':f:' .. run, ns, argv[3], argv[4], argv[7], argv[5], #nodes / 2, nodes, now)
+  if ik then redis.call('SET', ik, run, 'PX', argv[6]) end
+  flush(p)
+  return ok('created', now)
+end
+
+-- ff_stage_chunk: write some members of a large run that is not committed
+-- yet. They are in no index (invisible to claims, scanners and lists); an
+-- uncommitted staging is deleted by retention after its lifetime.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  run uuid
+-- ARGV[2]  namespace
+-- ARGV[3]  the run's input
+-- ARGV[4]  staging lifetime, ms
+-- ARGV[5..] members, as in ff_stage_flow
+-- Reply: {1, members written}
+local function ff_stage_chunk(keys, argv)
+  local p = part(keys[1])
+  local run, ns = argv[1], argv[2]
+  local now = now_ms()
+  local staged = {}
+  local i = 5
+  while i <= #argv do
+    local _, u, _, _, _, _, n = stage_member(p, argv, i, run, ns, argv[3], now, true)
+    staged[#staged + 1] = u
+    i = i + n + 1
+  end
+  call_all('SADD', p.base .. ':f:' .. run .. ':staged', staged)
+  redis.call('ZADD', p.base .. ':staging', ts(now + tonumber(argv[4])), run)
+  return ok(#staged)
+end
+
+-- ff_commit_flow: make a run staged with ff_stage_chunk visible: the run
+-- record and node map, roots eligible, the others in the pending index,
+-- deadlines armed.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  run uuid
+-- ARGV[2]  namespace
+-- ARGV[3]  flow name
+-- ARGV[4]  uuid of the result exec ('' = none)
+-- ARGV[5]  idempotency key ('' = none)
+-- ARGV[6]  idempotency key lifetime, ms
+-- ARGV[7]  the run's input
+-- ARGV[8]  the number of members, m
+-- ARGV[9..] m groups of name, uuid, lane, priority, deps_total, has_deadline (0/1)
+-- Reply: {1, 'created', now} | {1, 'duplicate', run uuid} (the staged
+--        members are deleted) | {0, 'not_found'} (nothing staged)
+local function ff_commit_flow(keys, argv)
+  local p = part(keys[1])
+  local run, ns = argv[1], argv[2]
+  if redis.call('ZSCORE', p.base .. ':staging', run) == false then return refuse('not_found') end
+  local first, ik = duplicate_run(p, ns, argv[5])
+  if first then
+    drop_staged(p, run)
+    return ok('duplicate', first)
+  end
+  local now = now_ms()
+  local nodes = {}
+  local woken, registered = {}, {}
+  local m = tonumber(argv[8])
+  for j = 0, m - 1 do
+    local b = 9 + j * 6
+    local name, u, lane, priority, deps = argv[b], argv[b + 1], argv[b + 2], tonumber(argv[b + 3]), tonumber(argv[b + 4])
+    nodes[#nodes + 1] = name
+    nodes[#nodes + 1] = u
+    local key = p.xp .. u
+    if argv[b + 5] == '1' then
+      local deadline = redis.call('HGET', key, 'deadline_at')
+      if deadline and deadline ~= '' then zadd(p, p.deadlines, deadline, u) end
+    end
+    if deps > 0 then
+      zadd(p, lane_key(p, ns, lane, 'pending'), ts(now), u)
+    else
+      redis.call('HSET', key, 'created_at', ts(now), 'updated_at', ts(now),
+        'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_first_attempt'))
+      local ek = lane_key(p, ns, lane, 'eligible')
+      zadd(p, ek, ts(eligible_score(priority, now)), u)
+      if not woken[ek] then
+        woken[ek] = true
+        wake(p, ns, lane)
+      end
+    end
+    if not registered[lane] then
+      registered[lane] = true
+      redis.call('SADD', p.anchor, ns .. ':' .. lane)
+    end
+  end
+  write_run(p, p.base .. ':f:' .. run, ns, argv[3], argv[4], argv[7], argv[5], m, nodes, now)
+  redis.call('DEL', p.base .. ':f:' .. run .. ':staged')
+  redis.call('ZREM', p.base .. ':staging', run)
+  if ik then redis.call('SET', ik, run, 'PX', argv[6]) end
+  flush(p)
+  return ok('created', now)
+end
+
+-- ff_cancel_run: cancel every non-terminal member of a run; the run ends
+-- cancelled. Members end cancelled (not skipped): edges are not resolved
+-- while the run is cancelling.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  run uuid
+-- ARGV[2]  reason
+-- Reply: {1, run state, members cancelled} | {0, 'not_found'}
+local function ff_cancel_run(keys, argv)
+  local p = part(keys[1])
+  local run = argv[1]
+  local runkey = p.base .. ':f:' .. run
+  local st = redis.call('HGET', runkey, 'state')
+  if not st then return refuse('not_found') end
+  if st ~= 'running' then return ok(st, 0) end
+  local reason = argv[2]
+  if reason == '' then reason = 'run cancelled' end
+  redis.call('HSET', runkey, 'cancelling', '1', 'cancel_reason', clip(reason))
+  local now = now_ms()
+  local n = 0
+  for _, u in ipairs(redis.call('HVALS', runkey .. ':nodes')) do
+    local c = read_core(p, u)
+    if c and not is(c.state, 'terminal') then
+      local active = is(c.state, 'active')
+      leave_indexes(p, c)
+      if active then
+        local af, av = attempt_end(c, 'cancelled', reason, now)
+        to_terminal(p, c, 'cancelled', reason, now, 'cancel_reason', clip(reason), af, av)
+      else
+        to_terminal(p, c, 'cancelled', reason, now, 'cancel_reason', clip(reason))
+      end
+      n = n + 1
+    end
+  end
+  flush(p)
+  return ok(redis.call('HGET', runkey, 'state'), n)
+end
+
+-- ff_replay_run: run a failed or cancelled run again from its failed
+-- members. Members that succeeded keep their results; every other member
+-- goes back to pending, or straight to eligible when the edges from kept
+-- members already satisfy its join (its next attempt is a replay, its
+-- retry budget starts again, its deadline is dropped). A member whose join
+-- the kept members already make impossible stays skipped.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  run uuid
+-- Reply: {1, members reset} | {0, 'not_found'} | {0, 'wrong_state', run state}
+local function ff_replay_run(keys, argv)
+  local p = part(keys[1])
+  local run = argv[1]
+  local runkey = p.base .. ':f:' .. run
+  local r = redis.call('HMGET', runkey, 'state', 'result_node')
+  if not r[1] then return refuse('not_found') end
+  if r[1] ~= 'failed' and r[1] ~= 'cancelled' then return refuse('wrong_state', r[1]) end
+  local now = now_ms()
+  local members = {}
+  local on = {} -- on[up .. '>' .. down] = condition
+  local kept = {}
+  for _, u in ipairs(redis.call('HVALS', runkey .. ':nodes')) do
+    local c = read_core(p, u)
+    if c then
+      local v = redis.call('HMGET', c.key, 'out', 'ups', 'deps_total', 'join_need')
+      c.out, c.ups, c.deps_total, c.join_need = v[1] or '', v[2] or '', num(v[3]), num(v[4])
+      members[#members + 1] = c
+      if split(c).outcome == 'success' then kept[u] = true end
+      for edge in string.gmatch(c.out, '[^,]+') do
+        local d, cond = string.match(edge, '^(.+):(%a+)$')
+        if d then on[u .. '>' .. d] = cond end
+      end
+    end
+  end
+  local reset, skipped = 0, 0
+  for _, c in ipairs(members) do
+    if not kept[c.u] then
+      local done, okc = 0, 0
+      for up in string.gmatch(c.ups, '[^,=]+=([^,]+)') do
+        if kept[up] then
+          done = done + 1
+          if holds(on[up .. '>' .. c.u] or 'success', 'success') then okc = okc + 1 end
+        end
+      end
+      if c.deps_total - (done - okc) < c.join_need and split(c).outcome == 'skipped' then
+        skipped = skipped + 1 -- still impossible
+      else
+        zrem(p, lane_key(p, c.ns, c.lane, 'terminal'), c.u)
+        redis.call('HDEL', c.key, 'result')
+        local common = {'deps_done', done, 'deps_ok', okc, 'charged_attempts', 0, 'deadline_at', '',
+          'ended_at', '', 'failure_reason', '', 'last_error', '', 'eligible_at', '', 'updated_at', now}
+        if okc >= c.join_need then
+          redis.call('HSET', c.key, 'state',
+            sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_replay_attempt'),
+            unpack(common))
+          more(c)
+          zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), eligible_score(num(c.priority), num(c.created_at)), c.u)
+          wake(p, c.ns, c.lane)
+        else
+          redis.call('HSET', c.key, 'state',
+            sv('runnable', 'unowned', 'blocked_by_dependencies', 'waiting_for_dependencies', 'none',
+              'pending_replay_attempt'),
+            unpack(common))
+          zadd(p, lane_key(p, c.ns, c.lane, 'pending'), ts(now), c.u)
+        end
+        reset = reset + 1
+      end
+    end
+  end
+  if reset == 0 then return refuse('wrong_state', r[1]) end
+  local succeeded = 0
+  for _ in pairs(kept) do succeeded = succeeded + 1 end
+  redis.call('HSET', runkey, 'state', 'running', 'done', succeeded + skipped, 'succeeded', succeeded,
+    'failed', 0, 'skipped', skipped, 'cancelled', 0, 'unhandled', 0, 'cancelling', '',
+    'result_outcome', kept[r[2]] and 'success' or '', 'ended_at', '', 'updated_at', now)
+  zrem(p, p.base .. ':runs:ended', run)
+  flush(p)
+  return ok(reset)
+end
+
+redis.register_function('ff_stage_flow', ff_stage_flow)
+redis.register_function('ff_stage_chunk', ff_stage_chunk)
+redis.register_function('ff_commit_flow', ff_commit_flow)
+redis.register_function('ff_cancel_run', ff_cancel_run)
+redis.register_function('ff_replay_run', ff_replay_run)

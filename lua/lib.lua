@@ -1,0 +1,459 @@
+-- lib.lua: helpers shared by every function of the library. They are local
+-- to the library and cannot be called with FCALL.
+--
+-- Conventions (spec/runtime.md, "Functions"):
+--   * KEYS[1] of every partition function is the partition's lane registry
+--     "<prefix>ff:{fp:N}:lanes" (the anchor). Keys the caller knows are
+--     passed as further KEYS; keys that depend on what the function reads
+--     (an execution's lane indexes, candidates of a claim) are derived from
+--     the anchor, so every key of a call shares the hash tag {fp:N}.
+--   * Replies are envelopes: {1, ...} on success, {0, code, detail...} on a
+--     refused request. Batch functions reply {1, item, item, ...} where each
+--     item is an envelope. A Lua error is a bug, never a refusal.
+--   * The server's TIME is the only clock. Times are integer milliseconds.
+--   * Numbers are handed to redis.call as decimal strings (ts, itoa): Redis
+--     7.0 prints a Lua number with %.17g, which is slow, and Lua's own
+--     number-to-string conversion is not much cheaper.
+--   * The state vector is one field, "state": the seven dimensions
+--     separated by spaces, in the order lifecycle, ownership, eligibility,
+--     blocking reason, outcome, attempt state, public state. Writing one
+--     field instead of seven keeps transitions cheap; sv() builds it and
+--     vec() splits it. blocking_detail is a field of its own.
+--   * Index updates of a call are collected (zadd/zrem) and applied once per
+--     key at the end (flush): a call never removes and adds the same member
+--     of the same index.
+
+-- Eligible score: lower is claimed first. Priority occupies the high part,
+-- creation age the low part; both stay exact below 2^53.
+local SCORE_EPOCH_MS = 1735689600000 -- 2025-01-01T00:00:00Z
+local SCORE_AGE_SPAN = 2199023255552 -- 2^41 ms, about 69 years
+local PRIORITY_MAX = 1000
+local ERROR_MAX = 4096
+
+-- The clock of the current call, as a number and as the string the server
+-- stores: formatting numbers inside the server is expensive (Redis 7.0
+-- prints them with %.17g), so each call formats its time once, from the
+-- strings TIME returns.
+local CLOCK_NOW, CLOCK_S = -1, ''
+local MS3 = {} -- "000".."999", cached
+
+local function now_ms()
+  local t = redis.call('TIME')
+  local ms = math.floor(tonumber(t[2]) / 1000)
+  local s3 = MS3[ms]
+  if not s3 then
+    s3 = string.format('%03d', ms)
+    MS3[ms] = s3
+  end
+  CLOCK_NOW = tonumber(t[1]) * 1000 + ms
+  CLOCK_S = t[1] .. s3
+  return CLOCK_NOW
+end
+
+-- ts returns the decimal string of an integral time or score: the cached
+-- string of the call's clock, else a %d format (cheaper than the server's
+-- conversion of a Lua number).
+local function ts(x)
+  if x == CLOCK_NOW then return CLOCK_S end
+  return string.format('%d', x)
+end
+
+-- Strings of small integers, cached: turning a number into a string inside
+-- the server is expensive.
+local INTS = {}
+
+local function itoa(n)
+  local s = INTS[n]
+  if not s then
+    s = tostring(n)
+    if n >= 0 and n < 1024 then INTS[n] = s end
+  end
+  return s
+end
+
+local function num(s)
+  if not s or s == '' then return 0 end
+  return tonumber(s) or 0
+end
+
+local function ok(...)
+  return {1, ...}
+end
+
+local function refuse(code, ...)
+  return {0, code, ...}
+end
+
+local function clip(s)
+  if #s > ERROR_MAX then return string.sub(s, 1, ERROR_MAX) end
+  return s
+end
+
+local function eligible_score(priority, created)
+  local age = created - SCORE_EPOCH_MS
+  if age < 0 then age = 0 end
+  return (PRIORITY_MAX - priority) * SCORE_AGE_SPAN + age
+end
+
+-- derive_public is the one rule mapping the state vector to public_state
+-- (Go: store.DerivePublicState).
+local function derive_public(lifecycle, eligibility, outcome)
+  if lifecycle == 'active' then
+    return 'active'
+  elseif lifecycle == 'terminal' then
+    if outcome == 'success' then return 'completed'
+    elseif outcome == 'cancelled' then return 'cancelled'
+    elseif outcome == 'expired' then return 'expired'
+    elseif outcome == 'skipped' then return 'skipped'
+    end
+    return 'failed'
+  end
+  if eligibility == 'not_eligible_until_time' then return 'delayed'
+  elseif eligibility == 'blocked_by_dependencies' then return 'pending'
+  elseif eligibility == 'blocked_by_budget' or eligibility == 'blocked_by_quota'
+      or eligibility == 'blocked_by_route' then return 'blocked'
+  end
+  return 'waiting'
+end
+
+-- Built state strings, in nested tables by the six independent dimensions
+-- (so that a lookup builds no string). The cache is bounded by the number
+-- of valid combinations (well under a thousand).
+local STATES = {}
+
+local function sub(t, k)
+  local v = t[k]
+  if not v then
+    v = {}
+    t[k] = v
+  end
+  return v
+end
+
+-- sv returns the state field of a state vector.
+local function sv(lifecycle, ownership, eligibility, reason, outcome, attempt)
+  local t = sub(sub(sub(sub(sub(STATES, lifecycle), ownership), eligibility), reason), outcome)
+  local v = t[attempt]
+  if not v then
+    v = table.concat({lifecycle, ownership, eligibility, reason, outcome, attempt,
+      derive_public(lifecycle, eligibility, outcome)}, ' ')
+    t[attempt] = v
+  end
+  return v
+end
+
+-- vec splits a state field into a table of its dimensions.
+local function vec(st)
+  local l, o, e, r, out, a, pub = string.match(st or '', '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
+  return {lifecycle = l, ownership = o, eligibility = e, reason = r, outcome = out, attempt = a, public = pub}
+end
+
+-- is reports whether state field st is in lifecycle phase l ('active',
+-- 'runnable' or 'terminal') without building strings.
+local PHASE_PREFIX = {active = 'active ', runnable = 'runnable ', terminal = 'terminal '}
+
+local function is(st, l)
+  return st and string.find(st, PHASE_PREFIX[l], 1, true) == 1
+end
+
+-- public_of returns the public state of a state field.
+local function public_of(st)
+  return string.match(st or '', '(%S+)$') or ''
+end
+
+-- The index of a lane that holds a runnable execution, by eligibility.
+local RUNNABLE_INDEX = {
+  eligible_now = 'eligible',
+  not_eligible_until_time = 'delayed',
+  blocked_by_dependencies = 'pending',
+  blocked_by_budget = 'blocked',
+  blocked_by_quota = 'blocked',
+  blocked_by_route = 'blocked',
+}
+
+-- part returns the context of one call on the partition of an anchor key:
+-- its keys and the collected index updates.
+local function part(anchor)
+  local base = string.sub(anchor, 1, -7) -- strip ':lanes'
+  return {
+    anchor = anchor,
+    base = base,
+    xp = base .. ':x:',
+    leases = base .. ':leases',
+    timeouts = base .. ':timeouts',
+    deadlines = base .. ':deadlines',
+    adds = {},
+    rems = {},
+    lanes = {},
+  }
+end
+
+local function core_key(p, u)
+  return p.xp .. u
+end
+
+-- lane_key returns an index key of a lane; keys are cached per call.
+local function lane_key(p, ns, lane, index)
+  local t = sub(sub(p.lanes, ns), lane)
+  local k = t[index]
+  if not k then
+    k = p.base .. ':q:' .. ns .. ':' .. lane .. ':' .. index
+    t[index] = k
+  end
+  return k
+end
+
+local function zadd(p, key, score, member)
+  local t = p.adds[key]
+  if not t then t = {}; p.adds[key] = t end
+  t[#t + 1] = score
+  t[#t + 1] = member
+end
+
+local function zrem(p, key, member)
+  local t = p.rems[key]
+  if not t then t = {}; p.rems[key] = t end
+  t[#t + 1] = member
+end
+
+-- UNPACK_MAX bounds the values handed to one redis.call with unpack (the
+-- Lua stack holds about 8000); it is even, so pairs are never split.
+local UNPACK_MAX = 4000
+
+-- call_all runs cmd on key with every value of list, in as many calls as
+-- the Lua stack needs.
+local function call_all(cmd, key, list)
+  local n = #list
+  if n <= UNPACK_MAX then
+    if n > 0 then redis.call(cmd, key, unpack(list)) end
+    return
+  end
+  for i = 1, n, UNPACK_MAX do
+    redis.call(cmd, key, unpack(list, i, math.min(i + UNPACK_MAX - 1, n)))
+  end
+end
+
+-- flush applies the collected index updates.
+local function flush(p)
+  for key, t in pairs(p.rems) do call_all('ZREM', key, t) end
+  for key, t in pairs(p.adds) do call_all('ZADD', key, t) end
+  p.adds, p.rems = {}, {}
+end
+
+-- wake publishes "<partition>:<ns>:<lane>" on "<prefix>ff:wake".
+local function wake(p, ns, lane)
+  if not p.channel then
+    local prefix, n = string.match(p.anchor, '^(.*)ff:{fp:(%d+)}:lanes$')
+    p.channel, p.wake_prefix = prefix .. 'ff:wake', n .. ':'
+  end
+  redis.call('PUBLISH', p.channel, p.wake_prefix .. ns .. ':' .. lane)
+end
+
+-- The fields every transition reads first (the fence and the indexes).
+local FENCE_FIELDS = {
+  'state', 'ns', 'lane', 'lease_id', 'lease_epoch', 'lease_expires_at', 'attempt_count',
+  'attempt_timeout_ms', 'deadline_at', 'flow_id',
+}
+
+-- The fields transitions that may retry or requeue read on top.
+local MORE_FIELDS = {
+  'priority', 'created_at', 'charged_attempts',
+  'retry_attempts', 'retry_backoff', 'retry_delay_ms', 'retry_max_delay_ms', 'retry_jitter',
+  'attempt_deadline_at',
+}
+
+-- read_core returns the fence fields of an execution as a table, or nil
+-- when it does not exist. c.v is the split state (vec), filled by split().
+local function read_core(p, u)
+  local key = core_key(p, u)
+  local v = redis.call('HMGET', key, unpack(FENCE_FIELDS))
+  if not v[1] then return nil end -- every record has a state
+  local c = {key = key, u = u}
+  for i, f in ipairs(FENCE_FIELDS) do
+    c[f] = v[i] or ''
+  end
+  return c
+end
+
+-- split fills c.v with the dimensions of c's state.
+local function split(c)
+  if not c.v then c.v = vec(c.state) end
+  return c.v
+end
+
+-- more loads the remaining transition fields into c.
+local function more(c)
+  if c.more then return c end
+  local v = redis.call('HMGET', c.key, unpack(MORE_FIELDS))
+  for i, f in ipairs(MORE_FIELDS) do
+    c[f] = v[i] or ''
+  end
+  c.more = true
+  return c
+end
+
+-- attempt_end is the history field of the end of the running attempt:
+-- "att:<n>:end" = "<ended_at>\t<outcome>\t<error>".
+local function attempt_end(c, outcome, message, now)
+  return 'att:' .. c.attempt_count .. ':end', ts(now) .. '\t' .. outcome .. '\t' .. clip(message or '')
+end
+
+-- leave_indexes removes an execution from the indexes of its current state.
+local function leave_indexes(p, c)
+  local u = c.u
+  if is(c.state, 'active') then
+    zrem(p, lane_key(p, c.ns, c.lane, 'active'), u)
+    zrem(p, p.leases, u)
+    if c.attempt_timeout_ms ~= '' and c.attempt_timeout_ms ~= '0' then
+      zrem(p, p.timeouts, u)
+    end
+  elseif is(c.state, 'runnable') then
+    local index = RUNNABLE_INDEX[split(c).eligibility]
+    if index then
+      zrem(p, lane_key(p, c.ns, c.lane, index), u)
+    end
+  end
+end
+
+-- to_eligible makes an execution eligible now and wakes claimers. The
+-- varargs are more field/value pairs to write.
+local function to_eligible(p, c, attempt, now, ...)
+  more(c)
+  redis.call('HSET', c.key, 'eligible_at', '', 'updated_at', ts(now), 'blocking_detail', '',
+    'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', attempt), ...)
+  zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), ts(eligible_score(num(c.priority), num(c.created_at))), c.u)
+  wake(p, c.ns, c.lane)
+  return 'waiting'
+end
+
+-- to_delayed makes an execution wait until due.
+local function to_delayed(p, c, attempt, reason, due, now, ...)
+  local due_s = ts(due)
+  redis.call('HSET', c.key, 'eligible_at', due_s, 'updated_at', ts(now),
+    'state', sv('runnable', 'unowned', 'not_eligible_until_time', reason, 'none', attempt), ...)
+  zadd(p, lane_key(p, c.ns, c.lane, 'delayed'), due_s, c.u)
+  return 'delayed'
+end
+
+-- on_flow_terminal is called by to_terminal for members of a flow run
+-- (set by flow.lua): it updates the run and resolves the member's edges.
+local on_flow_terminal
+
+-- to_terminal ends an execution with outcome; this is the only place an
+-- execution becomes terminal, so flow members resolve their edges here.
+local function to_terminal(p, c, outcome, reason, now, ...)
+  local attempt = 'none'
+  if c.attempt_count ~= '' and c.attempt_count ~= '0' then attempt = 'attempt_terminal' end
+  local st = sv('terminal', 'unowned', 'not_applicable', 'none', outcome, attempt)
+  local now_s = ts(now)
+  if is(c.state, 'runnable') then
+    redis.call('HSET', c.key, 'ended_at', now_s, 'updated_at', now_s, 'eligible_at', '', 'blocking_detail', '',
+      'failure_reason', reason and clip(reason) or '', 'state', st, ...)
+  else
+    redis.call('HSET', c.key, 'ended_at', now_s, 'updated_at', now_s,
+      'failure_reason', reason and clip(reason) or '', 'state', st, ...)
+  end
+  zadd(p, lane_key(p, c.ns, c.lane, 'terminal'), now_s, c.u)
+  if c.deadline_at ~= '' then
+    zrem(p, p.deadlines, c.u)
+  end
+  if c.flow_id ~= '' then
+    on_flow_terminal(p, c, outcome, now)
+  end
+  return derive_public('terminal', 'not_applicable', outcome)
+end
+
+-- backoff returns the delay before retry number r (1-based) of policy c,
+-- with frac in [0,1) choosing the jitter.
+local function backoff(c, r, frac)
+  local d = num(c.retry_delay_ms)
+  if c.retry_backoff == 'exponential' then
+    d = d * math.pow(2, r - 1)
+  end
+  local cap = num(c.retry_max_delay_ms)
+  if cap > 0 and d > cap then d = cap end
+  if c.retry_jitter == '1' then
+    d = d / 2 + frac * (d / 2)
+  end
+  return math.floor(d)
+end
+
+-- after_attempt ends the running attempt of an active execution and decides
+-- what comes next: a retry when the attempt is charged, retryable and
+-- attempts remain; a reclaim when it is not charged (revoked); terminal
+-- failure otherwise. Returns the public state and the retry due time (0
+-- when eligible now or terminal).
+local function after_attempt(p, c, outcome, message, now, charge, retryable, frac)
+  more(c)
+  leave_indexes(p, c)
+  local af, av = attempt_end(c, outcome, message, now)
+  local charged = num(c.charged_attempts)
+  if charge then charged = charged + 1 end
+  local err = clip(message or '')
+  local limit = num(c.retry_attempts)
+  if limit < 1 then limit = 1 end
+  if charge and (not retryable or charged >= limit) then
+    return to_terminal(p, c, 'failed', message, now, af, av, 'charged_attempts', itoa(charged), 'last_error', err), 0
+  end
+  if not charge then
+    return to_eligible(p, c, 'pending_reclaim_attempt', now, af, av, 'last_error', err), 0
+  end
+  local attempt = 'pending_retry_attempt'
+  local delay = 0
+  if outcome == 'lease_expired' then
+    attempt = 'pending_reclaim_attempt'
+  else
+    delay = backoff(c, charged, frac)
+  end
+  if delay <= 0 then
+    return to_eligible(p, c, attempt, now, af, av, 'charged_attempts', itoa(charged), 'last_error', err), 0
+  end
+  return to_delayed(p, c, attempt, 'waiting_for_retry_backoff', now + delay, now,
+    af, av, 'charged_attempts', itoa(charged), 'last_error', err), now + delay
+end
+
+-- lease_check returns nil when the lease (id, epoch) is the current,
+-- unexpired lease of c, else the refusal reason.
+local function lease_check(c, lease_id, epoch, now)
+  if not is(c.state, 'active') then return 'not_active' end
+  if c.lease_id ~= lease_id or c.lease_epoch ~= epoch then return 'lease_mismatch' end
+  if num(c.lease_expires_at) <= now then return 'lease_expired' end
+  return nil
+end
+
+-- expire_lease applies the lease-expiry transition (the attempt is charged;
+-- a lost lease is retried at once while attempts remain).
+local function expire_lease(p, c, now)
+  return after_attempt(p, c, 'lease_expired', 'lease expired', now, true, true, 0)
+end
+
+-- jitter_frac turns a caller-supplied seed and an item index into [0,1).
+local function jitter_frac(seed, i)
+  return ((num(seed) + i * 7919) % 1000003) / 1000003
+end
+
+-- expire_deadline ends a non-terminal execution whose deadline passed.
+local function expire_deadline(p, c, now)
+  local active = is(c.state, 'active')
+  leave_indexes(p, c)
+  if active then
+    local af, av = attempt_end(c, 'expired', 'execution deadline passed', now)
+    return to_terminal(p, c, 'expired', 'execution deadline passed', now, af, av)
+  end
+  return to_terminal(p, c, 'expired', 'execution deadline passed', now)
+end
+
+-- drop_staged deletes the members of a flow run staged in chunks and never
+-- committed (see ff_stage_chunk), and forgets the staging.
+local function drop_staged(p, run)
+  local set = p.base .. ':f:' .. run .. ':staged'
+  local members = redis.call('SMEMBERS', set)
+  for i = 1, #members, UNPACK_MAX do
+    local batch = {}
+    for j = i, math.min(i + UNPACK_MAX - 1, #members) do batch[#batch + 1] = p.xp .. members[j] end
+    redis.call('DEL', unpack(batch))
+  end
+  redis.call('DEL', set)
+  redis.call('ZREM', p.base .. ':staging', run)
+  return #members
+end

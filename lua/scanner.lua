@@ -1,0 +1,191 @@
+-- scanner.lua: the steps of the background scanners. Each handles at most
+-- a limit of due entries of one partition, re-checks every entry against
+-- the record (so running it from several processes at once is safe) and
+-- drops entries that no longer apply.
+--
+-- Every function replies {1, processed, more} where more is 1 when the
+-- limit was reached.
+
+-- due returns up to limit members of a time-scored index due at now.
+local function due(key, now, limit)
+  return redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', 0, limit)
+end
+
+-- ff_expire_leases: requeue (or fail) executions whose lease expired.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  limit
+local function ff_expire_leases(keys, argv)
+  local p = part(keys[1])
+  local limit = tonumber(argv[1])
+  local now = now_ms()
+  local list = due(p.leases, now, limit)
+  local n = 0
+  for _, u in ipairs(list) do
+    local c = read_core(p, u)
+    if not c or not is(c.state, 'active') then
+      zrem(p, p.leases, u)
+    elseif num(c.lease_expires_at) > now then
+      redis.call('ZADD', p.leases, c.lease_expires_at, u)
+    else
+      expire_lease(p, c, now)
+      n = n + 1
+    end
+  end
+  flush(p)
+  return ok(n, #list >= limit and 1 or 0)
+end
+
+-- ff_timeout_attempts: fail running attempts whose attempt timeout passed;
+-- they are retried per the policy.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  limit
+-- ARGV[2]  jitter seed
+local function ff_timeout_attempts(keys, argv)
+  local p = part(keys[1])
+  local limit = tonumber(argv[1])
+  local now = now_ms()
+  local list = due(p.timeouts, now, limit)
+  local n = 0
+  for i, u in ipairs(list) do
+    local c = read_core(p, u)
+    local deadline = c and num(more(c).attempt_deadline_at) or 0
+    if not c or not is(c.state, 'active') or deadline == 0 then
+      zrem(p, p.timeouts, u)
+    elseif deadline > now then
+      redis.call('ZADD', p.timeouts, ts(deadline), u)
+    else
+      after_attempt(p, c, 'timed_out', 'attempt timed out', now, true, true, jitter_frac(argv[2], i))
+      n = n + 1
+    end
+  end
+  flush(p)
+  return ok(n, #list >= limit and 1 or 0)
+end
+
+-- ff_expire_deadlines: end executions whose execution deadline passed, in
+-- any non-terminal state, with outcome expired.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  limit
+local function ff_expire_deadlines(keys, argv)
+  local p = part(keys[1])
+  local limit = tonumber(argv[1])
+  local now = now_ms()
+  local list = due(p.deadlines, now, limit)
+  local n = 0
+  for _, u in ipairs(list) do
+    local c = read_core(p, u)
+    if not c or is(c.state, 'terminal') or c.deadline_at == '' then
+      zrem(p, p.deadlines, u)
+    elseif num(c.deadline_at) > now then
+      redis.call('ZADD', p.deadlines, c.deadline_at, u)
+    else
+      expire_deadline(p, c, now)
+      n = n + 1
+    end
+  end
+  flush(p)
+  return ok(n, #list >= limit and 1 or 0)
+end
+
+-- lane_list returns the "<ns>:<lane>" pairs of the partition as
+-- {ns, lane} tables.
+local function lane_list(p)
+  local out = {}
+  for _, m in ipairs(redis.call('SMEMBERS', p.anchor)) do
+    local ns, lane = string.match(m, '^([^:]+):(.+)$')
+    if ns then out[#out + 1] = {ns, lane} end
+  end
+  return out
+end
+
+-- ff_promote_delayed: make due delayed executions eligible.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  limit
+local function ff_promote_delayed(keys, argv)
+  local p = part(keys[1])
+  local limit = tonumber(argv[1])
+  local now = now_ms()
+  local n, seen = 0, 0
+  for _, l in ipairs(lane_list(p)) do
+    if seen >= limit then break end
+    local key = lane_key(p, l[1], l[2], 'delayed')
+    local list = due(key, now, limit - seen)
+    seen = seen + #list
+    for _, u in ipairs(list) do
+      local c = read_core(p, u)
+      zrem(p, key, u)
+      if c and split(c).eligibility == 'not_eligible_until_time' and c.ns == l[1] and c.lane == l[2] then
+        to_eligible(p, c, c.v.attempt, now)
+        n = n + 1
+      end
+    end
+  end
+  flush(p)
+  return ok(n, seen >= limit and 1 or 0)
+end
+
+-- ff_purge_terminal: delete executions terminal for longer than an age,
+-- then flow runs ended longer ago than the age, then chunked stagings never
+-- committed whose deadline passed.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  limit
+-- ARGV[2]  age, ms
+local function ff_purge_terminal(keys, argv)
+  local p = part(keys[1])
+  local limit = tonumber(argv[1])
+  local now = now_ms()
+  local cutoff = now - tonumber(argv[2])
+  local n, seen = 0, 0
+  for _, l in ipairs(lane_list(p)) do
+    if seen >= limit then break end
+    local key = lane_key(p, l[1], l[2], 'terminal')
+    local list = due(key, cutoff, limit - seen)
+    seen = seen + #list
+    for _, u in ipairs(list) do
+      local ck = core_key(p, u)
+      local v = redis.call('HMGET', ck, 'state', 'idem_key', 'ns')
+      zrem(p, key, u)
+      if is(v[1], 'terminal') then
+        if v[2] then
+          local ik = p.base .. ':idem:' .. v[3] .. ':' .. v[2]
+          if redis.call('GET', ik) == u then redis.call('DEL', ik) end
+        end
+        redis.call('DEL', ck)
+        zrem(p, p.deadlines, u)
+        n = n + 1
+      end
+    end
+  end
+  -- Flow runs ended before the cutoff: the run record, its node map and
+  -- idempotency key (members go by their own terminal index).
+  if seen < limit then
+    local ended = p.base .. ':runs:ended'
+    local runs = due(ended, cutoff, limit - seen)
+    seen = seen + #runs
+    for _, run in ipairs(runs) do
+      local runkey = p.base .. ':f:' .. run
+      local v = redis.call('HMGET', runkey, 'idem_key', 'ns')
+      if v[1] and v[1] ~= '' then
+        local ik = p.base .. ':fidem:' .. v[2] .. ':' .. v[1]
+        if redis.call('GET', ik) == run then redis.call('DEL', ik) end
+      end
+      redis.call('DEL', runkey, runkey .. ':nodes')
+      zrem(p, ended, run)
+    end
+  end
+  -- Stagings of large runs never committed (a crashed stager): their
+  -- members go.
+  if seen < limit then
+    local stale = redis.call('ZRANGEBYSCORE', p.base .. ':staging', '-inf', now, 'LIMIT', 0, limit - seen)
+    seen = seen + #stale
+    for _, run in ipairs(stale) do drop_staged(p, run) end
+  end
+  flush(p)
+  return ok(n, seen >= limit and 1 or 0)
+end
+
+redis.register_function('ff_expire_leases', ff_expire_leases)
+redis.register_function('ff_timeout_attempts', ff_timeout_attempts)
+redis.register_function('ff_expire_deadlines', ff_expire_deadlines)
+redis.register_function('ff_promote_delayed', ff_promote_delayed)
+redis.register_function('ff_purge_terminal', ff_purge_terminal)

@@ -1,0 +1,286 @@
+-- worker.lua: the worker protocol: claim, renew, finish.
+
+-- The fields a claim reads from each candidate, in this order.
+local CLAIM_FIELDS = {
+  'state', 'caps', 'kind', 'priority', 'attempt_count',
+  'lease_epoch', 'retry_attempts', 'attempt_timeout_ms', 'payload', 'tags',
+  'flow_id', 'flow_node', 'started_at', 'deadline_at', 'input_from', 'ups',
+}
+
+-- The attempt type of the next attempt, by the attempt state of a waiting
+-- execution, found in its state field.
+local NEXT_ATTEMPT = {
+  {' pending_first_attempt ', 'initial'},
+  {' pending_retry_attempt ', 'retry'},
+  {' pending_reclaim_attempt ', 'reclaim'},
+  {' pending_replay_attempt ', 'replay'},
+}
+
+-- The attempt state that leads to each attempt type.
+local NEXT_STATE = {
+  initial = 'pending_first_attempt', retry = 'pending_retry_attempt',
+  reclaim = 'pending_reclaim_attempt', replay = 'pending_replay_attempt',
+}
+
+local function next_attempt(st)
+  for _, t in ipairs(NEXT_ATTEMPT) do
+    if string.find(st, t[1], 1, true) then return t[2] end
+  end
+  return 'initial'
+end
+
+-- Candidates looked at beyond max, so that executions needing capabilities
+-- the worker lacks do not hide the ones it can run. Issue 5 replaces this
+-- with moving such executions to the blocked index.
+local CLAIM_LOOKAHEAD = 32
+
+-- covers reports whether the worker capability set has every token of the
+-- comma-separated list required.
+local function covers(have, required)
+  if not required or required == '' then return true end
+  for token in string.gmatch(required, '[^,]+') do
+    if not have[token] then return false end
+  end
+  return true
+end
+
+-- ff_claim: grant up to max eligible executions of some lanes.
+-- KEYS[1]  partition anchor
+-- KEYS[2]  <prefix>ff:{fp:N}:leases
+-- KEYS[3]  <prefix>ff:{fp:N}:timeouts
+-- KEYS[4..] pairs per lane: <prefix>ff:{fp:N}:q:<ns>:<lane>:eligible, …:active,
+--          then per lane: …:blocked
+-- ARGV[1]  worker id
+-- ARGV[2]  worker instance id
+-- ARGV[3]  worker capabilities, comma-separated ('' = none)
+-- ARGV[4]  max grants
+-- ARGV[5]  lease duration, ms
+-- ARGV[6]  lease id prefix (random, unique per call)
+-- ARGV[7]  the union of the capabilities of the namespace's connected
+--          workers, comma-separated, or '*' when unknown. A candidate that
+--          this worker cannot run is left for others when the union covers
+--          it, and moved to the blocked index (blocked_by_route,
+--          waiting_for_capable_worker) when not.
+-- ARGV[8..] the lanes, in KEYS order
+-- Reply: {1, grant...}; each grant is {uuid, lane, kind, priority, attempt,
+--        attempt_type, lease_id, lease_epoch, lease_expires_at,
+--        attempt_deadline_at, max_attempts, payload, tags, flow_id, flow_node,
+--        upstreams} where upstreams = {name, result, ...} of a flow member's
+--        upstreams that have a result; a member's payload is the result of
+--        its feeding upstream (input_from).
+local function ff_claim(keys, argv)
+  local p = part(keys[1])
+  local max = tonumber(argv[4])
+  local ttl = tonumber(argv[5])
+  local have = {}
+  for token in string.gmatch(argv[3], '[^,]+') do have[token] = true end
+
+  -- Candidates from every lane, best score first. The first pass reads
+  -- max per lane; executions the worker cannot run (capabilities) make a
+  -- second pass read CLAIM_LOOKAHEAD more.
+  local nlanes = #argv - 7
+  local union
+  if argv[7] ~= '*' then
+    union = {}
+    for token in string.gmatch(argv[7], '[^,]+') do union[token] = true end
+  end
+  local function candidates(from, to)
+    local cands = {}
+    if nlanes == 1 then
+      -- One lane: the index order is the claim order; no scores needed.
+      for _, u in ipairs(redis.call('ZRANGE', keys[4], from, to)) do
+        cands[#cands + 1] = {u = u, lane = 1}
+      end
+      return cands
+    end
+    for i = 1, nlanes do
+      local r = redis.call('ZRANGE', keys[2 + 2 * i], from, to, 'WITHSCORES')
+      for j = 1, #r, 2 do
+        cands[#cands + 1] = {u = r[j], score = tonumber(r[j + 1]), lane = i}
+      end
+    end
+    table.sort(cands, function(a, b)
+      if a.score ~= b.score then return a.score < b.score end
+      return a.u < b.u
+    end)
+    return cands
+  end
+
+  local now, now_s
+  local grants = {}
+  local function try(cand)
+    local u = cand.u
+    local key = p.xp .. u
+    local v = redis.call('HMGET', key, unpack(CLAIM_FIELDS))
+    local eligible, active = keys[2 + 2 * cand.lane], keys[3 + 2 * cand.lane]
+    -- v: 1 state, 2 caps, 3 kind, 4 priority, 5 attempt_count, 6 lease_epoch,
+    -- 7 retry_attempts, 8 attempt_timeout_ms, 9 payload, 10 tags, 11 flow_id,
+    -- 12 flow_node, 13 started_at, 14 deadline_at, 15 input_from, 16 ups
+    if not now then
+      now = now_ms()
+      now_s = ts(now)
+    end
+    if not v[1] or not string.find(v[1], ' eligible_now ', 1, true) then
+      zrem(p, eligible, u) -- a stale index entry: heal it
+    elseif v[14] and v[14] ~= '' and tonumber(v[14]) <= now then
+      expire_deadline(p, read_core(p, u), now) -- never start past the deadline
+    elseif not covers(have, v[2]) then
+      if union and not covers(union, v[2]) then
+        -- No connected worker of the namespace can run it: park it so it
+        -- does not hide the work behind it.
+        local missing = {}
+        for token in string.gmatch(v[2], '[^,]+') do
+          if not union[token] then missing[#missing + 1] = token end
+        end
+        redis.call('HSET', key, 'updated_at', now_s,
+          'blocking_detail', 'no connected worker has ' .. table.concat(missing, ','),
+          'state', sv('runnable', 'unowned', 'blocked_by_route', 'waiting_for_capable_worker', 'none',
+            NEXT_STATE[next_attempt(v[1])]))
+        zrem(p, eligible, u)
+        zadd(p, keys[3 + 2 * nlanes + cand.lane], now_s, u)
+      end
+    else
+      local attempt = num(v[5]) + 1
+      local epoch = num(v[6]) + 1
+      local lease_id = argv[6] .. '-' .. itoa(#grants)
+      local expires = now + ttl
+      local expires_s = ts(expires)
+      local atype = next_attempt(v[1])
+      local timeout = num(v[8])
+      local attempt_deadline = 0
+      local df = 'updated_at'
+      if timeout > 0 then
+        attempt_deadline = now + timeout
+        df = 'attempt_deadline_at'
+        zadd(p, keys[3], ts(attempt_deadline), u)
+      end
+      local started = v[13]
+      if not started or started == '' then started = now_s end
+      redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
+        'lease_expires_at', expires_s, 'updated_at', now_s, 'started_at', started,
+        df, df == 'updated_at' and now_s or ts(attempt_deadline),
+        'att:' .. itoa(attempt), atype .. '\t' .. argv[1] .. '\t' .. argv[2] .. '\t' .. lease_id .. '\t' .. itoa(epoch) .. '\t' .. now_s,
+        'state', sv('active', 'leased', 'not_applicable', 'none', 'none', 'running_attempt'))
+      zrem(p, eligible, u)
+      zadd(p, active, now_s, u)
+      zadd(p, keys[2], expires_s, u)
+      local payload = v[9] or ''
+      local ups = {}
+      if v[11] then
+        -- A flow member: its input is the result of its feeding upstream,
+        -- and it may read the result of every upstream that succeeded.
+        if v[15] and v[15] ~= '' then
+          payload = redis.call('HGET', p.xp .. v[15], 'result') or ''
+        end
+        for name, up in string.gmatch(v[16] or '', '([^,=]+)=([^,]+)') do
+          local r = redis.call('HGET', p.xp .. up, 'result')
+          if r then
+            ups[#ups + 1] = name
+            ups[#ups + 1] = r
+          end
+        end
+      end
+      grants[#grants + 1] = {
+        u, argv[7 + cand.lane], v[3] or '', v[4] or '0', attempt, atype, lease_id, epoch, expires,
+        attempt_deadline, v[7] or '1', payload, v[10] or '', v[11] or '', v[12] or '', ups,
+      }
+    end
+  end
+
+  local seen = 0
+  for _, cand in ipairs(candidates(0, max - 1)) do
+    if #grants >= max then break end
+    seen = seen + 1
+    try(cand)
+  end
+  if #grants < max and seen >= max then
+    -- Some candidates were passed over: look further down each lane.
+    for _, cand in ipairs(candidates(max, max + CLAIM_LOOKAHEAD - 1)) do
+      if #grants >= max then break end
+      try(cand)
+    end
+  end
+  flush(p)
+  return ok(unpack(grants))
+end
+
+-- ff_renew: extend many leases of one partition.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  lease duration, ms
+-- ARGV[2..] triples: uuid, lease id, lease epoch
+-- Reply: {1, item...}; item = {1, lease_expires_at}
+--        | {0, 'not_found'} | {0, 'stale_lease', reason, public_state}
+-- A lease found expired is expired on the spot (as the scanner would).
+local function ff_renew(keys, argv)
+  local p = part(keys[1])
+  local ttl = tonumber(argv[1])
+  local now = now_ms()
+  local items = {}
+  for i = 2, #argv, 3 do
+    local u = argv[i]
+    local c = read_core(p, u)
+    if not c then
+      items[#items + 1] = refuse('not_found')
+    else
+      local why = lease_check(c, argv[i + 1], argv[i + 2], now)
+      if why == 'lease_expired' then
+        local public = expire_lease(p, c, now)
+        items[#items + 1] = refuse('stale_lease', why, public)
+      elseif why then
+        items[#items + 1] = refuse('stale_lease', why, public_of(c.state))
+      else
+        local expires = now + ttl
+        local expires_s = ts(expires)
+        redis.call('HSET', c.key, 'lease_expires_at', expires_s)
+        zadd(p, p.leases, expires_s, u)
+        items[#items + 1] = ok(expires)
+      end
+    end
+  end
+  flush(p)
+  return ok(unpack(items))
+end
+
+-- ff_finish: end many attempts of one partition, each a success or a
+-- failure, fenced by lease id and epoch.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  jitter seed (random integer)
+-- ARGV[2..] groups of 5: uuid, lease id, lease epoch, kind, data where
+--           kind is 'ok' (data = result), 'retry' or 'fail' (data = error
+--           message; 'retry' asks for a retry if attempts remain)
+-- Reply: {1, item...}; item = {1, public_state, retry_at}
+--        | {0, 'not_found'} | {0, 'stale_lease', reason, public_state}
+local function ff_finish(keys, argv)
+  local p = part(keys[1])
+  local now = now_ms()
+  local items = {}
+  for i = 2, #argv, 5 do
+    local c = read_core(p, argv[i])
+    if not c then
+      items[#items + 1] = refuse('not_found')
+    else
+      local why = lease_check(c, argv[i + 1], argv[i + 2], now)
+      if why == 'lease_expired' then
+        local public = expire_lease(p, c, now)
+        items[#items + 1] = refuse('stale_lease', why, public)
+      elseif why then
+        items[#items + 1] = refuse('stale_lease', why, public_of(c.state))
+      elseif argv[i + 3] == 'ok' then
+        leave_indexes(p, c)
+        local af, av = attempt_end(c, 'success', '', now)
+        local public = to_terminal(p, c, 'success', nil, now, 'result', argv[i + 4], af, av)
+        items[#items + 1] = ok(public, 0)
+      else
+        local public, due = after_attempt(p, c, 'failed', argv[i + 4], now, true,
+          argv[i + 3] == 'retry', jitter_frac(argv[1], i))
+        items[#items + 1] = ok(public, due)
+      end
+    end
+  end
+  flush(p)
+  return ok(unpack(items))
+end
+
+redis.register_function('ff_claim', ff_claim)
+redis.register_function('ff_renew', ff_renew)
+redis.register_function('ff_finish', ff_finish)

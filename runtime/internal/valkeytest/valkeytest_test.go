@@ -1,0 +1,37 @@
+package valkeytest
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestStartAndShared(t *testing.T) {
+	ctx := context.Background()
+	for name, addr := range map[string]string{"dedicated": Start(t), "shared": Shared(t)} {
+		c := Client(t, addr)
+		got, err := c.Do(ctx, c.B().Ping().Build()).ToString()
+		if err != nil || got != "PONG" {
+			t.Fatalf("%s: PING = %q, %v", name, got, err)
+		}
+	}
+	if Shared(t) != Shared(t) {
+		t.Fatal("Shared returned two different servers")
+	}
+	p1, p2 := Prefix(t), Prefix(t)
+	if p1 == p2 || strings.ContainsAny(p1, "{}") {
+		t.Fatalf("prefixes %q and %q must differ and hold no braces", p1, p2)
+	}
+}
+
+func TestStopTwice(t *testing.T) {
+	srv, err := Launch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	srv.Stop()
+	if ping(srv.Addr) == nil {
+		t.Fatal("server still answers after Stop")
+	}
+}

@@ -1,0 +1,48 @@
+package scanner
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/store"
+)
+
+// Retention defaults.
+const (
+	RetentionIntervalDefault = time.Minute
+	RetentionAgeDefault      = 24 * time.Hour
+)
+
+// RetentionConfig configures NewRetention.
+type RetentionConfig struct {
+	Store    *store.Store  // required
+	Interval time.Duration // 0 = RetentionIntervalDefault
+	Limit    int           // per partition and tick; 0 = LimitDefault
+	// Age is how long a terminal execution is kept; 0 = RetentionAgeDefault.
+	Age    time.Duration
+	Logger *slog.Logger // nil = discard
+}
+
+// Retention deletes executions that have been terminal for longer than the
+// configured age, with all their keys.
+type Retention struct{ *runner }
+
+// NewRetention returns a stopped retention scanner.
+func NewRetention(cfg RetentionConfig) (*Retention, error) {
+	cfg.Interval = cmp.Or(cfg.Interval, RetentionIntervalDefault)
+	cfg.Limit = cmp.Or(cfg.Limit, LimitDefault)
+	cfg.Age = cmp.Or(cfg.Age, RetentionAgeDefault)
+	if err := checkCommon("retention", cfg.Store, cfg.Interval, cfg.Limit); err != nil {
+		return nil, err
+	}
+	if cfg.Age < time.Millisecond {
+		return nil, fmt.Errorf("scanner: retention: Config.Age = %s, want at least 1ms", cfg.Age)
+	}
+	return &Retention{newRunner("retention", cfg.Store, cfg.Interval, cfg.Logger,
+		func(ctx context.Context, p int) (store.ScanResult, error) {
+			return cfg.Store.PurgeTerminal(ctx, p, cfg.Age, cfg.Limit)
+		})}, nil
+}

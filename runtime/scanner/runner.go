@@ -1,0 +1,165 @@
+package scanner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/store"
+)
+
+// Shared limits.
+const (
+	// CatchUpInterval is the pause before the next tick when a tick left
+	// due work behind.
+	CatchUpInterval = 20 * time.Millisecond
+	// IntervalMin bounds every interval from below.
+	IntervalMin = 10 * time.Millisecond
+	// LimitDefault is the default number of executions one store call
+	// handles on one partition.
+	LimitDefault = 100
+)
+
+// Log attribute keys.
+const (
+	attrScanner   = "scanner"
+	attrPartition = "partition"
+	attrProcessed = "processed"
+	attrError     = "error"
+)
+
+// step is one bounded store call on one partition.
+type step func(ctx context.Context, partition int) (store.ScanResult, error)
+
+// runner is the loop every scanner shares.
+type runner struct {
+	name     string
+	interval time.Duration
+	store    *store.Store
+	step     step
+	prepare  func(ctx context.Context) error // optional: once per tick, before the steps
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newRunner(name string, s *store.Store, interval time.Duration, log *slog.Logger, fn step) *runner {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &runner{name: name, interval: interval, store: s, step: fn, log: log.With(attrScanner, name)}
+}
+
+// checkCommon validates the fields every scanner config has.
+func checkCommon(name string, s *store.Store, interval time.Duration, limit int) error {
+	if s == nil {
+		return fmt.Errorf("scanner: %s: Config.Store is required", name)
+	}
+	if interval < IntervalMin {
+		return fmt.Errorf("scanner: %s: Config.Interval = %s, want at least %s", name, interval, IntervalMin)
+	}
+	if limit < 1 || limit > store.ScanLimitMax {
+		return fmt.Errorf("scanner: %s: Config.Limit = %d, want 1..%d", name, limit, store.ScanLimitMax)
+	}
+	return nil
+}
+
+// Start runs the scanner in the background until Stop or until ctx ends.
+// Starting a running scanner does nothing.
+func (r *runner) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return nil
+	}
+	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.done = make(chan struct{})
+	go r.loop(ctx, r.done)
+	r.log.DebugContext(ctx, "scanner started")
+	return nil
+}
+
+// Stop stops the scanner and waits for its current tick to end, or for ctx.
+// Stopping a stopped scanner does nothing.
+func (r *runner) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.cancel, r.done = nil, nil
+	r.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("scanner: %s: stop: %w", r.name, ctx.Err())
+	}
+}
+
+func (r *runner) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	// Start at a random point of the first interval so that several ffrun
+	// processes do not tick in step.
+	wait := time.Duration(rand.Int64N(int64(r.interval)))
+	for {
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		_, more, err := r.tick(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.WarnContext(ctx, "scanner tick failed", attrError, err)
+		}
+		wait = r.interval
+		if more {
+			wait = CatchUpInterval
+		}
+	}
+}
+
+// tick makes one store call per partition. It keeps going after a failed
+// partition and returns the first error.
+func (r *runner) tick(ctx context.Context) (processed int, more bool, err error) {
+	var errs []error
+	if r.prepare != nil {
+		// A failed preparation is reported; the steps run with what was
+		// prepared.
+		if err := r.prepare(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for p := range r.store.FlowPartitions() {
+		if ctx.Err() != nil {
+			return processed, more, ctx.Err()
+		}
+		res, e := r.step(ctx, p)
+		if e != nil {
+			errs = append(errs, fmt.Errorf("partition %d: %w", p, e))
+			continue
+		}
+		if res.Processed > 0 {
+			r.log.DebugContext(ctx, "scanner step", attrPartition, p, attrProcessed, res.Processed)
+		}
+		processed += res.Processed
+		more = more || res.More
+	}
+	return processed, more, errors.Join(errs...)
+}
+
+// RunOnce makes one pass over every partition now and returns how many
+// executions it transitioned and whether due work was left behind.
+func (r *runner) RunOnce(ctx context.Context) (processed int, more bool, err error) {
+	return r.tick(ctx)
+}

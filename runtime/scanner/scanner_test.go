@@ -1,0 +1,335 @@
+package scanner
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
+	"github.com/flowfabric/ff/runtime/store"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	valkeytest.StopShared()
+	os.Exit(code)
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func openStore(t testing.TB, partitions int) *store.Store {
+	t.Helper()
+	c := valkeytest.Client(t, valkeytest.Shared(t))
+	s, err := store.Open(context.Background(), store.Config{Client: c, KeyPrefix: valkeytest.Prefix(t), FlowPartitions: partitions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var worker = store.WorkerIdentity{WorkerID: "w", InstanceID: "w-1", Namespace: "default"}
+
+func create(t testing.TB, s *store.Store, req store.CreateRequest) *store.Execution {
+	t.Helper()
+	req.Kind = "k"
+	x, _, err := s.CreateExecution(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+func claimAll(t testing.TB, s *store.Store, ttl time.Duration) []store.Grant {
+	t.Helper()
+	var out []store.Grant
+	for p := range s.FlowPartitions() {
+		g, err := s.Claim(context.Background(), store.ClaimRequest{Partition: p, Lanes: []string{"default"}, Worker: worker, Max: 100, LeaseTTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, g...)
+	}
+	return out
+}
+
+// waitState polls until id reaches state (the scanner runs in the
+// background).
+func waitState(t testing.TB, s *store.Store, id store.ExecutionID, state store.PublicState) *store.Execution {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		x, err := s.GetExecution(context.Background(), id)
+		if err == nil && x.State.Public == state {
+			return x
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not reach %s (last: %+v, %v)", id, state, x, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type scanner interface {
+	Start(context.Context) error
+	Stop(context.Context) error
+	RunOnce(context.Context) (int, bool, error)
+}
+
+func run(t *testing.T, sc scanner) {
+	t.Helper()
+	ctx := context.Background()
+	if err := sc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Start(ctx); err != nil { // twice is fine
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sc.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := sc.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+const fast = 20 * time.Millisecond
+
+func TestLeaseExpiryScanner(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, 4)
+	x := create(t, s, store.CreateRequest{Retry: store.RetryPolicy{Attempts: 2}})
+	claimAll(t, s, 100*time.Millisecond)
+	sc, err := NewLeaseExpiry(LeaseExpiryConfig{Store: s, Interval: fast, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, sc)
+	w := waitState(t, s, x.ID, store.StateWaiting)
+	if w.Attempts[0].Outcome != store.AttemptLeaseExpired {
+		t.Fatalf("attempts %+v", w.Attempts)
+	}
+}
+
+func TestDelayedScanner(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, 4)
+	x := create(t, s, store.CreateRequest{Delay: 100 * time.Millisecond})
+	sc, err := NewDelayed(DelayedConfig{Store: s, Interval: fast, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, sc)
+	waitState(t, s, x.ID, store.StateWaiting)
+}
+
+func TestAttemptTimeoutScanner(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, 4)
+	x := create(t, s, store.CreateRequest{AttemptTimeout: 50 * time.Millisecond})
+	claimAll(t, s, time.Minute)
+	sc, err := NewAttemptTimeout(AttemptTimeoutConfig{Store: s, Interval: fast, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, sc)
+	if f := waitState(t, s, x.ID, store.StateFailed); f.Attempts[0].Outcome != store.AttemptTimedOut {
+		t.Fatalf("attempts %+v", f.Attempts)
+	}
+}
+
+func TestDeadlineScanner(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, 4)
+	x := create(t, s, store.CreateRequest{Deadline: 50 * time.Millisecond, Delay: time.Hour})
+	sc, err := NewDeadline(DeadlineConfig{Store: s, Interval: fast, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, sc)
+	waitState(t, s, x.ID, store.StateExpired)
+}
+
+func TestRetentionScanner(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, 4)
+	x := create(t, s, store.CreateRequest{})
+	keep := create(t, s, store.CreateRequest{})
+	if _, err := s.Cancel(context.Background(), x.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := NewRetention(RetentionConfig{Store: s, Interval: fast, Age: 50 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, sc)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := s.GetExecution(context.Background(), x.ID); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("terminal execution not purged")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitState(t, s, keep.ID, store.StateWaiting)
+}
+
+func TestRunOnceIsBounded(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, 1)
+	for range 5 {
+		create(t, s, store.CreateRequest{Delay: time.Millisecond})
+	}
+	time.Sleep(5 * time.Millisecond)
+	sc, err := NewDelayed(DelayedConfig{Store: s, Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var got []int
+	for {
+		n, more, err := sc.RunOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, n)
+		if !more {
+			break
+		}
+	}
+	if len(got) != 3 || got[0] != 2 || got[1] != 2 || got[2] != 1 {
+		t.Fatalf("processed per pass = %v, want [2 2 1]", got)
+	}
+}
+
+// TestConcurrentScannersTransitionOnce runs two lease-expiry scanners (as
+// two ffrun processes would) over the same expired leases: every execution
+// is requeued exactly once.
+func TestConcurrentScannersTransitionOnce(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, 4)
+	var ids []store.ExecutionID
+	for range 40 {
+		ids = append(ids, create(t, s, store.CreateRequest{Retry: store.RetryPolicy{Attempts: 3}}).ID)
+	}
+	if g := claimAll(t, s, 100*time.Millisecond); len(g) != 40 {
+		t.Fatalf("claimed %d", len(g))
+	}
+	time.Sleep(150 * time.Millisecond)
+	var wg sync.WaitGroup
+	total := make([]int, 2)
+	for i := range 2 {
+		sc, err := NewLeaseExpiry(LeaseExpiryConfig{Store: s, Limit: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n, more, err := sc.RunOnce(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				total[i] += n
+				if !more && n == 0 {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if total[0]+total[1] != 40 {
+		t.Fatalf("transitions %v, want 40 in total", total)
+	}
+	for _, id := range ids {
+		x, err := s.GetExecution(context.Background(), id)
+		if err != nil || x.State.Public != store.StateWaiting || len(x.Attempts) != 1 {
+			t.Fatalf("%s: %+v %v", id, x, err)
+		}
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	s := openStore(t, 2)
+	if _, err := NewLeaseExpiry(LeaseExpiryConfig{}); err == nil || !strings.Contains(err.Error(), "Store") {
+		t.Errorf("missing store: %v", err)
+	}
+	if _, err := NewDelayed(DelayedConfig{Store: s, Interval: time.Microsecond}); err == nil || !strings.Contains(err.Error(), "Interval") {
+		t.Errorf("tiny interval: %v", err)
+	}
+	if _, err := NewDeadline(DeadlineConfig{Store: s, Limit: store.ScanLimitMax + 1}); err == nil || !strings.Contains(err.Error(), "Limit") {
+		t.Errorf("huge limit: %v", err)
+	}
+	if _, err := NewRetention(RetentionConfig{Store: s, Age: -time.Second}); err == nil || !strings.Contains(err.Error(), "Age") {
+		t.Errorf("negative age: %v", err)
+	}
+	set, err := NewSet(SetConfig{Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Delayed.interval != DelayedIntervalDefault || set.Retention.interval != RetentionIntervalDefault {
+		t.Errorf("defaults not applied: %s %s", set.Delayed.interval, set.Retention.interval)
+	}
+	ctx := context.Background()
+	for range 2 {
+		if err := set.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if err := set.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := NewSet(SetConfig{}); err == nil {
+		t.Error("NewSet without store accepted")
+	}
+}
+
+func TestUnblockScanner(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, 2)
+	ctx := context.Background()
+	x := create(t, s, store.CreateRequest{RequiredCapabilities: []string{"gpu"}})
+	p, _ := x.ID.Partition()
+	// A claim by a cpu-only worker, with no gpu worker connected, parks it.
+	if _, err := s.Claim(ctx, store.ClaimRequest{Partition: p, Lanes: []string{"default"}, Worker: worker, Max: 1, RouteBlocking: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, x.ID, store.StateBlocked)
+	sc, err := NewUnblock(UnblockConfig{Store: s, Interval: fast, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, sc)
+	// A gpu worker of another namespace: still blocked.
+	other := store.WorkerIdentity{WorkerID: "o", InstanceID: "o-1", Namespace: "tenant-b", Capabilities: []string{"gpu"}}
+	if _, err := s.Heartbeat(ctx, other, nil, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * fast)
+	waitState(t, s, x.ID, store.StateBlocked)
+	gpu := store.WorkerIdentity{WorkerID: "g", InstanceID: "g-1", Namespace: "default", Capabilities: []string{"gpu"}}
+	if _, err := s.Heartbeat(ctx, gpu, nil, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, x.ID, store.StateWaiting)
+}

@@ -1,0 +1,80 @@
+package scanner
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/store"
+)
+
+// SetConfig configures every scanner at once; zero fields take each
+// scanner's default.
+type SetConfig struct {
+	Store  *store.Store // required
+	Logger *slog.Logger // nil = discard
+	Limit  int          // per partition and tick; 0 = LimitDefault
+
+	LeaseExpiryInterval    time.Duration
+	DelayedInterval        time.Duration
+	AttemptTimeoutInterval time.Duration
+	DeadlineInterval       time.Duration
+	RetentionInterval      time.Duration
+	RetentionAge           time.Duration
+	UnblockInterval        time.Duration
+}
+
+// Set is every scanner ffrun runs.
+type Set struct {
+	LeaseExpiry    *LeaseExpiry
+	Delayed        *Delayed
+	AttemptTimeout *AttemptTimeout
+	Deadline       *Deadline
+	Retention      *Retention
+	Unblock        *Unblock
+}
+
+// NewSet builds every scanner from cfg.
+func NewSet(cfg SetConfig) (*Set, error) {
+	var s Set
+	var errs [6]error
+	s.LeaseExpiry, errs[0] = NewLeaseExpiry(LeaseExpiryConfig{Store: cfg.Store, Interval: cfg.LeaseExpiryInterval, Limit: cfg.Limit, Logger: cfg.Logger})
+	s.Delayed, errs[1] = NewDelayed(DelayedConfig{Store: cfg.Store, Interval: cfg.DelayedInterval, Limit: cfg.Limit, Logger: cfg.Logger})
+	s.AttemptTimeout, errs[2] = NewAttemptTimeout(AttemptTimeoutConfig{Store: cfg.Store, Interval: cfg.AttemptTimeoutInterval, Limit: cfg.Limit, Logger: cfg.Logger})
+	s.Deadline, errs[3] = NewDeadline(DeadlineConfig{Store: cfg.Store, Interval: cfg.DeadlineInterval, Limit: cfg.Limit, Logger: cfg.Logger})
+	s.Retention, errs[4] = NewRetention(RetentionConfig{Store: cfg.Store, Interval: cfg.RetentionInterval, Limit: cfg.Limit, Age: cfg.RetentionAge, Logger: cfg.Logger})
+	s.Unblock, errs[5] = NewUnblock(UnblockConfig{Store: cfg.Store, Interval: cfg.UnblockInterval, Limit: cfg.Limit, Logger: cfg.Logger})
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+type startStopper interface {
+	Start(context.Context) error
+	Stop(context.Context) error
+}
+
+func (s *Set) all() []startStopper {
+	return []startStopper{s.LeaseExpiry, s.Delayed, s.AttemptTimeout, s.Deadline, s.Retention, s.Unblock}
+}
+
+// Start starts every scanner. It is safe to call twice.
+func (s *Set) Start(ctx context.Context) error {
+	for _, sc := range s.all() {
+		if err := sc.Start(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops every scanner and waits for them. It is safe to call twice.
+func (s *Set) Stop(ctx context.Context) error {
+	var errs []error
+	for _, sc := range s.all() {
+		errs = append(errs, sc.Stop(ctx))
+	}
+	return errors.Join(errs...)
+}

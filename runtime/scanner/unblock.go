@@ -1,0 +1,76 @@
+package scanner
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/store"
+)
+
+// UnblockIntervalDefault is the default interval of the unblock scanner.
+const UnblockIntervalDefault = time.Second
+
+// UnblockConfig configures NewUnblock.
+type UnblockConfig struct {
+	Store    *store.Store  // required
+	Interval time.Duration // 0 = UnblockIntervalDefault
+	Limit    int           // per partition, namespace and tick; 0 = LimitDefault
+	Logger   *slog.Logger  // nil = discard
+}
+
+// Unblock makes executions that wait for a capable worker eligible again
+// once a connected worker of their namespace covers their capabilities.
+// Each tick reads, per namespace, the union of its connected workers'
+// capabilities once; a failure to read it skips that namespace (nothing is
+// unblocked on a guess). Budget and quota blocks will join it (issue 5).
+type Unblock struct {
+	*runner
+	unions map[string][]string // namespace -> capability union, per tick
+}
+
+// NewUnblock returns a stopped unblock scanner.
+func NewUnblock(cfg UnblockConfig) (*Unblock, error) {
+	cfg.Interval = cmp.Or(cfg.Interval, UnblockIntervalDefault)
+	cfg.Limit = cmp.Or(cfg.Limit, LimitDefault)
+	if err := checkCommon("unblock", cfg.Store, cfg.Interval, cfg.Limit); err != nil {
+		return nil, err
+	}
+	u := &Unblock{}
+	u.runner = newRunner("unblock", cfg.Store, cfg.Interval, cfg.Logger,
+		func(ctx context.Context, p int) (store.ScanResult, error) {
+			var total store.ScanResult
+			var errs []error
+			for ns, union := range u.unions {
+				res, err := cfg.Store.UnblockRoute(ctx, p, ns, union, cfg.Limit)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("namespace %s: %w", ns, err))
+					continue
+				}
+				total.Processed += res.Processed
+				total.More = total.More || res.More
+			}
+			return total, errors.Join(errs...)
+		})
+	u.prepare = func(ctx context.Context) error {
+		namespaces, err := cfg.Store.Namespaces(ctx)
+		u.unions = make(map[string][]string, len(namespaces))
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, ns := range namespaces {
+			union, err := cfg.Store.CapabilityUnion(ctx, ns)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("namespace %s: %w", ns, err))
+				continue
+			}
+			u.unions[ns] = union
+		}
+		return errors.Join(errs...)
+	}
+	return u, nil
+}

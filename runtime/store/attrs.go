@@ -1,0 +1,10 @@
+package store
+
+// Log attribute keys.
+const (
+	attrServer         = "server"
+	attrLibraryVersion = "library_version"
+	attrLoadedVersion  = "loaded_version"
+	attrFlowPartitions = "flow_partitions"
+	attrFunction       = "function"
+)

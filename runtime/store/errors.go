@@ -1,0 +1,86 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Typed errors below match them with errors.Is.
+var (
+	// ErrNotFound: no such execution.
+	ErrNotFound = errors.New("store: not found")
+	// ErrInvalid: a request failed validation; nothing was written.
+	// Returned as a *ValidationError.
+	ErrInvalid = errors.New("store: invalid request")
+	// ErrTooLarge: a payload or result exceeds MaxPayloadBytes (also
+	// matches ErrInvalid).
+	ErrTooLarge = errors.New("store: payload too large")
+	// ErrStaleLease: the lease in a worker call is not the execution's
+	// current lease (expired, revoked, superseded, or the execution was
+	// cancelled or finished). Nothing changed. Returned as a *LeaseError.
+	ErrStaleLease = errors.New("store: stale lease")
+	// ErrWrongState: the operation is not allowed in the execution's current
+	// state (e.g. change priority of a running execution). Returned as a
+	// *StateError.
+	ErrWrongState = errors.New("store: operation not allowed in this state")
+	// ErrNotFinished: Result of an execution that is not terminal.
+	ErrNotFinished = errors.New("store: execution not finished")
+	// ErrPartitionMismatch: the server holds other partition counts.
+	ErrPartitionMismatch = errors.New("store: partition counts differ from the stored ones")
+	// ErrUnsupportedServer: the server is older than Valkey 7.2 / Redis 7.0.
+	ErrUnsupportedServer = errors.New("store: unsupported server version")
+)
+
+// ValidationError says which field of a request is wrong.
+type ValidationError struct {
+	Field string // request field, e.g. "lane" or "tags"
+	Msg   string
+	Err   error // ErrInvalid, or ErrTooLarge for oversize payloads
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("invalid %s: %s", e.Field, e.Msg)
+}
+
+// Unwrap makes errors.Is(e, ErrInvalid) true, and ErrTooLarge when set.
+func (e *ValidationError) Unwrap() []error {
+	if e.Err != nil && e.Err != ErrInvalid {
+		return []error{ErrInvalid, e.Err}
+	}
+	return []error{ErrInvalid}
+}
+
+// LeaseError explains why a lease was rejected.
+type LeaseError struct {
+	ExecutionID ExecutionID
+	Reason      string // LeaseReason… value
+	State       PublicState
+}
+
+// Values of LeaseError.Reason.
+const (
+	LeaseReasonMismatch  = "lease_mismatch" // another lease (id or epoch) is current
+	LeaseReasonNotActive = "not_active"     // the execution is not running (finished, cancelled, requeued)
+	LeaseReasonExpired   = "lease_expired"  // the lease's expiry has passed
+)
+
+func (e *LeaseError) Error() string {
+	return fmt.Sprintf("stale lease on %s: %s (state %s)", e.ExecutionID, e.Reason, e.State)
+}
+
+// Unwrap makes errors.Is(e, ErrStaleLease) true.
+func (e *LeaseError) Unwrap() error { return ErrStaleLease }
+
+// StateError explains why an operation was refused by state.
+type StateError struct {
+	ExecutionID ExecutionID
+	Op          string
+	State       PublicState
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("cannot %s execution %s in state %s", e.Op, e.ExecutionID, e.State)
+}
+
+// Unwrap makes errors.Is(e, ErrWrongState) true.
+func (e *StateError) Unwrap() error { return ErrWrongState }

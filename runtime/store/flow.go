@@ -1,0 +1,486 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/valkey-io/valkey-go"
+)
+
+// Flow staging limits.
+const (
+	// MaxFlowExecs bounds the executions of one flow run.
+	MaxFlowExecs = 10_000
+	// StageChunkExecs is the number of executions written per FCALL when a
+	// run is staged in chunks: runs of more executions are staged chunk by
+	// chunk, invisible until one commit call, so that no call blocks the
+	// server for long.
+	StageChunkExecs = 500
+	// StagingTTL is how long an uncommitted chunked staging may take before
+	// retention deletes it.
+	StagingTTL = 10 * time.Minute
+)
+
+// RunID identifies a flow run: "N.<uuid>" where N is the partition of the
+// run and of every one of its executions.
+type RunID string
+
+// Partition returns the partition encoded in the id.
+func (id RunID) Partition() (int, error) {
+	p, _, err := splitID(string(id))
+	return p, err
+}
+
+// RunState is the state of a flow run.
+type RunState string
+
+// Values of RunState.
+const (
+	RunRunning   RunState = "running"
+	RunSucceeded RunState = "succeeded" // the result exec succeeded, or (no result exec) no failure went unhandled
+	RunFailed    RunState = "failed"    // the result exec did not succeed, or a failure had no on failure/on done edge
+	RunCancelled RunState = "cancelled" // CancelRun, or (no result exec) a member was cancelled on its own
+)
+
+// StageRequest asks for a run of a compiled flow.
+type StageRequest struct {
+	Flow           *plan.Flow
+	Namespace      string // "" = the flow's namespace
+	Input          []byte // the run's input (JSON), at most MaxPayloadBytes
+	IdempotencyKey string // a repeat returns the first run
+}
+
+// Run is a flow run.
+type Run struct {
+	ID         RunID     `json:"id"`
+	Namespace  string    `json:"namespace"`
+	Flow       string    `json:"flow"`
+	State      RunState  `json:"state"`
+	Total      int       `json:"total"`
+	Done       int       `json:"done"`
+	Succeeded  int       `json:"succeeded"`
+	Failed     int       `json:"failed"`
+	Skipped    int       `json:"skipped"`
+	Cancelled  int       `json:"cancelled"`
+	ResultNode string    `json:"result_node,omitempty"` // exec name
+	Result     []byte    `json:"result,omitempty"`      // the result exec's output, once it succeeded
+	CreatedAt  time.Time `json:"created_at"`
+	EndedAt    time.Time `json:"ended_at,omitzero"`
+	Nodes      []RunNode `json:"nodes,omitempty"` // by exec name
+}
+
+// RunNode is one execution of a run, as GetRun reports it.
+type RunNode struct {
+	Name        string      `json:"name"`
+	ExecutionID ExecutionID `json:"execution_id"`
+	Kind        string      `json:"kind"`
+	State       StateVector `json:"state"`
+	Attempts    int         `json:"attempts"`
+	Error       string      `json:"error,omitempty"`
+	StartedAt   time.Time   `json:"started_at,omitzero"`
+	EndedAt     time.Time   `json:"ended_at,omitzero"`
+}
+
+// RunsChannel returns the pub/sub channel on which a run's end is
+// published as "<run id>:<state>".
+func (s *Store) RunsChannel() string { return s.cfg.KeyPrefix + "ff:runs" }
+
+// StageFlow validates req and stages a run: the run record, every
+// execution and every edge in one FCALL on one partition. Roots are
+// eligible at once; the others wait (pending) until their joins are
+// satisfied. With an idempotency key a repeat returns the first run and
+// created=false.
+func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, error) {
+	f := req.Flow
+	if f == nil {
+		return nil, false, invalid("flow", "is required")
+	}
+	ns := req.Namespace
+	if ns == "" {
+		ns = f.Namespace
+	}
+	if ns == "" {
+		ns = plan.DefaultNamespace
+	}
+	if err := checkName("namespace", ns); err != nil {
+		return nil, false, err
+	}
+	if err := checkPayload("input", req.Input); err != nil {
+		return nil, false, err
+	}
+	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
+		return nil, false, err
+	}
+	g, err := newGraph(f)
+	if err != nil {
+		return nil, false, err
+	}
+	p := rand.IntN(s.cfg.FlowPartitions)
+	if req.IdempotencyKey != "" {
+		p = s.partitionFor(ns, "run\x00"+req.IdempotencyKey)
+	}
+	runUUID := newUUID()
+	uuids := make(map[string]string, len(f.Execs))
+	for _, x := range f.Execs {
+		uuids[x.Name] = newUUID()
+	}
+	head := []string{runUUID, ns, f.Name, uuids[f.Result], req.IdempotencyKey, ms(s.cfg.IdempotencyTTL), string(req.Input)}
+	members := make([][]string, len(f.Execs))
+	for i, x := range f.Execs {
+		if members[i], err = s.memberArgs(f, x, i, g, uuids); err != nil {
+			return nil, false, err
+		}
+	}
+	id := RunID(makeID(p, runUUID))
+	var items []valkey.ValkeyMessage
+	if len(members) <= StageChunkExecs {
+		args := head
+		for _, m := range members {
+			args = append(append(args, strconv.Itoa(len(m))), m...)
+		}
+		items, err = s.single(ctx, call{fn: "ff_stage_flow", partition: p, args: args}, ExecutionID(id), "stage")
+	} else {
+		items, err = s.stageChunked(ctx, p, id, runUUID, ns, req.Input, head, f, members)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if str(items[0]) == "duplicate" {
+		first, err := s.GetRun(ctx, RunID(makeID(p, str(items[1]))))
+		if err != nil {
+			return nil, false, fmt.Errorf("store: read first run of idempotency key: %w", err)
+		}
+		return first, false, nil
+	}
+	run, err := s.GetRun(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return run, true, nil
+}
+
+// stageChunked writes the members of a large run in chunks (invisible),
+// then commits the run in one call.
+func (s *Store) stageChunked(ctx context.Context, p int, id RunID, runUUID, ns string, input []byte,
+	head []string, f *plan.Flow, members [][]string) ([]valkey.ValkeyMessage, error) {
+	for start := 0; start < len(members); start += StageChunkExecs {
+		args := []string{runUUID, ns, string(input), ms(StagingTTL)}
+		for _, m := range members[start:min(start+StageChunkExecs, len(members))] {
+			args = append(append(args, strconv.Itoa(len(m))), m...)
+		}
+		if _, err := s.single(ctx, call{fn: "ff_stage_chunk", partition: p, args: args}, ExecutionID(id), "stage"); err != nil {
+			return nil, err
+		}
+	}
+	args := append(slices.Clone(head), strconv.Itoa(len(members)))
+	for i, x := range f.Execs {
+		// members[i] starts with name, uuid, lane, priority, join_need, deps_total.
+		m := members[i]
+		hasDeadline := "0"
+		if x.DeadlineMs > 0 {
+			hasDeadline = "1"
+		}
+		args = append(args, m[0], m[1], m[2], m[3], m[5], hasDeadline)
+	}
+	return s.single(ctx, call{fn: "ff_commit_flow", partition: p, args: args}, ExecutionID(id), "stage")
+}
+
+// graph is the validated shape of a flow.
+type graph struct {
+	index map[string]int      // exec name -> position
+	ups   map[string][]string // exec -> upstreams, sorted
+	out   map[string][]plan.Edge
+}
+
+// newGraph checks the parts of a plan the runtime relies on: the compiler
+// checks much more, but a plan may come over HTTP.
+func newGraph(f *plan.Flow) (*graph, error) {
+	if len(f.Execs) == 0 || len(f.Execs) > MaxFlowExecs {
+		return nil, invalid("flow.execs", "%d execs, want 1..%d", len(f.Execs), MaxFlowExecs)
+	}
+	g := &graph{index: map[string]int{}, ups: map[string][]string{}, out: map[string][]plan.Edge{}}
+	for i, x := range f.Execs {
+		field := fmt.Sprintf("flow.execs[%d]", i)
+		if x.Name == "" || strings.ContainsAny(x.Name, ",=: \t\n") {
+			return nil, invalid(field+".name", "%q is not a valid exec name", x.Name)
+		}
+		if _, dup := g.index[x.Name]; dup {
+			return nil, invalid(field+".name", "exec %q is declared twice", x.Name)
+		}
+		g.index[x.Name] = i
+	}
+	seen := map[[2]string]bool{}
+	for i, e := range f.Edges {
+		field := fmt.Sprintf("flow.edges[%d]", i)
+		_, okFrom := g.index[e.From]
+		_, okTo := g.index[e.To]
+		switch {
+		case !okFrom || !okTo:
+			return nil, invalid(field, "edge %s -> %s names an unknown exec", e.From, e.To)
+		case e.From == e.To:
+			return nil, invalid(field, "edge %s -> %s links an exec to itself", e.From, e.To)
+		case seen[[2]string{e.From, e.To}]:
+			return nil, invalid(field, "edge %s -> %s appears twice", e.From, e.To)
+		}
+		switch e.On {
+		case plan.OnSuccess, plan.OnFailure, plan.OnDone:
+		default:
+			return nil, invalid(field+".on", "%q: want success, failure or done", e.On)
+		}
+		seen[[2]string{e.From, e.To}] = true
+		g.ups[e.To] = append(g.ups[e.To], e.From)
+		g.out[e.From] = append(g.out[e.From], e)
+	}
+	for _, u := range g.ups {
+		slices.Sort(u)
+	}
+	// Kahn: every exec must be reachable in topological order (no cycle),
+	// or members would wait forever.
+	indeg := map[string]int{}
+	for name, u := range g.ups {
+		indeg[name] = len(u)
+	}
+	var queue []string
+	for _, x := range f.Execs {
+		if indeg[x.Name] == 0 {
+			queue = append(queue, x.Name)
+		}
+	}
+	visited := 0
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		visited++
+		for _, e := range g.out[n] {
+			if indeg[e.To]--; indeg[e.To] == 0 {
+				queue = append(queue, e.To)
+			}
+		}
+	}
+	if visited != len(f.Execs) {
+		return nil, invalid("flow.edges", "the edges form a cycle")
+	}
+	if f.Result != "" {
+		if _, ok := g.index[f.Result]; !ok {
+			return nil, invalid("flow.result", "names unknown exec %q", f.Result)
+		}
+	}
+	return g, nil
+}
+
+// memberArgs returns the ff_stage_flow entries of exec x (after the count).
+func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map[string]string) ([]string, error) {
+	field := fmt.Sprintf("flow.execs[%d]", i)
+	lane := cmpOr(x.Lane, f.Lane, plan.DefaultLane)
+	if err := checkName(field+".lane", lane); err != nil {
+		return nil, err
+	}
+	kind := x.Kind
+	if kind == "" {
+		kind = f.Name + "." + x.Name
+	}
+	if err := checkToken(field+".kind", kind, MaxKindBytes); err != nil {
+		return nil, err
+	}
+	if err := checkPriority(x.Priority); err != nil {
+		return nil, invalid(field+".priority", "%s", err.(*ValidationError).Msg)
+	}
+	caps, err := normCapabilities(field+".requires", x.Requires)
+	if err != nil {
+		return nil, err
+	}
+	retry := RetryPolicyFromPlan(x.Retry)
+	if err := checkRetry(retry); err != nil {
+		return nil, err
+	}
+	retry.Attempts = max(retry.Attempts, 1)
+	if retry.Backoff == "" {
+		retry.Backoff = BackoffFixed
+	}
+	if x.TimeoutMs < 0 || x.DeadlineMs < 0 {
+		return nil, invalid(field, "timeouts must not be negative")
+	}
+	ups := g.ups[x.Name]
+	need := len(ups)
+	switch x.Join.Kind {
+	case plan.JoinAll, "":
+	case plan.JoinAny:
+		need = min(1, len(ups))
+	case plan.JoinCount:
+		if x.Join.N < 1 || x.Join.N > len(ups) {
+			return nil, invalid(field+".join.n", "%d is outside 1..%d (its upstreams)", x.Join.N, len(ups))
+		}
+		need = x.Join.N
+	default:
+		return nil, invalid(field+".join.kind", "%q: want all, any or count", x.Join.Kind)
+	}
+	inputFrom := ""
+	switch {
+	case x.InputFrom == plan.InputFlow || x.InputFrom == "" && len(ups) == 0:
+		inputFrom = "flow"
+	case x.InputFrom == plan.InputExec || x.InputFrom == "" && len(ups) == 1:
+		src := x.InputExec
+		if src == "" && len(ups) == 1 {
+			src = ups[0]
+		}
+		if !slices.Contains(ups, src) {
+			return nil, invalid(field+".input_exec", "%q is not an upstream of %q", src, x.Name)
+		}
+		inputFrom = uuids[src]
+	case x.InputFrom == plan.InputNone || x.InputFrom == "":
+	default:
+		return nil, invalid(field+".input_from", "%q: want flow, exec or none", x.InputFrom)
+	}
+	var upList, outList []string
+	for _, u := range ups {
+		upList = append(upList, u+"="+uuids[u])
+	}
+	handled := "0"
+	for _, e := range g.out[x.Name] {
+		outList = append(outList, uuids[e.To]+":"+e.On)
+		if e.On != plan.OnSuccess {
+			handled = "1"
+		}
+	}
+	budgets, err := checkRefs(field+".budgets", append(slices.Clone(f.Budgets), x.Budgets...))
+	if err != nil {
+		return nil, err
+	}
+	quotas, err := checkRefs(field+".quotas", x.Quotas)
+	if err != nil {
+		return nil, err
+	}
+	jitter := "0"
+	if retry.Jitter {
+		jitter = "1"
+	}
+	item := []string{
+		x.Name, uuids[x.Name], lane, strconv.Itoa(x.Priority), strconv.Itoa(need), strconv.Itoa(len(ups)),
+		inputFrom, strings.Join(upList, ","), strings.Join(outList, ","), handled, strconv.FormatInt(x.DeadlineMs, 10),
+		"kind", kind,
+	}
+	for _, kv := range [][2]string{
+		{"caps", caps}, {"budgets", budgets}, {"quotas", quotas},
+		{"retry_attempts", nonDefault(strconv.Itoa(retry.Attempts), "1")},
+		{"retry_backoff", nonDefault(retry.Backoff, BackoffFixed)},
+		{"retry_delay_ms", nonDefault(ms(retry.Delay), "0")},
+		{"retry_max_delay_ms", nonDefault(ms(retry.MaxDelay), "0")},
+		{"retry_jitter", nonDefault(jitter, "0")},
+		{"attempt_timeout_ms", nonDefault(strconv.FormatInt(x.TimeoutMs, 10), "0")},
+	} {
+		if kv[1] != "" {
+			item = append(item, kv[0], kv[1])
+		}
+	}
+	return item, nil
+}
+
+func cmpOr(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// GetRun returns a run with the state of every execution.
+func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
+	p, uuid, err := s.locate(ExecutionID(id))
+	if err != nil {
+		return nil, err
+	}
+	runKey := s.k.run(p, uuid)
+	resps := s.c.DoMulti(ctx,
+		s.c.B().Hgetall().Key(runKey).Build(),
+		s.c.B().Hgetall().Key(runKey+":nodes").Build())
+	f, err := resps[0].AsStrMap()
+	if err != nil {
+		return nil, fmt.Errorf("store: read run %s: %w", id, err)
+	}
+	if len(f) == 0 {
+		return nil, fmt.Errorf("%w: run %s", ErrNotFound, id)
+	}
+	nodes, err := resps[1].AsStrMap()
+	if err != nil {
+		return nil, fmt.Errorf("store: read run %s: %w", id, err)
+	}
+	run := &Run{
+		ID: id, Namespace: f["ns"], Flow: f["flow"], State: RunState(f["state"]),
+		Total: atoi(f["total"]), Done: atoi(f["done"]), Succeeded: atoi(f["succeeded"]), Failed: atoi(f["failed"]),
+		Skipped: atoi(f["skipped"]), Cancelled: atoi(f["cancelled"]),
+		CreatedAt: fromMs(f["created_at"]), EndedAt: fromMs(f["ended_at"]),
+	}
+	names := make([]string, 0, len(nodes))
+	for name := range nodes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	fields := []string{"state", "blocking_detail", "kind", "attempt_count", "failure_reason", "last_error", "started_at", "ended_at"}
+	cmds := make(valkey.Commands, len(names))
+	for i, name := range names {
+		cmds[i] = s.c.B().Hmget().Key(s.k.core(p, nodes[name])).Field(fields...).Build()
+	}
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		v, err := r.ToArray()
+		if err != nil {
+			return nil, fmt.Errorf("store: read run %s: %w", id, err)
+		}
+		n := RunNode{Name: names[i], ExecutionID: makeID(p, nodes[names[i]]), Kind: str(v[2]),
+			State: decodeState(str(v[0]), str(v[1])), Attempts: atoi(str(v[3])), Error: str(v[4]),
+			StartedAt: fromMs(str(v[6])), EndedAt: fromMs(str(v[7]))}
+		if n.Error == "" {
+			n.Error = str(v[5])
+		}
+		if nodes[names[i]] == f["result_node"] {
+			run.ResultNode = n.Name
+		}
+		run.Nodes = append(run.Nodes, n)
+	}
+	if run.ResultNode != "" && f["result_outcome"] == string(OutcomeSuccess) {
+		res, err := s.c.Do(ctx, s.c.B().Hget().Key(s.k.core(p, f["result_node"])).Field("result").Build()).ToString()
+		if err != nil && !valkey.IsValkeyNil(err) {
+			return nil, fmt.Errorf("store: read run result %s: %w", id, err)
+		}
+		if err == nil {
+			run.Result = []byte(res)
+		}
+	}
+	return run, nil
+}
+
+// CancelRun cancels every non-terminal execution of a running run (running
+// ones lose their lease); the run ends cancelled. Cancelling a run that
+// already ended changes nothing.
+func (s *Store) CancelRun(ctx context.Context, id RunID, reason string) (*Run, error) {
+	p, uuid, err := s.locate(ExecutionID(id))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.single(ctx, call{fn: "ff_cancel_run", partition: p, args: []string{uuid, clip(reason, MaxErrorBytes)}}, ExecutionID(id), "cancel"); err != nil {
+		return nil, err
+	}
+	return s.GetRun(ctx, id)
+}
+
+// ReplayRun runs a failed or cancelled run again from its failed members:
+// members that succeeded keep their results; the others go back to pending,
+// or to eligible when the kept members already satisfy their joins (their
+// next attempt is a replay; their retry budget starts again; deadlines are
+// dropped). Replaying a running or succeeded run is a *StateError.
+func (s *Store) ReplayRun(ctx context.Context, id RunID) (*Run, error) {
+	p, uuid, err := s.locate(ExecutionID(id))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.single(ctx, call{fn: "ff_replay_run", partition: p, args: []string{uuid}}, ExecutionID(id), "replay"); err != nil {
+		return nil, err
+	}
+	return s.GetRun(ctx, id)
+}

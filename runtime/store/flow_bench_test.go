@@ -1,0 +1,127 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
+)
+
+// runFlows stages every flow, then 16 workers claim (up to 16 per call)
+// and complete until every run ended; it returns the elapsed time.
+func runFlows(b *testing.B, s *Store, flows []*plan.Flow) time.Duration {
+	ctx := context.Background()
+	start := time.Now()
+	var ids []RunID
+	for _, f := range flows {
+		r, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Input: []byte(`{}`)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	var total int64
+	for _, f := range flows {
+		total += int64(len(f.Execs))
+	}
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			id := WorkerIdentity{WorkerID: "bench", InstanceID: "bench-" + strconv.Itoa(w), Namespace: "default"}
+			p := w % s.FlowPartitions()
+			for done.Load() < total {
+				g, err := s.Claim(ctx, ClaimRequest{Partition: p, Lanes: []string{"default"}, Worker: id, Max: 16})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				p = (p + 1) % s.FlowPartitions()
+				if len(g) == 0 {
+					time.Sleep(50 * time.Microsecond)
+					continue
+				}
+				items := make([]Finish, len(g))
+				for i, x := range g {
+					items[i] = Finish{Lease: x.Lease, Result: []byte(`{}`)}
+				}
+				if _, err := s.FinishMany(ctx, items); err != nil {
+					b.Error(err)
+					return
+				}
+				done.Add(int64(len(g)))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	for _, id := range ids {
+		r, err := s.GetRun(ctx, id)
+		if err != nil || r.State != RunSucceeded {
+			b.Fatalf("run %s: %+v %v", id, r, err)
+		}
+	}
+	return elapsed
+}
+
+// BenchmarkFlowChains runs 100 chains of 10 executions (store level, no
+// HTTP) and reports chains/s.
+//
+//	go test -run '^$' -bench FlowChains -benchtime 1x ./runtime/store/
+func BenchmarkFlowChains(b *testing.B) {
+	c := valkeytest.Client(b, valkeytest.Start(b))
+	s, err := Open(context.Background(), Config{Client: c})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var flows []*plan.Flow
+	for range 100 {
+		var names, edges []string
+		for i := range 10 {
+			names = append(names, fmt.Sprintf("s%d", i))
+			if i > 0 {
+				edges = append(edges, names[i-1]+"->"+names[i])
+			}
+		}
+		flows = append(flows, flowOf("chain", execs(names...), edges...))
+	}
+	b.ResetTimer()
+	elapsed := runFlows(b, s, flows)
+	b.ReportMetric(float64(len(flows))/elapsed.Seconds(), "chains/s")
+}
+
+// BenchmarkFlowDiamond runs one 1 → 1000 → 1 run and reports the time from
+// stage to its end, and the server time of staging it.
+//
+//	go test -run '^$' -bench FlowDiamond -benchtime 1x ./runtime/store/
+func BenchmarkFlowDiamond(b *testing.B) {
+	c := valkeytest.Client(b, valkeytest.Start(b))
+	s, err := Open(context.Background(), Config{Client: c})
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := []string{"root", "sink"}
+	var edges []string
+	for i := range 1000 {
+		m := fmt.Sprintf("m%04d", i)
+		names = append(names, m)
+		edges = append(edges, "root->"+m, m+"->sink")
+	}
+	f := flowOf("diamond", execs(names...), edges...)
+	f.Execs[1].InputFrom = plan.InputNone
+	fcallMicros(b, c)
+	b.ResetTimer()
+	elapsed := runFlows(b, s, []*plan.Flow{f})
+	b.ReportMetric(float64(elapsed.Milliseconds()), "ms/run")
+	stageStart := time.Now()
+	if _, _, err := s.StageFlow(context.Background(), StageRequest{Flow: f}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(time.Since(stageStart).Microseconds())/1000, "stage-ms")
+}

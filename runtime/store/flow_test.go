@@ -1,0 +1,540 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/google/go-cmp/cmp"
+)
+
+// flowOf builds a plan from "a->b" style edges; execs are listed in order.
+func flowOf(name string, execs []plan.Exec, edges ...string) *plan.Flow {
+	f := &plan.Flow{Schema: plan.SchemaVersion, Name: name, Namespace: "default", Lane: "default", Execs: execs}
+	for _, e := range edges {
+		on := plan.OnSuccess
+		if spec, cond, ok := strings.Cut(e, " on "); ok {
+			e, on = spec, cond
+		}
+		from, to, _ := strings.Cut(e, "->")
+		f.Edges = append(f.Edges, plan.Edge{From: from, To: to, On: on})
+	}
+	return f
+}
+
+func execs(names ...string) []plan.Exec {
+	var out []plan.Exec
+	for _, n := range names {
+		out = append(out, plan.Exec{Name: n, Priority: plan.PriorityDefault, Retry: plan.Retry{Attempts: 1}})
+	}
+	return out
+}
+
+// outcome is what a test handler does with one grant.
+type outcome struct {
+	result []byte
+	fail   bool
+}
+
+// drive claims and finishes every eligible execution until none is left,
+// calling handle per grant, and returns the names in the order they ran.
+func (e *env) drive(handle func(g Grant) outcome) []string {
+	e.t.Helper()
+	var ran []string
+	for round := 0; round < 10_000; round++ {
+		g := e.claimAll(worker1, 64, time.Minute)
+		if len(g) == 0 {
+			return ran
+		}
+		var items []Finish
+		for _, x := range g {
+			ran = append(ran, x.FlowNode)
+			o := handle(x)
+			items = append(items, Finish{Lease: x.Lease, Result: o.result, Failed: o.fail, Error: "handler failed", Retryable: true})
+		}
+		res, err := e.s.FinishMany(e.ctx, items)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				e.t.Fatal(r.Err)
+			}
+		}
+	}
+	e.t.Fatal("drive did not converge")
+	return nil
+}
+
+func (e *env) stage(f *plan.Flow, input string) *Run {
+	e.t.Helper()
+	run, created, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(input)})
+	if err != nil || !created {
+		e.t.Fatalf("StageFlow = %v, %v", created, err)
+	}
+	return run
+}
+
+func nodeStates(r *Run) map[string]PublicState {
+	out := map[string]PublicState{}
+	for _, n := range r.Nodes {
+		out[n.Name] = n.State.Public
+	}
+	return out
+}
+
+func (e *env) run(id RunID) *Run {
+	e.t.Helper()
+	r, err := e.s.GetRun(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, n := range r.Nodes {
+		e.check(n.ExecutionID)
+	}
+	return r
+}
+
+func TestFlowChainPassesData(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := flowOf("chain", execs("a", "b", "c"), "a->b", "b->c")
+	f.Result = "c"
+	r := e.stage(f, `{"n":1}`)
+	if r.State != RunRunning || r.Total != 3 {
+		t.Fatalf("staged run = %+v", r)
+	}
+	if diff := cmp.Diff(map[string]PublicState{"a": StateWaiting, "b": StatePending, "c": StatePending}, nodeStates(e.run(r.ID))); diff != "" {
+		t.Fatalf("staged states (-want +got):\n%s", diff)
+	}
+	ran := e.drive(func(g Grant) outcome {
+		if g.FlowID == "" || g.Kind != "chain."+g.FlowNode {
+			t.Errorf("grant %+v", g)
+		}
+		want := map[string]string{"a": `{"n":1}`, "b": "out-a", "c": "out-b"}[g.FlowNode]
+		if string(g.Payload) != want {
+			t.Errorf("%s got input %q, want %q", g.FlowNode, g.Payload, want)
+		}
+		return outcome{result: []byte("out-" + g.FlowNode)}
+	})
+	if diff := cmp.Diff([]string{"a", "b", "c"}, ran); diff != "" {
+		t.Fatalf("order (-want +got):\n%s", diff)
+	}
+	done := e.run(r.ID)
+	if done.State != RunSucceeded || string(done.Result) != "out-c" || done.Succeeded != 3 || done.EndedAt.IsZero() {
+		t.Fatalf("run = %+v", done)
+	}
+}
+
+func TestFlowFanOutFanIn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	names := []string{"root", "m0", "m1", "m2", "join"}
+	f := flowOf("diamond", execs(names...), "root->m0", "root->m1", "root->m2", "m0->join", "m1->join", "m2->join")
+	f.Execs[4].InputFrom, f.Execs[4].InputExec = plan.InputExec, "m1"
+	f.Result = "join"
+	r := e.stage(f, "in")
+	var joinGrant Grant
+	e.drive(func(g Grant) outcome {
+		if g.FlowNode == "join" {
+			joinGrant = g
+		}
+		return outcome{result: []byte(g.FlowNode + ":" + string(g.Payload))}
+	})
+	if string(joinGrant.Payload) != "m1:root:in" {
+		t.Fatalf("join input = %q", joinGrant.Payload)
+	}
+	want := map[string][]byte{"m0": []byte("m0:root:in"), "m1": []byte("m1:root:in"), "m2": []byte("m2:root:in")}
+	if diff := cmp.Diff(want, joinGrant.Upstreams); diff != "" {
+		t.Fatalf("upstreams (-want +got):\n%s", diff)
+	}
+	if done := e.run(r.ID); done.State != RunSucceeded || string(done.Result) != "join:m1:root:in" {
+		t.Fatalf("run = %+v", done)
+	}
+}
+
+// TestFlowFailureBranch is the etl example of spec/language.md.
+func TestFlowFailureBranch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := execs("extract", "load", "quarantine", "report", "cleanup")
+	x[3].Join = plan.Join{Kind: plan.JoinAny}
+	x[3].InputFrom = plan.InputNone
+	f := flowOf("etl", x, "extract->load", "extract->quarantine on failure",
+		"load->report", "quarantine->report", "report->cleanup on done")
+	r := e.stage(f, "")
+	ran := e.drive(func(g Grant) outcome {
+		return outcome{fail: g.FlowNode == "extract"}
+	})
+	if diff := cmp.Diff([]string{"extract", "quarantine", "report", "cleanup"}, ran); diff != "" {
+		t.Fatalf("ran (-want +got):\n%s", diff)
+	}
+	done := e.run(r.ID)
+	want := map[string]PublicState{"extract": StateFailed, "load": StateSkipped, "quarantine": StateCompleted,
+		"report": StateCompleted, "cleanup": StateCompleted}
+	if diff := cmp.Diff(want, nodeStates(done)); diff != "" {
+		t.Fatalf("states (-want +got):\n%s", diff)
+	}
+	// extract's failure is handled by an on failure edge: the run succeeds.
+	if done.State != RunSucceeded || done.Failed != 1 || done.Skipped != 1 {
+		t.Fatalf("run = %+v", done)
+	}
+}
+
+func TestFlowSkipPropagatesAndRunFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	names := make([]string, 300) // a long chain: skips must not recurse
+	var edges []string
+	for i := range names {
+		names[i] = fmt.Sprintf("n%03d", i)
+		if i > 0 {
+			edges = append(edges, names[i-1]+"->"+names[i])
+		}
+	}
+	f := flowOf("long", execs(names...), edges...)
+	f.Result = names[len(names)-1]
+	r := e.stage(f, "")
+	ran := e.drive(func(g Grant) outcome { return outcome{fail: true} })
+	if diff := cmp.Diff([]string{"n000"}, ran); diff != "" {
+		t.Fatalf("ran (-want +got):\n%s", diff)
+	}
+	done := e.run(r.ID)
+	if done.State != RunFailed || done.Failed != 1 || done.Skipped != 299 || done.Done != 300 {
+		t.Fatalf("run = %+v", done)
+	}
+	if n := done.Nodes[0]; n.Name != "n000" || n.Error != "handler failed" {
+		t.Fatalf("first node = %+v", n)
+	}
+}
+
+func TestFlowJoinCountAndRetriesDoNotResolve(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := execs("a", "b", "c", "d")
+	x[0].Retry = plan.Retry{Attempts: 2}
+	x[3].Join = plan.Join{Kind: plan.JoinCount, N: 2}
+	x[3].InputFrom = plan.InputNone
+	f := flowOf("count", x, "a->d", "b->d", "c->d")
+	r := e.stage(f, "")
+	attempts := map[string]int{}
+	e.drive(func(g Grant) outcome {
+		attempts[g.FlowNode]++
+		switch g.FlowNode {
+		case "a":
+			// The first attempt fails and is retried: d must not hear of it.
+			if g.Attempt == 1 {
+				if st := nodeStates(e.run(r.ID))["d"]; st != StatePending {
+					t.Errorf("d is %s while a runs", st)
+				}
+				return outcome{fail: true}
+			}
+			return outcome{}
+		case "b":
+			return outcome{fail: true}
+		}
+		return outcome{}
+	})
+	// a (after a retry) and c succeed: 2 of 3, so d runs.
+	if diff := cmp.Diff(map[string]int{"a": 2, "b": 1, "c": 1, "d": 1}, attempts); diff != "" {
+		t.Fatalf("attempts (-want +got):\n%s", diff)
+	}
+	done := e.run(r.ID)
+	if nodeStates(done)["d"] != StateCompleted || done.State != RunFailed { // b failed unhandled
+		t.Fatalf("run = %+v", done)
+	}
+}
+
+func TestFlowJoinImpossibleSkips(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := execs("a", "b", "c", "d")
+	x[3].Join = plan.Join{Kind: plan.JoinCount, N: 2}
+	x[3].InputFrom = plan.InputNone
+	f := flowOf("count", x, "a->d", "b->d", "c->d")
+	r := e.stage(f, "")
+	e.drive(func(g Grant) outcome { return outcome{fail: g.FlowNode != "a"} })
+	if st := nodeStates(e.run(r.ID))["d"]; st != StateSkipped {
+		t.Fatalf("d = %s, want skipped", st)
+	}
+}
+
+func TestFlowCancelRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := flowOf("c", execs("a", "b", "c"), "a->b")
+	r := e.stage(f, "")
+	g := e.claimAll(worker1, 1, time.Minute) // a or c runs
+	if len(g) != 1 {
+		t.Fatalf("granted %d", len(g))
+	}
+	c, err := e.s.CancelRun(e.ctx, r.ID, "stop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.State != RunCancelled || c.Cancelled != 3 {
+		t.Fatalf("cancelled run = %+v", c)
+	}
+	for name, st := range nodeStates(e.run(r.ID)) {
+		if st != StateCancelled {
+			t.Fatalf("%s = %s, want cancelled", name, st)
+		}
+	}
+	if err := e.s.Complete(e.ctx, g[0].Lease, nil); !errors.Is(err, ErrStaleLease) {
+		t.Fatalf("Complete after cancel = %v", err)
+	}
+	if g := e.claimAll(worker1, 10, time.Minute); len(g) != 0 {
+		t.Fatalf("claimed %v after cancel", grantIDs(g))
+	}
+	again, err := e.s.CancelRun(e.ctx, r.ID, "")
+	if err != nil || again.State != RunCancelled {
+		t.Fatalf("second CancelRun = %+v, %v", again, err)
+	}
+	if _, err := e.s.CancelRun(e.ctx, RunID(makeID(0, newUUID())), ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("CancelRun(missing) = %v", err)
+	}
+	// A cancelled run can be replayed from scratch.
+	if _, err := e.s.ReplayRun(e.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.drive(func(Grant) outcome { return outcome{} })
+	if done := e.run(r.ID); done.State != RunSucceeded || done.Succeeded != 3 {
+		t.Fatalf("replayed cancelled run = %+v", done)
+	}
+}
+
+func TestFlowIdempotentStage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := flowOf("i", execs("a"))
+	first, created, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, IdempotencyKey: "run-1"})
+	if err != nil || !created {
+		t.Fatal(created, err)
+	}
+	again, created, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, IdempotencyKey: "run-1"})
+	if err != nil || created || again.ID != first.ID {
+		t.Fatalf("repeat = %s %v %v", again.ID, created, err)
+	}
+}
+
+func TestFlowValidationWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	before := e.keys()
+	bad := map[string]*plan.Flow{
+		"cycle":        flowOf("x", execs("a", "b"), "a->b", "b->a"),
+		"unknown edge": flowOf("x", execs("a"), "a->zz"),
+		"self edge":    flowOf("x", execs("a"), "a->a"),
+		"bad on":       flowOf("x", execs("a", "b"), "a->b on maybe"),
+		"no execs":     flowOf("x", nil),
+		"join n": func() *plan.Flow {
+			f := flowOf("x", execs("a", "b"), "a->b")
+			f.Execs[1].Join = plan.Join{Kind: plan.JoinCount, N: 2}
+			return f
+		}(),
+		"bad input": func() *plan.Flow {
+			f := flowOf("x", execs("a", "b", "c"), "a->c")
+			f.Execs[2].InputFrom, f.Execs[2].InputExec = plan.InputExec, "b"
+			return f
+		}(),
+		"bad result": func() *plan.Flow { f := flowOf("x", execs("a")); f.Result = "zz"; return f }(),
+		"bad lane":   func() *plan.Flow { f := flowOf("x", execs("a")); f.Execs[0].Lane = "a:b"; return f }(),
+		"dup name":   flowOf("x", execs("a", "a")),
+	}
+	for _, name := range slices.Sorted(maps.Keys(bad)) {
+		if _, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: bad[name]}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: flowOf("x", execs("a")), Input: make([]byte, MaxPayloadBytes+1)}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("oversize input: %v", err)
+	}
+	if diff := cmp.Diff(before, e.keys()); diff != "" {
+		t.Fatalf("refused stages wrote keys (-before +after):\n%s", diff)
+	}
+}
+
+func TestFlowRetentionPurgesRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	r := e.stage(flowOf("p", execs("a", "b"), "a->b"), "")
+	e.drive(func(Grant) outcome { return outcome{} })
+	time.Sleep(5 * time.Millisecond)
+	for {
+		res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.More {
+			break
+		}
+	}
+	if _, err := e.s.GetRun(e.ctx, r.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetRun after purge = %v", err)
+	}
+	for _, k := range e.keys() {
+		if !strings.HasSuffix(k, ":lanes") && !strings.HasSuffix(k, "ff:config") {
+			t.Fatalf("key left after purge: %s", k)
+		}
+	}
+}
+
+func TestFlowReplay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := execs("extract", "load", "quarantine", "report")
+	x[3].Join = plan.Join{Kind: plan.JoinAny}
+	x[3].InputFrom = plan.InputNone
+	f := flowOf("etl", x, "extract->load", "extract->quarantine on failure", "load->report", "quarantine->report")
+	f.Result = "report"
+	r := e.stage(f, "in")
+	// First run: extract succeeds, so quarantine is skipped; load fails, so
+	// report (join any) is skipped: the run fails.
+	e.drive(func(g Grant) outcome { return outcome{result: []byte("r-" + g.FlowNode), fail: g.FlowNode == "load"} })
+	first := e.run(r.ID)
+	want := map[string]PublicState{"extract": StateCompleted, "load": StateFailed, "quarantine": StateSkipped, "report": StateSkipped}
+	if diff := cmp.Diff(want, nodeStates(first)); diff != "" || first.State != RunFailed {
+		t.Fatalf("first run %s (-want +got):\n%s", first.State, diff)
+	}
+	if _, err := e.s.ReplayRun(e.ctx, RunID(makeID(0, newUUID()))); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ReplayRun(missing) = %v", err)
+	}
+	replayed, err := e.s.ReplayRun(e.ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// extract keeps its result; load is eligible again at once; report waits;
+	// quarantine stays skipped (extract succeeded: its on failure edge can
+	// never hold).
+	want = map[string]PublicState{"extract": StateCompleted, "load": StateWaiting, "quarantine": StateSkipped, "report": StatePending}
+	if diff := cmp.Diff(want, nodeStates(e.run(r.ID))); diff != "" || replayed.State != RunRunning || replayed.Done != 2 {
+		t.Fatalf("replayed run %+v (-want +got):\n%s", replayed, diff)
+	}
+	var ran []string
+	e.drive(func(g Grant) outcome {
+		ran = append(ran, g.FlowNode)
+		if g.FlowNode == "load" && (g.AttemptType != AttemptReplay || string(g.Payload) != "r-extract") {
+			t.Errorf("load grant = %+v", g)
+		}
+		return outcome{result: []byte("r-" + g.FlowNode)}
+	})
+	if diff := cmp.Diff([]string{"load", "report"}, ran); diff != "" {
+		t.Fatalf("replay ran (-want +got):\n%s", diff)
+	}
+	done := e.run(r.ID)
+	if done.State != RunSucceeded || string(done.Result) != "r-report" {
+		t.Fatalf("run after replay = %+v", done)
+	}
+	if _, err := e.s.ReplayRun(e.ctx, r.ID); !errors.Is(err, ErrWrongState) {
+		t.Fatalf("ReplayRun of a succeeded run = %v", err)
+	}
+}
+
+func TestFlowChunkedStaging(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	names := []string{"root", "sink"}
+	var edges []string
+	for i := range StageChunkExecs*2 + 100 {
+		m := fmt.Sprintf("m%04d", i)
+		names = append(names, m)
+		edges = append(edges, "root->"+m, m+"->sink")
+	}
+	f := flowOf("wide", execs(names...), edges...)
+	f.Execs[1].InputFrom = plan.InputNone
+	f.Result = "sink"
+	r := e.stage(f, `"in"`)
+	if r.Total != len(names) || r.State != RunRunning {
+		t.Fatalf("staged run: total %d state %s", r.Total, r.State)
+	}
+	if st := nodeStates(r); st["root"] != StateWaiting || st["m0000"] != StatePending || st["sink"] != StatePending {
+		t.Fatalf("states root %s m0000 %s sink %s", st["root"], st["m0000"], st["sink"])
+	}
+	n := len(e.drive(func(g Grant) outcome { return outcome{result: []byte(`"ok"`)} }))
+	done := e.run(r.ID)
+	if n != len(names) || done.State != RunSucceeded || done.Succeeded != len(names) || string(done.Result) != `"ok"` {
+		t.Fatalf("ran %d; run = %s, %d succeeded", n, done.State, done.Succeeded)
+	}
+	if ks := e.keys(); slices.ContainsFunc(ks, func(k string) bool { return strings.Contains(k, ":staged") || strings.HasSuffix(k, ":staging") }) {
+		t.Fatalf("staging keys left after commit: %v", ks)
+	}
+}
+
+func TestFlowAbandonedStagingIsInvisibleAndPurged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	before := e.keys()
+	f := flowOf("x", execs("a", "b"), "a->b")
+	g, err := newGraph(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuids := map[string]string{"a": newUUID(), "b": newUUID()}
+	run := newUUID()
+	args := []string{run, "default", "in", "50"} // staging lifetime: 50 ms
+	for i, x := range f.Execs {
+		m, err := e.s.memberArgs(f, x, i, g, uuids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(append(args, strconv.Itoa(len(m))), m...)
+	}
+	// A stager writes a chunk and dies before committing.
+	if _, err := e.s.single(e.ctx, call{fn: "ff_stage_chunk", partition: 0, args: args}, "", "stage"); err != nil {
+		t.Fatal(err)
+	}
+	if g := e.claimAll(worker1, 10, time.Minute); len(g) != 0 {
+		t.Fatalf("claimed an uncommitted member: %v", grantIDs(g))
+	}
+	if page, err := e.s.ListExecutions(e.ctx, ListRequest{Namespace: "default"}); err != nil || len(page.Executions) != 0 {
+		t.Fatalf("listed uncommitted members: %+v, %v", page, err)
+	}
+	if _, err := e.s.GetRun(e.ctx, RunID(makeID(0, run))); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetRun of uncommitted run = %v", err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if _, err := e.s.PurgeTerminal(e.ctx, 0, time.Hour, 10); err != nil {
+		t.Fatal(err)
+	}
+	after := e.keys()
+	var extra []string
+	for _, k := range after {
+		if !slices.Contains(before, k) && !strings.HasSuffix(k, ":lanes") {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) != 0 {
+		t.Fatalf("keys left by an abandoned staging: %v", extra)
+	}
+	// Committing it now finds nothing.
+	commit := []string{run, "default", "x", "", "", "1000", "", "0"}
+	if _, err := e.s.single(e.ctx, call{fn: "ff_commit_flow", partition: 0, args: commit}, "", "stage"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("late commit = %v", err)
+	}
+}
+
+func TestFlowMemberCancelledAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.stage(flowOf("m", execs("a", "b"), "a->b"), "")
+	st := e.run(r.ID)
+	var b ExecutionID
+	for _, n := range st.Nodes {
+		if n.Name == "b" {
+			b = n.ExecutionID
+		}
+	}
+	if _, err := e.s.Cancel(e.ctx, b, "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	e.drive(func(Grant) outcome { return outcome{} })
+	if done := e.run(r.ID); done.State != RunCancelled || done.Cancelled != 1 || done.Succeeded != 1 {
+		t.Fatalf("run = %+v", done)
+	}
+}

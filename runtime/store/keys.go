@@ -1,0 +1,76 @@
+package store
+
+import (
+	"strconv"
+)
+
+// Key schema (spec/runtime.md, "Keys"). B is "<prefix>ff:{fp:N}", the base
+// of every key of flow partition N; the Lua library derives the same keys
+// from the anchor key B:lanes, which is KEYS[1] of every partition call.
+//
+//	<prefix>ff:config                    HASH   deployment settings (partition counts)
+//	B:lanes                              SET    "<ns>:<lane>" pairs seen on the partition
+//	B:x:<uuid>                           HASH   execution record, payload, result and
+//	                                            attempt history ("att:<n>", "att:<n>:end")
+//	B:idem:<ns>:<key>                    STRING idempotency key -> uuid (PX)
+//	B:q:<ns>:<lane>:eligible             ZSET   eligible; score = priority then age
+//	B:q:<ns>:<lane>:delayed              ZSET   delayed; score = due ms
+//	B:q:<ns>:<lane>:active               ZSET   running; score = claim ms
+//	B:q:<ns>:<lane>:terminal             ZSET   finished; score = end ms
+//	B:q:<ns>:<lane>:pending              ZSET   flows: waiting for upstreams (issue 4)
+//	B:q:<ns>:<lane>:blocked              ZSET   admission blocks (issue 5)
+//	B:leases                             ZSET   running; score = lease expiry ms
+//	B:timeouts                           ZSET   running with an attempt timeout; score = due ms
+//	B:deadlines                          ZSET   non-terminal with a deadline; score = due ms
+//	B:f:<uuid>                           HASH   flow run record
+//	B:f:<uuid>:nodes                     HASH   exec name -> execution uuid
+//	B:fidem:<ns>:<key>                   STRING run idempotency key -> run uuid (PX)
+//	B:runs:ended                         ZSET   ended runs; score = end ms
+//	<prefix>ff:{w:<ns>}:workers          ZSET   connected worker instances; score = expiry ms
+//	<prefix>ff:{w:<ns>}:worker:<inst>    HASH   worker id, lanes, capabilities, times (PEXPIREAT)
+//	<prefix>ff:namespaces                SET    namespaces that had workers (unblock scanner)
+
+// Index names within a lane.
+const (
+	indexEligible = "eligible"
+	indexDelayed  = "delayed"
+	indexActive   = "active"
+	indexTerminal = "terminal"
+	indexPending  = "pending"
+	indexBlocked  = "blocked"
+)
+
+type keys struct{ prefix string }
+
+func (k keys) config() string { return k.prefix + "ff:config" }
+
+func (k keys) base(p int) string { return k.prefix + "ff:{fp:" + strconv.Itoa(p) + "}" }
+
+// anchor is KEYS[1] of every partition function.
+func (k keys) anchor(p int) string { return k.base(p) + ":lanes" }
+
+func (k keys) core(p int, uuid string) string { return k.base(p) + ":x:" + uuid }
+
+func (k keys) idem(p int, ns, key string) string { return k.base(p) + ":idem:" + ns + ":" + key }
+
+func (k keys) lane(p int, ns, lane, index string) string {
+	return k.base(p) + ":q:" + ns + ":" + lane + ":" + index
+}
+
+func (k keys) leases(p int) string    { return k.base(p) + ":leases" }
+func (k keys) timeouts(p int) string  { return k.base(p) + ":timeouts" }
+func (k keys) deadlines(p int) string { return k.base(p) + ":deadlines" }
+
+// run is the record of flow run uuid on partition p; run+":nodes" maps
+// exec names to execution uuids.
+func (k keys) run(p int, uuid string) string { return k.base(p) + ":f:" + uuid }
+
+// Worker registry keys: per namespace, on their own hash tag {w:<ns>}.
+func (k keys) workers(ns string) string { return k.prefix + "ff:{w:" + ns + "}:workers" }
+
+func (k keys) worker(ns, instance string) string {
+	return k.prefix + "ff:{w:" + ns + "}:worker:" + instance
+}
+
+// namespaces is the set of namespaces that ever had a connected worker.
+func (k keys) namespaces() string { return k.prefix + "ff:namespaces" }

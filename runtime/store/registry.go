@@ -1,0 +1,167 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// WorkerTTLDefault is how long a worker counts as connected after its last
+// heartbeat when Heartbeat is given no ttl.
+const WorkerTTLDefault = 30 * time.Second
+
+// WorkerInfo is a connected worker instance.
+type WorkerInfo struct {
+	Namespace    string    `json:"namespace"`
+	WorkerID     string    `json:"worker_id"`
+	InstanceID   string    `json:"worker_instance_id"`
+	Lanes        []string  `json:"lanes,omitempty"`
+	Capabilities []string  `json:"capabilities,omitempty"`
+	ConnectedAt  time.Time `json:"connected_at"`
+	SeenAt       time.Time `json:"seen_at"`
+	ExpiresAt    time.Time `json:"expires_at"`
+}
+
+// Heartbeat registers or refreshes a worker instance for ttl (0 =
+// WorkerTTLDefault). It reports whether the instance was new (or had
+// expired). Capabilities are validated like execution requirements.
+func (s *Store) Heartbeat(ctx context.Context, w WorkerIdentity, lanes []string, ttl time.Duration) (registered bool, err error) {
+	if err := w.validate(); err != nil {
+		return false, err
+	}
+	for _, l := range lanes {
+		if err := checkName("lanes", l); err != nil {
+			return false, err
+		}
+	}
+	caps, err := normCapabilities("capabilities", w.Capabilities)
+	if err != nil {
+		return false, err
+	}
+	if ttl == 0 {
+		ttl = WorkerTTLDefault
+	}
+	if ttl < LeaseTTLMin || ttl > LeaseTTLMax {
+		return false, invalid("ttl", "%s is outside %s..%s", ttl, LeaseTTLMin, LeaseTTLMax)
+	}
+	c := call{
+		fn:   "ff_worker_heartbeat",
+		keys: []string{s.k.workers(w.Namespace), s.k.worker(w.Namespace, w.InstanceID)},
+		args: []string{w.Namespace, w.InstanceID, w.WorkerID, strings.Join(lanes, ","), caps, ms(ttl)},
+	}
+	items, err := s.single(ctx, c, "", "heartbeat")
+	if err != nil {
+		return false, err
+	}
+	if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.k.namespaces()).Member(w.Namespace).Build()).Error(); err != nil {
+		return false, fmt.Errorf("store: register namespace: %w", err)
+	}
+	return str(items[0]) == "registered", nil
+}
+
+// serverTime returns the server's clock.
+func (s *Store) serverTime(ctx context.Context) (time.Time, error) {
+	v, err := s.c.Do(ctx, s.c.B().Time().Build()).AsStrSlice()
+	if err != nil || len(v) != 2 {
+		return time.Time{}, fmt.Errorf("store: TIME: %v", err)
+	}
+	sec, _ := strconv.ParseInt(v[0], 10, 64)
+	usec, _ := strconv.ParseInt(v[1], 10, 64)
+	return time.Unix(sec, usec*1000), nil
+}
+
+// Workers returns the connected worker instances of a namespace, by
+// instance id.
+func (s *Store) Workers(ctx context.Context, namespace string) ([]WorkerInfo, error) {
+	if err := checkName("namespace", namespace); err != nil {
+		return nil, err
+	}
+	now, err := s.serverTime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := s.c.Do(ctx, s.c.B().Zrangebyscore().Key(s.k.workers(namespace)).
+		Min("("+strconv.FormatInt(now.UnixMilli(), 10)).Max("+inf").Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("store: list workers: %w", err)
+	}
+	slices.Sort(ids)
+	cmds := make(valkey.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = s.c.B().Hgetall().Key(s.k.worker(namespace, id)).Build()
+	}
+	var out []WorkerInfo
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		f, err := r.AsStrMap()
+		if err != nil {
+			return nil, fmt.Errorf("store: read worker: %w", err)
+		}
+		if len(f) == 0 {
+			continue // expired meanwhile
+		}
+		out = append(out, WorkerInfo{
+			Namespace: namespace, WorkerID: f["worker_id"], InstanceID: ids[i],
+			Lanes: splitList(f["lanes"]), Capabilities: splitList(f["caps"]),
+			ConnectedAt: fromMs(f["connected_at"]), SeenAt: fromMs(f["seen_at"]), ExpiresAt: fromMs(f["expires_at"]),
+		})
+	}
+	return out, nil
+}
+
+// CapabilityUnion returns the sorted union of the capabilities of the
+// namespace's connected workers (for ClaimRequest.NamespaceCapabilities and
+// UnblockRoute).
+func (s *Store) CapabilityUnion(ctx context.Context, namespace string) ([]string, error) {
+	ws, err := s.Workers(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	var union []string
+	for _, w := range ws {
+		union = append(union, w.Capabilities...)
+	}
+	slices.Sort(union)
+	return slices.Compact(union), nil
+}
+
+// Namespaces returns the namespaces that have had connected workers.
+func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
+	ns, err := s.c.Do(ctx, s.c.B().Smembers().Key(s.k.namespaces()).Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("store: list namespaces: %w", err)
+	}
+	slices.Sort(ns)
+	return ns, nil
+}
+
+// UnblockRoute makes up to limit executions of a partition and namespace
+// that wait for a capable worker eligible again when capabilities (the
+// namespace's union, from CapabilityUnion) now cover them. Executions of
+// other namespaces are never touched.
+func (s *Store) UnblockRoute(ctx context.Context, partition int, namespace string, capabilities []string, limit int) (ScanResult, error) {
+	if err := checkName("namespace", namespace); err != nil {
+		return ScanResult{}, err
+	}
+	union, err := normCapabilities("capabilities", capabilities)
+	if err != nil {
+		return ScanResult{}, err
+	}
+	if partition < 0 || partition >= s.cfg.FlowPartitions {
+		return ScanResult{}, invalid("partition", "%d is outside 0..%d", partition, s.cfg.FlowPartitions-1)
+	}
+	if limit < 1 || limit > ScanLimitMax {
+		return ScanResult{}, invalid("limit", "%d is outside 1..%d", limit, ScanLimitMax)
+	}
+	items, err := s.single(ctx, call{fn: "ff_unblock_route", partition: partition, args: []string{namespace, union, strconv.Itoa(limit)}}, "", "unblock")
+	if err != nil {
+		return ScanResult{}, err
+	}
+	n, _ := items[0].AsInt64()
+	more, _ := items[1].AsInt64()
+	return ScanResult{Processed: int(n), More: more == 1}, nil
+}

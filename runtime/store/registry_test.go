@@ -1,0 +1,95 @@
+package store
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestWorkerRegistry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gpu := WorkerIdentity{WorkerID: "g", InstanceID: "g-1", Namespace: "default", Capabilities: []string{"gpu", "eu"}}
+	short := WorkerIdentity{WorkerID: "s", InstanceID: "s-1", Namespace: "default", Capabilities: []string{"arm"}}
+	if reg, err := e.s.Heartbeat(e.ctx, gpu, []string{"default"}, time.Minute); err != nil || !reg {
+		t.Fatalf("first Heartbeat = %v, %v", reg, err)
+	}
+	if reg, err := e.s.Heartbeat(e.ctx, gpu, []string{"default"}, time.Minute); err != nil || reg {
+		t.Fatalf("second Heartbeat = %v, %v", reg, err)
+	}
+	if _, err := e.s.Heartbeat(e.ctx, short, nil, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	union, err := e.s.CapabilityUnion(e.ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"arm", "eu", "gpu"}, union); diff != "" {
+		t.Fatalf("union (-want +got):\n%s", diff)
+	}
+	time.Sleep(150 * time.Millisecond) // short expires
+	ws, err := e.s.Workers(e.ctx, "default")
+	if err != nil || len(ws) != 1 || ws[0].InstanceID != "g-1" || ws[0].Lanes[0] != "default" {
+		t.Fatalf("Workers = %+v, %v", ws, err)
+	}
+	if ns, err := e.s.Namespaces(e.ctx); err != nil || len(ns) != 1 || ns[0] != "default" {
+		t.Fatalf("Namespaces = %v, %v", ns, err)
+	}
+	bad := gpu
+	bad.Capabilities = []string{"has space"}
+	if _, err := e.s.Heartbeat(e.ctx, bad, nil, 0); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad capability: %v", err)
+	}
+}
+
+func TestRouteBlockingAndUnblock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	needsGPU := e.create(CreateRequest{Priority: 900, RequiredCapabilities: []string{"gpu"}})
+	plain := e.create(CreateRequest{Priority: 1})
+	cpu := worker1
+	claim := func(w WorkerIdentity, union []string) []Grant {
+		t.Helper()
+		g, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: w, Max: 5,
+			RouteBlocking: true, NamespaceCapabilities: union})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	// Another connected worker has gpu: the cpu worker leaves it alone.
+	g := claim(cpu, []string{"gpu"})
+	if diff := cmp.Diff([]ExecutionID{plain.ID}, grantIDs(g)); diff != "" {
+		t.Fatalf("grants (-want +got):\n%s", diff)
+	}
+	e.wantState(needsGPU.ID, StateWaiting)
+	// Nobody has gpu: it is parked with a reason.
+	if g := claim(cpu, nil); len(g) != 0 {
+		t.Fatalf("granted %v", grantIDs(g))
+	}
+	b := e.wantState(needsGPU.ID, StateBlocked)
+	if b.State.BlockingReason != WaitingForCapableWorker || b.State.Eligibility != BlockedByRoute ||
+		b.State.BlockingDetail != "no connected worker has gpu" || b.State.AttemptState != AttemptPendingFirst {
+		t.Fatalf("blocked state = %+v", b.State)
+	}
+	// A gpu worker of another namespace changes nothing.
+	if res, err := e.s.UnblockRoute(e.ctx, 0, "tenant-b", []string{"gpu"}, 10); err != nil || res.Processed != 0 {
+		t.Fatalf("UnblockRoute(other namespace) = %+v, %v", res, err)
+	}
+	if res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"eu"}, 10); err != nil || res.Processed != 0 {
+		t.Fatalf("UnblockRoute(not covering) = %+v, %v", res, err)
+	}
+	e.wantState(needsGPU.ID, StateBlocked)
+	// A gpu worker connects in the namespace: unblocked, then claimed.
+	if res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"eu", "gpu"}, 10); err != nil || res.Processed != 1 {
+		t.Fatalf("UnblockRoute = %+v, %v", res, err)
+	}
+	e.wantState(needsGPU.ID, StateWaiting)
+	gw := worker2
+	gw.Capabilities = []string{"gpu"}
+	if g := claim(gw, []string{"gpu"}); len(g) != 1 || g[0].ExecutionID != needsGPU.ID {
+		t.Fatalf("gpu worker granted %v", grantIDs(g))
+	}
+}

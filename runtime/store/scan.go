@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"time"
+)
+
+// ScanLimitMax bounds the limit of one scanner step.
+const ScanLimitMax = 1000
+
+// scan runs one scanner step on one partition.
+func (s *Store) scan(ctx context.Context, fn string, partition, limit int, extra ...string) (ScanResult, error) {
+	if partition < 0 || partition >= s.cfg.FlowPartitions {
+		return ScanResult{}, invalid("partition", "%d is outside 0..%d", partition, s.cfg.FlowPartitions-1)
+	}
+	if limit < 1 || limit > ScanLimitMax {
+		return ScanResult{}, invalid("limit", "%d is outside 1..%d", limit, ScanLimitMax)
+	}
+	items, err := s.single(ctx, call{fn: fn, partition: partition, args: append([]string{strconv.Itoa(limit)}, extra...)}, "", fn)
+	if err != nil {
+		return ScanResult{}, err
+	}
+	n, _ := items[0].AsInt64()
+	more, _ := items[1].AsInt64()
+	return ScanResult{Processed: int(n), More: more == 1}, nil
+}
+
+// ExpireLeases handles up to limit executions of partition whose lease
+// expired: the attempt ends as lease_expired and is charged; the execution
+// is eligible again at once while attempts remain, failed otherwise.
+func (s *Store) ExpireLeases(ctx context.Context, partition, limit int) (ScanResult, error) {
+	return s.scan(ctx, "ff_expire_leases", partition, limit)
+}
+
+// PromoteDelayed makes up to limit due delayed executions of partition
+// eligible.
+func (s *Store) PromoteDelayed(ctx context.Context, partition, limit int) (ScanResult, error) {
+	return s.scan(ctx, "ff_promote_delayed", partition, limit)
+}
+
+// TimeoutAttempts fails up to limit running attempts of partition whose
+// attempt timeout passed; they are retried per the policy.
+func (s *Store) TimeoutAttempts(ctx context.Context, partition, limit int) (ScanResult, error) {
+	return s.scan(ctx, "ff_timeout_attempts", partition, limit, strconv.Itoa(rand.IntN(1_000_000_000)))
+}
+
+// ExpireDeadlines ends up to limit executions of partition whose execution
+// deadline passed, with outcome expired, whatever their state.
+func (s *Store) ExpireDeadlines(ctx context.Context, partition, limit int) (ScanResult, error) {
+	return s.scan(ctx, "ff_expire_deadlines", partition, limit)
+}
+
+// PurgeTerminal deletes up to limit executions of partition that have been
+// terminal for longer than age, with every key and index entry.
+func (s *Store) PurgeTerminal(ctx context.Context, partition int, age time.Duration, limit int) (ScanResult, error) {
+	if age < 0 {
+		return ScanResult{}, invalid("age", "must not be negative")
+	}
+	return s.scan(ctx, "ff_purge_terminal", partition, limit, ms(age))
+}

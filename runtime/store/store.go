@@ -1,0 +1,428 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flowfabric/ff/lua"
+	"github.com/valkey-io/valkey-go"
+)
+
+// Config configures Open.
+type Config struct {
+	Client           valkey.Client // required; owned by the caller
+	FlowPartitions   int           // 0 = FlowPartitionsDefault
+	BudgetPartitions int           // 0 = BudgetPartitionsDefault
+	QuotaPartitions  int           // 0 = QuotaPartitionsDefault
+	// KeyPrefix is prepended to every key and to the wake-up channel, so
+	// several deployments (or tests) can share one server. It must not
+	// contain braces.
+	KeyPrefix      string
+	IdempotencyTTL time.Duration // 0 = IdempotencyTTLDefault
+	Logger         *slog.Logger  // nil = discard
+}
+
+func (c Config) withDefaults() Config {
+	c.FlowPartitions = cmp.Or(c.FlowPartitions, FlowPartitionsDefault)
+	c.BudgetPartitions = cmp.Or(c.BudgetPartitions, BudgetPartitionsDefault)
+	c.QuotaPartitions = cmp.Or(c.QuotaPartitions, QuotaPartitionsDefault)
+	c.IdempotencyTTL = cmp.Or(c.IdempotencyTTL, IdempotencyTTLDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Client == nil {
+		return errors.New("store: Config.Client is required")
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"FlowPartitions", c.FlowPartitions}, {"BudgetPartitions", c.BudgetPartitions}, {"QuotaPartitions", c.QuotaPartitions}} {
+		if f.n < 1 || f.n > PartitionsMax {
+			return fmt.Errorf("store: Config.%s = %d, want 1..%d", f.name, f.n, PartitionsMax)
+		}
+	}
+	if strings.ContainsAny(c.KeyPrefix, "{}") {
+		return fmt.Errorf("store: Config.KeyPrefix %q must not contain braces", c.KeyPrefix)
+	}
+	if c.IdempotencyTTL < time.Second {
+		return fmt.Errorf("store: Config.IdempotencyTTL = %s, want at least 1s", c.IdempotencyTTL)
+	}
+	return nil
+}
+
+// Store is the typed access to FlowFabric state on Valkey. It is safe for
+// concurrent use.
+type Store struct {
+	cfg  Config
+	c    valkey.Client
+	k    keys
+	log  *slog.Logger
+	load sync.Mutex // serialises library reloads
+}
+
+// Open checks the server version, stores or checks the partition counts and
+// loads the Functions library when the loaded version differs.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{cfg: cfg, c: cfg.Client, k: keys{prefix: cfg.KeyPrefix}, log: cfg.Logger}
+	info, err := s.c.Do(ctx, s.c.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		return nil, fmt.Errorf("store: INFO server: %w", err)
+	}
+	server, err := checkServerVersion(info)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkPartitions(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.ensureLibrary(ctx, false); err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "store opened", attrServer, server, attrLibraryVersion, lua.Version(),
+		attrFlowPartitions, cfg.FlowPartitions)
+	return s, nil
+}
+
+// checkServerVersion accepts Valkey 7.2+ and Redis 7.0+ and returns a
+// description of the server.
+func checkServerVersion(info string) (string, error) {
+	fields := map[string]string{}
+	for line := range strings.SplitSeq(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	name, ver, min := "redis", fields["redis_version"], [2]int{7, 0}
+	if v, ok := fields["valkey_version"]; ok {
+		name, ver, min = "valkey", v, [2]int{7, 2}
+	} else if fields["server_name"] == "valkey" {
+		name, min = "valkey", [2]int{7, 2}
+	}
+	parts := strings.SplitN(ver, ".", 3)
+	major, err1 := strconv.Atoi(parts[0])
+	minor := 0
+	var err2 error
+	if len(parts) > 1 {
+		minor, err2 = strconv.Atoi(parts[1])
+	}
+	if ver == "" || err1 != nil || err2 != nil {
+		return "", fmt.Errorf("%w: cannot read the server version from INFO (got %q)", ErrUnsupportedServer, ver)
+	}
+	desc := name + " " + ver
+	if major < min[0] || major == min[0] && minor < min[1] {
+		return "", fmt.Errorf("%w: %s; FlowFabric needs Valkey 7.2+ or Redis 7.0+ (Functions)", ErrUnsupportedServer, desc)
+	}
+	return desc, nil
+}
+
+// partitionsValue is the stored form of the partition counts.
+func (s *Store) partitionsValue() string {
+	return fmt.Sprintf("flow=%d,budget=%d,quota=%d", s.cfg.FlowPartitions, s.cfg.BudgetPartitions, s.cfg.QuotaPartitions)
+}
+
+// checkPartitions stores the partition counts at first start and refuses
+// other counts later. HSETNX makes concurrent first starts agree.
+func (s *Store) checkPartitions(ctx context.Context) error {
+	want := s.partitionsValue()
+	key := s.k.config()
+	if err := s.c.Do(ctx, s.c.B().Hsetnx().Key(key).Field("partitions").Value(want).Build()).Error(); err != nil {
+		return fmt.Errorf("store: store partition counts: %w", err)
+	}
+	got, err := s.c.Do(ctx, s.c.B().Hget().Key(key).Field("partitions").Build()).ToString()
+	if err != nil {
+		return fmt.Errorf("store: read partition counts: %w", err)
+	}
+	if got != want {
+		return fmt.Errorf("%w: the server at key %s holds %s but this process is configured with %s; partition counts are fixed for the life of a deployment: start with the stored counts, or use a new server or key prefix",
+			ErrPartitionMismatch, key, got, want)
+	}
+	return nil
+}
+
+// ensureLibrary loads the library when the loaded version differs (or
+// always when force is set).
+func (s *Store) ensureLibrary(ctx context.Context, force bool) error {
+	s.load.Lock()
+	defer s.load.Unlock()
+	if !force {
+		v, err := s.c.Do(ctx, s.c.B().Fcall().Function("ff_version").Numkeys(0).Build()).ToString()
+		if err == nil && v == lua.Version() {
+			return nil
+		}
+		if err != nil && !isFunctionNotFound(err) {
+			return fmt.Errorf("store: read library version: %w", err)
+		}
+		if err == nil {
+			s.log.InfoContext(ctx, "replacing functions library", attrLoadedVersion, v, attrLibraryVersion, lua.Version())
+		}
+	} else {
+		// Another goroutine may have reloaded while this one waited.
+		v, err := s.c.Do(ctx, s.c.B().Fcall().Function("ff_version").Numkeys(0).Build()).ToString()
+		if err == nil && v == lua.Version() {
+			return nil
+		}
+	}
+	if err := s.c.Do(ctx, s.c.B().FunctionLoad().Replace().FunctionCode(lua.Source()).Build()).Error(); err != nil {
+		return fmt.Errorf("store: FUNCTION LOAD: %w", err)
+	}
+	s.log.InfoContext(ctx, "functions library loaded", attrLibraryVersion, lua.Version())
+	return nil
+}
+
+func isFunctionNotFound(err error) bool {
+	var ve *valkey.ValkeyError
+	return errors.As(err, &ve) && strings.Contains(strings.ToLower(ve.Error()), "function not found")
+}
+
+// call is one FCALL of a partition function. KEYS[1] is always the
+// partition's anchor; keys holds the keys after it.
+type call struct {
+	fn        string
+	partition int
+	keys      []string // nil: only the anchor
+	args      []string
+}
+
+func (s *Store) build(c call) valkey.Completed {
+	keys := c.keys
+	if keys == nil {
+		keys = []string{s.k.anchor(c.partition)}
+	}
+	return s.c.B().Fcall().Function(c.fn).Numkeys(int64(len(keys))).Key(keys...).Arg(c.args...).Build()
+}
+
+// fcall runs one call, reloading the library and retrying once when the
+// server does not know the function (a restarted or failed-over server).
+func (s *Store) fcall(ctx context.Context, c call) (valkey.ValkeyMessage, error) {
+	resp := s.c.Do(ctx, s.build(c))
+	if err := resp.Error(); err != nil && isFunctionNotFound(err) {
+		s.log.WarnContext(ctx, "functions library missing; reloading", attrFunction, c.fn)
+		if err := s.ensureLibrary(ctx, true); err != nil {
+			return valkey.ValkeyMessage{}, err
+		}
+		resp = s.c.Do(ctx, s.build(c))
+	}
+	msg, err := resp.ToMessage()
+	if err != nil {
+		return msg, fmt.Errorf("store: %s: %w", c.fn, err)
+	}
+	return msg, nil
+}
+
+// fcallMany pipelines calls (one round trip), with the same reload rule.
+func (s *Store) fcallMany(ctx context.Context, calls []call) ([]valkey.ValkeyMessage, error) {
+	cmds := make(valkey.Commands, len(calls))
+	for i, c := range calls {
+		cmds[i] = s.build(c)
+	}
+	resps := s.c.DoMulti(ctx, cmds...)
+	out := make([]valkey.ValkeyMessage, len(calls))
+	var retry []int
+	for i, r := range resps {
+		if err := r.Error(); err != nil && isFunctionNotFound(err) {
+			retry = append(retry, i)
+			continue
+		}
+		msg, err := r.ToMessage()
+		if err != nil {
+			return nil, fmt.Errorf("store: %s: %w", calls[i].fn, err)
+		}
+		out[i] = msg
+	}
+	if len(retry) > 0 {
+		s.log.WarnContext(ctx, "functions library missing; reloading", attrFunction, calls[retry[0]].fn)
+		if err := s.ensureLibrary(ctx, true); err != nil {
+			return nil, err
+		}
+		for _, i := range retry {
+			msg, err := s.c.Do(ctx, s.build(calls[i])).ToMessage()
+			if err != nil {
+				return nil, fmt.Errorf("store: %s: %w", calls[i].fn, err)
+			}
+			out[i] = msg
+		}
+	}
+	return out, nil
+}
+
+// refusal is a {0, code, detail...} reply.
+type refusal struct {
+	code   string
+	detail []string
+}
+
+// envelope splits a reply into its success items or a refusal.
+func envelope(msg valkey.ValkeyMessage) ([]valkey.ValkeyMessage, *refusal, error) {
+	arr, err := msg.ToArray()
+	if err != nil || len(arr) == 0 {
+		return nil, nil, fmt.Errorf("store: malformed reply: %v", err)
+	}
+	status, err := arr[0].AsInt64()
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: malformed reply status: %w", err)
+	}
+	if status == 1 {
+		return arr[1:], nil, nil
+	}
+	r := &refusal{}
+	for i, m := range arr[1:] {
+		v, _ := m.ToString()
+		if i == 0 {
+			r.code = v
+		} else {
+			r.detail = append(r.detail, v)
+		}
+	}
+	return nil, r, nil
+}
+
+// refusalError is the one mapping of Lua refusal codes to typed errors.
+func refusalError(r *refusal, id ExecutionID, op string) error {
+	d := func(i int) string {
+		if i < len(r.detail) {
+			return r.detail[i]
+		}
+		return ""
+	}
+	switch r.code {
+	case "not_found":
+		return fmt.Errorf("%w: execution %s", ErrNotFound, id)
+	case "invalid":
+		return &ValidationError{Field: d(0), Msg: d(1)}
+	case "stale_lease":
+		return &LeaseError{ExecutionID: id, Reason: d(0), State: PublicState(d(1))}
+	case "wrong_state":
+		return &StateError{ExecutionID: id, Op: op, State: PublicState(d(0))}
+	}
+	return fmt.Errorf("store: %s %s: unknown refusal %q %v", op, id, r.code, r.detail)
+}
+
+// single runs a call whose reply is one envelope.
+func (s *Store) single(ctx context.Context, c call, id ExecutionID, op string) ([]valkey.ValkeyMessage, error) {
+	msg, err := s.fcall(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	items, ref, err := envelope(msg)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", c.fn, err)
+	}
+	if ref != nil {
+		return nil, refusalError(ref, id, op)
+	}
+	return items, nil
+}
+
+// locate splits an id into partition and uuid and checks the partition.
+func (s *Store) locate(id ExecutionID) (int, string, error) {
+	p, uuid, err := splitID(string(id))
+	if err != nil {
+		return 0, "", err
+	}
+	if p >= s.cfg.FlowPartitions {
+		return 0, "", fmt.Errorf("%w: execution %s (partition %d of %d)", ErrNotFound, id, p, s.cfg.FlowPartitions)
+	}
+	return p, uuid, nil
+}
+
+func makeID(p int, uuid string) ExecutionID { return ExecutionID(strconv.Itoa(p) + "." + uuid) }
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// randomToken returns n random bytes in hex.
+func randomToken(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+func fromMs(s string) time.Time {
+	n := atoi64(s)
+	if n <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+// str returns a reply element as a string: Lua replies numbers as RESP
+// integers and strings as bulk strings.
+func str(m valkey.ValkeyMessage) string {
+	if m.IsInt64() {
+		n, _ := m.AsInt64()
+		return strconv.FormatInt(n, 10)
+	}
+	v, _ := m.ToString()
+	return v
+}
+
+func atoi(s string) int { return int(atoi64(s)) }
+
+// atoi64 parses an integer the server formatted; it also accepts the
+// exponent form some servers use for large Lua numbers.
+func atoi64(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil {
+			return 0
+		}
+		return int64(f)
+	}
+	return n
+}
+
+// Ready reports whether the server answers and has this library version
+// loaded (for readiness probes). It does not reload the library: the next
+// FCALL does.
+func (s *Store) Ready(ctx context.Context) error {
+	v, err := s.c.Do(ctx, s.c.B().Fcall().Function("ff_version").Numkeys(0).Build()).ToString()
+	if err != nil {
+		return fmt.Errorf("store: not ready: %w", err)
+	}
+	if v != lua.Version() {
+		return fmt.Errorf("store: not ready: functions library version %q loaded, want %q", v, lua.Version())
+	}
+	return nil
+}
+
+// FlowPartitions returns the number of flow partitions.
+func (s *Store) FlowPartitions() int { return s.cfg.FlowPartitions }
+
+// BudgetPartitions returns the number of budget partitions.
+func (s *Store) BudgetPartitions() int { return s.cfg.BudgetPartitions }
+
+// QuotaPartitions returns the number of quota partitions.
+func (s *Store) QuotaPartitions() int { return s.cfg.QuotaPartitions }
+
+// WakeChannel returns the pub/sub channel on which every call that makes
+// executions eligible publishes a wake-up (see Wake for when, and
+// ParseWake).
+func (s *Store) WakeChannel() string { return s.cfg.KeyPrefix + wakeChannel }

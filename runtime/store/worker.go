@@ -1,0 +1,283 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// Claim atomically grants up to req.Max eligible executions of one partition
+// and the given lanes of the worker's namespace, highest priority first then
+// oldest, whose required capabilities the worker has. It returns no grants
+// and no error when nothing is eligible.
+func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]Grant, error) {
+	if req.Partition < 0 || req.Partition >= s.cfg.FlowPartitions {
+		return nil, invalid("partition", "%d is outside 0..%d", req.Partition, s.cfg.FlowPartitions-1)
+	}
+	if err := req.Worker.validate(); err != nil {
+		return nil, err
+	}
+	if len(req.Lanes) == 0 {
+		return nil, invalid("lanes", "at least one lane is required")
+	}
+	for _, l := range req.Lanes {
+		if err := checkName("lanes", l); err != nil {
+			return nil, err
+		}
+	}
+	if req.Max < 1 || req.Max > MaxClaim {
+		return nil, invalid("max", "%d is outside 1..%d", req.Max, MaxClaim)
+	}
+	ttl, err := leaseTTL(req.LeaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	caps, err := normCapabilities("capabilities", req.Worker.Capabilities)
+	if err != nil {
+		return nil, err
+	}
+	union := "*"
+	if req.RouteBlocking {
+		if union, err = normCapabilities("namespace_capabilities", req.NamespaceCapabilities); err != nil {
+			return nil, err
+		}
+	}
+	p := req.Partition
+	args := append([]string{
+		req.Worker.WorkerID, req.Worker.InstanceID, caps, strconv.Itoa(req.Max), ms(ttl), randomToken(8), union,
+	}, req.Lanes...)
+	keys := []string{s.k.anchor(p), s.k.leases(p), s.k.timeouts(p)}
+	for _, l := range req.Lanes {
+		keys = append(keys, s.k.lane(p, req.Worker.Namespace, l, indexEligible), s.k.lane(p, req.Worker.Namespace, l, indexActive))
+	}
+	for _, l := range req.Lanes {
+		keys = append(keys, s.k.lane(p, req.Worker.Namespace, l, indexBlocked))
+	}
+	items, err := s.single(ctx, call{fn: "ff_claim", partition: p, keys: keys, args: args}, "", "claim")
+	if err != nil {
+		return nil, err
+	}
+	grants := make([]Grant, 0, len(items))
+	for _, it := range items {
+		v, err := it.ToArray()
+		if err != nil || len(v) < 15 {
+			return nil, fmt.Errorf("store: ff_claim: malformed grant: %v", err)
+		}
+		id := makeID(req.Partition, str(v[0]))
+		g := Grant{
+			Lease:           Lease{ExecutionID: id, ID: str(v[6]), Epoch: atoi64(str(v[7]))},
+			Namespace:       req.Worker.Namespace,
+			Lane:            str(v[1]),
+			Kind:            str(v[2]),
+			Priority:        atoi(str(v[3])),
+			Attempt:         atoi(str(v[4])),
+			AttemptType:     AttemptType(str(v[5])),
+			LeaseExpiresAt:  fromMs(str(v[8])),
+			AttemptDeadline: fromMs(str(v[9])),
+			MaxAttempts:     atoi(str(v[10])),
+			FlowID:          str(v[13]),
+			FlowNode:        str(v[14]),
+		}
+		if p := str(v[11]); p != "" {
+			g.Payload = []byte(p)
+		}
+		if t := str(v[12]); t != "" {
+			json.Unmarshal([]byte(t), &g.Tags)
+		}
+		if len(v) > 15 {
+			ups, _ := v[15].ToArray()
+			for i := 0; i+1 < len(ups); i += 2 {
+				if g.Upstreams == nil {
+					g.Upstreams = map[string][]byte{}
+				}
+				g.Upstreams[str(ups[i])] = []byte(str(ups[i+1]))
+			}
+		}
+		grants = append(grants, g)
+	}
+	return grants, nil
+}
+
+func leaseTTL(d time.Duration) (time.Duration, error) {
+	if d == 0 {
+		return LeaseTTLDefault, nil
+	}
+	if d < LeaseTTLMin || d > LeaseTTLMax {
+		return 0, invalid("lease_ttl", "%s is outside %s..%s", d, LeaseTTLMin, LeaseTTLMax)
+	}
+	return d, nil
+}
+
+// batch groups items of many partitions into one call per partition.
+type batch struct {
+	calls []call
+	index [][]int // index[c] = positions of call c's items in the input
+}
+
+func (b *batch) add(p int, fn string, head []string, pos int, item ...string) {
+	for i, c := range b.calls {
+		if c.partition == p {
+			b.calls[i].args = append(b.calls[i].args, item...)
+			b.index[i] = append(b.index[i], pos)
+			return
+		}
+	}
+	b.calls = append(b.calls, call{fn: fn, partition: p, args: append(append([]string(nil), head...), item...)})
+	b.index = append(b.index, []int{pos})
+}
+
+// run sends the calls pipelined and hands each item reply, or the refusal
+// of the item, to each.
+func (s *Store) run(ctx context.Context, b *batch, each func(pos int, items []valkey.ValkeyMessage, ref *refusal)) error {
+	if len(b.calls) == 0 {
+		return nil
+	}
+	msgs, err := s.fcallMany(ctx, b.calls)
+	if err != nil {
+		return err
+	}
+	for c, msg := range msgs {
+		items, ref, err := envelope(msg)
+		if err != nil || ref != nil || len(items) != len(b.index[c]) {
+			return fmt.Errorf("store: %s: malformed batch reply (%v, %v)", b.calls[c].fn, err, ref)
+		}
+		for j, it := range items {
+			sub, ref, err := envelope(it)
+			if err != nil {
+				return fmt.Errorf("store: %s: %w", b.calls[c].fn, err)
+			}
+			each(b.index[c][j], sub, ref)
+		}
+	}
+	return nil
+}
+
+// Renew extends many leases by ttl (0 = LeaseTTLDefault), one FCALL per
+// partition, pipelined. results[i] belongs to leases[i]; err is for
+// transport failures and an invalid ttl only. A lease found expired is
+// expired on the spot (its execution requeued or failed) and reported as a
+// *LeaseError.
+func (s *Store) Renew(ctx context.Context, leases []Lease, ttl time.Duration) ([]RenewResult, error) {
+	ttl, err := leaseTTL(ttl)
+	if err != nil {
+		return nil, err
+	}
+	if len(leases) > MaxBatch {
+		return nil, invalid("leases", "%d leases, at most %d per call", len(leases), MaxBatch)
+	}
+	out := make([]RenewResult, len(leases))
+	b := &batch{}
+	for i, l := range leases {
+		p, uuid, err := s.locate(l.ExecutionID)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		b.add(p, "ff_renew", []string{ms(ttl)}, i, uuid, l.ID, strconv.FormatInt(l.Epoch, 10))
+	}
+	err = s.run(ctx, b, func(pos int, items []valkey.ValkeyMessage, ref *refusal) {
+		if ref != nil {
+			out[pos].Err = refusalError(ref, leases[pos].ExecutionID, "renew")
+			return
+		}
+		out[pos].ExpiresAt = fromMs(str(items[0]))
+	})
+	return out, err
+}
+
+// Complete ends an attempt successfully with result.
+func (s *Store) Complete(ctx context.Context, lease Lease, result []byte) error {
+	r, err := s.FinishMany(ctx, []Finish{{Lease: lease, Result: result}})
+	if err != nil {
+		return err
+	}
+	return r[0].Err
+}
+
+// Fail ends an attempt with an error. A retryable failure with attempts
+// left goes to the delayed index (or straight to eligible when the backoff
+// is zero); otherwise the execution fails.
+func (s *Store) Fail(ctx context.Context, lease Lease, msg string, retryable bool) (FinishResult, error) {
+	r, err := s.FinishMany(ctx, []Finish{{Lease: lease, Failed: true, Error: msg, Retryable: retryable}})
+	if err != nil {
+		return FinishResult{}, err
+	}
+	return r[0], r[0].Err
+}
+
+// FinishMany reports the end of many attempts, one FCALL per partition,
+// pipelined. results[i] belongs to items[i]; err is for transport failures
+// only. A lease found expired is expired on the spot and reported as a
+// *LeaseError.
+func (s *Store) FinishMany(ctx context.Context, items []Finish) ([]FinishResult, error) {
+	if len(items) > MaxBatch {
+		return nil, invalid("items", "%d items, at most %d per call", len(items), MaxBatch)
+	}
+	out := make([]FinishResult, len(items))
+	b := &batch{}
+	head := []string{strconv.Itoa(rand.IntN(1_000_000_000))}
+	for i, f := range items {
+		p, uuid, err := s.locate(f.Lease.ExecutionID)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		kind, data := "ok", string(f.Result)
+		if f.Failed {
+			kind, data = "fail", clip(f.Error, MaxErrorBytes)
+			if f.Retryable {
+				kind = "retry"
+			}
+		} else if err := checkPayload("result", f.Result); err != nil {
+			out[i].Err = err
+			continue
+		}
+		b.add(p, "ff_finish", head, i, uuid, f.Lease.ID, strconv.FormatInt(f.Lease.Epoch, 10), kind, data)
+	}
+	err := s.run(ctx, b, func(pos int, res []valkey.ValkeyMessage, ref *refusal) {
+		if ref != nil {
+			out[pos].Err = refusalError(ref, items[pos].Lease.ExecutionID, "finish")
+			return
+		}
+		out[pos].State = PublicState(str(res[0]))
+		out[pos].RetryAt = fromMs(str(res[1]))
+	})
+	return out, err
+}
+
+// EligibleCounts returns, per partition, the number of eligible executions
+// of the namespace's lanes: one pipelined round of ZCARDs, so the scheduler
+// can skip empty partitions.
+func (s *Store) EligibleCounts(ctx context.Context, namespace string, lanes []string) ([]int64, error) {
+	if err := checkName("namespace", namespace); err != nil {
+		return nil, err
+	}
+	for _, l := range lanes {
+		if err := checkName("lanes", l); err != nil {
+			return nil, err
+		}
+	}
+	counts := make([]int64, s.cfg.FlowPartitions)
+	if len(lanes) == 0 {
+		return counts, nil
+	}
+	cmds := make(valkey.Commands, 0, len(counts)*len(lanes))
+	for p := range counts {
+		for _, l := range lanes {
+			cmds = append(cmds, s.c.B().Zcard().Key(s.k.lane(p, namespace, l, indexEligible)).Build())
+		}
+	}
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		n, err := r.AsInt64()
+		if err != nil {
+			return nil, fmt.Errorf("store: count eligible: %w", err)
+		}
+		counts[i/len(lanes)] += n
+	}
+	return counts, nil
+}
