@@ -1,13 +1,24 @@
 // Package client is the Go client of the ffrun HTTP API: what generated
 // Stage<Flow> functions, tools and tests use to start and inspect work.
+//
+// Every method maps to one route of spec/api.md. A non-2xx answer is
+// returned as an *APIError carrying the stable error code.
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/wire"
 )
 
 // Stager starts runs of compiled flows. *Client implements it; generated
@@ -36,27 +47,426 @@ func WithNamespace(ns string) StageOption {
 	return func(o *StageOptions) { o.Namespace = ns }
 }
 
-// Client talks to one ffrun server.
-type Client struct {
-	// TODO(runtime): fields; constructor New(baseURL string, opts ...Option).
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends token as a bearer token on every request.
+func WithToken(token string) Option {
+	return func(c *Client) { c.token = token }
 }
 
-// ErrNotImplemented is returned until the runtime lands.
-var ErrNotImplemented = errors.New("client: not implemented")
+// WithHTTPClient makes the Client use hc instead of a default http.Client.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) { c.hc = hc }
+}
+
+// Client talks to one ffrun server. It is safe for concurrent use.
+type Client struct {
+	base  *url.URL
+	token string
+	hc    *http.Client
+}
+
+// New returns a Client for the server at baseURL (for example
+// "http://127.0.0.1:8080").
+func New(baseURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("client: base URL %q: %w", baseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("client: base URL %q: scheme must be http or https", baseURL)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("client: base URL %q has no host", baseURL)
+	}
+	c := &Client{base: u}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			MaxIdleConns:        256,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+	}
+	return c, nil
+}
+
+// APIError is a non-2xx answer of the server.
+type APIError struct {
+	Status  int            // HTTP status
+	Code    string         // stable error code (wire.Code…)
+	Message string         // human-readable message
+	Details map[string]any // optional structured details
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("ffrun: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// IsCode reports whether err is an *APIError with the given code.
+func IsCode(err error, code string) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == code
+}
+
+// ErrFlowsUnsupported is returned (wrapped) by StageFlow and Run.Result when
+// the server does not serve flows.
+var ErrFlowsUnsupported = errors.New("flows are not supported by this server yet")
+
+// do sends one request and decodes a 2xx JSON answer into out (when non-nil).
+// It returns the HTTP status.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) (int, error) {
+	u := *c.base
+	u.Path = c.base.Path + path
+	if query != nil {
+		u.RawQuery = query.Encode()
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, fmt.Errorf("client: encode %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return 0, fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("client: %s %s: read body: %w", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, decodeError(resp.StatusCode, data)
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("client: %s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+func decodeError(status int, data []byte) error {
+	var env wire.ErrorEnvelope
+	if err := json.Unmarshal(data, &env); err != nil || env.Error.Code == "" {
+		msg := strings.TrimSpace(string(data))
+		if len(msg) > 200 {
+			msg = msg[:200] + "…"
+		}
+		if msg == "" {
+			msg = http.StatusText(status)
+		}
+		return &APIError{Status: status, Code: "http_" + fmt.Sprint(status), Message: msg}
+	}
+	return &APIError{Status: status, Code: env.Error.Code, Message: env.Error.Message, Details: env.Error.Details}
+}
+
+// Health calls /healthz: nil when the process is up.
+func (c *Client) Health(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/healthz", nil, nil, nil)
+	return err
+}
+
+// Ready calls /readyz: nil when the server can reach Valkey and its library
+// is loaded.
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
+	return err
+}
+
+// CreateExecution creates one execution. created is false when the
+// idempotency key matched an earlier execution, which is returned.
+func (c *Client) CreateExecution(ctx context.Context, req wire.CreateExecution) (exec *wire.Execution, created bool, err error) {
+	var out wire.CreateExecutionResponse
+	if _, err := c.do(ctx, http.MethodPost, "/v1/executions", nil, req, &out); err != nil {
+		return nil, false, err
+	}
+	return &out.Execution, out.Created, nil
+}
+
+// CreateExecutions creates many executions in one request. The whole batch
+// is validated first (a bad item fails the call with nothing written); the
+// results are in request order.
+func (c *Client) CreateExecutions(ctx context.Context, reqs []wire.CreateExecution) ([]wire.CreateBatchResult, error) {
+	var out wire.CreateBatchResponse
+	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/batch", nil, wire.CreateBatchRequest{Executions: reqs}, &out); err != nil {
+		return nil, err
+	}
+	return out.Results, nil
+}
+
+// GetExecution returns one execution.
+func (c *Client) GetExecution(ctx context.Context, id string) (*wire.Execution, error) {
+	var out wire.Execution
+	if _, err := c.do(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListOptions filter ListExecutions. Empty fields do not filter.
+type ListOptions struct {
+	Namespace string
+	Lane      string
+	State     string // public state
+	Cursor    string // NextCursor of the previous page
+	Limit     int    // page size; the server caps it
+}
+
+// ListExecutions returns one page of executions.
+func (c *Client) ListExecutions(ctx context.Context, o ListOptions) (*wire.ExecutionList, error) {
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("namespace", o.Namespace)
+	set("lane", o.Lane)
+	set("state", o.State)
+	set("cursor", o.Cursor)
+	if o.Limit > 0 {
+		q.Set("limit", fmt.Sprint(o.Limit))
+	}
+	var out wire.ExecutionList
+	if _, err := c.do(ctx, http.MethodGet, "/v1/executions", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CancelExecution cancels an execution; a running one loses its lease.
+func (c *Client) CancelExecution(ctx context.Context, id, reason string) (*wire.Execution, error) {
+	var out wire.Execution
+	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/cancel", nil, wire.Cancel{Reason: reason}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetPriority changes the priority of a waiting execution.
+func (c *Client) SetPriority(ctx context.Context, id string, priority int) (*wire.Execution, error) {
+	var out wire.Execution
+	if _, err := c.do(ctx, http.MethodPut, "/v1/executions/"+url.PathEscape(id)+"/priority", nil, wire.SetPriority{Priority: &priority}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RevokeLease takes the lease away from the worker running id; the attempt
+// is interrupted and the execution becomes eligible again.
+func (c *Client) RevokeLease(ctx context.Context, id, reason string) (*wire.Execution, error) {
+	var out wire.Execution
+	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/revoke-lease", nil, wire.RevokeLease{Reason: reason}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ExecutionResult returns the outcome of a terminal execution. Before the
+// execution ends it fails with code wire.CodeNotTerminal.
+func (c *Client) ExecutionResult(ctx context.Context, id string) (*wire.ExecutionResult, error) {
+	var out wire.ExecutionResult
+	if _, err := c.do(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id)+"/result", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WaitResult polls ExecutionResult every interval until the execution is
+// terminal or ctx ends.
+func (c *Client) WaitResult(ctx context.Context, id string, interval time.Duration) (*wire.ExecutionResult, error) {
+	interval = max(interval, time.Millisecond)
+	for {
+		res, err := c.ExecutionResult(ctx, id)
+		if err == nil {
+			return res, nil
+		}
+		if !IsCode(err, wire.CodeNotTerminal) {
+			return nil, err
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("client: wait for %s: %w", id, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Claim long-polls for up to req.Max tasks.
+func (c *Client) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task, error) {
+	var out wire.ClaimResponse
+	if _, err := c.do(ctx, http.MethodPost, "/v1/worker/claim", nil, req, &out); err != nil {
+		return nil, err
+	}
+	return out.Tasks, nil
+}
+
+// Renew extends many leases in one request; one result per lease.
+func (c *Client) Renew(ctx context.Context, req wire.RenewRequest) ([]wire.LeaseResult, error) {
+	var out wire.LeaseResults
+	if _, err := c.do(ctx, http.MethodPost, "/v1/worker/renew", nil, req, &out); err != nil {
+		return nil, err
+	}
+	return out.Results, nil
+}
+
+// Complete reports many successful attempts in one request.
+func (c *Client) Complete(ctx context.Context, req wire.CompleteRequest) ([]wire.LeaseResult, error) {
+	var out wire.LeaseResults
+	if _, err := c.do(ctx, http.MethodPost, "/v1/worker/complete", nil, req, &out); err != nil {
+		return nil, err
+	}
+	return out.Results, nil
+}
+
+// Fail reports many failed attempts in one request.
+func (c *Client) Fail(ctx context.Context, req wire.FailRequest) ([]wire.LeaseResult, error) {
+	var out wire.LeaseResults
+	if _, err := c.do(ctx, http.MethodPost, "/v1/worker/fail", nil, req, &out); err != nil {
+		return nil, err
+	}
+	return out.Results, nil
+}
+
+// CompleteOne completes one execution; a stale lease is an *APIError with
+// status 409.
+func (c *Client) CompleteOne(ctx context.Context, l wire.Lease, output json.RawMessage) (*wire.LeaseResult, error) {
+	var out wire.LeaseResult
+	body := wire.SingleComplete{LeaseID: l.LeaseID, Epoch: l.Epoch, Output: output}
+	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(l.ExecutionID)+"/complete", nil, body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// FailOne fails one attempt; a stale lease is an *APIError with status 409.
+func (c *Client) FailOne(ctx context.Context, l wire.Lease, message string, retryable bool) (*wire.LeaseResult, error) {
+	var out wire.LeaseResult
+	body := wire.SingleFail{LeaseID: l.LeaseID, Epoch: l.Epoch, Message: message, Retryable: retryable}
+	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(l.ExecutionID)+"/fail", nil, body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RenewOne renews one lease; a stale lease is an *APIError with status 409.
+func (c *Client) RenewOne(ctx context.Context, l wire.Lease, lease time.Duration) (*wire.LeaseResult, error) {
+	var out wire.LeaseResult
+	body := wire.SingleRenew{LeaseID: l.LeaseID, Epoch: l.Epoch, LeaseMs: lease.Milliseconds()}
+	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(l.ExecutionID)+"/renew", nil, body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
 
 // StageFlow starts a run of flow with input, which is encoded as JSON.
 func (c *Client) StageFlow(ctx context.Context, flow *plan.Flow, input any, opts ...StageOption) (*Run, error) {
-	return nil, ErrNotImplemented
+	if flow == nil {
+		return nil, errors.New("client: stage flow: nil plan")
+	}
+	var o StageOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, fmt.Errorf("client: stage flow %q: encode input: %w", flow.Name, err)
+	}
+	req := wire.StageFlow{Plan: flow, Input: raw, Namespace: o.Namespace, IdempotencyKey: o.IdempotencyKey}
+	var out wire.FlowRun
+	if _, err := c.do(ctx, http.MethodPost, "/v1/flows", nil, req, &out); err != nil {
+		return nil, flowsError("stage flow "+flow.Name, err)
+	}
+	return &Run{ID: out.ID, Flow: cmpOr(out.Flow, flow.Name), c: c}, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// flowsError wraps ErrFlowsUnsupported around the answer of a server that
+// has no flow routes (404 on the route itself, 405 or 501).
+func flowsError(op string, err error) error {
+	var ae *APIError
+	if errors.As(err, &ae) && (ae.Status == http.StatusNotImplemented || ae.Status == http.StatusMethodNotAllowed ||
+		ae.Code == wire.CodeUnknownRoute) {
+		return fmt.Errorf("client: %s: %w (%v)", op, ErrFlowsUnsupported, err)
+	}
+	return fmt.Errorf("client: %s: %w", op, err)
 }
 
 // Run is a handle on one staged run of a flow.
 type Run struct {
 	ID   string // run id
 	Flow string // flow name
+
+	c *Client
 }
+
+// RunError is the error of a run that ended without success.
+type RunError struct {
+	RunID   string
+	State   string // failed, cancelled, ...
+	Message string
+}
+
+func (e *RunError) Error() string {
+	return fmt.Sprintf("run %s %s: %s", e.RunID, e.State, e.Message)
+}
+
+// runResultWaitMs is how long one GET of a run's result may wait on the
+// server before answering "not terminal yet".
+const runResultWaitMs = 30_000
 
 // Result waits until the run is terminal and returns the JSON output of the
 // flow's result exec. A run that did not succeed yields a *RunError.
 func (r *Run) Result(ctx context.Context) (json.RawMessage, error) {
-	return nil, ErrNotImplemented
+	if r.c == nil {
+		return nil, errors.New("client: run result: run has no client (construct runs with StageFlow)")
+	}
+	q := url.Values{"wait_ms": {fmt.Sprint(runResultWaitMs)}}
+	for {
+		var out wire.FlowRun
+		_, err := r.c.do(ctx, http.MethodGet, "/v1/flows/"+url.PathEscape(r.ID)+"/result", q, nil, &out)
+		switch {
+		case err == nil && (out.State == "succeeded" || out.State == "completed"):
+			return out.Result, nil
+		case err == nil && (out.State == "failed" || out.State == "cancelled" || out.State == "expired"):
+			return nil, &RunError{RunID: r.ID, State: out.State, Message: out.Error}
+		case err == nil || IsCode(err, wire.CodeNotTerminal): // still running
+			t := time.NewTimer(100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, fmt.Errorf("client: run %s result: %w", r.ID, ctx.Err())
+			case <-t.C:
+			}
+		default:
+			return nil, flowsError("run "+r.ID+" result", err)
+		}
+	}
 }

@@ -1,12 +1,21 @@
 // Package worker is the Go worker SDK: it connects to an ffrun server,
 // claims tasks of the kinds it has handlers for, runs them with bounded
 // concurrency under leases it renews, and reports their outcomes.
+//
+// A Worker talks HTTP to ffrun only. It long-polls for up to as many tasks
+// as it has free slots, renews every lease it holds in one request per
+// renew tick, and coalesces the outcomes of concurrent handlers into one
+// request. A handler's context is cancelled when its lease is lost or its
+// execution is cancelled; context.Cause tells which (ErrLeaseLost,
+// ErrCancelled, ErrShutdown).
 package worker
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"time"
 )
 
 // Handler runs one attempt of a task and returns its JSON output (nil for
@@ -23,10 +32,43 @@ type Registrar interface {
 
 // Task is one claimed attempt of an execution, as a handler sees it.
 type Task struct {
-	// TODO(runtime): fields.
-	input     json.RawMessage
-	upstreams map[string]json.RawMessage
+	id          string
+	kind        string
+	namespace   string
+	lane        string
+	attempt     int
+	maxAttempts int
+	deadline    time.Time
+	tags        map[string]string
+	input       json.RawMessage
+	upstreams   map[string]json.RawMessage
 }
+
+// ID returns the execution id.
+func (t *Task) ID() string { return t.id }
+
+// Kind returns the task's kind (the handler key).
+func (t *Task) Kind() string { return t.kind }
+
+// Namespace returns the execution's namespace.
+func (t *Task) Namespace() string { return t.namespace }
+
+// Lane returns the execution's lane.
+func (t *Task) Lane() string { return t.lane }
+
+// Attempt returns the 1-based number of this attempt.
+func (t *Task) Attempt() int { return t.attempt }
+
+// MaxAttempts returns how many attempts the retry policy allows (0 when
+// the server did not say).
+func (t *Task) MaxAttempts() int { return t.maxAttempts }
+
+// Deadline returns the attempt's deadline (its timeout), and false when it
+// has none. The handler's context carries the same deadline.
+func (t *Task) Deadline() (time.Time, bool) { return t.deadline, !t.deadline.IsZero() }
+
+// Tags returns the execution's tags (do not modify the map).
+func (t *Task) Tags() map[string]string { return t.tags }
 
 // Input returns the task's JSON input (nil when it takes none).
 func (t *Task) Input() json.RawMessage { return t.input }
@@ -38,6 +80,17 @@ func (t *Task) Upstream(name string) (json.RawMessage, bool) {
 	out, ok := t.upstreams[name]
 	return out, ok
 }
+
+// Causes of a handler's context cancellation, read with context.Cause.
+var (
+	// ErrLeaseLost: the server rejected the lease (expired, revoked or
+	// superseded) or it could not be renewed before it ran out.
+	ErrLeaseLost = errors.New("worker: lease lost")
+	// ErrCancelled: the execution was cancelled.
+	ErrCancelled = errors.New("worker: execution cancelled")
+	// ErrShutdown: the worker stopped and the drain timeout passed.
+	ErrShutdown = errors.New("worker: shut down before the handler finished")
+)
 
 // permanentError marks a failure that must not be retried.
 type permanentError struct{ err error }
@@ -58,3 +111,10 @@ func IsPermanent(err error) bool {
 	var p *permanentError
 	return errors.As(err, &p)
 }
+
+// PanicError is the failure recorded when a handler panics.
+type PanicError struct {
+	Value any
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }

@@ -1,0 +1,65 @@
+// Command ffbench benchmarks ffrun end to end over HTTP on a fresh
+// Valkey/Redis child per variant. See spec/api.md ("Benchmark").
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+
+	"github.com/flowfabric/ff/runtime/bench"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ffbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg bench.Config
+	var variants string
+	fs.IntVar(&cfg.Tasks, "tasks", 10_000, "tasks per variant")
+	fs.IntVar(&cfg.Producers, "producers", 16, "concurrent producers")
+	fs.IntVar(&cfg.Workers, "workers", 1, "worker SDK instances")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 16, "slots per worker instance")
+	fs.IntVar(&cfg.Batch, "batch", 50, "tasks per create request in the backlog variant")
+	fs.IntVar(&cfg.Payload, "payload", 100, "payload bytes per task")
+	fs.IntVar(&cfg.Partitions, "partitions", 0, "flow partitions (0 = default)")
+	fs.IntVar(&cfg.IdleRate, "idle-rate", 2000, "idle variant: total submissions per second")
+	fs.BoolVar(&cfg.AOF, "aof", false, "run Valkey with append-only persistence")
+	fs.StringVar(&cfg.ValkeyBin, "valkey-bin", "", "server program (default valkey-server or redis-server on PATH)")
+	cpuprofile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file")
+	stats := fs.Bool("stats", false, "print Valkey INFO commandstats after each variant")
+	fs.StringVar(&variants, "variants", "backlog,idle", "comma-separated variants: backlog, idle")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg.Variants = strings.Split(variants, ",")
+	if *stats {
+		cfg.Stats = stderr
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(stderr, "ffbench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "ffbench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if _, err := bench.Run(ctx, cfg, stdout); err != nil {
+		fmt.Fprintln(stderr, "ffbench:", err)
+		return 1
+	}
+	return 0
+}

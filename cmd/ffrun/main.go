@@ -1,0 +1,11 @@
+// Command ffrun serves the FlowFabric API, scheduler and scanners on
+// Valkey. See spec/api.md; the logic lives in runtime/ffrun.
+package main
+
+import (
+	"os"
+
+	"github.com/flowfabric/ff/runtime/ffrun"
+)
+
+func main() { os.Exit(ffrun.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

@@ -1,0 +1,373 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+func (s *Server) create(c echo.Context) error {
+	var req wire.CreateExecution
+	if err := Decode(c, s.limit(BodyLimitCreate), false, &req); err != nil {
+		return err
+	}
+	if e := normalizeCreate("", &req); e != nil {
+		return e
+	}
+	res, err := s.cfg.Service.Create(c.Request().Context(), []wire.CreateExecution{req})
+	if err != nil {
+		return err
+	}
+	if len(res) != 1 {
+		return Internal(errf("create returned %d results for 1 request", len(res)))
+	}
+	r := res[0]
+	if r.Error != nil {
+		return &Error{Status: statusOf(r.Error.Code), Code: r.Error.Code, Message: r.Error.Message, Details: r.Error.Details}
+	}
+	status := http.StatusOK
+	if r.Created {
+		status = http.StatusCreated
+	}
+	return c.JSON(status, wire.CreateExecutionResponse{Execution: *r.Execution, Created: r.Created})
+}
+
+func (s *Server) createBatch(c echo.Context) error {
+	var req wire.CreateBatchRequest
+	if err := Decode(c, s.limit(BodyLimitBatch), false, &req); err != nil {
+		return err
+	}
+	if e := checkBatchLen("executions", len(req.Executions)); e != nil {
+		return e
+	}
+	for i := range req.Executions {
+		if e := normalizeCreate("executions["+strconv.Itoa(i)+"].", &req.Executions[i]); e != nil {
+			return e
+		}
+	}
+	res, err := s.cfg.Service.Create(c.Request().Context(), req.Executions)
+	if err != nil {
+		return err
+	}
+	out := make([]wire.CreateBatchResult, len(res))
+	for i, r := range res {
+		out[i] = wire.CreateBatchResult{Created: r.Created, Error: r.Error}
+		if r.Execution != nil {
+			out[i].ID, out[i].State = r.Execution.ID, r.Execution.State
+		}
+	}
+	return c.JSON(http.StatusOK, wire.CreateBatchResponse{Results: out})
+}
+
+func (s *Server) get(c echo.Context) error {
+	ex, err := s.cfg.Service.Get(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ex)
+}
+
+func (s *Server) list(c echo.Context) error {
+	q := ListQuery{
+		Namespace: c.QueryParam("namespace"),
+		Lane:      c.QueryParam("lane"),
+		State:     c.QueryParam("state"),
+		Cursor:    c.QueryParam("cursor"),
+		Limit:     ListLimitDef,
+	}
+	for k := range c.QueryParams() {
+		switch k {
+		case "namespace", "lane", "state", "cursor", "limit":
+		default:
+			e := Errorf(http.StatusBadRequest, wire.CodeUnknownField, "unknown query parameter %q", k)
+			e.Details = map[string]any{"field": k}
+			return e
+		}
+	}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > ListLimitMax {
+			return invalid("limit", "%q is not an integer in 1..%d", v, ListLimitMax)
+		}
+		q.Limit = n
+	}
+	out, err := s.cfg.Service.List(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) result(c echo.Context) error {
+	res, err := s.cfg.Service.Result(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+func (s *Server) cancel(c echo.Context) error {
+	var req wire.Cancel
+	if err := Decode(c, s.limit(BodyLimitDefault), true, &req); err != nil {
+		return err
+	}
+	if e := checkReason("reason", req.Reason); e != nil {
+		return e
+	}
+	ex, err := s.cfg.Service.Cancel(c.Request().Context(), c.Param("id"), cmpOr(req.Reason, "cancelled through the API"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ex)
+}
+
+func (s *Server) setPriority(c echo.Context) error {
+	var req wire.SetPriority
+	if err := Decode(c, s.limit(BodyLimitDefault), false, &req); err != nil {
+		return err
+	}
+	if req.Priority == nil {
+		return invalid("priority", "is required")
+	}
+	if p := *req.Priority; p < plan.PriorityMin || p > plan.PriorityMax {
+		return invalid("priority", "%d is outside %d..%d", p, plan.PriorityMin, plan.PriorityMax)
+	}
+	ex, err := s.cfg.Service.SetPriority(c.Request().Context(), c.Param("id"), *req.Priority)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ex)
+}
+
+func (s *Server) revokeLease(c echo.Context) error {
+	var req wire.RevokeLease
+	if err := Decode(c, s.limit(BodyLimitDefault), true, &req); err != nil {
+		return err
+	}
+	if e := checkReason("reason", req.Reason); e != nil {
+		return e
+	}
+	ex, err := s.cfg.Service.RevokeLease(c.Request().Context(), c.Param("id"), cmpOr(req.Reason, "revoked through the API"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ex)
+}
+
+func (s *Server) leaseDuration(field string, ms int64) (time.Duration, *Error) {
+	if ms == 0 {
+		return s.cfg.LeaseDefault, nil
+	}
+	if ms < wire.LeaseMsMin || ms > wire.LeaseMsMax {
+		return 0, invalid(field, "%d is outside %d..%d", ms, wire.LeaseMsMin, wire.LeaseMsMax)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+func (s *Server) claim(c echo.Context) error {
+	var req wire.ClaimRequest
+	if err := Decode(c, s.limit(BodyLimitDefault), false, &req); err != nil {
+		return err
+	}
+	if e := checkIdent("worker_id", req.WorkerID, WorkerIDMaxBytes, false); e != nil {
+		return e
+	}
+	req.InstanceID = cmpOr(req.InstanceID, req.WorkerID)
+	if e := checkIdent("instance_id", req.InstanceID, WorkerIDMaxBytes, false); e != nil {
+		return e
+	}
+	req.Namespace = cmpOr(req.Namespace, plan.DefaultNamespace)
+	if e := checkName("namespace", req.Namespace); e != nil {
+		return e
+	}
+	if len(req.Lanes) == 0 {
+		req.Lanes = []string{plan.DefaultLane}
+	}
+	if len(req.Lanes) > 64 {
+		return invalid("lanes", "has %d lanes, the limit is 64", len(req.Lanes))
+	}
+	for i, l := range req.Lanes {
+		if e := checkName("lanes["+strconv.Itoa(i)+"]", l); e != nil {
+			return e
+		}
+	}
+	if e := checkCapabilities("capabilities", req.Capabilities); e != nil {
+		return e
+	}
+	if req.Max == 0 {
+		req.Max = 1
+	}
+	if req.Max < 1 || req.Max > wire.ClaimMaxLimit {
+		return invalid("max", "%d is outside 1..%d", req.Max, wire.ClaimMaxLimit)
+	}
+	if req.WaitMs < 0 || req.WaitMs > wire.ClaimWaitMaxMs {
+		return invalid("wait_ms", "%d is outside 0..%d", req.WaitMs, wire.ClaimWaitMaxMs)
+	}
+	d, e := s.leaseDuration("lease_ms", req.LeaseMs)
+	if e != nil {
+		return e
+	}
+	req.LeaseMs = d.Milliseconds()
+	tasks, err := s.cfg.Service.Claim(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	if tasks == nil {
+		tasks = []wire.Task{}
+	}
+	return c.JSON(http.StatusOK, wire.ClaimResponse{Tasks: tasks})
+}
+
+func (s *Server) renew(c echo.Context) error {
+	var req wire.RenewRequest
+	if err := Decode(c, s.limit(BodyLimitBatch), false, &req); err != nil {
+		return err
+	}
+	if e := checkBatchLen("leases", len(req.Leases)); e != nil {
+		return e
+	}
+	for i, l := range req.Leases {
+		if e := checkLease("leases["+strconv.Itoa(i)+"]", l); e != nil {
+			return e
+		}
+	}
+	d, e := s.leaseDuration("lease_ms", req.LeaseMs)
+	if e != nil {
+		return e
+	}
+	res, err := s.cfg.Service.Renew(c.Request().Context(), req.Leases, d)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, wire.LeaseResults{Results: res})
+}
+
+func (s *Server) complete(c echo.Context) error {
+	var req wire.CompleteRequest
+	if err := Decode(c, s.limit(BodyLimitBatch), false, &req); err != nil {
+		return err
+	}
+	if e := checkBatchLen("completions", len(req.Completions)); e != nil {
+		return e
+	}
+	for i, it := range req.Completions {
+		if e := checkLease("completions["+strconv.Itoa(i)+"]", it.Lease); e != nil {
+			return e
+		}
+	}
+	res, err := s.cfg.Service.Complete(c.Request().Context(), req.Completions)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, wire.LeaseResults{Results: res})
+}
+
+func (s *Server) fail(c echo.Context) error {
+	var req wire.FailRequest
+	if err := Decode(c, s.limit(BodyLimitBatch), false, &req); err != nil {
+		return err
+	}
+	if e := checkBatchLen("failures", len(req.Failures)); e != nil {
+		return e
+	}
+	for i := range req.Failures {
+		f := &req.Failures[i]
+		if e := checkLease("failures["+strconv.Itoa(i)+"]", f.Lease); e != nil {
+			return e
+		}
+		f.Message = cutMessage(f.Message)
+	}
+	res, err := s.cfg.Service.Fail(c.Request().Context(), req.Failures)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, wire.LeaseResults{Results: res})
+}
+
+// single turns the one result of a batched call into a response: 200 with
+// the result, or the item's error with its status (409 for a stale lease).
+func single(c echo.Context, res []wire.LeaseResult, err error) error {
+	if err != nil {
+		return err
+	}
+	if len(res) != 1 {
+		return Internal(errf("batched call returned %d results for 1 item", len(res)))
+	}
+	r := res[0]
+	if r.Error != nil {
+		return &Error{Status: statusOf(r.Error.Code), Code: r.Error.Code, Message: r.Error.Message, Details: r.Error.Details}
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+func (s *Server) renewOne(c echo.Context) error {
+	var req wire.SingleRenew
+	if err := Decode(c, s.limit(BodyLimitDefault), false, &req); err != nil {
+		return err
+	}
+	l := wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}
+	if e := checkLease("lease", l); e != nil {
+		return e
+	}
+	d, e := s.leaseDuration("lease_ms", req.LeaseMs)
+	if e != nil {
+		return e
+	}
+	res, err := s.cfg.Service.Renew(c.Request().Context(), []wire.Lease{l}, d)
+	return single(c, res, err)
+}
+
+func (s *Server) completeOne(c echo.Context) error {
+	var req wire.SingleComplete
+	if err := Decode(c, s.limit(BodyLimitCreate), false, &req); err != nil {
+		return err
+	}
+	l := wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}
+	if e := checkLease("lease", l); e != nil {
+		return e
+	}
+	res, err := s.cfg.Service.Complete(c.Request().Context(), []wire.Completion{{Lease: l, Output: req.Output}})
+	return single(c, res, err)
+}
+
+func (s *Server) failOne(c echo.Context) error {
+	var req wire.SingleFail
+	if err := Decode(c, s.limit(BodyLimitDefault), false, &req); err != nil {
+		return err
+	}
+	l := wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}
+	if e := checkLease("lease", l); e != nil {
+		return e
+	}
+	res, err := s.cfg.Service.Fail(c.Request().Context(), []wire.Failure{{Lease: l, Message: cutMessage(req.Message), Retryable: req.Retryable}})
+	return single(c, res, err)
+}
+
+// statusOf maps a stable error code to its HTTP status.
+func statusOf(code string) int {
+	switch code {
+	case wire.CodeInvalidJSON, wire.CodeUnknownField, wire.CodeValidation:
+		return http.StatusBadRequest
+	case wire.CodeUnauthorized:
+		return http.StatusUnauthorized
+	case wire.CodeNotFound, wire.CodeUnknownRoute:
+		return http.StatusNotFound
+	case wire.CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case wire.CodePayloadTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case wire.CodeStaleLease, wire.CodeCancelled, wire.CodeConflict, wire.CodeNotTerminal:
+		return http.StatusConflict
+	case wire.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case wire.CodeNotImplemented:
+		return http.StatusNotImplemented
+	default:
+		return http.StatusInternalServerError
+	}
+}

@@ -1,0 +1,12 @@
+package api
+
+// Attribute keys of the structured logs written by this package.
+const (
+	attrMethod   = "method"
+	attrPath     = "path"
+	attrStatus   = "status"
+	attrCode     = "code"
+	attrError    = "error"
+	attrDuration = "duration"
+	attrRemote   = "remote"
+)

@@ -1,0 +1,212 @@
+// Package api is ffrun's HTTP API, served through Echo: JSON in and out,
+// stable error codes (wire.Code…), bearer-token auth on every /v1 route,
+// body limits, and the worker protocol (claim, renew, complete, fail).
+//
+// The package validates and translates; the work itself is done by a
+// Service (runtime/server wires one over the store and the scheduler).
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// Service does what the routes ask. Errors should be *Error values (the
+// service maps store errors to codes); anything else becomes a 500.
+// Per-item errors of batch calls are reported in the results.
+type Service interface {
+	// Ready reports whether Valkey is reachable and the library loaded.
+	Ready(ctx context.Context) error
+	// Create writes already validated executions; one result per item.
+	Create(ctx context.Context, reqs []wire.CreateExecution) ([]Created, error)
+	Get(ctx context.Context, id string) (*wire.Execution, error)
+	// Result returns the outcome of a terminal execution, or an *Error with
+	// code wire.CodeNotTerminal.
+	Result(ctx context.Context, id string) (*wire.ExecutionResult, error)
+	List(ctx context.Context, q ListQuery) (*wire.ExecutionList, error)
+	Cancel(ctx context.Context, id, reason string) (*wire.Execution, error)
+	SetPriority(ctx context.Context, id string, priority int) (*wire.Execution, error)
+	RevokeLease(ctx context.Context, id, reason string) (*wire.Execution, error)
+	// Claim grants up to req.Max tasks, waiting up to req.WaitMs for work.
+	Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task, error)
+	Renew(ctx context.Context, leases []wire.Lease, lease time.Duration) ([]wire.LeaseResult, error)
+	Complete(ctx context.Context, items []wire.Completion) ([]wire.LeaseResult, error)
+	Fail(ctx context.Context, items []wire.Failure) ([]wire.LeaseResult, error)
+}
+
+// Created is the outcome of one create: the execution (new, or the first
+// one of its idempotency key), or the error of that item.
+type Created struct {
+	Execution *wire.Execution
+	Created   bool
+	Error     *wire.ErrorBody
+}
+
+// ListQuery is a validated list filter.
+type ListQuery struct {
+	Namespace string
+	Lane      string
+	State     string
+	Cursor    string
+	Limit     int
+}
+
+// Config configures the API server.
+type Config struct {
+	Service Service
+	// Token, when set, is required as a bearer token on every /v1 route.
+	Token string
+	// Logger receives request logs (debug) and server errors (error).
+	Logger *slog.Logger
+	// BodyLimit overrides the default per-route limits when positive: every
+	// route then accepts at most this many bytes.
+	BodyLimit int64
+	// LeaseDefault is the lease of claims and renewals that name none.
+	LeaseDefault time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.LeaseDefault <= 0 {
+		c.LeaseDefault = wire.LeaseMsDefault * time.Millisecond
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Service == nil {
+		return errors.New("api: Config.Service is required")
+	}
+	if c.BodyLimit < 0 || c.BodyLimit > BodyLimitMax {
+		return fmt.Errorf("api: Config.BodyLimit %d is outside 0..%d", c.BodyLimit, BodyLimitMax)
+	}
+	if c.LeaseDefault < wire.LeaseMsMin*time.Millisecond || c.LeaseDefault > wire.LeaseMsMax*time.Millisecond {
+		return fmt.Errorf("api: Config.LeaseDefault %s is outside %dms..%dms", c.LeaseDefault, wire.LeaseMsMin, wire.LeaseMsMax)
+	}
+	return nil
+}
+
+// Server is the HTTP API. It is an http.Handler.
+type Server struct {
+	cfg  Config
+	echo *echo.Echo
+	v1   *echo.Group
+	log  *slog.Logger
+}
+
+// New builds the API server.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	if cfg.Token == "" {
+		s.log.Warn("FF_API_TOKEN is not set: the /v1 API accepts requests from ANYONE who can reach it; set a token before exposing ffrun")
+	}
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = errorHandler(s.log)
+	e.Use(s.recoverer, s.requestLog)
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+
+	v1 := e.Group("/v1")
+	if cfg.Token != "" {
+		v1.Use(bearerAuth(cfg.Token))
+	}
+	v1.POST("/executions", s.create)
+	v1.POST("/executions/batch", s.createBatch)
+	v1.GET("/executions", s.list)
+	v1.GET("/executions/:id", s.get)
+	v1.GET("/executions/:id/result", s.result)
+	v1.POST("/executions/:id/cancel", s.cancel)
+	v1.PUT("/executions/:id/priority", s.setPriority)
+	v1.POST("/executions/:id/revoke-lease", s.revokeLease)
+	v1.POST("/executions/:id/renew", s.renewOne)
+	v1.POST("/executions/:id/complete", s.completeOne)
+	v1.POST("/executions/:id/fail", s.failOne)
+	v1.POST("/worker/claim", s.claim)
+	v1.POST("/worker/renew", s.renew)
+	v1.POST("/worker/complete", s.complete)
+	v1.POST("/worker/fail", s.fail)
+	s.echo, s.v1 = e, v1
+	return s, nil
+}
+
+// ServeHTTP serves one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Echo returns the underlying Echo instance; call it before serving.
+func (s *Server) Echo() *echo.Echo { return s.echo }
+
+// V1 returns the /v1 route group, behind the bearer-token check when a
+// token is configured, so that later features (flows, budgets) add their
+// routes with the same auth; call it before serving.
+func (s *Server) V1() *echo.Group { return s.v1 }
+
+func (s *Server) limit(def int64) int64 {
+	if s.cfg.BodyLimit > 0 {
+		return s.cfg.BodyLimit
+	}
+	return def
+}
+
+func (s *Server) recoverer(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = Internal(fmt.Errorf("panic: %v", r))
+			}
+		}()
+		return next(c)
+	}
+}
+
+func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if !s.log.Enabled(req.Context(), slog.LevelDebug) {
+			return next(c)
+		}
+		start := time.Now()
+		err := next(c)
+		status := c.Response().Status
+		if err != nil {
+			status = asError(err).Status
+		}
+		s.log.DebugContext(req.Context(), "request",
+			slog.String(attrMethod, req.Method), slog.String(attrPath, req.URL.Path),
+			slog.Int(attrStatus, status), slog.Duration(attrDuration, time.Since(start)),
+			slog.String(attrRemote, c.RealIP()))
+		return err
+	}
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.cfg.Service.Ready(ctx); err != nil {
+		e := Errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, "not ready: %v", err)
+		return e
+	}
+	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
+}

@@ -1,0 +1,200 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/store"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// Limits of requests. The store enforces the same ones; checking them here
+// lets a batch be rejected as a whole before anything is written.
+const (
+	NameMaxBytes     = store.MaxNameBytes           // namespace, lane
+	KindMaxBytes     = store.MaxKindBytes           // kind
+	WorkerIDMaxBytes = 256                          // worker id
+	IdemKeyMaxBytes  = store.MaxIdempotencyKeyBytes // idempotency key
+	TagsMax          = store.MaxTags                // tags per execution
+	TagMaxBytes      = store.MaxTagBytes            // key or value of a tag
+	PayloadMaxBytes  = store.MaxPayloadBytes        // input or output of an execution
+	ReasonMaxBytes   = 1024                         // cancel / revoke reasons
+	MessageMaxBytes  = store.MaxErrorBytes          // failure messages (longer ones are cut, not rejected)
+	DurationMaxMs    = 366 * 24 * 3600 * 1000
+	ListLimitMax     = store.ListLimitMax
+	ListLimitDef     = store.ListLimitDefault
+)
+
+// checkName validates an identifier-like string: non-empty, at most limit
+// bytes, no whitespace, control characters or (when noColon) ':', which
+// separates names in wake-up messages.
+func checkName(field, v string) *Error { return checkIdent(field, v, NameMaxBytes, true) }
+
+func checkIdent(field, v string, limit int, noColon bool) *Error {
+	if v == "" {
+		return invalid(field, "must not be empty")
+	}
+	if len(v) > limit {
+		return invalid(field, "is %d bytes, the limit is %d", len(v), limit)
+	}
+	if !utf8.ValidString(v) {
+		return invalid(field, "is not valid UTF-8")
+	}
+	for _, r := range v {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return invalid(field, "%q contains whitespace or a control character", v)
+		}
+		if noColon && r == ':' {
+			return invalid(field, "%q contains ':'", v)
+		}
+	}
+	return nil
+}
+
+// checkCapabilities validates a capability set with the plan's rules
+// (plan.ValidateCapabilities).
+func checkCapabilities(field string, caps []string) *Error {
+	if err := plan.ValidateCapabilities(caps); err != nil {
+		return invalid(field, "%v", err)
+	}
+	return nil
+}
+
+func checkDuration(field string, ms int64) *Error {
+	if ms < 0 {
+		return invalid(field, "must not be negative")
+	}
+	if ms > DurationMaxMs {
+		return invalid(field, "is above the limit of %d ms", int64(DurationMaxMs))
+	}
+	return nil
+}
+
+// normalizeCreate applies defaults to r and validates it. prefix names the
+// item in a batch ("executions[3].").
+func normalizeCreate(prefix string, r *wire.CreateExecution) *Error {
+	r.Namespace = cmpOr(r.Namespace, plan.DefaultNamespace)
+	r.Lane = cmpOr(r.Lane, plan.DefaultLane)
+	if e := checkName(prefix+"namespace", r.Namespace); e != nil {
+		return e
+	}
+	if e := checkName(prefix+"lane", r.Lane); e != nil {
+		return e
+	}
+	if e := checkIdent(prefix+"kind", r.Kind, KindMaxBytes, false); e != nil {
+		return e
+	}
+	if len(r.Input) > PayloadMaxBytes {
+		e := tooLarge(PayloadMaxBytes)
+		e.Message = fmt.Sprintf("%sinput is %d bytes, the limit is %d", prefix, len(r.Input), PayloadMaxBytes)
+		e.Details["field"] = prefix + "input"
+		return e
+	}
+	if r.Priority == nil {
+		p := plan.PriorityDefault
+		r.Priority = &p
+	}
+	if *r.Priority < plan.PriorityMin || *r.Priority > plan.PriorityMax {
+		return invalid(prefix+"priority", "%d is outside %d..%d", *r.Priority, plan.PriorityMin, plan.PriorityMax)
+	}
+	if len(r.IdempotencyKey) > IdemKeyMaxBytes {
+		return invalid(prefix+"idempotency_key", "is %d bytes, the limit is %d", len(r.IdempotencyKey), IdemKeyMaxBytes)
+	}
+	if len(r.Tags) > TagsMax {
+		return invalid(prefix+"tags", "has %d entries, the limit is %d", len(r.Tags), TagsMax)
+	}
+	for k, v := range r.Tags {
+		if k == "" || len(k) > TagMaxBytes || len(v) > TagMaxBytes {
+			return invalid(prefix+"tags", "key %q: keys must be non-empty and keys and values at most %d bytes", k, TagMaxBytes)
+		}
+	}
+	if r.Retry == nil {
+		r.Retry = &plan.Retry{Attempts: plan.DefaultAttempts, Backoff: plan.BackoffFixed, DelayMs: plan.DefaultDelayMs}
+	}
+	rt := r.Retry
+	if rt.Attempts == 0 {
+		rt.Attempts = plan.DefaultAttempts
+	}
+	if rt.Attempts < 1 || rt.Attempts > plan.MaxAttempts {
+		return invalid(prefix+"retry.attempts", "%d is outside 1..%d", rt.Attempts, plan.MaxAttempts)
+	}
+	rt.Backoff = cmpOr(rt.Backoff, plan.BackoffFixed)
+	if rt.Backoff != plan.BackoffFixed && rt.Backoff != plan.BackoffExponential {
+		return invalid(prefix+"retry.backoff", "%q is not %q or %q", rt.Backoff, plan.BackoffFixed, plan.BackoffExponential)
+	}
+	if e := checkDuration(prefix+"retry.delay_ms", rt.DelayMs); e != nil {
+		return e
+	}
+	if e := checkDuration(prefix+"retry.max_delay_ms", rt.MaxDelayMs); e != nil {
+		return e
+	}
+	if rt.MaxDelayMs == 0 {
+		rt.MaxDelayMs = max(plan.DefaultMaxDelayMs, rt.DelayMs)
+	}
+	if rt.MaxDelayMs < rt.DelayMs {
+		return invalid(prefix+"retry.max_delay_ms", "%d is below retry.delay_ms %d", rt.MaxDelayMs, rt.DelayMs)
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"timeout_ms", r.TimeoutMs}, {"deadline_ms", r.DeadlineMs}, {"delay_ms", r.DelayMs}} {
+		if e := checkDuration(prefix+f.name, f.v); e != nil {
+			return e
+		}
+	}
+	return checkCapabilities(prefix+"requires", r.Requires)
+}
+
+func checkLease(field string, l wire.Lease) *Error {
+	if l.ExecutionID == "" {
+		return invalid(field+".execution_id", "must not be empty")
+	}
+	if l.LeaseID == "" {
+		return invalid(field+".lease_id", "must not be empty")
+	}
+	if l.Epoch < 1 {
+		return invalid(field+".epoch", "must be at least 1")
+	}
+	return nil
+}
+
+func checkBatchLen(field string, n int) *Error {
+	if n == 0 {
+		return invalid(field, "must not be empty")
+	}
+	if n > wire.BatchMax {
+		return invalid(field, "has %d items, the limit is %d", n, wire.BatchMax)
+	}
+	return nil
+}
+
+func cutMessage(s string) string {
+	if len(s) <= MessageMaxBytes {
+		return s
+	}
+	s = s[:MessageMaxBytes]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+func checkReason(field, s string) *Error {
+	if len(s) > ReasonMaxBytes {
+		return invalid(field, "is %d bytes, the limit is %d", len(s), ReasonMaxBytes)
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return r == 0 }) {
+		return invalid(field, "contains a NUL byte")
+	}
+	return nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

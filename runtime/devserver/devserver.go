@@ -1,0 +1,241 @@
+// Package devserver runs a private valkey-server (or redis-server) child
+// process for `ffrun dev`: found on PATH, started on a free local port with
+// a data directory and append-only persistence, stopped with its parent.
+package devserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults.
+const (
+	StartTimeoutDefault = 10 * time.Second
+	StopTimeoutDefault  = 10 * time.Second
+)
+
+// Binaries are the server programs looked up on PATH, in order.
+var Binaries = []string{"valkey-server", "redis-server"}
+
+// FindBinary returns the first of Binaries found on PATH.
+func FindBinary() (string, error) {
+	for _, name := range Binaries {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("devserver: neither %s is on PATH; install Valkey or Redis (Debian: apt-get install redis-server) or run `ffrun serve --valkey ADDR`",
+		strings.Join(Binaries, " nor "))
+}
+
+// Config configures Start.
+type Config struct {
+	Binary       string // server program; default FindBinary()
+	Dir          string // data directory (created); required
+	Port         int    // 0 = a free port
+	StartTimeout time.Duration
+	StopTimeout  time.Duration
+	Logger       *slog.Logger
+	// NoPersistence turns persistence off (benchmarks): no append-only
+	// file, no snapshots.
+	NoPersistence bool
+}
+
+// Server is a running child server.
+type Server struct {
+	Addr    string // 127.0.0.1:port
+	Binary  string
+	Dir     string
+	LogFile string
+
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	waitErr error
+	stop    sync.Once
+	stopErr error
+	cfg     Config
+}
+
+// Start launches the child and waits until it answers PING.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("devserver: Config.Dir is required")
+	}
+	if cfg.Binary == "" {
+		b, err := FindBinary()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Binary = b
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = StartTimeoutDefault
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = StopTimeoutDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: data dir: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("devserver: data dir: %w", err)
+	}
+	var lastErr error
+	for range 3 { // another process may take the free port first
+		port := cfg.Port
+		if port == 0 {
+			if port, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		s, err := launch(ctx, cfg, dir, port)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+		if cfg.Port != 0 || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func launch(ctx context.Context, cfg Config, dir string, port int) (*Server, error) {
+	logFile := filepath.Join(dir, "server.log")
+	args := []string{
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--protected-mode", "yes",
+		"--dir", dir,
+		"--daemonize", "no",
+		"--logfile", logFile,
+	}
+	if cfg.NoPersistence {
+		args = append(args, "--appendonly", "no", "--save", "")
+	} else {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
+	}
+	cmd := exec.Command(cfg.Binary, args...)
+	// Own process group: a terminal's Ctrl-C reaches ffrun, which stops the
+	// child in order. Parent-death signal: the child never outlives ffrun.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("devserver: start %s: %w", cfg.Binary, err)
+	}
+	s := &Server{
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Binary: cfg.Binary, Dir: dir, LogFile: logFile,
+		cmd: cmd, exited: make(chan struct{}), cfg: cfg,
+	}
+	go func() { s.waitErr = cmd.Wait(); close(s.exited) }()
+	deadline := time.NewTimer(cfg.StartTimeout)
+	defer deadline.Stop()
+	for {
+		if ping(s.Addr) == nil {
+			cfg.Logger.Info("dev valkey started", slog.String("binary", cfg.Binary), slog.String("addr", s.Addr),
+				slog.String("dir", dir), slog.Int("pid", cmd.Process.Pid))
+			return s, nil
+		}
+		select {
+		case <-s.exited:
+			return nil, fmt.Errorf("devserver: %s exited at start (%v): %s", cfg.Binary, s.waitErr, tail(logFile))
+		case <-deadline.C:
+			_ = s.Stop(context.Background())
+			return nil, fmt.Errorf("devserver: %s did not answer PING on %s within %s: %s", cfg.Binary, s.Addr, cfg.StartTimeout, tail(logFile))
+		case <-ctx.Done():
+			_ = s.Stop(context.Background())
+			return nil, fmt.Errorf("devserver: start: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Pid returns the child's process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Exited is closed when the child has exited.
+func (s *Server) Exited() <-chan struct{} { return s.exited }
+
+// Stop asks the child to shut down (SIGTERM: it flushes its append-only
+// file), waits up to StopTimeout or ctx, then kills it. Safe to call twice.
+func (s *Server) Stop(ctx context.Context) error {
+	s.stop.Do(func() {
+		select {
+		case <-s.exited:
+			return
+		default:
+		}
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		t := time.NewTimer(s.cfg.StopTimeout)
+		defer t.Stop()
+		select {
+		case <-s.exited:
+			s.cfg.Logger.Info("dev valkey stopped", slog.String("addr", s.Addr))
+			return
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		s.stopErr = fmt.Errorf("devserver: %s did not stop within %s; killed", s.Binary, s.cfg.StopTimeout)
+	})
+	return s.stopErr
+}
+
+// ping sends a raw RESP PING and expects +PONG (no client library needed).
+func ping(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("unexpected reply %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("devserver: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail returns the last lines of a log file, for error messages.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log)"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, " | ")
+}

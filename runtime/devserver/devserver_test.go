@@ -1,0 +1,63 @@
+package devserver_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/devserver"
+)
+
+func TestStartStop(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := devserver.Start(ctx, devserver.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatalf("dial %s: %v", s.Addr, err)
+	}
+	conn.Close()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(ctx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	select {
+	case <-s.Exited():
+	default:
+		t.Fatal("child still running after Stop")
+	}
+	if _, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond); err == nil {
+		t.Fatal("child still listening after Stop")
+	}
+	// Persistence on: the append-only file lives in the data directory.
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !strings.Contains(strings.Join(names, " "), "appendonly") {
+		t.Fatalf("no append-only file in %s: %v", dir, names)
+	}
+}
+
+func TestStartFailsClearly(t *testing.T) {
+	ctx := context.Background()
+	_, err := devserver.Start(ctx, devserver.Config{Dir: t.TempDir(), Binary: filepath.Join(t.TempDir(), "no-such-server")})
+	if err == nil || !strings.Contains(err.Error(), "no-such-server") {
+		t.Fatalf("start with a missing binary: %v", err)
+	}
+	_, err = devserver.Start(ctx, devserver.Config{})
+	if err == nil || !strings.Contains(err.Error(), "Dir is required") {
+		t.Fatalf("start without dir: %v", err)
+	}
+}

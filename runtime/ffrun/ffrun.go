@@ -1,0 +1,274 @@
+// Package ffrun is the ffrun command: `ffrun serve` runs the API,
+// scheduler and scanners against a Valkey server, `ffrun dev` does the same
+// on a private valkey-server/redis-server child it starts and stops.
+// cmd/ffrun is a thin main around Main; tests call Run directly.
+package ffrun
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/devserver"
+	"github.com/flowfabric/ff/runtime/server"
+)
+
+// Env is what Run reads from and writes to besides its arguments.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	// Getenv reads environment variables; nil means none are set.
+	Getenv func(string) string
+	// OnListen, when set, is called once the API listens, with its address
+	// and the Valkey address in use (tests use it to find free ports).
+	OnListen func(apiAddr, valkeyAddr string)
+}
+
+// exitUsage is the exit status of a command-line error.
+const exitUsage = 2
+
+// errUsage marks command-line errors (exit status 2).
+var errUsage = errors.New("usage")
+
+// Main runs ffrun with args (without the program name), stopping on SIGINT
+// or SIGTERM, and returns the process exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := Run(ctx, args, Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv})
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "ffrun:", err)
+		return exitUsage
+	default:
+		fmt.Fprintln(stderr, "ffrun:", err)
+		return 1
+	}
+}
+
+const usage = `ffrun runs FlowFabric work on Valkey.
+
+Usage:
+  ffrun serve --valkey ADDR [flags]   serve the API, scheduler and scanners
+  ffrun dev [--data DIR] [flags]      same, on a private valkey-server/redis-server child
+  ffrun help                          show this help
+
+Run "ffrun serve -h" or "ffrun dev -h" for the flags. Every flag can also be
+set through the environment variable shown in its help. The API token is
+read from FF_API_TOKEN only.
+`
+
+// Run executes one ffrun command until ctx ends.
+func Run(ctx context.Context, args []string, env Env) error {
+	if env.Stdout == nil {
+		env.Stdout = io.Discard
+	}
+	if env.Stderr == nil {
+		env.Stderr = io.Discard
+	}
+	if env.Getenv == nil {
+		env.Getenv = func(string) string { return "" }
+	}
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, usage)
+		return fmt.Errorf("%w: missing command (serve or dev)", errUsage)
+	}
+	switch args[0] {
+	case "serve":
+		return runServe(ctx, args[1:], env, false)
+	case "dev":
+		return runServe(ctx, args[1:], env, true)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(env.Stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(env.Stderr, usage)
+		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	}
+}
+
+// options are the flags of serve and dev.
+type options struct {
+	valkey          string
+	valkeyBin       string
+	data            string
+	listen          string
+	prefix          string
+	partitions      int
+	leaseDefault    time.Duration
+	shutdownTimeout time.Duration
+	logLevel        string
+	logFormat       string
+	bodyLimit       int64
+	scanners        server.ScannerConfig
+}
+
+// envFlag registers a flag whose default comes from an environment variable.
+type flagSet struct {
+	*flag.FlagSet
+	getenv func(string) string
+	errs   []error
+}
+
+func (f *flagSet) str(p *string, name, envName, def, help string) {
+	if v := f.getenv(envName); v != "" {
+		def = v
+	}
+	f.StringVar(p, name, def, help+" (env "+envName+")")
+}
+
+func (f *flagSet) integer(p *int, name, envName string, def int, help string) {
+	if v := f.getenv(envName); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			f.errs = append(f.errs, fmt.Errorf("%s=%q: not an integer", envName, v))
+		} else {
+			def = n
+		}
+	}
+	f.IntVar(p, name, def, help+" (env "+envName+")")
+}
+
+func (f *flagSet) dur(p *time.Duration, name, envName string, def time.Duration, help string) {
+	if v := f.getenv(envName); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			f.errs = append(f.errs, fmt.Errorf("%s=%q: not a duration (like 500ms or 2s)", envName, v))
+		} else {
+			def = d
+		}
+	}
+	f.DurationVar(p, name, def, help+" (env "+envName+")")
+}
+
+func runServe(ctx context.Context, args []string, env Env, dev bool) error {
+	name := "serve"
+	if dev {
+		name = "dev"
+	}
+	fs := &flagSet{FlagSet: flag.NewFlagSet("ffrun "+name, flag.ContinueOnError), getenv: env.Getenv}
+	fs.SetOutput(env.Stderr)
+	var o options
+	if dev {
+		fs.str(&o.data, "data", "FF_DATA_DIR", ".ffrun", "data directory of the dev Valkey (created)")
+		fs.str(&o.valkeyBin, "valkey-bin", "FF_VALKEY_BIN", "", "server program (default: valkey-server or redis-server on PATH)")
+	} else {
+		fs.str(&o.valkey, "valkey", "FF_VALKEY_ADDR", "", "Valkey/Redis address host:port (required)")
+	}
+	fs.str(&o.listen, "listen", "FF_LISTEN", ":8080", "API listen address")
+	fs.str(&o.prefix, "key-prefix", "FF_KEY_PREFIX", "", "prefix of every Valkey key")
+	fs.integer(&o.partitions, "partitions", "FF_PARTITIONS", 0, "execution partitions (0 = default; fixed once data exists)")
+	fs.dur(&o.leaseDefault, "lease", "FF_LEASE", 30*time.Second, "lease of claims that ask for none")
+	fs.dur(&o.shutdownTimeout, "shutdown-timeout", "FF_SHUTDOWN_TIMEOUT", server.ShutdownTimeoutDefault, "how long in-flight requests may finish at shutdown")
+	fs.str(&o.logLevel, "log-level", "FF_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	fs.str(&o.logFormat, "log-format", "FF_LOG_FORMAT", "text", "log format: text or json")
+	var bodyLimit int
+	fs.integer(&bodyLimit, "body-limit", "FF_BODY_LIMIT", 0, "request body limit in bytes for every route (0 = per-route defaults)")
+	fs.dur(&o.scanners.LeaseExpiry, "scan-lease-expiry", "FF_SCAN_LEASE_EXPIRY", 0, "lease expiry scanner interval (0 = default)")
+	fs.dur(&o.scanners.DelayedPromoter, "scan-delayed", "FF_SCAN_DELAYED", 0, "delayed promotion scanner interval (0 = default)")
+	fs.dur(&o.scanners.AttemptTimeout, "scan-attempt-timeout", "FF_SCAN_ATTEMPT_TIMEOUT", 0, "attempt timeout scanner interval (0 = default)")
+	fs.dur(&o.scanners.Deadline, "scan-deadline", "FF_SCAN_DEADLINE", 0, "execution deadline scanner interval (0 = default)")
+	fs.dur(&o.scanners.Retention, "scan-retention", "FF_SCAN_RETENTION", 0, "retention scanner interval (0 = default)")
+	fs.dur(&o.scanners.RetentionAge, "retention", "FF_RETENTION", 0, "how long terminal executions are kept (0 = default)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if len(fs.errs) > 0 {
+		return fmt.Errorf("%w: %v", errUsage, errors.Join(fs.errs...))
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	o.bodyLimit = int64(bodyLimit)
+	if !dev && o.valkey == "" {
+		return fmt.Errorf("%w: ffrun serve needs --valkey ADDR (or FF_VALKEY_ADDR); for a local server of its own, use ffrun dev", errUsage)
+	}
+	log, err := newLogger(env.Stderr, o.logLevel, o.logFormat)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if dev {
+		child, err := devserver.Start(ctx, devserver.Config{Binary: o.valkeyBin, Dir: o.data, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := child.Stop(context.Background()); err != nil {
+				log.Warn("stop dev valkey", slog.Any("error", err))
+			}
+		}()
+		o.valkey = child.Addr
+		// If the child dies, stop serving rather than fail every request.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-child.Exited():
+				log.Error("dev valkey exited unexpectedly; stopping", slog.String("log", child.LogFile))
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return serve(ctx, o, env, log)
+}
+
+func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
+	token := env.Getenv("FF_API_TOKEN")
+	srv, err := server.Open(ctx, server.Config{
+		ValkeyAddr:      o.valkey,
+		KeyPrefix:       o.prefix,
+		FlowPartitions:  o.partitions,
+		Token:           token,
+		LeaseDefault:    o.leaseDefault,
+		BodyLimit:       o.bodyLimit,
+		Scanners:        o.scanners,
+		ShutdownTimeout: o.shutdownTimeout,
+		Logger:          log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	if env.OnListen != nil {
+		env.OnListen(ln.Addr().String(), o.valkey)
+	}
+	return srv.Serve(ctx, ln)
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: want text or json", format)
+}

@@ -1,0 +1,184 @@
+package ffrun_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/ffrun"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type running struct {
+	api, valkey string
+	stop        func() error
+	stderr      *syncBuffer
+}
+
+// start runs ffrun with args until stop is called.
+func start(t *testing.T, args []string, env map[string]string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	listening := make(chan [2]string, 1)
+	stderr := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- ffrun.Run(ctx, args, ffrun.Env{
+			Stderr:   stderr,
+			Getenv:   func(k string) string { return env[k] },
+			OnListen: func(api, vk string) { listening <- [2]string{api, vk} },
+		})
+	}()
+	r := &running{stderr: stderr}
+	select {
+	case a := <-listening:
+		r.api, r.valkey = a[0], a[1]
+	case err := <-done:
+		cancel()
+		t.Fatalf("ffrun %v exited at start: %v\n%s", args, err, stderr)
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatalf("ffrun %v did not start\n%s", args, stderr)
+	}
+	var once sync.Once
+	var err error
+	r.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(20 * time.Second):
+				err = errors.New("ffrun did not stop")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = r.stop() })
+	return r
+}
+
+func TestDevStartsServesAndStopsItsChild(t *testing.T) {
+	data := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := start(t, []string{"dev", "--data", data}, map[string]string{"FF_LISTEN": "127.0.0.1:0", "FF_API_TOKEN": "tok"})
+	c, err := client.New("http://"+r.api, client.WithToken("tok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ready(ctx); err != nil {
+		t.Fatalf("ready: %v", err)
+	}
+	ex, _, err := c.CreateExecution(ctx, wire.CreateExecution{Kind: "k", IdempotencyKey: "persist-me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("ffrun dev returned %v\n%s", err, r.stderr)
+	}
+	if _, err := net.DialTimeout("tcp", r.valkey, 200*time.Millisecond); err == nil {
+		t.Fatalf("the dev child at %s still listens after ffrun stopped", r.valkey)
+	}
+	if !strings.Contains(r.stderr.String(), "FF_API_TOKEN") && strings.Contains(r.stderr.String(), "ANYONE") {
+		t.Fatal("warned about a missing token although one was set")
+	}
+
+	// A second run on the same data directory finds the execution again.
+	r2 := start(t, []string{"dev", "--data", data, "--listen", "127.0.0.1:0"}, nil)
+	c2, _ := client.New("http://" + r2.api)
+	got, err := c2.GetExecution(ctx, ex.ID)
+	if err != nil {
+		t.Fatalf("after restart: %v\n%s", err, r2.stderr)
+	}
+	if got.ID != ex.ID || got.State != "waiting" {
+		t.Fatalf("after restart: %+v", got)
+	}
+	if !strings.Contains(r2.stderr.String(), "ANYONE") {
+		t.Errorf("no warning about the missing token:\n%s", r2.stderr)
+	}
+	if err := r2.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServeAgainstDevChild(t *testing.T) {
+	// ffrun serve against the Valkey of a running ffrun dev.
+	dev := start(t, []string{"dev", "--data", t.TempDir(), "--listen", "127.0.0.1:0"}, nil)
+	srv := start(t, []string{"serve", "--listen", "127.0.0.1:0"}, map[string]string{"FF_VALKEY_ADDR": dev.valkey})
+	if srv.valkey != dev.valkey {
+		t.Fatalf("serve uses %s, want %s", srv.valkey, dev.valkey)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, _ := client.New("http://" + dev.api)
+	b, _ := client.New("http://" + srv.api)
+	ex, _, err := a.CreateExecution(ctx, wire.CreateExecution{Kind: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := b.Claim(ctx, wire.ClaimRequest{WorkerID: "w", WaitMs: 2000})
+	if err != nil || len(tasks) != 1 || tasks[0].ExecutionID != ex.ID {
+		t.Fatalf("claim through the second process: %+v %v", tasks, err)
+	}
+	if err := srv.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"no command", nil, nil, "missing command"},
+		{"unknown command", []string{"frobnicate"}, nil, `unknown command "frobnicate"`},
+		{"serve without valkey", []string{"serve"}, nil, "--valkey"},
+		{"unknown flag", []string{"serve", "--valkey", "x:1", "--nope"}, nil, "nope"},
+		{"bad env duration", []string{"serve", "--valkey", "x:1"}, map[string]string{"FF_LEASE": "forever"}, "FF_LEASE"},
+		{"bad log level", []string{"serve", "--valkey", "x:1", "--log-level", "loud"}, nil, "log level"},
+		{"extra args", []string{"dev", "extra"}, nil, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			err := ffrun.Run(context.Background(), tt.args, ffrun.Env{Stderr: &stderr, Getenv: func(k string) string { return tt.env[k] }})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+	var out bytes.Buffer
+	if code := ffrun.Main([]string{"help"}, nil, &out, &out); code != 0 || !strings.Contains(out.String(), "ffrun dev") {
+		t.Fatalf("help: exit %d, output %q", code, out.String())
+	}
+	out.Reset()
+	if code := ffrun.Main([]string{"serve"}, nil, &out, &out); code != 2 {
+		t.Fatalf("serve without valkey: exit %d, want 2 (%s)", code, out.String())
+	}
+}

@@ -1,0 +1,525 @@
+// Package scheduler grants claims: it turns a worker's "give me up to N
+// tasks, waiting up to W" into claim FCALLs on the store's partitions, and
+// parks the request until work arrives when there is none.
+//
+// Waiting is driven by the store's wake-up channel (Valkey pub/sub published
+// from Lua when executions become eligible), never by polling on the hot
+// path. Waiting claims with the same namespace, lanes and capabilities form
+// a group; a wake-up rouses one waiter per group, which passes the baton to
+// the next when it may have left work behind. So N idle workers do not all
+// stampede Valkey for one new task.
+//
+// Each group keeps a per-partition "may have work" hint, set by wake-ups
+// and by a periodic resynchronisation (one pipelined ZCARD round through
+// Store.EligibleCounts), cleared when a claim on the partition comes back
+// short. A claim attempt scans the hinted partitions from a rotating cursor
+// and makes at most ScanMax claim calls, so every partition is reached
+// within a bounded number of attempts.
+//
+// Admission (budgets, quotas, capability blocking) slots in per partition
+// in Scheduler.claimPartition.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/store"
+)
+
+// Store is what the scheduler needs from runtime/store.
+type Store interface {
+	FlowPartitions() int
+	Claim(ctx context.Context, req store.ClaimRequest) ([]store.Grant, error)
+	EligibleCounts(ctx context.Context, namespace string, lanes []string) ([]int64, error)
+}
+
+// SubscribeFunc subscribes to the wake-up channel and calls onMessage for
+// every message until ctx ends or the subscription breaks (then it returns
+// the error). onReady, when non-nil, is called once the subscription is
+// active.
+type SubscribeFunc func(ctx context.Context, onReady func(), onMessage func(msg string)) error
+
+// Defaults of Config.
+const (
+	ScanMaxDefault        = 8
+	ResyncIntervalDefault = time.Second
+	groupIdleTTL          = 10 * time.Minute
+	resubscribeDelayMin   = 50 * time.Millisecond
+	resubscribeDelayMax   = 2 * time.Second
+)
+
+// Config configures a Scheduler.
+type Config struct {
+	Store Store
+	// Subscribe delivers wake-ups. Without it waiting claims still work but
+	// only notice new work through the periodic resynchronisation.
+	Subscribe SubscribeFunc
+	// ScanMax bounds the claim calls of one claim attempt.
+	ScanMax int
+	// ResyncInterval is how often the partition hints of waited-on groups
+	// are re-read from Valkey (a safety net for lost wake-ups) and how old a
+	// hint may be before an attempt refreshes it.
+	ResyncInterval time.Duration
+	Logger         *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.ScanMax <= 0 {
+		c.ScanMax = ScanMaxDefault
+	}
+	if c.ResyncInterval <= 0 {
+		c.ResyncInterval = ResyncIntervalDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Request is one claim.
+type Request struct {
+	Worker   store.WorkerIdentity
+	Lanes    []string
+	Max      int
+	LeaseTTL time.Duration
+	Wait     time.Duration // 0: one attempt, no waiting
+}
+
+// Scheduler grants claims. Start it before use; Stop releases every waiting
+// claim at once.
+type Scheduler struct {
+	cfg        Config
+	log        *slog.Logger
+	partitions int
+	cursor     atomic.Uint64
+
+	mu     sync.Mutex
+	groups map[string]*group
+	byLane map[laneKey]map[*group]struct{}
+
+	stopping chan struct{} // closed by Stop: waiting claims return
+	startMu  sync.Mutex
+	started  bool
+	stopped  bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+type laneKey struct{ ns, lane string }
+
+// group is every claim with one namespace, lane set and capability set: its
+// waiters and its partition hints.
+type group struct {
+	sig      string
+	ns       string
+	lanes    []string
+	waiters  []*waiter // FIFO
+	maybe    []bool    // per partition: may hold eligible work for this group
+	gen      []uint64  // per partition: bumped by every wake-up
+	fresh    time.Time // when maybe was last read from Valkey
+	lastUsed time.Time
+}
+
+type waiter struct {
+	ch      chan struct{} // capacity 1
+	pending bool          // a wake-up was sent and not yet consumed
+	idle    bool          // parked in select, not attempting
+}
+
+// New returns a Scheduler.
+func New(cfg Config) (*Scheduler, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Store == nil {
+		return nil, errors.New("scheduler: Config.Store is required")
+	}
+	p := cfg.Store.FlowPartitions()
+	if p < 1 {
+		return nil, fmt.Errorf("scheduler: store reports %d partitions", p)
+	}
+	return &Scheduler{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		partitions: p,
+		groups:     map[string]*group{},
+		byLane:     map[laneKey]map[*group]struct{}{},
+		stopping:   make(chan struct{}),
+	}, nil
+}
+
+// Start runs the wake-up subscription and the resynchronisation loop until
+// Stop. Calling it twice is harmless.
+func (s *Scheduler) Start(ctx context.Context) error {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	if s.started {
+		return nil
+	}
+	if s.stopped {
+		return errors.New("scheduler: start after stop")
+	}
+	s.started = true
+	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.done = make(chan struct{})
+	var wg sync.WaitGroup
+	if s.cfg.Subscribe != nil {
+		wg.Go(func() { s.subscribeLoop(ctx) })
+	}
+	wg.Go(func() { s.resyncLoop(ctx) })
+	go func() { wg.Wait(); close(s.done) }()
+	return nil
+}
+
+// Stop releases every waiting claim (they return what they have, usually
+// nothing) and stops the background loops. Calling it twice is harmless.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	s.startMu.Lock()
+	if s.stopped {
+		s.startMu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	close(s.stopping)
+	started := s.started
+	s.startMu.Unlock()
+	if !started {
+		return nil
+	}
+	s.cancel()
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("scheduler: stop: %w", ctx.Err())
+	}
+}
+
+// Claim grants up to req.Max tasks. With req.Wait > 0 it returns as soon as
+// at least one task was granted, or empty when the wait ends, ctx ends or
+// the scheduler stops.
+func (s *Scheduler) Claim(ctx context.Context, req Request) ([]store.Grant, error) {
+	if req.Max < 1 {
+		return nil, fmt.Errorf("scheduler: claim max %d < 1", req.Max)
+	}
+	if len(req.Lanes) == 0 {
+		return nil, errors.New("scheduler: claim without lanes")
+	}
+	g := s.group(req)
+	if req.Wait <= 0 {
+		return s.attempt(ctx, g, req)
+	}
+	w := &waiter{ch: make(chan struct{}, 1)}
+	s.mu.Lock()
+	g.waiters = append(g.waiters, w)
+	s.mu.Unlock()
+	var got int
+	defer func() { s.leave(g, w, got == req.Max) }()
+
+	timer := time.NewTimer(req.Wait)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		w.pending, w.idle = false, false
+		s.mu.Unlock()
+		select {
+		case <-w.ch: // consume a wake-up that arrived before this attempt
+		default:
+		}
+		grants, err := s.attempt(ctx, g, req)
+		got = len(grants)
+		if err != nil || len(grants) > 0 {
+			return grants, err
+		}
+		s.mu.Lock()
+		w.idle = true
+		s.mu.Unlock()
+		select {
+		case <-w.ch:
+		case <-timer.C:
+			// The deadline: one last attempt, then give up.
+			s.mu.Lock()
+			w.idle = false
+			s.mu.Unlock()
+			grants, err := s.attempt(ctx, g, req)
+			got = len(grants)
+			return grants, err
+		case <-ctx.Done():
+			return nil, nil
+		case <-s.stopping:
+			return nil, nil
+		}
+	}
+}
+
+// leave removes w from g; when w may have left work behind (it claimed its
+// full Max, or a wake-up reached it after its last attempt), the next
+// waiter of the group gets the baton.
+func (s *Scheduler) leave(g *group, w *waiter, full bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(g.waiters, w); i >= 0 {
+		g.waiters = slices.Delete(g.waiters, i, i+1)
+	}
+	if full || w.pending {
+		s.rouseLocked(g)
+	}
+}
+
+// rouseLocked wakes one waiter of g: an idle one first, else any without a
+// pending wake-up.
+func (s *Scheduler) rouseLocked(g *group) {
+	var pick *waiter
+	for _, w := range g.waiters {
+		if w.pending {
+			continue
+		}
+		if w.idle {
+			pick = w
+			break
+		}
+		if pick == nil {
+			pick = w
+		}
+	}
+	if pick == nil {
+		return
+	}
+	pick.pending = true
+	select {
+	case pick.ch <- struct{}{}:
+	default:
+	}
+}
+
+// group returns (creating it) the group of req.
+func (s *Scheduler) group(req Request) *group {
+	lanes := slices.Clone(req.Lanes)
+	slices.Sort(lanes)
+	lanes = slices.Compact(lanes)
+	caps := slices.Clone(req.Worker.Capabilities)
+	slices.Sort(caps)
+	caps = slices.Compact(caps)
+	sig := req.Worker.Namespace + "\x00" + strings.Join(lanes, "\x01") + "\x00" + strings.Join(caps, "\x01")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[sig]
+	if g == nil {
+		g = &group{sig: sig, ns: req.Worker.Namespace, lanes: lanes,
+			maybe: make([]bool, s.partitions), gen: make([]uint64, s.partitions)}
+		for i := range g.maybe {
+			g.maybe[i] = true // unknown until the first resync: try them
+		}
+		s.groups[sig] = g
+		for _, l := range lanes {
+			k := laneKey{g.ns, l}
+			if s.byLane[k] == nil {
+				s.byLane[k] = map[*group]struct{}{}
+			}
+			s.byLane[k][g] = struct{}{}
+		}
+	}
+	g.lastUsed = time.Now()
+	return g
+}
+
+// attempt makes one bounded pass over the partitions that may hold work.
+func (s *Scheduler) attempt(ctx context.Context, g *group, req Request) ([]store.Grant, error) {
+	if err := s.refreshIfStale(ctx, g); err != nil {
+		s.log.WarnContext(ctx, "scheduler: refresh partition hints", slog.Any("error", err))
+	}
+	n := s.partitions
+	start := int(s.cursor.Add(1) % uint64(n))
+	var out []store.Grant
+	calls := 0
+	for i := 0; i < n && calls < s.cfg.ScanMax && len(out) < req.Max; i++ {
+		p := (start + i) % n
+		s.mu.Lock()
+		maybe, gen := g.maybe[p], g.gen[p]
+		s.mu.Unlock()
+		if !maybe {
+			continue
+		}
+		want := req.Max - len(out)
+		grants, err := s.claimPartition(ctx, p, req, want)
+		calls++
+		if err != nil {
+			if len(out) > 0 {
+				// Granted leases must reach the worker; report the rest later.
+				s.log.WarnContext(ctx, "scheduler: claim failed after grants", slog.Int("partition", p), slog.Any("error", err))
+				return out, nil
+			}
+			return nil, fmt.Errorf("scheduler: claim on partition %d: %w", p, err)
+		}
+		out = append(out, grants...)
+		if len(grants) < want {
+			s.mu.Lock()
+			if g.gen[p] == gen {
+				g.maybe[p] = false
+			}
+			s.mu.Unlock()
+		}
+	}
+	return out, nil
+}
+
+// claimPartition is one grant cycle on one partition. Admission checks
+// (budgets, quotas) will run here around the store call.
+func (s *Scheduler) claimPartition(ctx context.Context, p int, req Request, want int) ([]store.Grant, error) {
+	return s.cfg.Store.Claim(ctx, store.ClaimRequest{
+		Partition: p,
+		Lanes:     req.Lanes,
+		Worker:    req.Worker,
+		Max:       want,
+		LeaseTTL:  req.LeaseTTL,
+	})
+}
+
+// refreshIfStale re-reads g's hints when they are older than the resync
+// interval.
+func (s *Scheduler) refreshIfStale(ctx context.Context, g *group) error {
+	s.mu.Lock()
+	stale := time.Since(g.fresh) > s.cfg.ResyncInterval
+	s.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	_, err := s.refresh(ctx, g)
+	return err
+}
+
+// refresh reads the eligible counts of g's lanes and rewrites its hints;
+// it reports whether any partition has work.
+func (s *Scheduler) refresh(ctx context.Context, g *group) (bool, error) {
+	s.mu.Lock()
+	gens := slices.Clone(g.gen)
+	s.mu.Unlock()
+	counts, err := s.cfg.Store.EligibleCounts(ctx, g.ns, g.lanes)
+	if err != nil {
+		return false, err
+	}
+	if len(counts) != s.partitions {
+		return false, fmt.Errorf("eligible counts: %d partitions, want %d", len(counts), s.partitions)
+	}
+	any := false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p, c := range counts {
+		switch {
+		case c > 0:
+			g.maybe[p] = true
+			any = true
+		case g.gen[p] == gens[p]:
+			g.maybe[p] = false
+		}
+	}
+	g.fresh = time.Now()
+	return any, nil
+}
+
+// wake handles one wake-up message.
+func (s *Scheduler) wake(msg string) {
+	w, err := store.ParseWake(msg)
+	if err != nil {
+		s.log.Warn("scheduler: ignoring wake-up", slog.String("message", msg), slog.Any("error", err))
+		return
+	}
+	if w.Partition >= s.partitions {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for g := range s.byLane[laneKey{w.Namespace, w.Lane}] {
+		g.maybe[w.Partition] = true
+		g.gen[w.Partition]++
+		s.rouseLocked(g)
+	}
+}
+
+// forgetHints marks every hint stale and rouses a waiter of every group:
+// used when wake-ups may have been lost (a new subscription).
+func (s *Scheduler) forgetHints() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.groups {
+		g.fresh = time.Time{}
+		for p := range g.maybe {
+			g.maybe[p] = true
+			g.gen[p]++
+		}
+		s.rouseLocked(g)
+	}
+}
+
+func (s *Scheduler) subscribeLoop(ctx context.Context) {
+	delay := resubscribeDelayMin
+	for ctx.Err() == nil {
+		began := time.Now()
+		err := s.cfg.Subscribe(ctx, s.forgetHints, s.wake)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("scheduler: wake-up subscription ended; resubscribing", slog.Any("error", err))
+		s.forgetHints()
+		if time.Since(began) > 10*time.Second {
+			delay = resubscribeDelayMin
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, resubscribeDelayMax)
+	}
+}
+
+// resyncLoop is the safety net for lost wake-ups: every interval it
+// re-reads the hints of groups that have waiters and rouses one waiter of
+// each group that has work. It also drops groups idle for long.
+func (s *Scheduler) resyncLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ResyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		var waited []*group
+		for sig, g := range s.groups {
+			switch {
+			case len(g.waiters) > 0:
+				waited = append(waited, g)
+			case time.Since(g.lastUsed) > groupIdleTTL:
+				delete(s.groups, sig)
+				for _, l := range g.lanes {
+					delete(s.byLane[laneKey{g.ns, l}], g)
+				}
+			}
+		}
+		s.mu.Unlock()
+		for _, g := range waited {
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.ResyncInterval)
+			work, err := s.refresh(rctx, g)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("scheduler: resync partition hints", slog.Any("error", err))
+				}
+				continue
+			}
+			if work {
+				s.mu.Lock()
+				s.rouseLocked(g)
+				s.mu.Unlock()
+			}
+		}
+	}
+}

@@ -1,0 +1,40 @@
+package server
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/scanner"
+	"github.com/flowfabric/ff/runtime/store"
+)
+
+// ScannerConfig tunes the background scanners; zero values take the
+// scanner package's defaults.
+type ScannerConfig struct {
+	LeaseExpiry     time.Duration
+	DelayedPromoter time.Duration
+	AttemptTimeout  time.Duration
+	Deadline        time.Duration
+	Retention       time.Duration
+	RetentionAge    time.Duration // how long terminal executions are kept
+	Limit           int           // executions per partition and tick
+}
+
+// newScanners builds the scanners of runtime/scanner as one component.
+func newScanners(st *store.Store, cfg ScannerConfig, log *slog.Logger) ([]component, error) {
+	set, err := scanner.NewSet(scanner.SetConfig{
+		Store:                  st,
+		Logger:                 log,
+		Limit:                  cfg.Limit,
+		LeaseExpiryInterval:    cfg.LeaseExpiry,
+		DelayedInterval:        cfg.DelayedPromoter,
+		AttemptTimeoutInterval: cfg.AttemptTimeout,
+		DeadlineInterval:       cfg.Deadline,
+		RetentionInterval:      cfg.Retention,
+		RetentionAge:           cfg.RetentionAge,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []component{set}, nil
+}

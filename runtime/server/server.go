@@ -1,0 +1,226 @@
+// Package server composes ffrun: a Valkey connection, the store, the
+// scheduler, the background scanners and the HTTP API, with graceful
+// shutdown. cmd/ffrun and the tests build on it.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/flowfabric/ff/runtime/api"
+	"github.com/flowfabric/ff/runtime/scheduler"
+	"github.com/flowfabric/ff/runtime/store"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// Defaults of Config.
+const (
+	ShutdownTimeoutDefault = 30 * time.Second
+	ConnectTimeoutDefault  = 10 * time.Second
+)
+
+// Config configures a Server.
+type Config struct {
+	ValkeyAddr     string        // host:port; required
+	ValkeyPassword string        // AUTH password, if any
+	KeyPrefix      string        // prefix of every key (tests, shared servers)
+	FlowPartitions int           // 0 = store default; fixed for the life of the data
+	Token          string        // bearer token of /v1; empty = open (logged loudly)
+	LeaseDefault   time.Duration // lease of claims that name none; 0 = 30s
+	BodyLimit      int64         // overrides per-route body limits when > 0
+
+	// Scanners tunes the background scanners; zero values take defaults.
+	Scanners ScannerConfig
+	// DisableScanners runs no scanners (tests of a bare API).
+	DisableScanners bool
+
+	ScanMax         int           // claim calls per claim attempt; 0 = scheduler default
+	ResyncInterval  time.Duration // scheduler hint resync; 0 = default
+	ShutdownTimeout time.Duration // how long in-flight requests may finish
+	Logger          *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = ShutdownTimeoutDefault
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.ValkeyAddr == "" {
+		return errors.New("server: Config.ValkeyAddr is required (host:port of Valkey or Redis)")
+	}
+	if _, _, err := net.SplitHostPort(c.ValkeyAddr); err != nil {
+		return fmt.Errorf("server: Config.ValkeyAddr %q: %w", c.ValkeyAddr, err)
+	}
+	return nil
+}
+
+// Server is a running ffrun: open it, Serve it, and it closes itself when
+// Serve returns.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	vk       valkey.Client
+	store    *store.Store
+	sched    *scheduler.Scheduler
+	api      *api.Server
+	scanners []component
+
+	closeOnce sync.Once
+}
+
+// component is a background part with the house Start/Stop shape.
+type component interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// Open connects to Valkey, opens the store (loading the Functions library
+// when needed) and builds the scheduler, scanners and API.
+func Open(ctx context.Context, cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	vk, err := valkey.NewClient(valkey.ClientOption{
+		InitAddress:       []string{cfg.ValkeyAddr},
+		Password:          cfg.ValkeyPassword,
+		DisableCache:      true,
+		ConnWriteTimeout:  ConnectTimeoutDefault,
+		Dialer:            net.Dialer{Timeout: ConnectTimeoutDefault},
+		BlockingPoolSize:  8,
+		PipelineMultiplex: 2,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: connect to valkey at %s: %w", cfg.ValkeyAddr, err)
+	}
+	st, err := store.Open(ctx, store.Config{
+		Client:         vk,
+		FlowPartitions: cfg.FlowPartitions,
+		KeyPrefix:      cfg.KeyPrefix,
+		Logger:         log,
+	})
+	if err != nil {
+		vk.Close()
+		return nil, fmt.Errorf("server: open store: %w", err)
+	}
+	sched, err := scheduler.New(scheduler.Config{
+		Store:          st,
+		Subscribe:      scheduler.ValkeySubscriber(vk, st.WakeChannel()),
+		ScanMax:        cfg.ScanMax,
+		ResyncInterval: cfg.ResyncInterval,
+		Logger:         log,
+	})
+	if err != nil {
+		vk.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, vk: vk, store: st, sched: sched}
+	a, err := api.New(api.Config{
+		Service:      &service{log: log, vk: vk, st: st, sched: sched},
+		Token:        cfg.Token,
+		Logger:       log,
+		BodyLimit:    cfg.BodyLimit,
+		LeaseDefault: cfg.LeaseDefault,
+	})
+	if err != nil {
+		vk.Close()
+		return nil, err
+	}
+	s.api = a
+	if !cfg.DisableScanners {
+		s.scanners, err = newScanners(st, cfg.Scanners, log)
+		if err != nil {
+			vk.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Store returns the store (tests and the bench inspect state through it).
+func (s *Server) Store() *store.Store { return s.store }
+
+// Handler returns the HTTP API.
+func (s *Server) Handler() http.Handler { return s.api }
+
+// API returns the API server, so later features can add routes.
+func (s *Server) API() *api.Server { return s.api }
+
+// Serve starts the scheduler and scanners and serves the API on ln until
+// ctx ends; then it shuts down gracefully: waiting claims are released at
+// once, in-flight requests may finish within ShutdownTimeout, background
+// components stop, and the Valkey connection closes.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	defer s.Close()
+	if err := s.sched.Start(ctx); err != nil {
+		return err
+	}
+	for _, c := range s.scanners {
+		if err := c.Start(ctx); err != nil {
+			return fmt.Errorf("server: start scanner: %w", err)
+		}
+	}
+	hs := &http.Server{
+		Handler:           s.api,
+		ReadHeaderTimeout: 10 * time.Second,
+		// A read deadline also cancels a running request's context in
+		// net/http, so it must outlast the longest claim wait.
+		ReadTimeout: wire.ClaimWaitMaxMs*time.Millisecond + 30*time.Second,
+		IdleTimeout: 2 * time.Minute,
+		// No WriteTimeout: a claim may wait up to wire.ClaimWaitMaxMs.
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	s.log.Info("ffrun serving", slog.String("listen", ln.Addr().String()), slog.String("valkey", s.cfg.ValkeyAddr))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	s.log.Info("ffrun shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	// Release long-polls first so Shutdown does not wait for them.
+	if err := s.sched.Stop(sctx); err != nil {
+		s.log.Warn("scheduler stop", slog.Any("error", err))
+	}
+	if err := hs.Shutdown(sctx); err != nil {
+		s.log.Warn("http shutdown did not finish in time", slog.Any("error", err))
+		hs.Close()
+	}
+	for _, c := range s.scanners {
+		if err := c.Stop(sctx); err != nil {
+			s.log.Warn("scanner stop", slog.Any("error", err))
+		}
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("server: serve: %w", serveErr)
+	}
+	return nil
+}
+
+// Close releases the Valkey connection. Serve calls it; call it yourself
+// only when Serve never ran. Safe to call twice.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		_ = s.sched.Stop(context.Background())
+		s.vk.Close()
+	})
+}

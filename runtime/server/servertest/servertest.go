@@ -1,0 +1,114 @@
+// Package servertest runs a real ffrun server for tests: real Valkey from
+// the valkeytest harness (shared server, per-test key prefix), the real
+// store, scheduler, scanners and Echo API on a local listener.
+package servertest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
+	"github.com/flowfabric/ff/runtime/server"
+)
+
+// Env is one running server.
+type Env struct {
+	URL    string
+	Client *client.Client
+	Server *server.Server
+	Config server.Config
+
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// FastScanners are scanner intervals short enough for tests.
+var FastScanners = server.ScannerConfig{
+	LeaseExpiry:     50 * time.Millisecond,
+	DelayedPromoter: 50 * time.Millisecond,
+	AttemptTimeout:  50 * time.Millisecond,
+	Deadline:        50 * time.Millisecond,
+	Retention:       time.Second,
+}
+
+// Start serves ffrun for t and stops it when t ends. mod may change the
+// configuration (the Valkey address and key prefix are already set).
+func Start(t testing.TB, mod ...func(*server.Config)) *Env {
+	t.Helper()
+	cfg := server.Config{
+		ValkeyAddr:      valkeytest.Shared(t),
+		KeyPrefix:       valkeytest.Prefix(t),
+		FlowPartitions:  4,
+		Scanners:        FastScanners,
+		ResyncInterval:  200 * time.Millisecond,
+		ShutdownTimeout: 5 * time.Second,
+		Logger:          Logger(t),
+	}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	return StartConfig(t, cfg)
+}
+
+// StartConfig serves ffrun with exactly cfg.
+func StartConfig(t testing.TB, cfg server.Config) *Env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.Open(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatalf("servertest: open: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		srv.Close()
+		t.Fatalf("servertest: listen: %v", err)
+	}
+	e := &Env{URL: "http://" + ln.Addr().String(), Server: srv, Config: cfg, cancel: cancel, done: make(chan error, 1)}
+	go func() { e.done <- srv.Serve(ctx, ln) }()
+	e.Client, err = client.New(e.URL, client.WithToken(cfg.Token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Errorf("servertest: stop: %v", err)
+		}
+	})
+	return e
+}
+
+// Stop shuts the server down gracefully and returns what Serve returned.
+// Safe to call twice.
+func (e *Env) Stop() error {
+	e.cancel()
+	select {
+	case err, ok := <-e.done:
+		if ok {
+			close(e.done)
+		}
+		return err
+	case <-time.After(15 * time.Second):
+		return errors.New("server did not stop within 15s")
+	}
+}
+
+// Logger returns a logger writing to t.Log at info level.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

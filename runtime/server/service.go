@@ -1,0 +1,370 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/flowfabric/ff/runtime/api"
+	"github.com/flowfabric/ff/runtime/scheduler"
+	"github.com/flowfabric/ff/runtime/store"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// service implements api.Service over the store and the scheduler: it maps
+// wire bodies to store requests and store errors to stable API codes.
+type service struct {
+	log   *slog.Logger
+	vk    valkey.Client
+	st    *store.Store
+	sched *scheduler.Scheduler
+}
+
+func (s *service) Ready(ctx context.Context) error {
+	if err := s.vk.Do(ctx, s.vk.B().Ping().Build()).Error(); err != nil {
+		return err
+	}
+	return s.st.Ready(ctx)
+}
+
+func (s *service) Create(ctx context.Context, reqs []wire.CreateExecution) ([]api.Created, error) {
+	sr := make([]store.CreateRequest, len(reqs))
+	for i, r := range reqs {
+		sr[i] = createRequest(r)
+	}
+	res, err := s.st.CreateMany(ctx, sr)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]api.Created, len(reqs))
+	for i, r := range res {
+		if r.Err != nil {
+			out[i].Error = s.itemError(ctx, "create", r.Err)
+			continue
+		}
+		w := toExecution(r.Execution)
+		out[i] = api.Created{Execution: &w, Created: r.Created}
+	}
+	return out, nil
+}
+
+func createRequest(r wire.CreateExecution) store.CreateRequest {
+	cr := store.CreateRequest{
+		Namespace:            r.Namespace,
+		Lane:                 r.Lane,
+		Kind:                 r.Kind,
+		Tags:                 r.Tags,
+		Payload:              []byte(r.Input),
+		RequiredCapabilities: r.Requires,
+		AttemptTimeout:       time.Duration(r.TimeoutMs) * time.Millisecond,
+		Deadline:             time.Duration(r.DeadlineMs) * time.Millisecond,
+		Delay:                time.Duration(r.DelayMs) * time.Millisecond,
+		IdempotencyKey:       r.IdempotencyKey,
+	}
+	if r.Priority != nil {
+		cr.Priority = *r.Priority
+	}
+	if r.Retry != nil {
+		cr.Retry = store.RetryPolicyFromPlan(*r.Retry)
+	}
+	return cr
+}
+
+func parseID(id string) (store.ExecutionID, error) {
+	eid, err := store.ParseExecutionID(id)
+	if err != nil {
+		e := api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no execution %q (malformed id)", id)
+		return "", e
+	}
+	return eid, nil
+}
+
+func (s *service) Get(ctx context.Context, id string) (*wire.Execution, error) {
+	eid, err := parseID(id)
+	if err != nil {
+		return nil, err
+	}
+	ex, err := s.st.GetExecution(ctx, eid)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	w := toExecution(ex)
+	return &w, nil
+}
+
+func (s *service) Result(ctx context.Context, id string) (*wire.ExecutionResult, error) {
+	eid, err := parseID(id)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.st.Result(ctx, eid)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return &wire.ExecutionResult{ID: id, State: string(r.State), Result: rawJSON(r.Result), Error: r.Error}, nil
+}
+
+func (s *service) List(ctx context.Context, q api.ListQuery) (*wire.ExecutionList, error) {
+	req := store.ListRequest{Namespace: q.Namespace, Lane: q.Lane, Limit: q.Limit, Cursor: q.Cursor}
+	if req.Namespace == "" {
+		req.Namespace = "default"
+	}
+	if q.State != "" {
+		st, err := store.ParsePublicState(q.State)
+		if err != nil {
+			return nil, mapError(err)
+		}
+		req.State = st
+	}
+	page, err := s.st.ListExecutions(ctx, req)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := &wire.ExecutionList{Executions: make([]wire.Execution, 0, len(page.Executions)), NextCursor: page.Cursor}
+	for _, ex := range page.Executions {
+		out.Executions = append(out.Executions, toExecution(ex))
+	}
+	return out, nil
+}
+
+func (s *service) Cancel(ctx context.Context, id, reason string) (*wire.Execution, error) {
+	return s.mutate(ctx, id, func(eid store.ExecutionID) (*store.Execution, error) { return s.st.Cancel(ctx, eid, reason) })
+}
+
+func (s *service) SetPriority(ctx context.Context, id string, priority int) (*wire.Execution, error) {
+	return s.mutate(ctx, id, func(eid store.ExecutionID) (*store.Execution, error) {
+		return s.st.ChangePriority(ctx, eid, priority)
+	})
+}
+
+func (s *service) RevokeLease(ctx context.Context, id, reason string) (*wire.Execution, error) {
+	return s.mutate(ctx, id, func(eid store.ExecutionID) (*store.Execution, error) { return s.st.RevokeLease(ctx, eid, reason) })
+}
+
+func (s *service) mutate(_ context.Context, id string, f func(store.ExecutionID) (*store.Execution, error)) (*wire.Execution, error) {
+	eid, err := parseID(id)
+	if err != nil {
+		return nil, err
+	}
+	ex, err := f(eid)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	w := toExecution(ex)
+	return &w, nil
+}
+
+func (s *service) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task, error) {
+	grants, err := s.sched.Claim(ctx, scheduler.Request{
+		Worker: store.WorkerIdentity{
+			WorkerID:     req.WorkerID,
+			InstanceID:   req.InstanceID,
+			Namespace:    req.Namespace,
+			Capabilities: req.Capabilities,
+		},
+		Lanes:    req.Lanes,
+		Max:      req.Max,
+		LeaseTTL: time.Duration(req.LeaseMs) * time.Millisecond,
+		Wait:     time.Duration(req.WaitMs) * time.Millisecond,
+	})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	tasks := make([]wire.Task, len(grants))
+	for i, g := range grants {
+		tasks[i] = toTask(g)
+	}
+	return tasks, nil
+}
+
+func (s *service) Renew(ctx context.Context, leases []wire.Lease, ttl time.Duration) ([]wire.LeaseResult, error) {
+	sl := make([]store.Lease, len(leases))
+	for i, l := range leases {
+		sl[i] = storeLease(l)
+	}
+	res, err := s.st.Renew(ctx, sl, ttl)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]wire.LeaseResult, len(leases))
+	for i, r := range res {
+		out[i] = wire.LeaseResult{ExecutionID: leases[i].ExecutionID, OK: r.Err == nil}
+		if r.Err != nil {
+			out[i].Error = s.itemError(ctx, "renew", r.Err)
+			continue
+		}
+		exp := r.ExpiresAt
+		out[i].LeaseExpiresAt = &exp
+	}
+	return out, nil
+}
+
+func (s *service) Complete(ctx context.Context, items []wire.Completion) ([]wire.LeaseResult, error) {
+	fs := make([]store.Finish, len(items))
+	ids := make([]string, len(items))
+	for i, it := range items {
+		fs[i] = store.Finish{Lease: storeLease(it.Lease), Result: []byte(it.Output)}
+		ids[i] = it.ExecutionID
+	}
+	return s.finish(ctx, ids, fs)
+}
+
+func (s *service) Fail(ctx context.Context, items []wire.Failure) ([]wire.LeaseResult, error) {
+	fs := make([]store.Finish, len(items))
+	ids := make([]string, len(items))
+	for i, it := range items {
+		fs[i] = store.Finish{Lease: storeLease(it.Lease), Failed: true, Error: it.Message, Retryable: it.Retryable}
+		ids[i] = it.ExecutionID
+	}
+	return s.finish(ctx, ids, fs)
+}
+
+func (s *service) finish(ctx context.Context, ids []string, fs []store.Finish) ([]wire.LeaseResult, error) {
+	// A finished attempt must be recorded even if the worker hangs up now.
+	ctx = context.WithoutCancel(ctx)
+	res, err := s.st.FinishMany(ctx, fs)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]wire.LeaseResult, len(fs))
+	for i, r := range res {
+		out[i] = wire.LeaseResult{ExecutionID: ids[i], OK: r.Err == nil, State: string(r.State)}
+		if r.Err != nil {
+			out[i].Error = s.itemError(ctx, "finish", r.Err)
+		}
+	}
+	return out, nil
+}
+
+// itemError maps the error of one item of a batch; unexpected ones are
+// logged, since no error handler sees them.
+func (s *service) itemError(ctx context.Context, op string, err error) *wire.ErrorBody {
+	ae := mapError(err)
+	if ae.Status >= 500 {
+		s.log.ErrorContext(ctx, op+" failed", slog.Any("error", err))
+	}
+	return ae.Body()
+}
+
+func storeLease(l wire.Lease) store.Lease {
+	return store.Lease{ExecutionID: store.ExecutionID(l.ExecutionID), ID: l.LeaseID, Epoch: l.Epoch}
+}
+
+// mapError turns a store or scheduler error into an API error.
+func mapError(err error) *api.Error {
+	var ae *api.Error
+	var ve *store.ValidationError
+	var le *store.LeaseError
+	var se *store.StateError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &ve):
+		code, status := wire.CodeValidation, http.StatusBadRequest
+		if errors.Is(err, store.ErrTooLarge) {
+			code, status = wire.CodePayloadTooLarge, http.StatusRequestEntityTooLarge
+		}
+		return &api.Error{Status: status, Code: code, Message: ve.Error(), Details: map[string]any{"field": ve.Field}}
+	case errors.As(err, &le):
+		code := wire.CodeStaleLease
+		if le.State == store.StateCancelled {
+			code = wire.CodeCancelled
+		}
+		return &api.Error{Status: http.StatusConflict, Code: code, Message: le.Error(),
+			Details: map[string]any{"reason": le.Reason, "state": string(le.State)}}
+	case errors.As(err, &se):
+		return &api.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: se.Error(),
+			Details: map[string]any{"state": string(se.State), "op": se.Op}}
+	case errors.Is(err, store.ErrNotFound):
+		return api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no such execution")
+	case errors.Is(err, store.ErrNotFinished):
+		return api.Errorf(http.StatusConflict, wire.CodeNotTerminal, "the execution has not finished yet")
+	case errors.Is(err, store.ErrStaleLease):
+		return api.Errorf(http.StatusConflict, wire.CodeStaleLease, "%v", err)
+	case errors.Is(err, store.ErrWrongState):
+		return api.Errorf(http.StatusConflict, wire.CodeConflict, "%v", err)
+	case errors.Is(err, store.ErrInvalid):
+		return api.Errorf(http.StatusBadRequest, wire.CodeValidation, "%v", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &api.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "request cancelled or timed out", Err: err}
+	}
+	return api.Internal(err)
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// rawJSON returns b as a JSON value, or nil when empty.
+func rawJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+func toExecution(ex *store.Execution) wire.Execution {
+	w := wire.Execution{
+		ID:               string(ex.ID),
+		Namespace:        ex.Namespace,
+		Lane:             ex.Lane,
+		Kind:             ex.Kind,
+		Priority:         ex.Priority,
+		Tags:             ex.Tags,
+		Requires:         ex.RequiredCapabilities,
+		State:            string(ex.State.Public),
+		LifecyclePhase:   string(ex.State.Lifecycle),
+		OwnershipState:   string(ex.State.Ownership),
+		EligibilityState: string(ex.State.Eligibility),
+		BlockingReason:   string(ex.State.BlockingReason),
+		BlockingDetail:   ex.State.BlockingDetail,
+		TerminalOutcome:  string(ex.State.Outcome),
+		AttemptState:     string(ex.State.AttemptState),
+		Attempt:          ex.AttemptCount,
+		MaxAttempts:      max(ex.Retry.Attempts, 1),
+		LastError:        ex.FailureReason,
+		Input:            rawJSON(ex.Payload),
+		Result:           rawJSON(ex.Result),
+		CreatedAt:        timePtr(ex.CreatedAt),
+		StartedAt:        timePtr(ex.StartedAt),
+		CompletedAt:      timePtr(ex.EndedAt),
+		DelayUntil:       timePtr(ex.EligibleAt),
+		DeadlineAt:       timePtr(ex.DeadlineAt),
+	}
+	if ex.Lease != nil {
+		w.LeaseExpiresAt = timePtr(ex.Lease.ExpiresAt)
+	}
+	return w
+}
+
+func toTask(g store.Grant) wire.Task {
+	t := wire.Task{
+		ExecutionID:    string(g.ExecutionID),
+		Kind:           g.Kind,
+		Namespace:      g.Namespace,
+		Lane:           g.Lane,
+		Attempt:        g.Attempt,
+		MaxAttempts:    g.MaxAttempts,
+		LeaseID:        g.ID,
+		Epoch:          g.Epoch,
+		LeaseExpiresAt: g.LeaseExpiresAt,
+		DeadlineAt:     timePtr(g.AttemptDeadline),
+		Tags:           g.Tags,
+		Input:          rawJSON(g.Payload),
+	}
+	if len(g.Upstreams) > 0 {
+		t.Upstreams = make(map[string]json.RawMessage, len(g.Upstreams))
+		for k, v := range g.Upstreams {
+			t.Upstreams[k] = rawJSON(v)
+		}
+	}
+	return t
+}

@@ -1,0 +1,45 @@
+package wire_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// TestSpecExamples decodes every JSON example of spec/api.md strictly (no
+// unknown fields) into one of the wire types, so the reference cannot
+// drift from the code.
+func TestSpecExamples(t *testing.T) {
+	data, err := os.ReadFile("../../spec/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```json\n(.*?)```").FindAllSubmatch(data, -1)
+	if len(blocks) < 5 {
+		t.Fatalf("found %d JSON examples in spec/api.md, want at least 5", len(blocks))
+	}
+	types := map[string]func() any{
+		"ErrorEnvelope":   func() any { return new(wire.ErrorEnvelope) },
+		"CreateExecution": func() any { return new(wire.CreateExecution) },
+		"Execution":       func() any { return new(wire.Execution) },
+		"ClaimRequest":    func() any { return new(wire.ClaimRequest) },
+		"Task":            func() any { return new(wire.Task) },
+	}
+	for i, b := range blocks {
+		var matched []string
+		for name, mk := range types {
+			dec := json.NewDecoder(bytes.NewReader(b[1]))
+			dec.DisallowUnknownFields()
+			if dec.Decode(mk()) == nil {
+				matched = append(matched, name)
+			}
+		}
+		if len(matched) == 0 {
+			t.Errorf("example %d of spec/api.md decodes strictly into no wire type:\n%s", i+1, b[1])
+		}
+	}
+}

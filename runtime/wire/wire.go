@@ -1,0 +1,302 @@
+// Package wire holds the JSON bodies of the ffrun HTTP API, shared by the
+// server (runtime/api), the Go client (runtime/client) and the worker SDK
+// (runtime/worker). It has no behaviour beyond field definitions and a few
+// constants, so importing it pulls in nothing heavy.
+package wire
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+)
+
+// Error codes: the stable values of ErrorBody.Code. Clients switch on these,
+// never on messages.
+const (
+	CodeInvalidJSON      = "invalid_json"      // 400: the body is not valid JSON of the expected shape
+	CodeUnknownField     = "unknown_field"     // 400: the body has a field the route does not accept
+	CodeValidation       = "validation_failed" // 400: a field has a bad value; details.field names it
+	CodePayloadTooLarge  = "payload_too_large" // 413: the body exceeds the route's limit
+	CodeUnauthorized     = "unauthorized"      // 401: missing or wrong bearer token
+	CodeNotFound         = "not_found"         // 404: no such execution
+	CodeUnknownRoute     = "unknown_route"     // 404: no such route
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeStaleLease       = "stale_lease"     // 409: lease id/epoch do not match, or the lease expired or was revoked
+	CodeCancelled        = "cancelled"       // 409: the execution was cancelled while leased
+	CodeConflict         = "conflict"        // 409: the execution is not in a state that allows the call
+	CodeNotTerminal      = "not_terminal"    // 409: the result was asked for before the execution ended
+	CodeUnavailable      = "unavailable"     // 503: Valkey unreachable or the server is shutting down
+	CodeNotImplemented   = "not_implemented" // 501: the route exists in the API but not in this server yet
+	CodeInternal         = "internal"        // 500: anything else; the server logs the cause
+)
+
+// ErrorEnvelope is the body of every non-2xx response.
+type ErrorEnvelope struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody describes one error.
+type ErrorBody struct {
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// CreateExecution is the body of POST /v1/executions and one item of a
+// batch create.
+type CreateExecution struct {
+	Namespace      string            `json:"namespace,omitempty"` // default plan.DefaultNamespace
+	Lane           string            `json:"lane,omitempty"`      // default plan.DefaultLane
+	Kind           string            `json:"kind"`                // handler key; required
+	Input          json.RawMessage   `json:"input,omitempty"`     // any JSON value
+	Priority       *int              `json:"priority,omitempty"`  // plan.PriorityMin..Max; default plan.PriorityDefault
+	Tags           map[string]string `json:"tags,omitempty"`
+	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+	Retry          *plan.Retry       `json:"retry,omitempty"`       // default: one attempt
+	TimeoutMs      int64             `json:"timeout_ms,omitempty"`  // per attempt; 0 = none
+	DeadlineMs     int64             `json:"deadline_ms,omitempty"` // whole execution, from creation; 0 = none
+	DelayMs        int64             `json:"delay_ms,omitempty"`    // not eligible before now+delay
+	Requires       []string          `json:"requires,omitempty"`    // worker capabilities needed
+}
+
+// CreateExecutionResponse is the body of a successful create: 201 when the
+// execution was created, 200 when the idempotency key matched an earlier one.
+type CreateExecutionResponse struct {
+	Execution Execution `json:"execution"`
+	Created   bool      `json:"created"`
+}
+
+// CreateBatchRequest is the body of POST /v1/executions/batch.
+type CreateBatchRequest struct {
+	Executions []CreateExecution `json:"executions"`
+}
+
+// CreateBatchResponse lists one result per requested execution, in order.
+type CreateBatchResponse struct {
+	Results []CreateBatchResult `json:"results"`
+}
+
+// CreateBatchResult is the outcome of one item of a batch create: the id
+// and state of the execution (GET it for the rest), or an error.
+type CreateBatchResult struct {
+	ID      string     `json:"id,omitempty"`
+	State   string     `json:"state,omitempty"`
+	Created bool       `json:"created"` // false: the idempotency key matched an earlier execution
+	Error   *ErrorBody `json:"error,omitempty"`
+}
+
+// Execution is the public view of one execution.
+type Execution struct {
+	ID        string            `json:"id"`
+	Namespace string            `json:"namespace"`
+	Lane      string            `json:"lane"`
+	Kind      string            `json:"kind"`
+	Priority  int               `json:"priority"`
+	Tags      map[string]string `json:"tags,omitempty"`
+	Requires  []string          `json:"requires,omitempty"`
+
+	// State is the public state (waiting, delayed, active, completed,
+	// failed, cancelled, expired, ...); the fields below it are the state
+	// vector it is derived from (spec/runtime.md).
+	State            string `json:"state"`
+	LifecyclePhase   string `json:"lifecycle_phase,omitempty"`
+	OwnershipState   string `json:"ownership_state,omitempty"`
+	EligibilityState string `json:"eligibility_state,omitempty"`
+	BlockingReason   string `json:"blocking_reason,omitempty"`
+	BlockingDetail   string `json:"blocking_detail,omitempty"`
+	TerminalOutcome  string `json:"terminal_outcome,omitempty"`
+	AttemptState     string `json:"attempt_state,omitempty"`
+
+	Attempt     int    `json:"attempt"`      // attempts started so far
+	MaxAttempts int    `json:"max_attempts"` // from the retry policy
+	LastError   string `json:"last_error,omitempty"`
+
+	Input  json.RawMessage `json:"input,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+
+	CreatedAt      *time.Time `json:"created_at,omitempty"`
+	StartedAt      *time.Time `json:"started_at,omitempty"`
+	CompletedAt    *time.Time `json:"completed_at,omitempty"`
+	DelayUntil     *time.Time `json:"delay_until,omitempty"`
+	DeadlineAt     *time.Time `json:"deadline_at,omitempty"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+}
+
+// ExecutionList is the body of GET /v1/executions.
+type ExecutionList struct {
+	Executions []Execution `json:"executions"`
+	NextCursor string      `json:"next_cursor,omitempty"` // empty on the last page
+}
+
+// Cancel is the body of POST /v1/executions/{id}/cancel (optional).
+type Cancel struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// RevokeLease is the body of POST /v1/executions/{id}/revoke-lease (optional).
+type RevokeLease struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// SetPriority is the body of PUT /v1/executions/{id}/priority.
+type SetPriority struct {
+	Priority *int `json:"priority"`
+}
+
+// ExecutionResult is the body of GET /v1/executions/{id}/result.
+type ExecutionResult struct {
+	ID     string          `json:"id"`
+	State  string          `json:"state"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// ClaimRequest is the body of POST /v1/worker/claim: a long-poll for up to
+// Max tasks.
+type ClaimRequest struct {
+	WorkerID     string   `json:"worker_id"`
+	InstanceID   string   `json:"instance_id,omitempty"` // one process of the worker; default worker_id
+	Namespace    string   `json:"namespace,omitempty"`   // default plan.DefaultNamespace
+	Lanes        []string `json:"lanes,omitempty"`       // default [plan.DefaultLane]
+	Capabilities []string `json:"capabilities,omitempty"`
+	Max          int      `json:"max,omitempty"`     // default 1, at most ClaimMaxLimit
+	WaitMs       int64    `json:"wait_ms,omitempty"` // 0 = do not wait; at most ClaimWaitMaxMs
+	LeaseMs      int64    `json:"lease_ms,omitempty"`
+}
+
+// Limits of ClaimRequest and the batched lease calls.
+const (
+	ClaimMaxLimit  = 256
+	ClaimWaitMaxMs = 60_000
+	LeaseMsMin     = 100
+	LeaseMsMax     = 3_600_000
+	LeaseMsDefault = 30_000
+	BatchMax       = 1_000 // items per renew/complete/fail/create batch
+)
+
+// ClaimResponse is the body of a claim: zero or more tasks.
+type ClaimResponse struct {
+	Tasks []Task `json:"tasks"`
+}
+
+// Task is one granted attempt of an execution: what a worker runs.
+type Task struct {
+	ExecutionID    string                     `json:"execution_id"`
+	Kind           string                     `json:"kind"`
+	Namespace      string                     `json:"namespace"`
+	Lane           string                     `json:"lane"`
+	Attempt        int                        `json:"attempt"`
+	MaxAttempts    int                        `json:"max_attempts,omitempty"`
+	LeaseID        string                     `json:"lease_id"`
+	Epoch          int64                      `json:"epoch"`
+	LeaseExpiresAt time.Time                  `json:"lease_expires_at"`
+	DeadlineAt     *time.Time                 `json:"deadline_at,omitempty"`
+	CreatedAt      *time.Time                 `json:"created_at,omitempty"`
+	Tags           map[string]string          `json:"tags,omitempty"`
+	Input          json.RawMessage            `json:"input,omitempty"`
+	Upstreams      map[string]json.RawMessage `json:"upstreams,omitempty"`
+}
+
+// Lease is the fence every worker call carries: a call whose lease id or
+// epoch is not the current one is rejected and changes nothing.
+type Lease struct {
+	ExecutionID string `json:"execution_id"`
+	LeaseID     string `json:"lease_id"`
+	Epoch       int64  `json:"epoch"`
+}
+
+// RenewRequest is the body of POST /v1/worker/renew.
+type RenewRequest struct {
+	WorkerID string  `json:"worker_id,omitempty"`
+	LeaseMs  int64   `json:"lease_ms,omitempty"`
+	Leases   []Lease `json:"leases"`
+}
+
+// Completion is one item of POST /v1/worker/complete.
+type Completion struct {
+	Lease
+	Output json.RawMessage `json:"output,omitempty"`
+}
+
+// CompleteRequest is the body of POST /v1/worker/complete.
+type CompleteRequest struct {
+	WorkerID    string       `json:"worker_id,omitempty"`
+	Completions []Completion `json:"completions"`
+}
+
+// Failure is one item of POST /v1/worker/fail.
+type Failure struct {
+	Lease
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+}
+
+// FailRequest is the body of POST /v1/worker/fail.
+type FailRequest struct {
+	WorkerID string    `json:"worker_id,omitempty"`
+	Failures []Failure `json:"failures"`
+}
+
+// LeaseResults is the body of a batched renew, complete or fail: one result
+// per item, in request order. The HTTP status is 200 even when some items
+// were rejected.
+type LeaseResults struct {
+	Results []LeaseResult `json:"results"`
+}
+
+// LeaseResult is the outcome of one item of a batched worker call.
+type LeaseResult struct {
+	ExecutionID    string     `json:"execution_id"`
+	OK             bool       `json:"ok"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"` // renew only
+	State          string     `json:"state,omitempty"`            // public state after the call, when known
+	Error          *ErrorBody `json:"error,omitempty"`
+}
+
+// SingleRenew, SingleComplete and SingleFail are the bodies of the
+// per-execution worker routes POST /v1/executions/{id}/renew|complete|fail,
+// which answer 409 on a stale lease instead of a per-item result.
+type SingleRenew struct {
+	LeaseID string `json:"lease_id"`
+	Epoch   int64  `json:"epoch"`
+	LeaseMs int64  `json:"lease_ms,omitempty"`
+}
+
+// SingleComplete completes one execution.
+type SingleComplete struct {
+	LeaseID string          `json:"lease_id"`
+	Epoch   int64           `json:"epoch"`
+	Output  json.RawMessage `json:"output,omitempty"`
+}
+
+// SingleFail fails one attempt.
+type SingleFail struct {
+	LeaseID   string `json:"lease_id"`
+	Epoch     int64  `json:"epoch"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+}
+
+// StageFlow is the body of POST /v1/flows (served once flows land).
+type StageFlow struct {
+	Plan           *plan.Flow      `json:"plan"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	Namespace      string          `json:"namespace,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+}
+
+// FlowRun is the body describing one run of a flow.
+type FlowRun struct {
+	ID     string          `json:"id"`
+	Flow   string          `json:"flow"`
+	State  string          `json:"state"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// Health is the body of /healthz and /readyz.
+type Health struct {
+	Status string `json:"status"`          // "ok" or "unavailable"
+	Error  string `json:"error,omitempty"` // why not ready
+}

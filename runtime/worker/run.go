@@ -1,0 +1,703 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// Defaults and limits of Config.
+const (
+	ConcurrencyDefault  = 1
+	ConcurrencyMax      = wire.ClaimMaxLimit
+	LeaseTTLDefault     = 30 * time.Second
+	ClaimWaitDefault    = 30 * time.Second
+	DrainTimeoutDefault = 30 * time.Second
+	ClaimLingerDefault  = time.Millisecond
+	OutputMaxBytes      = 1 << 20 // largest handler output the server accepts
+	retryDelayMin       = 50 * time.Millisecond
+	requestSlack        = 15 * time.Second // bound of a request beyond its long-poll wait
+	retryDelayMax       = 5 * time.Second
+)
+
+// Config configures a Worker.
+type Config struct {
+	URL          string   // ffrun base URL; required
+	Token        string   // bearer token, when the server requires one
+	Name         string   // worker id; default the host name
+	Namespace    string   // default plan.DefaultNamespace
+	Lanes        []string // default [plan.DefaultLane]
+	Capabilities []string // advertised capabilities
+	Concurrency  int      // handlers running at once; default 1
+
+	LeaseTTL      time.Duration // lease asked for each claim; default 30s
+	RenewInterval time.Duration // default LeaseTTL/3
+	ClaimWait     time.Duration // long-poll wait per claim request; default 30s
+	DrainTimeout  time.Duration // how long Run waits for handlers after ctx ends; default 30s
+	// ClaimLinger is how long a busy worker waits for more of its slots to
+	// be free before claiming (batching); 0 = ClaimLingerDefault, negative
+	// = claim as soon as one slot is free.
+	ClaimLinger time.Duration
+
+	// OnReported, when set, is called once the server answered the report
+	// of an attempt's outcome: err is nil when it was recorded, else why
+	// not (a stale lease, a transport failure). A hook for metrics.
+	OnReported func(executionID string, err error)
+
+	HTTPClient *http.Client   // default: a client with pooled connections
+	Logger     *slog.Logger   // default: discard
+	Client     *client.Client // overrides URL, Token and HTTPClient when set
+}
+
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = "worker"
+		if h, err := os.Hostname(); err == nil && h != "" {
+			c.Name = h
+		}
+	}
+	c.Namespace = cmp.Or(c.Namespace, plan.DefaultNamespace)
+	if len(c.Lanes) == 0 {
+		c.Lanes = []string{plan.DefaultLane}
+	}
+	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, LeaseTTLDefault)
+	c.RenewInterval = cmp.Or(c.RenewInterval, c.LeaseTTL/3)
+	c.ClaimWait = cmp.Or(c.ClaimWait, ClaimWaitDefault)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
+	c.ClaimLinger = cmp.Or(c.ClaimLinger, ClaimLingerDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Client == nil && c.URL == "" {
+		return errors.New("worker: Config.URL is required")
+	}
+	if c.Concurrency < 1 || c.Concurrency > ConcurrencyMax {
+		return fmt.Errorf("worker: Config.Concurrency %d is outside 1..%d", c.Concurrency, ConcurrencyMax)
+	}
+	if c.LeaseTTL < wire.LeaseMsMin*time.Millisecond || c.LeaseTTL > wire.LeaseMsMax*time.Millisecond {
+		return fmt.Errorf("worker: Config.LeaseTTL %s is outside %dms..%dms", c.LeaseTTL, wire.LeaseMsMin, wire.LeaseMsMax)
+	}
+	if c.RenewInterval <= 0 || c.RenewInterval >= c.LeaseTTL {
+		return fmt.Errorf("worker: Config.RenewInterval %s must be positive and below LeaseTTL %s", c.RenewInterval, c.LeaseTTL)
+	}
+	if c.ClaimWait < 0 || c.ClaimWait > wire.ClaimWaitMaxMs*time.Millisecond {
+		return fmt.Errorf("worker: Config.ClaimWait %s is outside 0..%dms", c.ClaimWait, wire.ClaimWaitMaxMs)
+	}
+	if c.DrainTimeout < 0 {
+		return fmt.Errorf("worker: Config.DrainTimeout %s is negative", c.DrainTimeout)
+	}
+	if err := checkName("Config.Name", c.Name, 256); err != nil {
+		return err
+	}
+	if err := checkName("Config.Namespace", c.Namespace, 64); err != nil {
+		return err
+	}
+	for i, l := range c.Lanes {
+		if err := checkName(fmt.Sprintf("Config.Lanes[%d]", i), l, 64); err != nil {
+			return err
+		}
+	}
+	if err := plan.ValidateCapabilities(c.Capabilities); err != nil {
+		return fmt.Errorf("worker: Config.Capabilities: %w", err)
+	}
+	return nil
+}
+
+func checkName(field, v string, limit int) error {
+	if v == "" {
+		return fmt.Errorf("worker: %s must not be empty", field)
+	}
+	if len(v) > limit {
+		return fmt.Errorf("worker: %s is %d bytes, the limit is %d", field, len(v), limit)
+	}
+	for _, r := range v {
+		if r <= ' ' || r == 0x7f || r == ':' {
+			return fmt.Errorf("worker: %s %q contains whitespace, a control character or ':'", field, v)
+		}
+	}
+	return nil
+}
+
+// Worker runs handlers for the tasks it claims. Create it with New,
+// register handlers with Handle, then call Run once.
+type Worker struct {
+	cfg      Config
+	log      *slog.Logger
+	c        *client.Client
+	instance string
+
+	mu       sync.Mutex
+	handlers map[string]Handler
+	running  bool
+	active   map[string]*running // by lease id
+
+	slots   chan struct{}  // one token per free handler slot
+	reports chan report    // finished attempts waiting to be reported
+	quit    chan struct{}  // closed when the drain is over: report what is queued and stop
+	inWork  sync.WaitGroup // handlers running
+}
+
+// running is one task this worker holds a lease for.
+type running struct {
+	lease   wire.Lease
+	expires time.Time
+	cancel  context.CancelCauseFunc
+	lost    atomic.Bool // lease rejected: do not report
+}
+
+// report is the outcome of one attempt.
+type report struct {
+	r         *running
+	output    []byte
+	failed    bool
+	message   string
+	retryable bool
+}
+
+// New validates cfg and returns a Worker.
+func New(cfg Config) (*Worker, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := cfg.Client
+	if c == nil {
+		opts := []client.Option{client.WithToken(cfg.Token)}
+		if cfg.HTTPClient != nil {
+			opts = append(opts, client.WithHTTPClient(cfg.HTTPClient))
+		}
+		var err error
+		c, err = client.New(cfg.URL, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &Worker{
+		cfg:      cfg,
+		log:      cfg.Logger.With(slog.String(attrWorker, cfg.Name)),
+		c:        c,
+		instance: cfg.Name + "-" + hex.EncodeToString(b[:]),
+		handlers: map[string]Handler{},
+		active:   map[string]*running{},
+	}, nil
+}
+
+// Handle registers h for kind. Registering a kind twice, an empty kind or a
+// nil handler is an error, as is registering after Run started.
+func (w *Worker) Handle(kind string, h Handler) error {
+	if kind == "" {
+		return errors.New("worker: handle: empty kind")
+	}
+	if h == nil {
+		return fmt.Errorf("worker: handle %q: nil handler", kind)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running {
+		return fmt.Errorf("worker: handle %q: the worker is already running", kind)
+	}
+	if _, dup := w.handlers[kind]; dup {
+		return fmt.Errorf("worker: handle %q: kind already has a handler", kind)
+	}
+	w.handlers[kind] = h
+	return nil
+}
+
+// Run claims and runs tasks until ctx ends, then drains: it stops claiming,
+// waits up to DrainTimeout for running handlers (their leases are still
+// renewed and their outcomes reported), cancels the ones still running with
+// cause ErrShutdown, and returns. It returns nil after a clean drain.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.running {
+		w.mu.Unlock()
+		return errors.New("worker: Run called twice")
+	}
+	if len(w.handlers) == 0 {
+		w.mu.Unlock()
+		return errors.New("worker: no handlers registered")
+	}
+	w.running = true
+	w.mu.Unlock()
+
+	w.slots = make(chan struct{}, w.cfg.Concurrency)
+	for range w.cfg.Concurrency {
+		w.slots <- struct{}{}
+	}
+	w.reports = make(chan report, w.cfg.Concurrency*2)
+	w.quit = make(chan struct{})
+
+	// Handlers, renewals and reports outlive ctx during the drain.
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	handlerBase, stopHandlers := context.WithCancelCause(bg)
+	defer stopHandlers(ErrShutdown)
+
+	var side sync.WaitGroup
+	renewDone := make(chan struct{})
+	side.Go(func() { w.renewLoop(bg, renewDone) })
+	reporterDone := make(chan struct{})
+	go func() { w.reportLoop(bg); close(reporterDone) }()
+
+	w.log.InfoContext(ctx, "worker started", slog.String(attrInstance, w.instance),
+		slog.Int("concurrency", w.cfg.Concurrency), slog.Any("lanes", w.cfg.Lanes))
+	w.claimLoop(ctx, handlerBase)
+
+	// Drain.
+	w.log.InfoContext(ctx, "worker draining")
+	var err error
+	drained := make(chan struct{})
+	go func() { w.inWork.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(w.cfg.DrainTimeout):
+		err = fmt.Errorf("worker: drain timeout %s: handlers still running were cancelled", w.cfg.DrainTimeout)
+		stopHandlers(ErrShutdown)
+		select {
+		case <-drained:
+		case <-time.After(time.Second):
+		}
+	}
+	close(w.quit)
+	select {
+	case <-reporterDone:
+	case <-time.After(max(w.cfg.DrainTimeout, 5*time.Second)):
+		err = errors.Join(err, errors.New("worker: reporting outcomes did not finish in time"))
+	}
+	close(renewDone)
+	stopBG()
+	side.Wait()
+	w.log.InfoContext(ctx, "worker stopped")
+	return err
+}
+
+// claimLoop long-polls for as many tasks as there are free slots.
+func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) {
+	delay := retryDelayMin
+	for {
+		// Wait for one free slot, then take every other free one.
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.slots:
+		}
+		free := 1 + w.takeSlots(ctx, w.cfg.Concurrency-1)
+		// Bound the request: a server that vanished mid long-poll must not
+		// hang the worker.
+		cctx, cancel := context.WithTimeout(ctx, w.cfg.ClaimWait+requestSlack)
+		tasks, err := w.c.Claim(cctx, wire.ClaimRequest{
+			WorkerID:     w.cfg.Name,
+			InstanceID:   w.instance,
+			Namespace:    w.cfg.Namespace,
+			Lanes:        w.cfg.Lanes,
+			Capabilities: w.cfg.Capabilities,
+			Max:          free,
+			WaitMs:       w.cfg.ClaimWait.Milliseconds(),
+			LeaseMs:      w.cfg.LeaseTTL.Milliseconds(),
+		})
+		cancel()
+		for range free - len(tasks) {
+			w.slots <- struct{}{}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			level := slog.LevelWarn
+			var ae *client.APIError
+			if errors.As(err, &ae) && ae.Status < 500 {
+				level = slog.LevelError // configuration: a wrong token, lane or capability
+			}
+			w.log.Log(ctx, level, "claim failed; retrying", slog.Any(attrError, err), slog.Duration("delay", delay))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			delay = min(delay*2, retryDelayMax)
+			continue
+		}
+		delay = retryDelayMin
+		for _, t := range tasks {
+			w.start(handlerBase, t)
+		}
+	}
+}
+
+// takeSlots takes up to n more free slots. While other handlers still
+// run it lingers up to ClaimLinger for them to finish too, so that a busy
+// worker claims in batches instead of one task per request (fewer, larger
+// claims cost Valkey and HTTP much less per task); an idle worker claims
+// at once.
+func (w *Worker) takeSlots(ctx context.Context, n int) int {
+	got := 0
+	take := func() bool {
+		select {
+		case <-w.slots:
+			got++
+			return true
+		default:
+			return false
+		}
+	}
+	for got < n && take() {
+	}
+	if got == n || w.cfg.ClaimLinger <= 0 {
+		return got
+	}
+	t := time.NewTimer(w.cfg.ClaimLinger)
+	defer t.Stop()
+	for got < n {
+		select {
+		case <-w.slots:
+			got++
+		case <-t.C:
+			return got
+		case <-ctx.Done():
+			return got
+		}
+	}
+	return got
+}
+
+// start runs the handler of t in its own goroutine; its slot is already
+// taken.
+func (w *Worker) start(base context.Context, t wire.Task) {
+	hctx, cancel := context.WithCancelCause(base)
+	r := &running{lease: wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch}, expires: t.LeaseExpiresAt, cancel: cancel}
+	w.mu.Lock()
+	// A new lease on an execution this worker still runs means the old
+	// lease is gone (revoked or expired, then granted again).
+	var superseded []*running
+	for _, old := range w.active {
+		if old.lease.ExecutionID == t.ExecutionID {
+			superseded = append(superseded, old)
+		}
+	}
+	w.active[t.LeaseID] = r
+	h := w.handlers[t.Kind]
+	w.mu.Unlock()
+	for _, old := range superseded {
+		w.lose(old, ErrLeaseLost)
+	}
+	task := &Task{
+		id: t.ExecutionID, kind: t.Kind, namespace: t.Namespace, lane: t.Lane,
+		attempt: t.Attempt, maxAttempts: t.MaxAttempts, tags: t.Tags,
+		input: t.Input, upstreams: t.Upstreams,
+	}
+	if t.DeadlineAt != nil {
+		task.deadline = *t.DeadlineAt
+	}
+	w.inWork.Add(1)
+	go func() {
+		defer w.inWork.Done()
+		defer cancel(nil)
+		rep := report{r: r}
+		if h == nil {
+			rep.failed, rep.retryable = true, true
+			rep.message = fmt.Sprintf("worker %s has no handler for kind %q", w.cfg.Name, t.Kind)
+			w.log.Warn("no handler for claimed task", slog.String(attrKind, t.Kind), slog.String(attrExecution, t.ExecutionID))
+		} else {
+			ctx := hctx
+			if !task.deadline.IsZero() {
+				var c context.CancelFunc
+				ctx, c = context.WithDeadline(hctx, task.deadline)
+				defer c()
+			}
+			out, err := w.call(ctx, h, task)
+			switch {
+			case err != nil:
+				rep.failed, rep.message, rep.retryable = true, err.Error(), !IsPermanent(err)
+			case len(out) > OutputMaxBytes:
+				rep.failed, rep.message = true, fmt.Sprintf("handler output is %d bytes, the limit is %d", len(out), OutputMaxBytes)
+			case len(out) > 0 && !json.Valid(out):
+				rep.failed, rep.message = true, "handler output is not valid JSON"
+			default:
+				rep.output = out
+			}
+		}
+		w.slots <- struct{}{}
+		select {
+		case w.reports <- rep:
+		case <-w.quit: // abandoned after the drain timeout
+		}
+	}()
+}
+
+// call runs h, turning a panic into a *PanicError.
+func (w *Worker) call(ctx context.Context, h Handler, t *Task) (out []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error("handler panicked", slog.String(attrKind, t.kind), slog.String(attrExecution, t.id),
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			out, err = nil, &PanicError{Value: p}
+		}
+	}()
+	return h(ctx, t)
+}
+
+// renewLoop renews every held lease once per interval, in one request.
+func (w *Worker) renewLoop(ctx context.Context, done <-chan struct{}) {
+	t := time.NewTicker(w.cfg.RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.renewOnce(ctx)
+	}
+}
+
+func (w *Worker) renewOnce(ctx context.Context) {
+	w.mu.Lock()
+	held := make([]*running, 0, len(w.active))
+	for _, r := range w.active {
+		if !r.lost.Load() {
+			held = append(held, r)
+		}
+	}
+	w.mu.Unlock()
+	now := time.Now()
+	for start := 0; start < len(held); start += wire.BatchMax {
+		batch := held[start:min(start+wire.BatchMax, len(held))]
+		leases := make([]wire.Lease, len(batch))
+		for i, r := range batch {
+			leases[i] = r.lease
+		}
+		rctx, cancel := context.WithTimeout(ctx, w.cfg.RenewInterval)
+		res, err := w.c.Renew(rctx, wire.RenewRequest{WorkerID: w.cfg.Name, LeaseMs: w.cfg.LeaseTTL.Milliseconds(), Leases: leases})
+		cancel()
+		if err != nil || len(res) != len(batch) {
+			if err == nil {
+				err = fmt.Errorf("renew answered %d results for %d leases", len(res), len(batch))
+			}
+			w.log.Warn("renew failed", slog.Any(attrError, err), slog.Int("leases", len(batch)))
+			for _, r := range batch {
+				w.mu.Lock()
+				exp := r.expires
+				w.mu.Unlock()
+				if now.After(exp) { // it ran out while we could not reach the server
+					w.lose(r, ErrLeaseLost)
+				}
+			}
+			continue
+		}
+		for i, rr := range res {
+			r := batch[i]
+			switch {
+			case rr.OK:
+				if rr.LeaseExpiresAt != nil {
+					w.mu.Lock()
+					r.expires = *rr.LeaseExpiresAt
+					w.mu.Unlock()
+				}
+			case rr.Error != nil && rr.Error.Code == wire.CodeCancelled:
+				w.lose(r, ErrCancelled)
+			default:
+				w.lose(r, ErrLeaseLost)
+			}
+		}
+	}
+}
+
+// lose marks r's lease as gone and cancels its handler.
+func (w *Worker) lose(r *running, cause error) {
+	if r.lost.Swap(true) {
+		return
+	}
+	w.log.Info("lease lost; cancelling handler", slog.String(attrExecution, r.lease.ExecutionID), slog.Any("cause", cause))
+	r.cancel(cause)
+}
+
+// reportLoop sends outcomes, coalescing whatever finished while the
+// previous request was in flight into one request per kind of outcome.
+func (w *Worker) reportLoop(ctx context.Context) {
+	for {
+		var first report
+		select {
+		case first = <-w.reports:
+		case <-w.quit:
+			for {
+				select {
+				case r := <-w.reports:
+					w.send(ctx, append([]report{r}, w.queued()...))
+				default:
+					return
+				}
+			}
+		}
+		w.send(ctx, append([]report{first}, w.queued()...))
+	}
+}
+
+// queued takes the reports waiting in the channel without blocking.
+func (w *Worker) queued() []report {
+	var out []report
+	for len(out) < wire.BatchMax-1 {
+		select {
+		case r := <-w.reports:
+			out = append(out, r)
+		default:
+			return out
+		}
+	}
+	return out
+}
+
+func (w *Worker) send(ctx context.Context, batch []report) {
+	var comps []wire.Completion
+	var fails []wire.Failure
+	var compR, failR []*running
+	for _, rep := range batch {
+		if rep.r.lost.Load() {
+			w.forget(rep.r)
+			continue
+		}
+		if rep.failed {
+			fails = append(fails, wire.Failure{Lease: rep.r.lease, Message: rep.message, Retryable: rep.retryable})
+			failR = append(failR, rep.r)
+		} else {
+			comps = append(comps, wire.Completion{Lease: rep.r.lease, Output: rep.output})
+			compR = append(compR, rep.r)
+		}
+	}
+	var wg sync.WaitGroup
+	if len(comps) > 0 {
+		wg.Go(func() {
+			w.deliver(ctx, "complete", compR, func(ctx context.Context) ([]wire.LeaseResult, error) {
+				return w.c.Complete(ctx, wire.CompleteRequest{WorkerID: w.cfg.Name, Completions: comps})
+			})
+		})
+	}
+	if len(fails) > 0 {
+		wg.Go(func() {
+			w.deliver(ctx, "fail", failR, func(ctx context.Context) ([]wire.LeaseResult, error) {
+				return w.c.Fail(ctx, wire.FailRequest{WorkerID: w.cfg.Name, Failures: fails})
+			})
+		})
+	}
+	wg.Wait()
+}
+
+// deliver sends one batched report, retrying transport errors while the
+// leases may still be valid.
+func (w *Worker) deliver(ctx context.Context, op string, rs []*running, call func(context.Context) ([]wire.LeaseResult, error)) {
+	defer func() {
+		for _, r := range rs {
+			w.forget(r)
+		}
+	}()
+	reported := func(i int, err error) {
+		if w.cfg.OnReported != nil && i < len(rs) {
+			w.cfg.OnReported(rs[i].lease.ExecutionID, err)
+		}
+	}
+	var latest time.Time
+	w.mu.Lock()
+	for _, r := range rs {
+		if r.expires.After(latest) {
+			latest = r.expires
+		}
+	}
+	w.mu.Unlock()
+	delay := retryDelayMin
+	for {
+		cctx, cancel := context.WithTimeout(ctx, requestSlack)
+		res, err := call(cctx)
+		cancel()
+		if err == nil {
+			for i, rr := range res {
+				if rr.OK {
+					reported(i, nil)
+					continue
+				}
+				if i < len(rs) {
+					w.log.Warn(op+" rejected", slog.String(attrExecution, rs[i].lease.ExecutionID),
+						slog.String(attrCode, codeOf(rr.Error)), slog.String("message", msgOf(rr.Error)))
+				}
+				reported(i, fmt.Errorf("worker: %s rejected: %s: %s", op, codeOf(rr.Error), msgOf(rr.Error)))
+			}
+			return
+		}
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.Status < 500 {
+			w.log.Error(op+" refused", slog.Any(attrError, err), slog.Int("items", len(rs)))
+			for i := range rs {
+				reported(i, err)
+			}
+			return
+		}
+		if time.Now().Add(delay).After(latest) || ctx.Err() != nil {
+			w.log.Error(op+" failed; the server will recover the tasks when their leases expire",
+				slog.Any(attrError, err), slog.Int("items", len(rs)))
+			for i := range rs {
+				reported(i, err)
+			}
+			return
+		}
+		w.log.Warn(op+" failed; retrying", slog.Any(attrError, err), slog.Duration("delay", delay))
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, retryDelayMax)
+	}
+}
+
+func (w *Worker) forget(r *running) {
+	w.mu.Lock()
+	if w.active[r.lease.LeaseID] == r {
+		delete(w.active, r.lease.LeaseID)
+	}
+	w.mu.Unlock()
+}
+
+func codeOf(b *wire.ErrorBody) string {
+	if b == nil {
+		return ""
+	}
+	return b.Code
+}
+
+func msgOf(b *wire.ErrorBody) string {
+	if b == nil {
+		return ""
+	}
+	return b.Message
+}
+
+// Attribute keys of this package's logs.
+const (
+	attrWorker    = "worker"
+	attrInstance  = "instance"
+	attrKind      = "kind"
+	attrExecution = "execution_id"
+	attrError     = "error"
+	attrCode      = "code"
+)

@@ -1,0 +1,470 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
+	"github.com/flowfabric/ff/runtime/worker"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	valkeytest.StopShared()
+	os.Exit(code)
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// run starts w.Run and returns a stop function that cancels it and returns
+// its error.
+func run(t *testing.T, w *worker.Worker) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(20 * time.Second):
+				err = errors.New("worker did not stop")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func newWorker(t *testing.T, env *servertest.Env, mod func(*worker.Config)) *worker.Worker {
+	t.Helper()
+	cfg := worker.Config{
+		URL:          env.URL,
+		Token:        env.Config.Token,
+		Name:         "test-worker",
+		Concurrency:  4,
+		LeaseTTL:     time.Second,
+		ClaimWait:    2 * time.Second,
+		DrainTimeout: 5 * time.Second,
+		Logger:       servertest.Logger(t),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	w, err := worker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func waitResult(t *testing.T, env *servertest.Env, id string) *wire.ExecutionResult {
+	t.Helper()
+	r, err := env.Client.WaitResult(ctxT(t), id, 20*time.Millisecond)
+	if err != nil {
+		t.Fatalf("wait for %s: %v", id, err)
+	}
+	return r
+}
+
+func create(t *testing.T, env *servertest.Env, req wire.CreateExecution) string {
+	t.Helper()
+	ex, _, err := env.Client.CreateExecution(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex.ID
+}
+
+func TestLifecycleThroughWorker(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	w := newWorker(t, env, nil)
+	err := w.Handle("greet", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		var in struct{ Name string }
+		if err := json.Unmarshal(task.Input(), &in); err != nil {
+			return nil, worker.Permanent(err)
+		}
+		if task.Kind() != "greet" || task.Attempt() != 1 || task.ID() == "" {
+			return nil, fmt.Errorf("bad task accessors: %q %d %q", task.Kind(), task.Attempt(), task.ID())
+		}
+		return json.Marshal(map[string]string{"greeting": "hello " + in.Name})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("greet", func(context.Context, *worker.Task) (json.RawMessage, error) { return nil, nil }); err == nil {
+		t.Fatal("registering a kind twice: want an error")
+	}
+	stop := run(t, w)
+	ids := make([]string, 10)
+	for i := range ids {
+		ids[i] = create(t, env, wire.CreateExecution{Kind: "greet", Input: json.RawMessage(fmt.Sprintf(`{"name":"n%d"}`, i))})
+	}
+	for i, id := range ids {
+		r := waitResult(t, env, id)
+		want := &wire.ExecutionResult{ID: id, State: "completed", Result: json.RawMessage(fmt.Sprintf(`{"greeting":"hello n%d"}`, i))}
+		if diff := cmp.Diff(want, r); diff != "" {
+			t.Errorf("result %d (-want +got):\n%s", i, diff)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  worker.Config
+		want string
+	}{
+		{"no url", worker.Config{}, "Config.URL is required"},
+		{"bad capability", worker.Config{URL: "http://x", Capabilities: []string{"a b"}}, "Config.Capabilities"},
+		{"too many capabilities", worker.Config{URL: "http://x", Capabilities: make([]string, plan.MaxCapabilities+1)}, "Config.Capabilities"},
+		{"concurrency", worker.Config{URL: "http://x", Concurrency: -1}, "Config.Concurrency"},
+		{"lease", worker.Config{URL: "http://x", LeaseTTL: time.Millisecond}, "Config.LeaseTTL"},
+		{"renew", worker.Config{URL: "http://x", LeaseTTL: time.Second, RenewInterval: 2 * time.Second}, "Config.RenewInterval"},
+		{"lane", worker.Config{URL: "http://x", Lanes: []string{"a:b"}}, "Config.Lanes[0]"},
+		{"scheme", worker.Config{URL: "ftp://x"}, "scheme"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := worker.New(tt.cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New: %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRetryWithBackoffThenSuccess(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	var calls atomic.Int32
+	w := newWorker(t, env, nil)
+	_ = w.Handle("flaky", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		n := calls.Add(1)
+		if int(n) != task.Attempt() {
+			return nil, worker.Permanent(fmt.Errorf("attempt %d on call %d", task.Attempt(), n))
+		}
+		if n < 3 {
+			return nil, fmt.Errorf("transient %d", n)
+		}
+		return json.RawMessage(`"done"`), nil
+	})
+	run(t, w)
+	id := create(t, env, wire.CreateExecution{Kind: "flaky", Retry: &plan.Retry{Attempts: 5, Backoff: plan.BackoffExponential, DelayMs: 50, MaxDelayMs: 200}})
+	r := waitResult(t, env, id)
+	if r.State != "completed" || string(r.Result) != `"done"` {
+		t.Fatalf("result %+v", r)
+	}
+	ex, err := env.Client.GetExecution(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Attempt != 3 || calls.Load() != 3 {
+		t.Fatalf("attempts %d, handler calls %d, want 3 and 3", ex.Attempt, calls.Load())
+	}
+}
+
+func TestRetriesExhaustedAndPermanent(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	var calls, permCalls atomic.Int32
+	w := newWorker(t, env, nil)
+	_ = w.Handle("broken", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		calls.Add(1)
+		return nil, errors.New("always broken")
+	})
+	_ = w.Handle("fatal", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		permCalls.Add(1)
+		return nil, worker.Permanent(errors.New("bad input"))
+	})
+	_ = w.Handle("panics", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		panic("boom")
+	})
+	run(t, w)
+	retry := &plan.Retry{Attempts: 3, Backoff: plan.BackoffFixed, DelayMs: 20}
+	broken := create(t, env, wire.CreateExecution{Kind: "broken", Retry: retry})
+	fatal := create(t, env, wire.CreateExecution{Kind: "fatal", Retry: retry})
+	panics := create(t, env, wire.CreateExecution{Kind: "panics"})
+	if r := waitResult(t, env, broken); r.State != "failed" || !strings.Contains(r.Error, "always broken") {
+		t.Fatalf("broken: %+v", r)
+	}
+	if calls.Load() != 3 {
+		t.Fatalf("broken handler ran %d times, want 3", calls.Load())
+	}
+	if r := waitResult(t, env, fatal); r.State != "failed" || !strings.Contains(r.Error, "bad input") {
+		t.Fatalf("fatal: %+v", r)
+	}
+	if permCalls.Load() != 1 {
+		t.Fatalf("permanent failure ran %d times, want 1", permCalls.Load())
+	}
+	if r := waitResult(t, env, panics); r.State != "failed" || !strings.Contains(r.Error, "boom") {
+		t.Fatalf("panics: %+v", r)
+	}
+	// The worker survived the panic.
+	ok := create(t, env, wire.CreateExecution{Kind: "fatal"})
+	if r := waitResult(t, env, ok); r.State != "failed" {
+		t.Fatalf("after panic: %+v", r)
+	}
+}
+
+func TestCancelWhileRunning(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	started := make(chan string, 1)
+	cause := make(chan error, 1)
+	w := newWorker(t, env, func(c *worker.Config) { c.LeaseTTL = 600 * time.Millisecond })
+	_ = w.Handle("slow", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		started <- task.ID()
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil, ctx.Err()
+	})
+	run(t, w)
+	id := create(t, env, wire.CreateExecution{Kind: "slow"})
+	select {
+	case got := <-started:
+		if got != id {
+			t.Fatalf("started %s, want %s", got, id)
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("handler never started")
+	}
+	ex, err := env.Client.CancelExecution(ctxT(t), id, "user asked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.State != "cancelled" {
+		t.Fatalf("state after cancel %q", ex.State)
+	}
+	select {
+	case c := <-cause:
+		if !errors.Is(c, worker.ErrCancelled) {
+			t.Fatalf("handler context cause %v, want ErrCancelled", c)
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("handler context was not cancelled")
+	}
+	if r := waitResult(t, env, id); r.State != "cancelled" {
+		t.Fatalf("result after cancel: %+v", r)
+	}
+}
+
+// TestKilledWorkerTaskCompletedOnce: a worker that dies mid-task (it claims
+// and never reports) loses the lease when it expires; another worker
+// completes the task exactly once, and the dead worker's late report is
+// rejected.
+func TestKilledWorkerTaskCompletedOnce(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := ctxT(t)
+	id := create(t, env, wire.CreateExecution{Kind: "job", Retry: &plan.Retry{Attempts: 3, DelayMs: 10}})
+	// The doomed worker: claims with a short lease, then vanishes.
+	tasks, err := env.Client.Claim(ctx, wire.ClaimRequest{WorkerID: "doomed", WaitMs: 2000, LeaseMs: 200})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("doomed claim: %+v %v", tasks, err)
+	}
+	dead := wire.Lease{ExecutionID: tasks[0].ExecutionID, LeaseID: tasks[0].LeaseID, Epoch: tasks[0].Epoch}
+
+	var runs atomic.Int32
+	w := newWorker(t, env, nil)
+	_ = w.Handle("job", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		runs.Add(1)
+		return json.RawMessage(fmt.Sprintf(`{"attempt":%d}`, task.Attempt())), nil
+	})
+	run(t, w)
+	r := waitResult(t, env, id)
+	if r.State != "completed" || string(r.Result) != `{"attempt":2}` {
+		t.Fatalf("result %+v", r)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("handler ran %d times, want 1", runs.Load())
+	}
+	_, err = env.Client.CompleteOne(ctx, dead, json.RawMessage(`"late"`))
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != 409 || ae.Code != wire.CodeStaleLease {
+		t.Fatalf("late completion of the dead worker: %v, want 409 %s", err, wire.CodeStaleLease)
+	}
+	r2 := waitResult(t, env, id)
+	if diff := cmp.Diff(r, r2); diff != "" {
+		t.Fatalf("result changed by a stale completion (-want +got):\n%s", diff)
+	}
+}
+
+// TestDrainFinishesInFlight: cancelling Run lets a running handler finish
+// and report.
+func TestDrainFinishesInFlight(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	started := make(chan struct{})
+	release := make(chan struct{})
+	w := newWorker(t, env, nil)
+	_ = w.Handle("job", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		close(started)
+		<-release
+		return json.RawMessage(`"finished"`), nil
+	})
+	stop := run(t, w)
+	id := create(t, env, wire.CreateExecution{Kind: "job"})
+	<-started
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	time.Sleep(50 * time.Millisecond) // let the drain begin
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if r := waitResult(t, env, id); r.State != "completed" || string(r.Result) != `"finished"` {
+		t.Fatalf("result %+v", r)
+	}
+	// After the drain nothing more is claimed.
+	next := create(t, env, wire.CreateExecution{Kind: "job"})
+	time.Sleep(100 * time.Millisecond)
+	ex, err := env.Client.GetExecution(ctxT(t), next)
+	if err != nil || ex.State != "waiting" {
+		t.Fatalf("after drain: %v %+v", err, ex)
+	}
+}
+
+// TestBadOutputFailsOnlyItsTask: an output that is not JSON or too large
+// fails that attempt permanently; outputs reported in the same batch are
+// unaffected.
+func TestBadOutputFailsOnlyItsTask(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	w := newWorker(t, env, nil)
+	_ = w.Handle("out", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		switch string(task.Input()) {
+		case `"bad"`:
+			return json.RawMessage(`{not json`), nil
+		case `"big"`:
+			return json.RawMessage(`"` + strings.Repeat("x", worker.OutputMaxBytes) + `"`), nil
+		}
+		return json.RawMessage(`"fine"`), nil
+	})
+	run(t, w)
+	retry := &plan.Retry{Attempts: 3}
+	bad := create(t, env, wire.CreateExecution{Kind: "out", Input: json.RawMessage(`"bad"`), Retry: retry})
+	big := create(t, env, wire.CreateExecution{Kind: "out", Input: json.RawMessage(`"big"`), Retry: retry})
+	good := create(t, env, wire.CreateExecution{Kind: "out", Input: json.RawMessage(`"good"`)})
+	if r := waitResult(t, env, bad); r.State != "failed" || !strings.Contains(r.Error, "not valid JSON") {
+		t.Errorf("bad output: %+v", r)
+	}
+	if r := waitResult(t, env, big); r.State != "failed" || !strings.Contains(r.Error, "limit") {
+		t.Errorf("big output: %+v", r)
+	}
+	if r := waitResult(t, env, good); r.State != "completed" || string(r.Result) != `"fine"` {
+		t.Errorf("good output: %+v", r)
+	}
+}
+
+// TestStoppedWorkerMidTask: a worker stopped while its handler hangs (it
+// ignores its context) stops renewing; the lease expires, another worker
+// completes the task once, and the hung handler's late result is dropped.
+func TestStoppedWorkerMidTask(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	id := create(t, env, wire.CreateExecution{Kind: "job", Retry: &plan.Retry{Attempts: 3, DelayMs: 10}})
+
+	hung := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	a := newWorker(t, env, func(c *worker.Config) {
+		c.Name, c.LeaseTTL, c.DrainTimeout = "a", 300*time.Millisecond, 50*time.Millisecond
+	})
+	_ = a.Handle("job", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		close(hung)
+		<-release // ignores ctx: a stuck handler
+		return json.RawMessage(`"from a"`), nil
+	})
+	stopA := run(t, a)
+	<-hung
+	if err := stopA(); err == nil {
+		t.Fatal("stopping a worker with a stuck handler: want a drain timeout error")
+	}
+
+	var runs atomic.Int32
+	b := newWorker(t, env, func(c *worker.Config) { c.Name = "b" })
+	_ = b.Handle("job", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		runs.Add(1)
+		return json.RawMessage(`"from b"`), nil
+	})
+	run(t, b)
+	r := waitResult(t, env, id)
+	if r.State != "completed" || string(r.Result) != `"from b"` || runs.Load() != 1 {
+		t.Fatalf("result %+v after %d runs of b", r, runs.Load())
+	}
+}
+
+// TestRevokedLeaseCancelsHandler: an operator revoke makes the next renew
+// fail; the handler sees ErrLeaseLost and the task runs again.
+// With one slot the renewal finds out; with more, the worker may claim the
+// execution again first and must cancel the superseded attempt itself.
+func TestRevokedLeaseCancelsHandler(t *testing.T) {
+	for _, slots := range []int{1, 4} {
+		t.Run(fmt.Sprint("slots=", slots), func(t *testing.T) {
+			t.Parallel()
+			testRevokedLease(t, slots)
+		})
+	}
+}
+
+func testRevokedLease(t *testing.T, slots int) {
+	env := servertest.Start(t)
+	started := make(chan int, 2)
+	cause := make(chan error, 1)
+	w := newWorker(t, env, func(c *worker.Config) { c.LeaseTTL, c.Concurrency = 600*time.Millisecond, slots })
+	_ = w.Handle("job", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		started <- task.Attempt()
+		if task.Attempt() > 1 {
+			return json.RawMessage(`"second"`), nil
+		}
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil, ctx.Err()
+	})
+	run(t, w)
+	id := create(t, env, wire.CreateExecution{Kind: "job", Retry: &plan.Retry{Attempts: 3}})
+	if a := <-started; a != 1 {
+		t.Fatalf("first attempt %d", a)
+	}
+	if _, err := env.Client.RevokeLease(ctxT(t), id, "test"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-cause:
+		if !errors.Is(c, worker.ErrLeaseLost) {
+			t.Fatalf("cause %v, want ErrLeaseLost", c)
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("handler context not cancelled after revoke")
+	}
+	if r := waitResult(t, env, id); r.State != "completed" || string(r.Result) != `"second"` {
+		t.Fatalf("result %+v", r)
+	}
+}
