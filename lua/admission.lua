@@ -1,5 +1,6 @@
--- admission.lua: the worker registry and capability routing (issue 5).
--- Budgets and quotas will join this file.
+-- admission.lua: the worker registry, capability routing, and blocking and
+-- unblocking executions for budgets and quotas (issue 5). The budget and
+-- quota records themselves are in budget.lua and quota.lua.
 
 -- ff_worker_heartbeat: register or refresh a connected worker instance.
 -- KEYS[1]  <prefix>ff:{w:<ns>}:workers          ZSET instance -> expiry ms
@@ -76,5 +77,67 @@ local function ff_unblock_route(keys, argv)
   return ok(n, seen >= limit and 1 or 0)
 end
 
+-- The eligibility of each admission blocking reason.
+local BLOCK_ELIGIBILITY = {
+  waiting_for_budget = 'blocked_by_budget',
+  waiting_for_quota = 'blocked_by_quota',
+  waiting_for_capable_worker = 'blocked_by_route',
+}
+
+-- ff_block: move an eligible execution to its lane's blocked index of the
+-- reason (…:blocked for capable workers, …:blocked_budget, …:blocked_quota).
+-- KEYS[1]  partition anchor
+-- ARGV[1]  uuid
+-- ARGV[2]  reason: waiting_for_budget | waiting_for_quota | waiting_for_capable_worker
+-- ARGV[3]  detail (human-readable)
+-- ARGV[4]  recheck delay, ms: the blocked index score is now + delay, and
+--          the unblock scanner looks at entries whose score has passed
+-- Reply: {1, public_state}
+--        {0, 'not_found'}
+--        {0, 'wrong_state', public_state}  (not eligible now)
+--        {0, 'invalid', 'reason', message}
+local function ff_block(keys, argv)
+  local p = part(keys[1])
+  local elig = BLOCK_ELIGIBILITY[argv[2]]
+  if not elig then return refuse('invalid', 'reason', 'not an admission blocking reason: ' .. argv[2]) end
+  local c = read_core(p, argv[1])
+  if not c then return refuse('not_found') end
+  if not is(c.state, 'runnable') or split(c).eligibility ~= 'eligible_now' then
+    return refuse('wrong_state', public_of(c.state))
+  end
+  local now = now_ms()
+  leave_indexes(p, c)
+  redis.call('HSET', c.key, 'updated_at', ts(now), 'blocking_detail', clip(argv[3]),
+    'state', sv('runnable', 'unowned', elig, argv[2], 'none', c.v.attempt))
+  zadd(p, lane_key(p, c.ns, c.lane, RUNNABLE_INDEX[elig]), ts(now + tonumber(argv[4])), c.u)
+  flush(p)
+  return ok('blocked')
+end
+
+-- ff_unblock: make blocked executions eligible again when they are still
+-- blocked for the given reason (the caller checked that it cleared).
+-- KEYS[1]  partition anchor
+-- ARGV[1]  reason: waiting_for_budget | waiting_for_quota
+-- ARGV[2..] uuids
+-- Reply: {1, unblocked}
+local function ff_unblock(keys, argv)
+  local p = part(keys[1])
+  local now = now_ms()
+  local n = 0
+  for i = 2, #argv do
+    local c = read_core(p, argv[i])
+    if c and is(c.state, 'runnable') and split(c).reason == argv[1]
+        and c.v.eligibility == BLOCK_ELIGIBILITY[argv[1]] then
+      leave_indexes(p, c)
+      to_eligible(p, c, c.v.attempt, now)
+      n = n + 1
+    end
+  end
+  flush(p)
+  return ok(n)
+end
+
 redis.register_function('ff_worker_heartbeat', ff_worker_heartbeat)
+redis.register_function('ff_block', ff_block)
+redis.register_function('ff_unblock', ff_unblock)
 redis.register_function('ff_unblock_route', ff_unblock_route)

@@ -29,6 +29,7 @@ local SCORE_EPOCH_MS = 1735689600000 -- 2025-01-01T00:00:00Z
 local SCORE_AGE_SPAN = 2199023255552 -- 2^41 ms, about 69 years
 local PRIORITY_MAX = 1000
 local ERROR_MAX = 4096
+local RECLAIMS_DEFAULT = 3 -- Go: store.MaxReclaimsDefault
 
 -- The clock of the current call, as a number and as the string the server
 -- stores: formatting numbers inside the server is expensive (Redis 7.0
@@ -161,13 +162,15 @@ local function public_of(st)
   return string.match(st or '', '(%S+)$') or ''
 end
 
--- The index of a lane that holds a runnable execution, by eligibility.
+-- The index of a lane that holds a runnable execution, by eligibility. Each
+-- admission reason has its own blocked index, so that the unblock scans of
+-- one reason never wade through executions blocked for another.
 local RUNNABLE_INDEX = {
   eligible_now = 'eligible',
   not_eligible_until_time = 'delayed',
   blocked_by_dependencies = 'pending',
-  blocked_by_budget = 'blocked',
-  blocked_by_quota = 'blocked',
+  blocked_by_budget = 'blocked_budget',
+  blocked_by_quota = 'blocked_quota',
   blocked_by_route = 'blocked',
 }
 
@@ -252,14 +255,14 @@ end
 -- The fields every transition reads first (the fence and the indexes).
 local FENCE_FIELDS = {
   'state', 'ns', 'lane', 'lease_id', 'lease_epoch', 'lease_expires_at', 'attempt_count',
-  'attempt_timeout_ms', 'deadline_at', 'flow_id',
+  'attempt_timeout_ms', 'deadline_at', 'flow_id', 'qheld',
 }
 
 -- The fields transitions that may retry or requeue read on top.
 local MORE_FIELDS = {
   'priority', 'created_at', 'charged_attempts',
   'retry_attempts', 'retry_backoff', 'retry_delay_ms', 'retry_max_delay_ms', 'retry_jitter',
-  'attempt_deadline_at',
+  'attempt_deadline_at', 'reclaims', 'max_reclaims',
 }
 
 -- read_core returns the fence fields of an execution as a table, or nil
@@ -298,7 +301,26 @@ local function attempt_end(c, outcome, message, now)
   return 'att:' .. c.attempt_count .. ':end', ts(now) .. '\t' .. outcome .. '\t' .. clip(message or '')
 end
 
+-- owe_releases records that the quota slots held by the ending attempt of
+-- c must be released: one entry "<quota ref>\t<holder>" per quota in the
+-- partition's release queue B:qrelease (score = time), drained by the store
+-- (DrainQuotaReleases, the quota scanner). The holder is
+-- "<partition>.<uuid>#<qheld>" = "<execution id>#<attempt>#<token>", as
+-- admitted by ff_quota_admit and recorded by ff_claim.
+local function owe_releases(p, c)
+  if c.qheld == '' then return end
+  local n = string.match(p.anchor, '{fp:(%d+)}')
+  local holder = n .. '.' .. c.u .. '#' .. c.qheld
+  local quotas = redis.call('HGET', c.key, 'quotas') or ''
+  for ref in string.gmatch(quotas, '[^,]+') do
+    zadd(p, p.base .. ':qrelease', ts(CLOCK_NOW), ref .. '\t' .. holder)
+  end
+  redis.call('HDEL', c.key, 'qheld')
+  c.qheld = ''
+end
+
 -- leave_indexes removes an execution from the indexes of its current state.
+-- An attempt that ends also owes the release of its quota slots.
 local function leave_indexes(p, c)
   local u = c.u
   if is(c.state, 'active') then
@@ -307,6 +329,7 @@ local function leave_indexes(p, c)
     if c.attempt_timeout_ms ~= '' and c.attempt_timeout_ms ~= '0' then
       zrem(p, p.timeouts, u)
     end
+    owe_releases(p, c)
   elseif is(c.state, 'runnable') then
     local index = RUNNABLE_INDEX[split(c).eligibility]
     if index then
@@ -396,15 +419,22 @@ local function after_attempt(p, c, outcome, message, now, charge, retryable, fra
     return to_terminal(p, c, 'failed', message, now, af, av, 'charged_attempts', itoa(charged), 'last_error', err), 0
   end
   if not charge then
+    if outcome == 'lease_expired' then
+      -- An interrupted attempt (the worker died) is not charged to the
+      -- retry policy; reclaims have their own allowance.
+      local reclaims = num(c.reclaims) + 1
+      local cap = RECLAIMS_DEFAULT
+      if c.max_reclaims ~= '' then cap = num(c.max_reclaims) end
+      if reclaims > cap then
+        return to_terminal(p, c, 'failed', 'reclaims_exhausted: the lease was lost ' .. itoa(reclaims) ..
+          ' times (max_reclaims ' .. itoa(cap) .. ')', now, af, av, 'reclaims', itoa(reclaims), 'last_error', err), 0
+      end
+      return to_eligible(p, c, 'pending_reclaim_attempt', now, af, av, 'reclaims', itoa(reclaims), 'last_error', err), 0
+    end
     return to_eligible(p, c, 'pending_reclaim_attempt', now, af, av, 'last_error', err), 0
   end
   local attempt = 'pending_retry_attempt'
-  local delay = 0
-  if outcome == 'lease_expired' then
-    attempt = 'pending_reclaim_attempt'
-  else
-    delay = backoff(c, charged, frac)
-  end
+  local delay = backoff(c, charged, frac)
   if delay <= 0 then
     return to_eligible(p, c, attempt, now, af, av, 'charged_attempts', itoa(charged), 'last_error', err), 0
   end
@@ -421,10 +451,11 @@ local function lease_check(c, lease_id, epoch, now)
   return nil
 end
 
--- expire_lease applies the lease-expiry transition (the attempt is charged;
--- a lost lease is retried at once while attempts remain).
+-- expire_lease applies the lease-expiry transition: the interrupted attempt
+-- is not charged to the retry policy; the execution is eligible again at
+-- once (a reclaim) until its reclaims exceed max_reclaims, then it fails.
 local function expire_lease(p, c, now)
-  return after_attempt(p, c, 'lease_expired', 'lease expired', now, true, true, 0)
+  return after_attempt(p, c, 'lease_expired', 'lease expired', now, false, true, 0)
 end
 
 -- jitter_frac turns a caller-supplied seed and an item index into [0,1).

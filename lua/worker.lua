@@ -5,6 +5,7 @@ local CLAIM_FIELDS = {
   'state', 'caps', 'kind', 'priority', 'attempt_count',
   'lease_epoch', 'retry_attempts', 'attempt_timeout_ms', 'payload', 'tags',
   'flow_id', 'flow_node', 'started_at', 'deadline_at', 'input_from', 'ups',
+  'budgets', 'quotas',
 }
 
 -- The attempt type of the next attempt, by the attempt state of a waiting
@@ -61,24 +62,54 @@ end
 --          this worker cannot run is left for others when the union covers
 --          it, and moved to the blocked index (blocked_by_route,
 --          waiting_for_capable_worker) when not.
--- ARGV[8..] the lanes, in KEYS order
--- Reply: {1, grant...}; each grant is {uuid, lane, kind, priority, attempt,
---        attempt_type, lease_id, lease_epoch, lease_expires_at,
---        attempt_deadline_at, max_attempts, payload, tags, flow_id, flow_node,
---        upstreams} where upstreams = {name, result, ...} of a flow member's
---        upstreams that have a result; a member's payload is the result of
---        its feeding upstream (input_from).
+-- ARGV[8]  n, the number of budgets at a hard limit that follow
+-- ARGV[9..8+3n] per breached budget: id, on_hard_limit ('block' | 'fail'),
+--          detail. A candidate counting against one is not granted: it is
+--          blocked (blocked_by_budget, waiting_for_budget, the detail) or,
+--          with 'fail', fails ('budget_exceeded: <detail>').
+-- then     m, the number of quota admissions that follow, then m triples:
+--          uuid, attempt, token. A candidate with quota references is
+--          granted only with an admission for exactly its next attempt
+--          (recorded by ff_quota_admit for holder
+--          "<N>.<uuid>#<attempt>#<token>"); the grant stores
+--          qheld = "<attempt>#<token>", whose slots the end of the attempt
+--          releases (owe_releases). Without an admission it is left
+--          eligible and reported in the reply's second table so the caller
+--          can admit it. Admitted candidates are tried first.
+-- then     the lanes, in KEYS order
+-- Reply: {1, grants, needs}; each grant is {uuid, lane, kind, priority,
+--        attempt, attempt_type, lease_id, lease_epoch, lease_expires_at,
+--        attempt_deadline_at, max_attempts, payload, tags, flow_id,
+--        flow_node, upstreams} where upstreams = {name, result, ...} of a
+--        flow member's upstreams that have a result; a member's payload is
+--        the result of its feeding upstream (input_from). Each need is
+--        {uuid, lane, next attempt, quota references (comma-joined)}.
 local function ff_claim(keys, argv)
   local p = part(keys[1])
   local max = tonumber(argv[4])
   local ttl = tonumber(argv[5])
   local have = {}
   for token in string.gmatch(argv[3], '[^,]+') do have[token] = true end
+  local breached = {}
+  local ai = 9
+  for _ = 1, tonumber(argv[8]) do
+    breached[argv[ai]] = {argv[ai + 1], argv[ai + 2]}
+    ai = ai + 3
+  end
+  local admitted, admitted_list = {}, {}
+  local nadm = tonumber(argv[ai])
+  ai = ai + 1
+  for _ = 1, nadm do
+    admitted[argv[ai]] = {tonumber(argv[ai + 1]), argv[ai + 2]}
+    admitted_list[#admitted_list + 1] = argv[ai]
+    ai = ai + 3
+  end
+  local lane0 = ai - 1 -- argv[lane0 + i] is lane i
 
   -- Candidates from every lane, best score first. The first pass reads
   -- max per lane; executions the worker cannot run (capabilities) make a
   -- second pass read CLAIM_LOOKAHEAD more.
-  local nlanes = #argv - 7
+  local nlanes = #argv - lane0
   local union
   if argv[7] ~= '*' then
     union = {}
@@ -107,7 +138,16 @@ local function ff_claim(keys, argv)
   end
 
   local now, now_s
-  local grants = {}
+  local grants, needs = {}, {}
+  -- over returns the first budget of a comma-separated list that is at a
+  -- hard limit.
+  local function over(list)
+    if not list or list == '' then return nil end
+    for id in string.gmatch(list, '[^,]+') do
+      if breached[id] then return id end
+    end
+    return nil
+  end
   local function try(cand)
     local u = cand.u
     local key = p.xp .. u
@@ -139,6 +179,22 @@ local function ff_claim(keys, argv)
         zrem(p, eligible, u)
         zadd(p, keys[3 + 2 * nlanes + cand.lane], now_s, u)
       end
+    elseif over(v[17]) then
+      local b = breached[over(v[17])]
+      local c = read_core(p, u)
+      if b[1] == 'fail' then
+        leave_indexes(p, c)
+        to_terminal(p, c, 'failed', 'budget_exceeded: ' .. b[2], now)
+      else
+        redis.call('HSET', key, 'updated_at', now_s, 'blocking_detail', b[2],
+          'state', sv('runnable', 'unowned', 'blocked_by_budget', 'waiting_for_budget', 'none',
+            NEXT_STATE[next_attempt(v[1])]))
+        zrem(p, eligible, u)
+        zadd(p, lane_key(p, c.ns, c.lane, 'blocked_budget'), now_s, u)
+      end
+    elseif v[18] and v[18] ~= '' and (not admitted[u] or admitted[u][1] ~= num(v[5]) + 1) then
+      -- Needs a quota admission for this attempt first.
+      needs[#needs + 1] = {u, argv[lane0 + cand.lane], num(v[5]) + 1, v[18]}
     else
       local attempt = num(v[5]) + 1
       local epoch = num(v[6]) + 1
@@ -161,6 +217,10 @@ local function ff_claim(keys, argv)
         df, df == 'updated_at' and now_s or ts(attempt_deadline),
         'att:' .. itoa(attempt), atype .. '\t' .. argv[1] .. '\t' .. argv[2] .. '\t' .. lease_id .. '\t' .. itoa(epoch) .. '\t' .. now_s,
         'state', sv('active', 'leased', 'not_applicable', 'none', 'none', 'running_attempt'))
+      if v[18] and v[18] ~= '' then
+        -- The attempt holds the quota slots admitted for it until it ends.
+        redis.call('HSET', key, 'qheld', itoa(attempt) .. '#' .. admitted[u][2])
+      end
       zrem(p, eligible, u)
       zadd(p, active, now_s, u)
       zadd(p, keys[2], expires_s, u)
@@ -181,27 +241,45 @@ local function ff_claim(keys, argv)
         end
       end
       grants[#grants + 1] = {
-        u, argv[7 + cand.lane], v[3] or '', v[4] or '0', attempt, atype, lease_id, epoch, expires,
+        u, argv[lane0 + cand.lane], v[3] or '', v[4] or '0', attempt, atype, lease_id, epoch, expires,
         attempt_deadline, v[7] or '1', payload, v[10] or '', v[11] or '', v[12] or '', ups,
       }
     end
   end
 
+  -- Admitted candidates first: quota slots are held for them.
+  local tried = {}
+  if nadm > 0 then
+    local lane_of = {}
+    for i = 1, nlanes do lane_of[argv[lane0 + i]] = i end
+    for _, u in ipairs(admitted_list) do
+      if #grants >= max then break end
+      local li = lane_of[redis.call('HGET', p.xp .. u, 'lane') or '']
+      if li and redis.call('ZSCORE', keys[2 + 2 * li], u) then
+        tried[u] = true
+        try({u = u, lane = li})
+      end
+    end
+  end
   local seen = 0
+  if #grants >= max then
+    flush(p)
+    return ok(grants, needs)
+  end
   for _, cand in ipairs(candidates(0, max - 1)) do
     if #grants >= max then break end
     seen = seen + 1
-    try(cand)
+    if not tried[cand.u] then try(cand) end
   end
   if #grants < max and seen >= max then
     -- Some candidates were passed over: look further down each lane.
     for _, cand in ipairs(candidates(max, max + CLAIM_LOOKAHEAD - 1)) do
       if #grants >= max then break end
-      try(cand)
+      if not tried[cand.u] then try(cand) end
     end
   end
   flush(p)
-  return ok(unpack(grants))
+  return ok(grants, needs)
 end
 
 -- ff_renew: extend many leases of one partition.

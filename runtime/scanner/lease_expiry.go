@@ -22,8 +22,9 @@ type LeaseExpiryConfig struct {
 }
 
 // LeaseExpiry requeues executions whose worker stopped renewing its lease:
-// the attempt is charged, and the execution is eligible again while
-// attempts remain, failed otherwise.
+// the interrupted attempt is not charged to the retry policy, and the
+// execution is eligible again (a reclaim) until its reclaims exceed its
+// max_reclaims, then it fails (reclaims_exhausted).
 type LeaseExpiry struct{ *runner }
 
 // NewLeaseExpiry returns a stopped lease-expiry scanner.

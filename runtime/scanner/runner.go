@@ -43,6 +43,7 @@ type runner struct {
 	store    *store.Store
 	step     step
 	prepare  func(ctx context.Context) error // optional: once per tick, before the steps
+	parts    func() int                      // partitions per tick; nil = the flow partitions
 	log      *slog.Logger
 
 	mu     sync.Mutex
@@ -140,7 +141,11 @@ func (r *runner) tick(ctx context.Context) (processed int, more bool, err error)
 			errs = append(errs, err)
 		}
 	}
-	for p := range r.store.FlowPartitions() {
+	n := r.store.FlowPartitions()
+	if r.parts != nil {
+		n = r.parts()
+	}
+	for p := range n {
 		if ctx.Err() != nil {
 			return processed, more, ctx.Err()
 		}

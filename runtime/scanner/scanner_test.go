@@ -333,3 +333,100 @@ func TestUnblockScanner(t *testing.T) {
 	}
 	waitState(t, s, x.ID, store.StateWaiting)
 }
+
+func TestBudgetResetAndUnblockScanners(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, 2)
+	ctx := context.Background()
+	if _, err := s.UpsertBudget(ctx, store.BudgetSpec{ID: "default/b", Dimensions: []store.BudgetDimension{{Name: "n", Hard: 1}},
+		ResetInterval: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReportUsage(ctx, "default/b", "n", 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	x := create(t, s, store.CreateRequest{Budgets: []string{"b"}})
+	p, _ := x.ID.Partition()
+	breached, err := s.BreachedBudgets(ctx)
+	if err != nil || len(breached) != 1 {
+		t.Fatalf("BreachedBudgets = %v, %v", breached, err)
+	}
+	if g, err := s.ClaimAdmitted(ctx, store.ClaimRequest{Partition: p, Lanes: []string{"default"}, Worker: worker, Max: 1, BreachedBudgets: breached}); err != nil || len(g) != 0 {
+		t.Fatalf("ClaimAdmitted = %v, %v", g, err)
+	}
+	waitState(t, s, x.ID, store.StateBlocked)
+	reset, err := NewBudgetReset(BudgetResetConfig{Store: s, Interval: fast, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unblock, err := NewUnblock(UnblockConfig{Store: s, Interval: fast, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, reset)
+	run(t, unblock)
+	waitState(t, s, x.ID, store.StateWaiting)
+	if b, err := s.GetBudget(ctx, "default/b"); err != nil || b.Resets < 1 || b.Dimensions[0].Used != 0 {
+		t.Fatalf("GetBudget = %+v, %v", b, err)
+	}
+}
+
+func TestQuotaScannersFreeSlots(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, 2)
+	ctx := context.Background()
+	if _, err := s.UpsertQuota(ctx, store.QuotaSpec{ID: "default/q", Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	a := create(t, s, store.CreateRequest{Quotas: []string{"q"}})
+	p, _ := a.ID.Partition()
+	g, err := s.ClaimAdmitted(ctx, store.ClaimRequest{Partition: p, Lanes: []string{"default"}, Worker: worker, Max: 1, LeaseTTL: 100 * time.Millisecond})
+	if err != nil || len(g) != 1 {
+		t.Fatalf("ClaimAdmitted = %v, %v", g, err)
+	}
+	active := func() int64 {
+		q, err := s.GetQuota(ctx, "default/q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Subjects[0].Active
+	}
+	if active() != 1 {
+		t.Fatal("slot not taken")
+	}
+	// The worker dies: lease expiry queues the release, the release
+	// scanner frees the slot.
+	expiry, err := NewLeaseExpiry(LeaseExpiryConfig{Store: s, Interval: fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := NewQuotaRelease(QuotaReleaseConfig{Store: s, Interval: fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, expiry)
+	run(t, release)
+	deadline := time.Now().Add(5 * time.Second)
+	for active() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("slot of a dead worker never freed")
+		}
+		time.Sleep(fast)
+	}
+	// An admission that no claim used is freed by the reconciler.
+	if r, err := s.AdmitQuota(ctx, "default/q", store.Admitted{ExecutionID: a.ID, Attempt: 9, Token: "x"}); err != nil || !r.Admitted {
+		t.Fatalf("AdmitQuota = %+v, %v", r, err)
+	}
+	rec, err := NewQuotaReconcile(QuotaReconcileConfig{Store: s, Interval: fast, Grace: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, rec)
+	deadline = time.Now().Add(5 * time.Second)
+	for active() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("orphan admission never freed")
+		}
+		time.Sleep(fast)
+	}
+}

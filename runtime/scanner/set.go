@@ -23,6 +23,10 @@ type SetConfig struct {
 	RetentionInterval      time.Duration
 	RetentionAge           time.Duration
 	UnblockInterval        time.Duration
+	BudgetResetInterval    time.Duration
+	QuotaReleaseInterval   time.Duration
+	QuotaReconcileInterval time.Duration
+	QuotaReconcileGrace    time.Duration
 }
 
 // Set is every scanner ffrun runs.
@@ -33,18 +37,24 @@ type Set struct {
 	Deadline       *Deadline
 	Retention      *Retention
 	Unblock        *Unblock
+	BudgetReset    *BudgetReset
+	QuotaRelease   *QuotaRelease
+	QuotaReconcile *QuotaReconcile
 }
 
 // NewSet builds every scanner from cfg.
 func NewSet(cfg SetConfig) (*Set, error) {
 	var s Set
-	var errs [6]error
+	var errs [9]error
 	s.LeaseExpiry, errs[0] = NewLeaseExpiry(LeaseExpiryConfig{Store: cfg.Store, Interval: cfg.LeaseExpiryInterval, Limit: cfg.Limit, Logger: cfg.Logger})
 	s.Delayed, errs[1] = NewDelayed(DelayedConfig{Store: cfg.Store, Interval: cfg.DelayedInterval, Limit: cfg.Limit, Logger: cfg.Logger})
 	s.AttemptTimeout, errs[2] = NewAttemptTimeout(AttemptTimeoutConfig{Store: cfg.Store, Interval: cfg.AttemptTimeoutInterval, Limit: cfg.Limit, Logger: cfg.Logger})
 	s.Deadline, errs[3] = NewDeadline(DeadlineConfig{Store: cfg.Store, Interval: cfg.DeadlineInterval, Limit: cfg.Limit, Logger: cfg.Logger})
 	s.Retention, errs[4] = NewRetention(RetentionConfig{Store: cfg.Store, Interval: cfg.RetentionInterval, Limit: cfg.Limit, Age: cfg.RetentionAge, Logger: cfg.Logger})
 	s.Unblock, errs[5] = NewUnblock(UnblockConfig{Store: cfg.Store, Interval: cfg.UnblockInterval, Limit: cfg.Limit, Logger: cfg.Logger})
+	s.BudgetReset, errs[6] = NewBudgetReset(BudgetResetConfig{Store: cfg.Store, Interval: cfg.BudgetResetInterval, Limit: cfg.Limit, Logger: cfg.Logger})
+	s.QuotaRelease, errs[7] = NewQuotaRelease(QuotaReleaseConfig{Store: cfg.Store, Interval: cfg.QuotaReleaseInterval, Limit: cfg.Limit, Logger: cfg.Logger})
+	s.QuotaReconcile, errs[8] = NewQuotaReconcile(QuotaReconcileConfig{Store: cfg.Store, Interval: cfg.QuotaReconcileInterval, Grace: cfg.QuotaReconcileGrace, Limit: cfg.Limit, Logger: cfg.Logger})
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -57,7 +67,8 @@ type startStopper interface {
 }
 
 func (s *Set) all() []startStopper {
-	return []startStopper{s.LeaseExpiry, s.Delayed, s.AttemptTimeout, s.Deadline, s.Retention, s.Unblock}
+	return []startStopper{s.LeaseExpiry, s.Delayed, s.AttemptTimeout, s.Deadline, s.Retention, s.Unblock,
+		s.BudgetReset, s.QuotaRelease, s.QuotaReconcile}
 }
 
 // Start starts every scanner. It is safe to call twice.

@@ -22,14 +22,19 @@ type UnblockConfig struct {
 	Logger   *slog.Logger  // nil = discard
 }
 
-// Unblock makes executions that wait for a capable worker eligible again
-// once a connected worker of their namespace covers their capabilities.
-// Each tick reads, per namespace, the union of its connected workers'
-// capabilities once; a failure to read it skips that namespace (nothing is
-// unblocked on a guess). Budget and quota blocks will join it (issue 5).
+// Unblock makes blocked executions eligible again when their reason
+// cleared: a connected worker of their namespace now covers their
+// capabilities (store.Store.UnblockRoute), no budget of theirs is at a hard
+// limit any more, or their quota subjects have room
+// (store.Store.UnblockAdmission). Each tick reads, per namespace, the union
+// of its connected workers' capabilities once, and the budgets at a hard
+// limit once; a failure to read either leaves what depends on it blocked
+// (nothing is unblocked on a guess).
 type Unblock struct {
 	*runner
-	unions map[string][]string // namespace -> capability union, per tick
+	unions       map[string][]string // namespace -> capability union, per tick
+	breached     []store.BudgetBreach
+	budgetsKnown bool
 }
 
 // NewUnblock returns a stopped unblock scanner.
@@ -53,15 +58,28 @@ func NewUnblock(cfg UnblockConfig) (*Unblock, error) {
 				total.Processed += res.Processed
 				total.More = total.More || res.More
 			}
+			res, err := cfg.Store.UnblockAdmission(ctx, store.AdmissionUnblock{Partition: p, Limit: cfg.Limit,
+				Breached: u.breached, BudgetsKnown: u.budgetsKnown})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("budgets and quotas: %w", err))
+			}
+			total.Processed += res.Processed
+			total.More = total.More || res.More
 			return total, errors.Join(errs...)
 		})
 	u.prepare = func(ctx context.Context) error {
+		var berr error
+		u.breached, berr = cfg.Store.BreachedBudgets(ctx)
+		u.budgetsKnown = berr == nil
+		if berr != nil {
+			berr = fmt.Errorf("breached budgets: %w", berr)
+		}
 		namespaces, err := cfg.Store.Namespaces(ctx)
 		u.unions = make(map[string][]string, len(namespaces))
 		if err != nil {
-			return err
+			return errors.Join(berr, err)
 		}
-		var errs []error
+		errs := []error{berr}
 		for _, ns := range namespaces {
 			union, err := cfg.Store.CapabilityUnion(ctx, ns)
 			if err != nil {

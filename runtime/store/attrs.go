@@ -8,3 +8,9 @@ const (
 	attrFlowPartitions = "flow_partitions"
 	attrFunction       = "function"
 )
+
+const (
+	attrError     = "error"
+	attrExecution = "execution"
+	attrEntry     = "entry"
+)

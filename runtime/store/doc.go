@@ -14,6 +14,14 @@
 // life of a deployment: Open stores them at first start and refuses another
 // start with different counts.
 //
+// Admission spans partitions, so it is a sequence of FCALLs that cannot
+// grant what it should not and cannot leak a quota slot: ClaimAdmitted is
+// the scheduler's grant cycle (budgets at a hard limit block or fail
+// candidates inside the claim; quota subjects admit each attempt on their
+// own partition first; unused admissions are given back), attempts that end
+// queue the release of their slots in the same FCALL (DrainQuotaReleases),
+// and ReconcileQuotaSlots frees slots whose holder is not running.
+//
 // The store uses the server's clock (TIME) for every timestamp it writes.
 // Times in requests are durations relative to that clock, except
 // CreateRequest.DelayUntil, an absolute time chosen by the caller.

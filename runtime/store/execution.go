@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -62,9 +63,13 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 	b := &batch{}
 	head := []string{ms(s.cfg.IdempotencyTTL)}
 	random := rand.IntN(s.cfg.FlowPartitions)
+	keyFields, err := s.createQuotaKeys(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
 	for i := range reqs {
 		req := reqs[i]
-		item, e, err := s.createArgs(&req, random)
+		item, e, err := s.createArgs(&req, random, keyFields)
 		if err != nil {
 			out[i].Err = err
 			continue
@@ -89,7 +94,7 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 		}
 		b.calls[0].args = append(b.calls[0].args, s.WakeChannel(), Wake{Partition: e.Partition, Namespace: e.Namespace, Lane: e.Lane}.String())
 	}
-	err := s.run(ctx, b, func(pos int, res []valkey.ValkeyMessage, ref *refusal) {
+	err = s.run(ctx, b, func(pos int, res []valkey.ValkeyMessage, ref *refusal) {
 		e := pending[pos]
 		if ref != nil {
 			out[pos].Err = refusalError(ref, e.ID, "create")
@@ -123,9 +128,65 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 	return out, nil
 }
 
+// createQuotaKeys reads the key field of every quota the requests name
+// without a key value (one pipelined read), so createArgs can tell keyed
+// quotas and extract their key values from the payload.
+func (s *Store) createQuotaKeys(ctx context.Context, reqs []CreateRequest) (map[string]*string, error) {
+	seen := map[string]bool{}
+	var ids []string
+	for _, req := range reqs {
+		ns := cmpOr(req.Namespace, plan.DefaultNamespace)
+		for _, ref := range req.Quotas {
+			if strings.Contains(ref, "=") {
+				continue
+			}
+			id := ref
+			if !strings.Contains(ref, "/") {
+				id = QuotaID(ns, ref)
+			}
+			if _, _, _, err := splitResourceID("quotas", id, false); err != nil || seen[id] {
+				continue // createArgs reports it
+			}
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return s.quotaKeyFields(ctx, ids)
+}
+
+// resolveRefs resolves the budget and quota references of an execution of
+// namespace ns and returns them comma-joined.
+func resolveRefs(ns string, budgetRefs, quotaRefs []string, payload []byte, keyField func(string) (string, bool)) (budgets, quotas []string, err error) {
+	for _, r := range budgetRefs {
+		id, err := resolveBudget("budgets", ns, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !slices.Contains(budgets, id) {
+			budgets = append(budgets, id)
+		}
+	}
+	for _, r := range quotaRefs {
+		sub, err := resolveQuota("quotas", ns, r, payload, keyField)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !slices.Contains(quotas, sub) {
+			quotas = append(quotas, sub)
+		}
+	}
+	if _, err := checkRefs("budgets", budgets); err != nil {
+		return nil, nil, err
+	}
+	if _, err := checkRefs("quotas", quotas); err != nil {
+		return nil, nil, err
+	}
+	return budgets, quotas, nil
+}
+
 // createArgs validates req and returns its ff_create item and the
 // execution it describes (without server times).
-func (s *Store) createArgs(req *CreateRequest, random int) ([]string, *Execution, error) {
+func (s *Store) createArgs(req *CreateRequest, random int, keyFields map[string]*string) ([]string, *Execution, error) {
 	if err := req.normalize(); err != nil {
 		return nil, nil, err
 	}
@@ -133,13 +194,20 @@ func (s *Store) createArgs(req *CreateRequest, random int) ([]string, *Execution
 	if err != nil {
 		return nil, nil, err
 	}
-	budgets, err := checkRefs("budgets", req.Budgets)
+	budgetIDs, quotaSubjects, err := resolveRefs(req.Namespace, req.Budgets, req.Quotas, req.Payload, func(id string) (string, bool) {
+		k := keyFields[id]
+		if k == nil {
+			return "", false
+		}
+		return *k, true
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	quotas, err := checkRefs("quotas", req.Quotas)
-	if err != nil {
-		return nil, nil, err
+	budgets, quotas := strings.Join(budgetIDs, ","), strings.Join(quotaSubjects, ",")
+	maxReclaims := req.MaxReclaims
+	if maxReclaims == 0 {
+		maxReclaims = MaxReclaimsDefault
 	}
 	var tags string
 	if len(req.Tags) > 0 {
@@ -186,6 +254,7 @@ func (s *Store) createArgs(req *CreateRequest, random int) ([]string, *Execution
 		{"retry_max_delay_ms", nonDefault(ms(retry.MaxDelay), "0")},
 		{"retry_jitter", nonDefault(jitter, "0")},
 		{"attempt_timeout_ms", nonDefault(ms(req.AttemptTimeout), "0")},
+		{"max_reclaims", nonDefault(strconv.Itoa(maxReclaims), strconv.Itoa(MaxReclaimsDefault))},
 	} {
 		if f[1] != "" {
 			item = append(item, f[0], f[1])
@@ -195,8 +264,8 @@ func (s *Store) createArgs(req *CreateRequest, random int) ([]string, *Execution
 	e := &Execution{
 		ID: makeID(p, uuid), Partition: p, Namespace: req.Namespace, Lane: req.Lane, Kind: req.Kind,
 		Priority: req.Priority, Tags: req.Tags, Payload: req.Payload,
-		RequiredCapabilities: splitList(caps), Budgets: req.Budgets, Quotas: req.Quotas,
-		Retry: retry, AttemptTimeout: req.AttemptTimeout, IdempotencyKey: req.IdempotencyKey,
+		RequiredCapabilities: splitList(caps), Budgets: budgetIDs, Quotas: quotaSubjects,
+		Retry: retry, AttemptTimeout: req.AttemptTimeout, MaxReclaims: maxReclaims, IdempotencyKey: req.IdempotencyKey,
 		State: StateVector{Lifecycle: LifecycleRunnable, Ownership: OwnershipUnowned, Eligibility: EligibleNow,
 			BlockingReason: WaitingForWorker, Outcome: OutcomeNone, AttemptState: AttemptPendingFirst},
 	}
@@ -242,6 +311,8 @@ func decodeExecution(p int, uuid string, f map[string]string) *Execution {
 			Jitter:   f["retry_jitter"] == "1",
 		},
 		AttemptTimeout: time.Duration(atoi64(f["attempt_timeout_ms"])) * time.Millisecond,
+		MaxReclaims:    MaxReclaimsDefault,
+		Reclaims:       atoi(f["reclaims"]),
 		State:          decodeState(f["state"], f["blocking_detail"]),
 		AttemptCount:   atoi(f["attempt_count"]),
 		FailureReason:  f["failure_reason"],
@@ -254,6 +325,9 @@ func decodeExecution(p int, uuid string, f map[string]string) *Execution {
 		DeadlineAt:     fromMs(f["deadline_at"]),
 		StartedAt:      fromMs(f["started_at"]),
 		EndedAt:        fromMs(f["ended_at"]),
+	}
+	if v, ok := f["max_reclaims"]; ok {
+		e.MaxReclaims = atoi(v)
 	}
 	e.Retry.Attempts = max(e.Retry.Attempts, 1)
 	if e.Retry.Backoff == "" {
@@ -425,7 +499,7 @@ var listFields = []string{
 	"retry_attempts", "retry_backoff", "retry_delay_ms", "retry_max_delay_ms", "retry_jitter", "attempt_timeout_ms",
 	"state", "blocking_detail", "attempt_count", "failure_reason", "last_error",
 	"flow_id", "flow_node", "idem_key", "created_at", "updated_at", "eligible_at", "deadline_at", "started_at", "ended_at",
-	"lease_id", "lease_epoch", "lease_expires_at", "tags",
+	"lease_id", "lease_epoch", "lease_expires_at", "tags", "reclaims", "max_reclaims",
 }
 
 // indexesFor returns the lane indexes that hold executions in state st
@@ -439,11 +513,11 @@ func indexesFor(st PublicState) []string {
 	case StatePending:
 		return []string{indexPending}
 	case StateBlocked:
-		return []string{indexBlocked}
+		return []string{indexBlocked, indexBlockedBudget, indexBlockedQuota}
 	case StateActive:
 		return []string{indexActive}
 	case "":
-		return []string{indexEligible, indexDelayed, indexPending, indexBlocked, indexActive, indexTerminal}
+		return []string{indexEligible, indexDelayed, indexPending, indexBlocked, indexBlockedBudget, indexBlockedQuota, indexActive, indexTerminal}
 	}
 	return []string{indexTerminal}
 }

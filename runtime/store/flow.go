@@ -131,13 +131,17 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 		uuids[x.Name] = newUUID()
 	}
 	head := []string{runUUID, ns, f.Name, uuids[f.Result], req.IdempotencyKey, ms(s.cfg.IdempotencyTTL), string(req.Input)}
+	id := RunID(makeID(p, runUUID))
+	refs, err := newStageRefs(f, ns, id, req.Input)
+	if err != nil {
+		return nil, false, err
+	}
 	members := make([][]string, len(f.Execs))
 	for i, x := range f.Execs {
-		if members[i], err = s.memberArgs(f, x, i, g, uuids); err != nil {
+		if members[i], err = s.memberArgs(f, x, i, g, uuids, refs); err != nil {
 			return nil, false, err
 		}
 	}
-	id := RunID(makeID(p, runUUID))
 	var items []valkey.ValkeyMessage
 	if len(members) <= StageChunkExecs {
 		args := head
@@ -158,11 +162,88 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 		}
 		return first, false, nil
 	}
+	if err := s.registerResources(ctx, f, ns, id, refs); err != nil {
+		return nil, false, err
+	}
 	run, err := s.GetRun(ctx, id)
 	if err != nil {
 		return nil, false, err
 	}
 	return run, true, nil
+}
+
+// stageRefs resolves a flow's budget and quota names at staging.
+type stageRefs struct {
+	ns      string
+	run     RunID
+	input   []byte
+	budgets map[string]plan.Budget
+	quotas  map[string]plan.Quota
+	used    map[string]bool // budget names referenced
+	usedQ   map[string]bool // quota names referenced
+}
+
+func newStageRefs(f *plan.Flow, ns string, run RunID, input []byte) (*stageRefs, error) {
+	r := &stageRefs{ns: ns, run: run, input: input, budgets: map[string]plan.Budget{}, quotas: map[string]plan.Quota{},
+		used: map[string]bool{}, usedQ: map[string]bool{}}
+	for _, b := range f.BudgetDefs {
+		r.budgets[b.Name] = b
+	}
+	for _, q := range f.QuotaDefs {
+		r.quotas[q.Name] = q
+	}
+	return r, nil
+}
+
+// budget returns the budget id of a name referenced by a member: run-scoped
+// budgets get one id per run.
+func (r *stageRefs) budget(field, name string) (string, error) {
+	b, ok := r.budgets[name]
+	if !ok {
+		return "", invalid(field, "budget %q is not declared in the flow's budget_defs", name)
+	}
+	r.used[name] = true
+	if b.Scope == plan.ScopeRun {
+		return RunBudgetID(r.ns, name, r.run), nil
+	}
+	return BudgetID(r.ns, name), nil
+}
+
+// quota returns the subject of a quota referenced by a member. A keyed
+// quota's key value is read from the run's input: a member's own input is
+// an upstream's output, unknown at staging, so for every member the key
+// comes from the run input (documented fallback).
+func (r *stageRefs) quota(field, name string) (string, error) {
+	q, ok := r.quotas[name]
+	if !ok {
+		return "", invalid(field, "quota %q is not declared in the flow's quota_defs", name)
+	}
+	r.usedQ[name] = true
+	return resolveQuota(field, r.ns, name, r.input, func(string) (string, bool) { return q.Key, true })
+}
+
+// registerResources makes the budgets and quotas a new run uses exist:
+// run-scoped budgets are created for the run; shared budgets and quotas
+// are created from the plan's definitions when absent (an existing one is
+// left as it is: ffrun --flows and the API own their definitions).
+func (s *Store) registerResources(ctx context.Context, f *plan.Flow, ns string, run RunID, refs *stageRefs) error {
+	for _, b := range f.BudgetDefs {
+		if !refs.used[b.Name] {
+			continue
+		}
+		if _, err := s.upsertBudget(ctx, BudgetSpecFromPlan(ns, b, run), b.Scope != plan.ScopeRun); err != nil {
+			return fmt.Errorf("store: register budget %s of run %s: %w", b.Name, run, err)
+		}
+	}
+	for _, q := range f.QuotaDefs {
+		if !refs.usedQ[q.Name] {
+			continue
+		}
+		if _, err := s.upsertQuota(ctx, QuotaSpecFromPlan(ns, q), true); err != nil {
+			return fmt.Errorf("store: register quota %s of run %s: %w", q.Name, run, err)
+		}
+	}
+	return nil
 }
 
 // stageChunked writes the members of a large run in chunks (invisible),
@@ -275,7 +356,7 @@ func newGraph(f *plan.Flow) (*graph, error) {
 }
 
 // memberArgs returns the ff_stage_flow entries of exec x (after the count).
-func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map[string]string) ([]string, error) {
+func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map[string]string, refs *stageRefs) ([]string, error) {
 	field := fmt.Sprintf("flow.execs[%d]", i)
 	lane := cmpOr(x.Lane, f.Lane, plan.DefaultLane)
 	if err := checkName(field+".lane", lane); err != nil {
@@ -348,11 +429,30 @@ func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map
 			handled = "1"
 		}
 	}
-	budgets, err := checkRefs(field+".budgets", append(slices.Clone(f.Budgets), x.Budgets...))
+	var budgetIDs, quotaSubjects []string
+	for _, name := range append(slices.Clone(f.Budgets), x.Budgets...) {
+		id, err := refs.budget(field+".budgets", name)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(budgetIDs, id) {
+			budgetIDs = append(budgetIDs, id)
+		}
+	}
+	for _, name := range x.Quotas {
+		sub, err := refs.quota(field+".quotas", name)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(quotaSubjects, sub) {
+			quotaSubjects = append(quotaSubjects, sub)
+		}
+	}
+	budgets, err := checkRefs(field+".budgets", budgetIDs)
 	if err != nil {
 		return nil, err
 	}
-	quotas, err := checkRefs(field+".quotas", x.Quotas)
+	quotas, err := checkRefs(field+".quotas", quotaSubjects)
 	if err != nil {
 		return nil, err
 	}

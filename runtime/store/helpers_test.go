@@ -142,7 +142,7 @@ func (e *env) check(id ExecutionID) *Execution {
 		return err == nil
 	}
 	var got []string
-	for _, idx := range []string{indexEligible, indexDelayed, indexActive, indexTerminal, indexPending, indexBlocked} {
+	for _, idx := range []string{indexEligible, indexDelayed, indexActive, indexTerminal, indexPending, indexBlocked, indexBlockedBudget, indexBlockedQuota} {
 		if in(k.lane(p, x.Namespace, x.Lane, idx)) {
 			got = append(got, idx)
 		}
@@ -162,7 +162,8 @@ func (e *env) check(id ExecutionID) *Execution {
 	case StatePending:
 		want = []string{indexPending}
 	case StateBlocked:
-		want = []string{indexBlocked}
+		want = []string{map[Eligibility]string{BlockedByRoute: indexBlocked, BlockedByBudget: indexBlockedBudget,
+			BlockedByQuota: indexBlockedQuota}[x.State.Eligibility]}
 	case StateActive:
 		want = []string{indexActive, "leases"}
 		if x.AttemptTimeout > 0 {

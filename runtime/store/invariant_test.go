@@ -21,8 +21,42 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 	refusal := func(err error) bool {
 		return err == nil || errors.Is(err, ErrStaleLease) || errors.Is(err, ErrWrongState) || errors.Is(err, ErrNotFound)
 	}
-	for step := range 400 {
-		op := rng.IntN(11)
+	// Admission: a quota with a cap of 2 and a budget with a hard limit.
+	if _, err := e.s.UpsertQuota(e.ctx, QuotaSpec{ID: "default/q", Concurrency: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.UpsertBudget(e.ctx, BudgetSpec{ID: "default/b", Dimensions: []BudgetDimension{{Name: "n", Hard: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	// slots checks the quota: never more slots than its cap, and after the
+	// release queues are drained, exactly one per running attempt with the
+	// quota.
+	seen := map[BlockingReason]bool{}
+	peak := int64(0)
+	slots := func(step int, drained bool) {
+		q, err := e.s.GetQuota(e.ctx, "default/q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		peak = max(peak, q.Subjects[0].Active)
+		if q.Subjects[0].Active > 2 {
+			t.Fatalf("step %d: %d slots held, cap 2", step, q.Subjects[0].Active)
+		}
+		if !drained {
+			return
+		}
+		running := int64(0)
+		for _, x := range ids {
+			if got := e.get(x); got.State.Public == StateActive && len(got.Quotas) > 0 {
+				running++
+			}
+		}
+		if q.Subjects[0].Active != running {
+			t.Fatalf("step %d: %d slots held, %d attempts with the quota running", step, q.Subjects[0].Active, running)
+		}
+	}
+	for step := range 500 {
+		op := rng.IntN(14)
 		var id ExecutionID
 		if len(ids) > 0 {
 			id = ids[rng.IntN(len(ids))]
@@ -43,6 +77,12 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 			if rng.IntN(5) == 0 {
 				req.AttemptTimeout = time.Duration(1+rng.IntN(10)) * time.Millisecond
 			}
+			switch rng.IntN(3) {
+			case 0:
+				req.Quotas = []string{"q"}
+			case 1:
+				req.Budgets = []string{"b"}
+			}
 			var x *Execution
 			x, _, err = e.s.CreateExecution(e.ctx, req)
 			if err == nil {
@@ -54,7 +94,12 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 				ttl = time.Minute
 			}
 			var gs []Grant
-			gs, err = e.s.Claim(e.ctx, ClaimRequest{Partition: rng.IntN(2), Lanes: []string{"default"}, Worker: worker1, Max: 1 + rng.IntN(3), LeaseTTL: ttl})
+			breached, berr := e.s.BreachedBudgets(e.ctx)
+			if berr != nil {
+				t.Fatal(berr)
+			}
+			gs, err = e.s.ClaimAdmitted(e.ctx, ClaimRequest{Partition: rng.IntN(2), Lanes: []string{"default"}, Worker: worker1,
+				Max: 1 + rng.IntN(3), LeaseTTL: ttl, BreachedBudgets: breached})
 			for _, g := range gs {
 				leases[g.ExecutionID] = g.Lease
 			}
@@ -95,21 +140,51 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 					}
 				}
 			}
+		case 11: // spend the budget
+			_, err = e.s.ReportUsage(e.ctx, "default/b", "n", 1, "")
+		case 12: // sometimes reset it
+			if rng.IntN(3) == 0 {
+				_, err = e.s.ResetBudget(e.ctx, "default/b")
+			}
+		case 13: // release, reconcile and unblock
+			breached, berr := e.s.BreachedBudgets(e.ctx)
+			if berr != nil {
+				t.Fatal(berr)
+			}
+			for p := range 2 {
+				if _, err := e.s.DrainQuotaReleases(e.ctx, p, 100); err != nil {
+					t.Fatalf("step %d: drain: %v", step, err)
+				}
+				if _, err := e.s.UnblockAdmission(e.ctx, AdmissionUnblock{Partition: p, Limit: 100, Breached: breached, BudgetsKnown: true}); err != nil {
+					t.Fatalf("step %d: unblock: %v", step, err)
+				}
+			}
+			for q := range e.s.QuotaPartitions() {
+				if _, err := e.s.ReconcileQuotaSlots(e.ctx, q, 0, 100); err != nil {
+					t.Fatalf("step %d: reconcile: %v", step, err)
+				}
+			}
+			slots(step, true)
 		}
+		slots(step, false)
 		if !refusal(err) {
 			t.Fatalf("step %d op %d on %s: %v", step, op, id, err)
 		}
 		if id != "" {
-			e.check(id)
+			seen[e.check(id).State.BlockingReason] = true
 		}
 		if step%20 == 0 || op == 1 || op == 2 || op == 10 {
 			for _, x := range ids {
-				e.check(x)
+				seen[e.check(x).State.BlockingReason] = true
 			}
 		}
 	}
 	for _, x := range ids {
 		e.check(x)
+	}
+	// The sequence exercised admission.
+	if !seen[WaitingForQuota] || !seen[WaitingForBudget] || peak != 2 {
+		t.Fatalf("admission not exercised: reasons seen %v, peak slots %d", seen, peak)
 	}
 	// Everything that ran did so under a lease that was current.
 	for _, x := range ids {

@@ -18,7 +18,9 @@ import (
 //	B:q:<ns>:<lane>:active               ZSET   running; score = claim ms
 //	B:q:<ns>:<lane>:terminal             ZSET   finished; score = end ms
 //	B:q:<ns>:<lane>:pending              ZSET   flows: waiting for upstreams (issue 4)
-//	B:q:<ns>:<lane>:blocked              ZSET   admission blocks (issue 5)
+//	B:q:<ns>:<lane>:blocked              ZSET   waiting for a capable worker; score = block ms
+//	B:q:<ns>:<lane>:blocked_budget       ZSET   waiting for a budget; score = recheck ms
+//	B:q:<ns>:<lane>:blocked_quota        ZSET   waiting for a quota; score = recheck ms
 //	B:leases                             ZSET   running; score = lease expiry ms
 //	B:timeouts                           ZSET   running with an attempt timeout; score = due ms
 //	B:deadlines                          ZSET   non-terminal with a deadline; score = due ms
@@ -37,7 +39,11 @@ const (
 	indexActive   = "active"
 	indexTerminal = "terminal"
 	indexPending  = "pending"
-	indexBlocked  = "blocked"
+	indexBlocked  = "blocked" // waiting for a capable worker
+	// Budget and quota blocks have indexes of their own, so the unblock
+	// scans of one reason never wade through another's.
+	indexBlockedBudget = "blocked_budget"
+	indexBlockedQuota  = "blocked_quota"
 )
 
 type keys struct{ prefix string }
@@ -74,3 +80,37 @@ func (k keys) worker(ns, instance string) string {
 
 // namespaces is the set of namespaces that ever had a connected worker.
 func (k keys) namespaces() string { return k.prefix + "ff:namespaces" }
+
+// Budget and quota keys (spec/runtime.md, "Budgets and quotas"). A budget
+// or quota lives on the partition of the hash of its id.
+//
+//	<prefix>ff:{b:M}:budget:<id>             HASH   budget definition and breach counters
+//	<prefix>ff:{b:M}:budget:<id>:usage       HASH   dimension -> usage
+//	<prefix>ff:{b:M}:usagededup:<id>:<key>   STRING usage report dedup (PX)
+//	<prefix>ff:{b:M}:breached                HASH   id -> budget at a hard limit
+//	<prefix>ff:{b:M}:resets                  ZSET   id -> next scheduled reset
+//	<prefix>ff:{q:K}:quota:<id>              HASH   quota definition
+//	<prefix>ff:{q:K}:quota:<id>:keys         SET    key values seen (keyed quotas)
+//	<prefix>ff:{q:K}:quota:<subject>:window  ZSET   admissions in the window
+//	<prefix>ff:{q:K}:quota:<subject>:slots   ZSET   concurrency slots held
+//	<prefix>ff:{q:K}:subjects                SET    subjects that had admissions
+//	B:qrelease                               ZSET   quota slots owed a release
+
+func (k keys) budgetBase(m int) string { return k.prefix + "ff:{b:" + strconv.Itoa(m) + "}" }
+func (k keys) budget(m int, id string) string {
+	return k.budgetBase(m) + ":budget:" + id
+}
+func (k keys) usageDedup(m int, id, key string) string {
+	return k.budgetBase(m) + ":usagededup:" + id + ":" + key
+}
+func (k keys) breached(m int) string { return k.budgetBase(m) + ":breached" }
+func (k keys) resets(m int) string   { return k.budgetBase(m) + ":resets" }
+
+func (k keys) quotaBase(q int) string { return k.prefix + "ff:{q:" + strconv.Itoa(q) + "}" }
+func (k keys) quota(q int, id string) string {
+	return k.quotaBase(q) + ":quota:" + id
+}
+func (k keys) subjects(q int) string { return k.quotaBase(q) + ":subjects" }
+
+// qrelease is flow partition p's queue of quota slots owed a release.
+func (k keys) qrelease(p int) string { return k.base(p) + ":qrelease" }

@@ -28,8 +28,10 @@ func (s *Store) scan(ctx context.Context, fn string, partition, limit int, extra
 }
 
 // ExpireLeases handles up to limit executions of partition whose lease
-// expired: the attempt ends as lease_expired and is charged; the execution
-// is eligible again at once while attempts remain, failed otherwise.
+// expired: the attempt ends as lease_expired without being charged to the
+// retry policy; the execution is eligible again at once (its next attempt
+// is a reclaim) until its reclaims exceed its max_reclaims, then it fails
+// with reason reclaims_exhausted.
 func (s *Store) ExpireLeases(ctx context.Context, partition, limit int) (ScanResult, error) {
 	return s.scan(ctx, "ff_expire_leases", partition, limit)
 }

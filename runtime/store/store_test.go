@@ -244,7 +244,8 @@ func TestRetriesExhaustedAndPermanent(t *testing.T) {
 func TestLeaseExpiryRequeueExactlyOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	x := e.create(CreateRequest{Retry: RetryPolicy{Attempts: 2}})
+	// One attempt (no retry): a worker that dies does not use it up.
+	x := e.create(CreateRequest{})
 	p, _ := x.ID.Partition()
 	dead := e.claim(x.ID, worker1, 100*time.Millisecond) // this worker "dies"
 	waitUntil(t, 2*time.Second, "lease expiry", func() bool {
@@ -252,8 +253,8 @@ func TestLeaseExpiryRequeueExactlyOnce(t *testing.T) {
 		return err == nil && res.Processed == 1
 	})
 	w := e.wantState(x.ID, StateWaiting)
-	if w.State.AttemptState != AttemptPendingReclaim || w.Attempts[0].Outcome != AttemptLeaseExpired {
-		t.Fatalf("after expiry: %+v attempts %+v", w.State, w.Attempts)
+	if w.State.AttemptState != AttemptPendingReclaim || w.Attempts[0].Outcome != AttemptLeaseExpired || w.Reclaims != 1 {
+		t.Fatalf("after expiry: %+v reclaims %d attempts %+v", w.State, w.Reclaims, w.Attempts)
 	}
 	// Running the scanner again (another ffrun) changes nothing.
 	if res, err := e.s.ExpireLeases(e.ctx, p, 10); err != nil || res.Processed != 0 {
@@ -282,20 +283,68 @@ func TestLeaseExpiryRequeueExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := e.wantState(x.ID, StateCompleted)
-	if string(done.Result) != "once" || len(done.Attempts) != 2 {
+	wantTypes := []AttemptType{AttemptInitial, AttemptReclaim}
+	var gotTypes []AttemptType
+	for _, a := range done.Attempts {
+		gotTypes = append(gotTypes, a.Type)
+	}
+	if string(done.Result) != "once" || !cmp.Equal(wantTypes, gotTypes) {
 		t.Fatalf("done: result %q attempts %+v", done.Result, done.Attempts)
 	}
+}
 
-	// With no attempt left, an expired lease fails the execution.
-	y := e.create(CreateRequest{})
-	e.claim(y.ID, worker1, 100*time.Millisecond)
+func TestReclaimsExhausted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// Two reclaims allowed: the third lost lease fails it.
+	y := e.create(CreateRequest{MaxReclaims: 2})
 	py, _ := y.ID.Partition()
+	var outcomes []PublicState
+	for range 3 {
+		e.claim(y.ID, worker1, 100*time.Millisecond)
+		waitUntil(t, 2*time.Second, "lease expiry", func() bool {
+			res, _ := e.s.ExpireLeases(e.ctx, py, 10)
+			return res.Processed == 1
+		})
+		outcomes = append(outcomes, e.check(y.ID).State.Public)
+	}
+	if diff := cmp.Diff([]PublicState{StateWaiting, StateWaiting, StateFailed}, outcomes); diff != "" {
+		t.Fatalf("states after each lost lease (-want +got):\n%s", diff)
+	}
+	f := e.get(y.ID)
+	if !strings.HasPrefix(f.FailureReason, "reclaims_exhausted") || f.Reclaims != 3 || f.MaxReclaims != 2 || len(f.Attempts) != 3 {
+		t.Fatalf("failed execution: reason %q reclaims %d/%d attempts %d", f.FailureReason, f.Reclaims, f.MaxReclaims, len(f.Attempts))
+	}
+
+	// A reclaim does not use the retry policy's attempts, but a failure
+	// after it does: with one attempt, the failure is final.
+	z := e.create(CreateRequest{})
+	pz, _ := z.ID.Partition()
+	e.claim(z.ID, worker1, 100*time.Millisecond)
 	waitUntil(t, 2*time.Second, "lease expiry", func() bool {
-		res, _ := e.s.ExpireLeases(e.ctx, py, 10)
+		res, _ := e.s.ExpireLeases(e.ctx, pz, 10)
 		return res.Processed == 1
 	})
-	if f := e.wantState(y.ID, StateFailed); f.FailureReason != "lease expired" {
-		t.Fatalf("failure reason %q", f.FailureReason)
+	g := e.claim(z.ID, worker2, time.Minute)
+	if res, err := e.s.Fail(e.ctx, g.Lease, "boom", true); err != nil || res.State != StateFailed {
+		t.Fatalf("Fail after reclaim = %+v, %v", res, err)
+	}
+
+	// An attempt timeout stays a charged failure.
+	to := e.create(CreateRequest{AttemptTimeout: 50 * time.Millisecond})
+	pt, _ := to.ID.Partition()
+	e.claim(to.ID, worker1, time.Minute)
+	waitUntil(t, 2*time.Second, "attempt timeout", func() bool {
+		res, _ := e.s.TimeoutAttempts(e.ctx, pt, 10)
+		return res.Processed == 1
+	})
+	if x := e.wantState(to.ID, StateFailed); x.FailureReason != "attempt timed out" || x.Reclaims != 0 {
+		t.Fatalf("timed out: reason %q reclaims %d", x.FailureReason, x.Reclaims)
+	}
+
+	// Bad allowances are refused.
+	if _, _, err := e.s.CreateExecution(e.ctx, CreateRequest{Kind: "k", MaxReclaims: -1}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("MaxReclaims -1 = %v", err)
 	}
 }
 
@@ -471,6 +520,7 @@ func TestPriorityOrderingAndChange(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
 	low1 := e.create(CreateRequest{Priority: 1})
 	high := e.create(CreateRequest{Priority: 900})
+	time.Sleep(2 * time.Millisecond) // equal priorities go by creation time, in milliseconds
 	low2 := e.create(CreateRequest{Priority: 1})
 	mid := e.create(CreateRequest{Priority: 500})
 	boosted := e.create(CreateRequest{Priority: 0})

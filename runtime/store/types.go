@@ -41,6 +41,13 @@ const (
 	// PartitionsMax bounds each partition count.
 	PartitionsMax = 16384
 
+	// MaxReclaimsDefault is the reclaim allowance of an execution that sets
+	// none (and of every flow member): how many lost leases put it back in
+	// line without charging its retry policy.
+	MaxReclaimsDefault = 3 // Lua: RECLAIMS_DEFAULT
+	// MaxReclaimsMax bounds CreateRequest.MaxReclaims.
+	MaxReclaimsMax = 1000
+
 	// IdempotencyTTLDefault is how long an idempotency key is remembered.
 	IdempotencyTTLDefault = 24 * time.Hour
 	// LeaseTTLDefault is the lease duration when a claim asks for none.
@@ -252,8 +259,22 @@ type CreateRequest struct {
 	Payload   []byte            // opaque input, at most MaxPayloadBytes
 
 	RequiredCapabilities []string // the worker must advertise every one
-	Budgets              []string // budget ids it counts against (admission: later)
-	Quotas               []string // quota ids, "id" or "id=key" (admission: later)
+	// Budgets it counts against: a budget id ("<ns>/<name>", or
+	// "<ns>/<name>@<run id>" for a run-scoped one), or a bare name meaning
+	// "<Namespace>/<name>". Stored as ids.
+	Budgets []string
+	// Quotas that admit it: a quota id or bare name as for Budgets. For a
+	// keyed quota the key value is extracted from Payload (a JSON object)
+	// at the quota's key path; "<quota>=<key value>" gives it explicitly.
+	// A quota given without a key value must exist (its definition says
+	// whether it is keyed). Stored as subjects "<ns>/<name>[=<key value>]".
+	Quotas []string
+
+	// MaxReclaims caps how often a lost lease (the worker died; lease
+	// expiry) puts the execution back in line without charging the retry
+	// policy; past it the execution fails with reason reclaims_exhausted.
+	// 0 = MaxReclaimsDefault.
+	MaxReclaims int
 
 	Retry          RetryPolicy
 	AttemptTimeout time.Duration // per attempt, from claim; 0 = none
@@ -341,6 +362,8 @@ type Execution struct {
 
 	Retry          RetryPolicy   `json:"retry"`
 	AttemptTimeout time.Duration `json:"attempt_timeout,omitempty"`
+	MaxReclaims    int           `json:"max_reclaims"` // reclaim allowance (lost leases)
+	Reclaims       int           `json:"reclaims"`     // lost leases so far
 
 	State         StateVector `json:"state"`
 	AttemptCount  int         `json:"attempt_count"`            // attempts started
@@ -415,6 +438,31 @@ type ClaimRequest struct {
 	// false, such candidates are only passed over.
 	RouteBlocking         bool
 	NamespaceCapabilities []string
+
+	// BreachedBudgets are the budgets at a hard limit (BreachedBudgets,
+	// cached per scan cycle). A candidate counting against one is blocked
+	// (waiting_for_budget) or, with on_hard_limit fail, failed, instead of
+	// granted.
+	BreachedBudgets []BudgetBreach
+	// Admitted are quota admissions recorded for candidates (AdmitQuota):
+	// a candidate with quota references is granted only with an admission
+	// for its next attempt, and admitted candidates are tried first.
+	// ClaimAdmitted fills it; Claim without it passes such candidates over.
+	Admitted []Admitted
+}
+
+// Admitted identifies a quota admission: the attempt of an execution it
+// is for and the token of the admitting call (random per ClaimAdmitted
+// call). Its slot holder is "<execution id>#<attempt>#<token>".
+type Admitted struct {
+	ExecutionID ExecutionID
+	Attempt     int
+	Token       string // letters and digits; may be empty
+}
+
+// holder is the slot holder of an admission.
+func (a Admitted) holder() string {
+	return string(a.ExecutionID) + "#" + strconv.Itoa(a.Attempt) + "#" + a.Token
 }
 
 // Grant is one claimed execution: everything the worker needs to run it.

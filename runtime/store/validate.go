@@ -166,6 +166,9 @@ func (req *CreateRequest) normalize() error {
 	if err := checkDuration("delay", req.Delay); err != nil {
 		return err
 	}
+	if req.MaxReclaims < 0 || req.MaxReclaims > MaxReclaimsMax {
+		return invalid("max_reclaims", "%d is outside 0..%d (0 = the default, %d)", req.MaxReclaims, MaxReclaimsMax, MaxReclaimsDefault)
+	}
 	if req.Delay > 0 && !req.DelayUntil.IsZero() {
 		return invalid("delay_until", "set delay or delay_until, not both")
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -15,7 +16,16 @@ import (
 // and the given lanes of the worker's namespace, highest priority first then
 // oldest, whose required capabilities the worker has. It returns no grants
 // and no error when nothing is eligible.
+//
+// Candidates with quota references are granted only when req.Admitted
+// holds an admission for their next attempt; otherwise they are passed
+// over (ClaimAdmitted admits them). Candidates counting against a budget in
+// req.BreachedBudgets are blocked or failed instead of granted.
 func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]Grant, error) {
+	return s.claim(ctx, req, nil)
+}
+
+func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate) ([]Grant, error) {
 	if req.Partition < 0 || req.Partition >= s.cfg.FlowPartitions {
 		return nil, invalid("partition", "%d is outside 0..%d", req.Partition, s.cfg.FlowPartitions-1)
 	}
@@ -48,9 +58,31 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]Grant, error) {
 		}
 	}
 	p := req.Partition
-	args := append([]string{
+	args := []string{
 		req.Worker.WorkerID, req.Worker.InstanceID, caps, strconv.Itoa(req.Max), ms(ttl), randomToken(8), union,
-	}, req.Lanes...)
+		strconv.Itoa(len(req.BreachedBudgets)),
+	}
+	for _, b := range req.BreachedBudgets {
+		mode := plan.OnHardLimitBlock
+		if b.OnHardLimit == plan.OnHardLimitFail {
+			mode = plan.OnHardLimitFail
+		}
+		args = append(args, b.BudgetID, mode, b.Detail())
+	}
+	var admitted []string
+	for _, a := range req.Admitted {
+		ap, uuid, err := splitID(string(a.ExecutionID))
+		if err != nil {
+			return nil, err
+		}
+		if err := checkAdmitted(a); err != nil {
+			return nil, err
+		}
+		if ap == p {
+			admitted = append(admitted, uuid, strconv.Itoa(a.Attempt), a.Token)
+		}
+	}
+	args = append(append(append(args, strconv.Itoa(len(admitted)/3)), admitted...), req.Lanes...)
 	keys := []string{s.k.anchor(p), s.k.leases(p), s.k.timeouts(p)}
 	for _, l := range req.Lanes {
 		keys = append(keys, s.k.lane(p, req.Worker.Namespace, l, indexEligible), s.k.lane(p, req.Worker.Namespace, l, indexActive))
@@ -62,8 +94,26 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]Grant, error) {
 	if err != nil {
 		return nil, err
 	}
-	grants := make([]Grant, 0, len(items))
-	for _, it := range items {
+	if len(items) != 2 {
+		return nil, fmt.Errorf("store: ff_claim: malformed reply of %d items", len(items))
+	}
+	if needs != nil {
+		nv, _ := items[1].ToArray()
+		for _, it := range nv {
+			v, err := it.ToArray()
+			if err != nil || len(v) < 4 {
+				return nil, fmt.Errorf("store: ff_claim: malformed admission candidate: %v", err)
+			}
+			*needs = append(*needs, Candidate{ExecutionID: makeID(p, str(v[0])), Lane: str(v[1]),
+				Attempt: atoi(str(v[2])), Quotas: splitList(str(v[3]))})
+		}
+	}
+	gv, err := items[0].ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("store: ff_claim: malformed grants: %w", err)
+	}
+	grants := make([]Grant, 0, len(gv))
+	for _, it := range gv {
 		v, err := it.ToArray()
 		if err != nil || len(v) < 15 {
 			return nil, fmt.Errorf("store: ff_claim: malformed grant: %v", err)

@@ -1,0 +1,143 @@
+-- quota.lua: admission quotas (issue 5). A quota lives on a quota
+-- partition {q:K} (K = fnv32a(id) % quota partitions); its id is
+-- "<ns>/<name>". A reference ("subject") is the id, or "<id>=<key value>"
+-- for a keyed quota, whose limits apply to each key value separately.
+--   <prefix>ff:{q:K}:quota:<id>              HASH definition: rate, window_ms,
+--                                            concurrency, jitter_ms, key
+--   <prefix>ff:{q:K}:quota:<id>:keys         SET key values seen (keyed quotas)
+--   <prefix>ff:{q:K}:quota:<subject>:window  ZSET admissions in the sliding
+--                                            window: holder -> admission ms
+--   <prefix>ff:{q:K}:quota:<subject>:slots   ZSET concurrency slots: holder ->
+--                                            admission ms
+-- A holder is "<execution id>#<attempt>#<token>": one admission per attempt
+-- and admitting call (the token is random per ClaimAdmitted call, so two
+-- schedulers admitting the same candidate at once hold separate slots and
+-- each gives back its own unused one: a slot in use is never released by
+-- someone else).
+
+-- ff_quota_upsert: create or update a quota definition. Windows and slots
+-- are kept.
+-- KEYS[1]  definition key
+-- ARGV[1]  rate (admissions per window, '0' = no rate limit)
+-- ARGV[2]  window ms
+-- ARGV[3]  concurrency cap ('0' = none)
+-- ARGV[4]  jitter ms
+-- ARGV[5]  key field path ('' = unkeyed)
+-- ARGV[6]  '1' = only create
+-- Reply: {1, 'created' | 'updated' | 'exists'}
+local function ff_quota_upsert(keys, argv)
+  local existed = redis.call('EXISTS', keys[1]) == 1
+  if existed and argv[6] == '1' then return ok('exists') end
+  local now = now_ms()
+  redis.call('HSET', keys[1], 'rate', argv[1], 'window_ms', argv[2], 'concurrency', argv[3],
+    'jitter_ms', argv[4], 'key', argv[5], 'updated_at', ts(now))
+  if not existed then redis.call('HSET', keys[1], 'created_at', ts(now)) end
+  return ok(existed and 'updated' or 'created')
+end
+
+-- ff_quota_admit: admit attempts of executions under one quota subject, in
+-- order: for each holder, record the admission in the sliding window and
+-- take a concurrency slot, or deny. Idempotent per holder: a holder that
+-- already has a slot is admitted again without recording anything.
+-- KEYS[1]  definition key
+-- KEYS[2]  window key of the subject
+-- KEYS[3]  slots key of the subject
+-- ARGV[1]  key value ('' = unkeyed)
+-- ARGV[2]  jitter seed (random integer)
+-- ARGV[3]  the subject (recorded in <prefix>ff:{q:K}:subjects for the
+--          slot reconciler)
+-- ARGV[4..] holders ("<execution id>#<attempt>#<token>")
+-- Reply: {1, item...} with item = {'admitted' | 'already', '', 0, window count, active count}
+--        or {'denied', 'rate' | 'concurrency', retry after ms, window count, active count}
+--        {0, 'not_found'} (no such quota)
+local function ff_quota_admit(keys, argv)
+  local d = redis.call('HMGET', keys[1], 'rate', 'window_ms', 'concurrency', 'jitter_ms')
+  if not d[1] then return refuse('not_found') end
+  local rate, window, cap, jitter = num(d[1]), num(d[2]), num(d[3]), num(d[4])
+  local now = now_ms()
+  if rate > 0 and window > 0 then
+    redis.call('ZREMRANGEBYSCORE', keys[2], '-inf', ts(now - window))
+  end
+  local in_window = redis.call('ZCARD', keys[2])
+  local active = redis.call('ZCARD', keys[3])
+  local oldest
+  local items = {}
+  local took = false
+  for i = 4, #argv do
+    local holder = argv[i]
+    local extra = 0
+    if jitter > 0 then extra = math.floor((((num(argv[2]) + i * 7919) % 1000003) / 1000003) * jitter) end
+    if redis.call('ZSCORE', keys[3], holder) then
+      items[#items + 1] = {'already', '', 0, in_window, active}
+    elseif cap > 0 and active >= cap then
+      items[#items + 1] = {'denied', 'concurrency', extra, in_window, active}
+    elseif rate > 0 and in_window >= rate then
+      if not oldest then
+        local o = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')
+        oldest = o[2] and num(o[2]) or now
+      end
+      local wait = oldest + window - now
+      if wait < 0 then wait = 0 end
+      items[#items + 1] = {'denied', 'rate', wait + extra, in_window, active}
+    else
+      if rate > 0 then
+        redis.call('ZADD', keys[2], ts(now), holder)
+        in_window = in_window + 1
+      end
+      redis.call('ZADD', keys[3], ts(now), holder)
+      active = active + 1
+      took = true
+      items[#items + 1] = {'admitted', '', 0, in_window, active}
+    end
+  end
+  if took then
+    if rate > 0 then redis.call('PEXPIRE', keys[2], string.format('%d', window + 1000)) end
+    redis.call('SADD', string.match(keys[1], '^(.*):quota:') .. ':subjects', argv[3])
+    if argv[1] ~= '' then
+      redis.call('SADD', keys[1] .. ':keys', argv[1])
+    end
+  end
+  return ok(unpack(items))
+end
+
+-- ff_quota_release: free the slots of holders (idempotent). With ARGV[1] =
+-- '1' (the admission was never used: its claim did not grant it) the
+-- admissions leave the window too.
+-- KEYS[1]  slots key of the subject
+-- KEYS[2]  window key of the subject
+-- ARGV[1]  '1' = also forget the admissions
+-- ARGV[2..] holders
+-- Reply: {1, slots freed}
+local function ff_quota_release(keys, argv)
+  local holders = {}
+  for i = 2, #argv do holders[#holders + 1] = argv[i] end
+  if #holders == 0 then return ok(0) end
+  local n = redis.call('ZREM', keys[1], unpack(holders))
+  if argv[1] == '1' then redis.call('ZREM', keys[2], unpack(holders)) end
+  return ok(n)
+end
+
+-- ff_quota_forget: forget subjects that hold no slot and have no admission
+-- in their window (so the subjects and key value sets do not grow without
+-- bound); an admission later records them again.
+-- KEYS[1]  <prefix>ff:{q:K}:subjects
+-- ARGV[1..] subjects
+-- Reply: {1, forgotten}
+local function ff_quota_forget(keys, argv)
+  local base = string.sub(keys[1], 1, -10) -- strip ':subjects'
+  local n = 0
+  for _, sub in ipairs(argv) do
+    local k = base .. ':quota:' .. sub
+    if redis.call('ZCARD', k .. ':slots') == 0 and redis.call('ZCARD', k .. ':window') == 0 then
+      n = n + redis.call('SREM', keys[1], sub)
+      local id, key = string.match(sub, '^([^=]*)=(.*)$')
+      if id then redis.call('SREM', base .. ':quota:' .. id .. ':keys', key) end
+    end
+  end
+  return ok(n)
+end
+
+redis.register_function('ff_quota_upsert', ff_quota_upsert)
+redis.register_function('ff_quota_forget', ff_quota_forget)
+redis.register_function('ff_quota_admit', ff_quota_admit)
+redis.register_function('ff_quota_release', ff_quota_release)

@@ -1,0 +1,452 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/valkey-io/valkey-go"
+)
+
+// Budget limits and defaults.
+const (
+	// UsageDedupTTL is how long a usage report's dedup key is remembered: a
+	// repeat within it counts once.
+	UsageDedupTTL = 24 * time.Hour
+	// MaxBudgetDimensions bounds the dimensions of one budget.
+	MaxBudgetDimensions = 32
+	// MaxResourceIDBytes bounds a budget id or quota id.
+	MaxResourceIDBytes = 256
+	// RunBudgetTTL is how long a run-scoped budget is kept after its last
+	// upsert, report or reset.
+	RunBudgetTTL = 7 * 24 * time.Hour
+)
+
+// BudgetDimension is one metered dimension of a budget. A zero limit means
+// none.
+type BudgetDimension struct {
+	Name string `json:"name"`
+	Hard int64  `json:"hard,omitempty"`
+	Soft int64  `json:"soft,omitempty"`
+}
+
+// BudgetSpec defines a budget for UpsertBudget.
+type BudgetSpec struct {
+	// ID is "<ns>/<name>" (BudgetID), or "<ns>/<name>@<run id>" for the
+	// usage of one flow run of a run-scoped budget (RunBudgetID).
+	ID            string
+	Dimensions    []BudgetDimension
+	ResetInterval time.Duration // 0 = never reset on schedule
+	OnHardLimit   string        // plan.OnHardLimitBlock (default) or plan.OnHardLimitFail
+	Scope         string        // plan.ScopeShared (default) or plan.ScopeRun
+}
+
+// BudgetID returns the id of a shared budget.
+func BudgetID(namespace, name string) string { return namespace + "/" + name }
+
+// RunBudgetID returns the id of run-scoped budget name for one run.
+func RunBudgetID(namespace, name string, run RunID) string {
+	return namespace + "/" + name + "@" + string(run)
+}
+
+// BudgetSpecFromPlan converts a declared budget of namespace ns; run is the
+// run a run-scoped budget is for (ignored for shared ones). Run-scoped
+// budgets exist per run only (StageFlow creates them): registering
+// declarations at start concerns shared budgets.
+func BudgetSpecFromPlan(ns string, b plan.Budget, run RunID) BudgetSpec {
+	spec := BudgetSpec{ID: BudgetID(ns, b.Name), ResetInterval: time.Duration(b.ResetMs) * time.Millisecond,
+		OnHardLimit: b.OnHardLimit, Scope: b.Scope}
+	if b.Scope == plan.ScopeRun {
+		spec.ID = RunBudgetID(ns, b.Name, run)
+	}
+	for _, d := range b.Dimensions {
+		spec.Dimensions = append(spec.Dimensions, BudgetDimension{Name: d.Name, Hard: d.Hard, Soft: d.Soft})
+	}
+	return spec
+}
+
+// BudgetUsage is the usage and limits of one dimension.
+type BudgetUsage struct {
+	Dimension string `json:"dimension"`
+	Used      int64  `json:"used"`
+	Hard      int64  `json:"hard,omitempty"`
+	Soft      int64  `json:"soft,omitempty"`
+}
+
+// Budget is a budget's definition and state (GetBudget).
+type Budget struct {
+	ID            string        `json:"id"`
+	Scope         string        `json:"scope"`
+	OnHardLimit   string        `json:"on_hard_limit"`
+	ResetInterval time.Duration `json:"reset_interval,omitempty"`
+	Dimensions    []BudgetUsage `json:"dimensions"` // in definition order
+
+	// HardLimited says that a dimension is at its hard limit now: grants of
+	// executions counting against the budget are blocked (or failed).
+	HardLimited          bool   `json:"hard_limited"`
+	HardLimitedDimension string `json:"hard_limited_dimension,omitempty"`
+
+	SoftBreaches            int64     `json:"soft_breaches"`
+	LastSoftBreachAt        time.Time `json:"last_soft_breach_at,omitzero"`
+	LastSoftBreachDimension string    `json:"last_soft_breach_dimension,omitempty"`
+	HardBreaches            int64     `json:"hard_breaches"`
+	LastHardBreachAt        time.Time `json:"last_hard_breach_at,omitzero"`
+	LastHardBreachDimension string    `json:"last_hard_breach_dimension,omitempty"`
+
+	Resets      int64     `json:"resets"`
+	LastResetAt time.Time `json:"last_reset_at,omitzero"`
+	NextResetAt time.Time `json:"next_reset_at,omitzero"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// BudgetBreach is a budget at a hard limit, as the scheduler passes it to
+// ClaimRequest.BreachedBudgets.
+type BudgetBreach struct {
+	BudgetID    string `json:"budget_id"`
+	Dimension   string `json:"dimension"`
+	Used        int64  `json:"used"`
+	Hard        int64  `json:"hard"`
+	OnHardLimit string `json:"on_hard_limit"`
+}
+
+// Detail is the human-readable blocking detail of executions it blocks.
+func (b BudgetBreach) Detail() string {
+	return fmt.Sprintf("budget %s: %s at hard limit (%d of %d)", b.BudgetID, b.Dimension, b.Used, b.Hard)
+}
+
+// UsageStatus says what a usage report did.
+type UsageStatus string
+
+// Values of UsageStatus.
+const (
+	UsageApplied    UsageStatus = "applied"
+	UsageDuplicate  UsageStatus = "duplicate"   // the dedup key was seen: nothing added
+	UsageSoftBreach UsageStatus = "soft_breach" // this report crossed the soft limit
+	UsageHardBreach UsageStatus = "hard_breach" // this report reached the hard limit
+)
+
+// UsageResult is the outcome of one usage report.
+type UsageResult struct {
+	BudgetID string      `json:"budget_id"`
+	Status   UsageStatus `json:"status"`
+	Used     int64       `json:"used"` // the dimension's usage afterwards
+	Hard     int64       `json:"hard,omitempty"`
+	Soft     int64       `json:"soft,omitempty"`
+	// OverHard says that the dimension is at or over its hard limit.
+	OverHard bool `json:"over_hard"`
+}
+
+// fnvPart is fnv32a(s) % n.
+func fnvPart(s string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return int(h.Sum32() % uint32(n))
+}
+
+func (s *Store) budgetPart(id string) int { return fnvPart(id, s.cfg.BudgetPartitions) }
+
+// checkResourceName checks a budget, quota or dimension name: 1..64 bytes
+// of letters, digits, '_', '-' and '.'.
+func checkResourceName(field, s string) error {
+	if s == "" || len(s) > MaxNameBytes {
+		return invalid(field, "%q: want 1..%d bytes", s, MaxNameBytes)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return invalid(field, "%q: only letters, digits, '_', '-' and '.' are allowed", s)
+		}
+	}
+	return nil
+}
+
+// splitResourceID splits "<ns>/<name>[@<run id>]" (the namespace may hold
+// '/'; the name may not).
+func splitResourceID(field, id string, allowRun bool) (ns, name, run string, err error) {
+	if len(id) > MaxResourceIDBytes {
+		return "", "", "", invalid(field, "%q is longer than %d bytes", id, MaxResourceIDBytes)
+	}
+	rest := id
+	if allowRun {
+		if head, r, ok := strings.Cut(id, "@"); ok {
+			if _, err := ParseExecutionID(r); err != nil {
+				return "", "", "", invalid(field, "%q: the part after '@' must be a run id", id)
+			}
+			rest, run = head, r
+		}
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 {
+		return "", "", "", invalid(field, "%q: want <namespace>/<name>", id)
+	}
+	ns, name = rest[:i], rest[i+1:]
+	if err := checkName(field, ns); err != nil {
+		return "", "", "", err
+	}
+	if err := checkResourceName(field, name); err != nil {
+		return "", "", "", err
+	}
+	return ns, name, run, nil
+}
+
+// resolveBudget turns a reference of an execution of namespace ns (a bare
+// name or an id) into a budget id.
+func resolveBudget(field, ns, ref string) (string, error) {
+	if !strings.Contains(ref, "/") {
+		if err := checkResourceName(field, ref); err != nil {
+			return "", err
+		}
+		return BudgetID(ns, ref), nil
+	}
+	if _, _, _, err := splitResourceID(field, ref, true); err != nil {
+		return "", err
+	}
+	return ref, nil
+}
+
+// UpsertBudget creates a budget, or updates its definition keeping its
+// usage. A run-scoped budget (Scope plan.ScopeRun) expires RunBudgetTTL after
+// its last upsert, report or reset. The hard-limit state is recomputed, so raising a limit unblocks
+// (through the unblock scanner); changing the reset interval schedules the
+// next reset one interval from now.
+func (s *Store) UpsertBudget(ctx context.Context, spec BudgetSpec) (created bool, err error) {
+	st, err := s.upsertBudget(ctx, spec, false)
+	return st == "created", err
+}
+
+func (s *Store) upsertBudget(ctx context.Context, spec BudgetSpec, onlyCreate bool) (string, error) {
+	if _, _, _, err := splitResourceID("id", spec.ID, true); err != nil {
+		return "", err
+	}
+	spec.OnHardLimit = cmpOr(spec.OnHardLimit, plan.OnHardLimitBlock)
+	spec.Scope = cmpOr(spec.Scope, plan.ScopeShared)
+	if spec.OnHardLimit != plan.OnHardLimitBlock && spec.OnHardLimit != plan.OnHardLimitFail {
+		return "", invalid("on_hard_limit", "%q: want %q or %q", spec.OnHardLimit, plan.OnHardLimitBlock, plan.OnHardLimitFail)
+	}
+	if spec.Scope != plan.ScopeShared && spec.Scope != plan.ScopeRun {
+		return "", invalid("scope", "%q: want %q or %q", spec.Scope, plan.ScopeShared, plan.ScopeRun)
+	}
+	if len(spec.Dimensions) == 0 || len(spec.Dimensions) > MaxBudgetDimensions {
+		return "", invalid("dimensions", "%d dimensions, want 1..%d", len(spec.Dimensions), MaxBudgetDimensions)
+	}
+	if err := checkDuration("reset_interval", spec.ResetInterval); err != nil {
+		return "", err
+	}
+	only := "0"
+	if onlyCreate {
+		only = "1"
+	}
+	ttl := time.Duration(0)
+	if spec.Scope == plan.ScopeRun {
+		ttl = RunBudgetTTL
+	}
+	args := []string{spec.Scope, spec.OnHardLimit, ms(spec.ResetInterval), only, ms(ttl)}
+	seen := map[string]bool{}
+	for _, d := range spec.Dimensions {
+		if err := checkResourceName("dimensions", d.Name); err != nil {
+			return "", err
+		}
+		if seen[d.Name] {
+			return "", invalid("dimensions", "dimension %q appears twice", d.Name)
+		}
+		seen[d.Name] = true
+		if d.Hard < 0 || d.Soft < 0 {
+			return "", invalid("dimensions", "dimension %q: limits must not be negative", d.Name)
+		}
+		args = append(args, d.Name, strconv.FormatInt(d.Hard, 10), strconv.FormatInt(d.Soft, 10))
+	}
+	m := s.budgetPart(spec.ID)
+	items, err := s.single(ctx, call{fn: "ff_budget_upsert", keys: []string{s.k.budget(m, spec.ID)}, args: args}, "", "upsert budget")
+	if err != nil {
+		return "", err
+	}
+	return str(items[0]), nil
+}
+
+// GetBudget returns a budget with its usage, limits, breaches and resets.
+func (s *Store) GetBudget(ctx context.Context, id string) (*Budget, error) {
+	if _, _, _, err := splitResourceID("id", id, true); err != nil {
+		return nil, err
+	}
+	key := s.k.budget(s.budgetPart(id), id)
+	resps := s.c.DoMulti(ctx, s.c.B().Hgetall().Key(key).Build(), s.c.B().Hgetall().Key(key+":usage").Build())
+	def, err := resps[0].AsStrMap()
+	if err != nil {
+		return nil, fmt.Errorf("store: read budget %s: %w", id, err)
+	}
+	if len(def) == 0 {
+		return nil, fmt.Errorf("%w: budget %s", ErrNotFound, id)
+	}
+	usage, err := resps[1].AsStrMap()
+	if err != nil {
+		return nil, fmt.Errorf("store: read budget usage %s: %w", id, err)
+	}
+	b := &Budget{
+		ID: id, Scope: def["scope"], OnHardLimit: def["on_hard_limit"],
+		ResetInterval: time.Duration(atoi64(def["reset_ms"])) * time.Millisecond,
+		SoftBreaches:  atoi64(def["soft_breaches"]), LastSoftBreachAt: fromMs(def["last_soft_breach_at"]),
+		LastSoftBreachDimension: def["last_soft_breach_dim"],
+		HardBreaches:            atoi64(def["hard_breaches"]), LastHardBreachAt: fromMs(def["last_hard_breach_at"]),
+		LastHardBreachDimension: def["last_hard_breach_dim"],
+		Resets:                  atoi64(def["resets"]), LastResetAt: fromMs(def["last_reset_at"]),
+		NextResetAt: fromMs(def["next_reset_at"]), CreatedAt: fromMs(def["created_at"]), UpdatedAt: fromMs(def["updated_at"]),
+	}
+	for _, d := range splitList(def["dims"]) {
+		u := BudgetUsage{Dimension: d, Used: atoi64(usage[d]), Hard: atoi64(def["h:"+d]), Soft: atoi64(def["s:"+d])}
+		if u.Hard > 0 && u.Used >= u.Hard && !b.HardLimited {
+			b.HardLimited, b.HardLimitedDimension = true, d
+		}
+		b.Dimensions = append(b.Dimensions, u)
+	}
+	return b, nil
+}
+
+// ReportUsage adds delta (≥ 0) to one dimension of a budget. With a dedup
+// key, a repeat of the report within UsageDedupTTL counts once (status
+// UsageDuplicate). Usage is always recorded, even past the hard limit (it
+// was spent); reaching the hard limit blocks further grants of executions
+// counting against the budget (or fails them: on_hard_limit fail).
+func (s *Store) ReportUsage(ctx context.Context, budgetID, dimension string, delta int64, dedupKey string) (UsageResult, error) {
+	if _, _, _, err := splitResourceID("budget_id", budgetID, true); err != nil {
+		return UsageResult{}, err
+	}
+	if err := checkResourceName("dimension", dimension); err != nil {
+		return UsageResult{}, err
+	}
+	if delta < 0 {
+		return UsageResult{}, invalid("delta", "%d: must not be negative", delta)
+	}
+	if err := checkIdempotencyKey(dedupKey); err != nil {
+		return UsageResult{}, invalid("dedup_key", "%s", err.(*ValidationError).Msg)
+	}
+	m := s.budgetPart(budgetID)
+	key := s.k.budget(m, budgetID)
+	dedup := key
+	if dedupKey != "" {
+		dedup = s.k.usageDedup(m, budgetID, dedupKey)
+	}
+	msg, err := s.fcall(ctx, call{fn: "ff_budget_report", keys: []string{key, dedup},
+		args: []string{dimension, strconv.FormatInt(delta, 10), ms(UsageDedupTTL)}})
+	if err != nil {
+		return UsageResult{}, err
+	}
+	items, ref, err := envelope(msg)
+	if err != nil {
+		return UsageResult{}, fmt.Errorf("store: ff_budget_report: %w", err)
+	}
+	if ref != nil {
+		if ref.code == "not_found" {
+			return UsageResult{}, fmt.Errorf("%w: budget %s", ErrNotFound, budgetID)
+		}
+		return UsageResult{}, refusalError(ref, "", "report usage to")
+	}
+	r := UsageResult{BudgetID: budgetID, Status: UsageStatus(str(items[0])), Used: atoi64(str(items[1])),
+		Hard: atoi64(str(items[2])), Soft: atoi64(str(items[3]))}
+	r.OverHard = r.Hard > 0 && r.Used >= r.Hard
+	return r, nil
+}
+
+// ReportExecutionUsage reports usage of a running or finished execution to
+// every budget it counts against that has the dimension (the SDK's
+// ReportUsage during an attempt). The dedup key is applied per budget. A
+// budget of the execution that no longer exists is skipped.
+func (s *Store) ReportExecutionUsage(ctx context.Context, id ExecutionID, dimension string, delta int64, dedupKey string) ([]UsageResult, error) {
+	p, uuid, err := s.locate(id)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.c.Do(ctx, s.c.B().Hmget().Key(s.k.core(p, uuid)).Field("state", "budgets").Build()).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("store: read budgets of %s: %w", id, err)
+	}
+	if v[0].IsNil() {
+		return nil, fmt.Errorf("%w: execution %s", ErrNotFound, id)
+	}
+	var out []UsageResult
+	for _, b := range splitList(str(v[1])) {
+		r, err := s.ReportUsage(ctx, b, dimension, delta, dedupKey)
+		if err != nil {
+			var ve *ValidationError
+			if errors.As(err, &ve) && ve.Field == "dimension" || errors.Is(err, ErrNotFound) {
+				continue // the budget does not meter this dimension
+			}
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// ResetBudget zeroes a budget's usage now (the API's reset) and schedules
+// its next reset one interval from now; it is no longer at a hard limit.
+func (s *Store) ResetBudget(ctx context.Context, id string) (*Budget, error) {
+	if _, _, _, err := splitResourceID("id", id, true); err != nil {
+		return nil, err
+	}
+	msg, err := s.fcall(ctx, call{fn: "ff_budget_reset", keys: []string{s.k.budget(s.budgetPart(id), id)}})
+	if err != nil {
+		return nil, err
+	}
+	_, ref, err := envelope(msg)
+	if err != nil {
+		return nil, fmt.Errorf("store: ff_budget_reset: %w", err)
+	}
+	if ref != nil {
+		return nil, fmt.Errorf("%w: budget %s", ErrNotFound, id)
+	}
+	return s.GetBudget(ctx, id)
+}
+
+// ResetDueBudgets applies up to limit scheduled resets that are due on
+// budget partition m (the budget reset scanner).
+func (s *Store) ResetDueBudgets(ctx context.Context, m, limit int) (ScanResult, error) {
+	if m < 0 || m >= s.cfg.BudgetPartitions {
+		return ScanResult{}, invalid("partition", "%d is outside 0..%d", m, s.cfg.BudgetPartitions-1)
+	}
+	if limit < 1 || limit > ScanLimitMax {
+		return ScanResult{}, invalid("limit", "%d is outside 1..%d", limit, ScanLimitMax)
+	}
+	items, err := s.single(ctx, call{fn: "ff_budget_resets", keys: []string{s.k.resets(m)}, args: []string{strconv.Itoa(limit)}}, "", "reset budgets")
+	if err != nil {
+		return ScanResult{}, err
+	}
+	n, _ := items[0].AsInt64()
+	more, _ := items[1].AsInt64()
+	return ScanResult{Processed: int(n), More: more == 1}, nil
+}
+
+// BreachedBudgets returns every budget at a hard limit, sorted by id: one
+// pipelined read of every budget partition. The scheduler reads it once
+// per scan cycle and passes it to ClaimRequest.BreachedBudgets. An error
+// means the state is unknown: the caller must not grant executions that
+// count against budgets (fail closed).
+func (s *Store) BreachedBudgets(ctx context.Context) ([]BudgetBreach, error) {
+	cmds := make(valkey.Commands, s.cfg.BudgetPartitions)
+	for m := range cmds {
+		cmds[m] = s.c.B().Hgetall().Key(s.k.breached(m)).Build()
+	}
+	var out []BudgetBreach
+	for m, r := range s.c.DoMulti(ctx, cmds...) {
+		f, err := r.AsStrMap()
+		if err != nil {
+			return nil, fmt.Errorf("store: read breached budgets of partition %d: %w", m, err)
+		}
+		for id, v := range f {
+			parts := strings.SplitN(v, "\t", 4)
+			for len(parts) < 4 {
+				parts = append(parts, "")
+			}
+			out = append(out, BudgetBreach{BudgetID: id, OnHardLimit: parts[0], Dimension: parts[1],
+				Used: atoi64(parts[2]), Hard: atoi64(parts[3])})
+		}
+	}
+	slices.SortFunc(out, func(a, b BudgetBreach) int { return strings.Compare(a.BudgetID, b.BudgetID) })
+	return out, nil
+}

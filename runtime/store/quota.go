@@ -1,0 +1,597 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/valkey-io/valkey-go"
+)
+
+// Quota limits.
+const (
+	// MaxQuotaKeyBytes bounds a keyed quota's key value.
+	MaxQuotaKeyBytes = 128
+	// QuotaWindowDefault is the window of a rate quota that sets none.
+	QuotaWindowDefault = time.Second
+)
+
+// QuotaSpec defines a quota for UpsertQuota.
+type QuotaSpec struct {
+	ID          string        // "<ns>/<name>" (QuotaID)
+	Rate        int64         // admissions per Window; 0 = no rate limit
+	Window      time.Duration // sliding window; 0 = QuotaWindowDefault
+	Concurrency int64         // attempts running at once; 0 = no cap
+	Jitter      time.Duration // random extra wait added to a denied execution's recheck
+	// Key is a dotted field path into the execution's input (JSON): the
+	// limits apply separately to each value found there. "" = unkeyed.
+	Key string
+}
+
+// QuotaID returns the id of quota name of namespace ns.
+func QuotaID(namespace, name string) string { return namespace + "/" + name }
+
+// QuotaSpecFromPlan converts a declared quota of namespace ns.
+func QuotaSpecFromPlan(ns string, q plan.Quota) QuotaSpec {
+	return QuotaSpec{ID: QuotaID(ns, q.Name), Rate: q.Rate, Window: time.Duration(q.WindowMs) * time.Millisecond,
+		Concurrency: q.Concurrency, Jitter: time.Duration(q.JitterMs) * time.Millisecond, Key: q.Key}
+}
+
+// QuotaSubject is the state of one subject of a quota: the quota itself,
+// or one key value of a keyed quota.
+type QuotaSubject struct {
+	Key      string `json:"key,omitempty"` // "" for an unkeyed quota
+	InWindow int64  `json:"window_count"`  // admissions in the current window
+	Active   int64  `json:"active_count"`  // slots held by running attempts
+}
+
+// Quota is a quota's definition and state (GetQuota).
+type Quota struct {
+	ID          string         `json:"id"`
+	Rate        int64          `json:"rate,omitempty"`
+	Window      time.Duration  `json:"window,omitempty"`
+	Concurrency int64          `json:"concurrency,omitempty"`
+	Jitter      time.Duration  `json:"jitter,omitempty"`
+	Key         string         `json:"key,omitempty"`
+	Subjects    []QuotaSubject `json:"subjects"` // unkeyed: one; keyed: one per key value seen, by key
+	CreatedAt   time.Time      `json:"created_at"`
+	UpdatedAt   time.Time      `json:"updated_at"`
+}
+
+// Causes of a quota denial (AdmitResult.Cause).
+const (
+	QuotaDeniedRate        = "rate"
+	QuotaDeniedConcurrency = "concurrency"
+	QuotaUndefined         = "undefined" // the quota does not exist
+)
+
+// AdmitResult is the outcome of AdmitQuota.
+type AdmitResult struct {
+	Subject    string        `json:"subject"`
+	Admitted   bool          `json:"admitted"`
+	Cause      string        `json:"cause,omitempty"`       // when denied: QuotaDenied… or QuotaUndefined
+	RetryAfter time.Duration `json:"retry_after,omitempty"` // when denied for rate: until the window slides (plus jitter)
+	InWindow   int64         `json:"window_count"`
+	Active     int64         `json:"active_count"`
+}
+
+// Detail is the human-readable blocking detail of a denial.
+func (r AdmitResult) Detail() string {
+	switch r.Cause {
+	case QuotaDeniedRate:
+		return fmt.Sprintf("quota %s: rate limit reached (%d admissions in the window)", r.Subject, r.InWindow)
+	case QuotaDeniedConcurrency:
+		return fmt.Sprintf("quota %s: concurrency limit reached (%d running)", r.Subject, r.Active)
+	case QuotaUndefined:
+		return fmt.Sprintf("quota %s is not defined", r.Subject)
+	}
+	return ""
+}
+
+func (s *Store) quotaPart(id string) int { return fnvPart(id, s.cfg.QuotaPartitions) }
+
+// splitSubject splits a subject "<id>[=<key value>]".
+func splitSubject(subject string) (id, key string) {
+	id, key, _ = strings.Cut(subject, "=")
+	return id, key
+}
+
+// UpsertQuota creates a quota, or updates its definition keeping its
+// windows and slots.
+func (s *Store) UpsertQuota(ctx context.Context, spec QuotaSpec) (created bool, err error) {
+	st, err := s.upsertQuota(ctx, spec, false)
+	return st == "created", err
+}
+
+func (s *Store) upsertQuota(ctx context.Context, spec QuotaSpec, onlyCreate bool) (string, error) {
+	if _, _, _, err := splitResourceID("id", spec.ID, false); err != nil {
+		return "", err
+	}
+	if spec.Rate < 0 || spec.Concurrency < 0 {
+		return "", invalid("rate", "limits must not be negative")
+	}
+	if spec.Rate == 0 && spec.Concurrency == 0 {
+		return "", invalid("rate", "a quota needs a rate or a concurrency limit")
+	}
+	if err := checkDuration("window", spec.Window); err != nil {
+		return "", err
+	}
+	if err := checkDuration("jitter", spec.Jitter); err != nil {
+		return "", err
+	}
+	if spec.Window == 0 {
+		spec.Window = QuotaWindowDefault
+	}
+	if spec.Key != "" {
+		for _, seg := range strings.Split(spec.Key, ".") {
+			if seg == "" {
+				return "", invalid("key", "%q: want a dotted field path", spec.Key)
+			}
+		}
+		if err := checkToken("key", spec.Key, MaxNameBytes*2); err != nil {
+			return "", err
+		}
+	}
+	only := "0"
+	if onlyCreate {
+		only = "1"
+	}
+	items, err := s.single(ctx, call{fn: "ff_quota_upsert", keys: []string{s.k.quota(s.quotaPart(spec.ID), spec.ID)},
+		args: []string{strconv.FormatInt(spec.Rate, 10), ms(spec.Window), strconv.FormatInt(spec.Concurrency, 10),
+			ms(spec.Jitter), spec.Key, only}}, "", "upsert quota")
+	if err != nil {
+		return "", err
+	}
+	return str(items[0]), nil
+}
+
+// GetQuota returns a quota with its window and active counts (per key
+// value for a keyed quota).
+func (s *Store) GetQuota(ctx context.Context, id string) (*Quota, error) {
+	if _, _, _, err := splitResourceID("id", id, false); err != nil {
+		return nil, err
+	}
+	q := s.quotaPart(id)
+	key := s.k.quota(q, id)
+	resps := s.c.DoMulti(ctx, s.c.B().Hgetall().Key(key).Build(), s.c.B().Smembers().Key(key+":keys").Build(), s.c.B().Time().Build())
+	def, err := resps[0].AsStrMap()
+	if err != nil {
+		return nil, fmt.Errorf("store: read quota %s: %w", id, err)
+	}
+	if len(def) == 0 {
+		return nil, fmt.Errorf("%w: quota %s", ErrNotFound, id)
+	}
+	keyVals, err := resps[1].AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("store: read quota keys %s: %w", id, err)
+	}
+	now, err := timeOf(resps[2])
+	if err != nil {
+		return nil, err
+	}
+	out := &Quota{ID: id, Rate: atoi64(def["rate"]), Window: time.Duration(atoi64(def["window_ms"])) * time.Millisecond,
+		Concurrency: atoi64(def["concurrency"]), Jitter: time.Duration(atoi64(def["jitter_ms"])) * time.Millisecond,
+		Key: def["key"], CreatedAt: fromMs(def["created_at"]), UpdatedAt: fromMs(def["updated_at"]), Subjects: []QuotaSubject{}}
+	subjects := []string{id}
+	if out.Key != "" {
+		slices.Sort(keyVals)
+		subjects = subjects[:0]
+		for _, k := range keyVals {
+			subjects = append(subjects, id+"="+k)
+		}
+	}
+	states, err := s.subjectStates(ctx, q, subjects, out.Window, now)
+	if err != nil {
+		return nil, err
+	}
+	for i, sub := range subjects {
+		_, k := splitSubject(sub)
+		out.Subjects = append(out.Subjects, QuotaSubject{Key: k, InWindow: states[i][0], Active: states[i][1]})
+	}
+	return out, nil
+}
+
+func timeOf(m valkey.ValkeyResult) (int64, error) {
+	v, err := m.AsStrSlice()
+	if err != nil || len(v) != 2 {
+		return 0, fmt.Errorf("store: TIME: %v", err)
+	}
+	sec, _ := strconv.ParseInt(v[0], 10, 64)
+	usec, _ := strconv.ParseInt(v[1], 10, 64)
+	return sec*1000 + usec/1000, nil
+}
+
+// subjectStates reads the window count (admissions after now-window) and
+// active count of subjects of quota partition q.
+func (s *Store) subjectStates(ctx context.Context, q int, subjects []string, window time.Duration, now int64) ([][2]int64, error) {
+	cmds := make(valkey.Commands, 0, 2*len(subjects))
+	for _, sub := range subjects {
+		k := s.k.quota(q, sub)
+		cmds = append(cmds,
+			s.c.B().Zcount().Key(k+":window").Min("("+strconv.FormatInt(now-window.Milliseconds(), 10)).Max("+inf").Build(),
+			s.c.B().Zcard().Key(k+":slots").Build())
+	}
+	out := make([][2]int64, len(subjects))
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		n, err := r.AsInt64()
+		if err != nil {
+			return nil, fmt.Errorf("store: read quota state: %w", err)
+		}
+		out[i/2][i%2] = n
+	}
+	return out, nil
+}
+
+// AdmitQuota admits one attempt of an execution under a quota subject
+// ("<id>" or "<id>=<key value>", as stored in Execution.Quotas): one atomic
+// call on the quota's partition that records the admission in the sliding
+// window and takes a concurrency slot, or denies. Idempotent per admission
+// (execution id, attempt, token): a repeat while the slot is held admits
+// again without counting twice. Pass the admission in
+// ClaimRequest.Admitted; one the claim does not grant must be given back
+// with ReleaseQuota(…, unused=true) (ClaimAdmitted does all of this). A
+// granted attempt's slot is released when the attempt ends (see
+// DrainQuotaReleases).
+func (s *Store) AdmitQuota(ctx context.Context, subject string, a Admitted) (AdmitResult, error) {
+	if err := checkAdmitted(a); err != nil {
+		return AdmitResult{}, err
+	}
+	res, err := s.admitMany(ctx, []admitItem{{subject, a}})
+	if err != nil {
+		return AdmitResult{}, err
+	}
+	return res[0], nil
+}
+
+type admitItem struct {
+	subject string
+	a       Admitted
+}
+
+func checkAdmitted(a Admitted) error {
+	if _, err := ParseExecutionID(string(a.ExecutionID)); err != nil {
+		return err
+	}
+	if a.Attempt < 1 {
+		return invalid("attempt", "%d: attempts count from 1", a.Attempt)
+	}
+	for _, c := range a.Token {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') || len(a.Token) > 64 {
+			return invalid("token", "%q: want up to 64 letters and digits", a.Token)
+		}
+	}
+	return nil
+}
+
+// admitMany runs ff_quota_admit for items: one call per subject (the
+// holders of a subject in item order), pipelined.
+func (s *Store) admitMany(ctx context.Context, items []admitItem) ([]AdmitResult, error) {
+	var calls []call
+	var index [][]int // index[c] = positions of call c's holders in items
+	bySubject := map[string]int{}
+	for i, it := range items {
+		c, ok := bySubject[it.subject]
+		if !ok {
+			qid, key := splitSubject(it.subject)
+			if _, _, _, err := splitResourceID("quota", qid, false); err != nil {
+				return nil, err
+			}
+			q := s.quotaPart(qid)
+			c = len(calls)
+			bySubject[it.subject] = c
+			calls = append(calls, call{fn: "ff_quota_admit",
+				keys: []string{s.k.quota(q, qid), s.k.quota(q, it.subject) + ":window", s.k.quota(q, it.subject) + ":slots"},
+				args: []string{key, strconv.Itoa(rand.IntN(1_000_000_000)), it.subject}})
+			index = append(index, nil)
+		}
+		calls[c].args = append(calls[c].args, it.a.holder())
+		index[c] = append(index[c], i)
+	}
+	msgs, err := s.fcallMany(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AdmitResult, len(items))
+	for c, msg := range msgs {
+		v, ref, err := envelope(msg)
+		if err != nil {
+			return nil, fmt.Errorf("store: ff_quota_admit: %w", err)
+		}
+		for j, i := range index[c] {
+			r := AdmitResult{Subject: items[i].subject}
+			switch {
+			case ref != nil && ref.code == "not_found":
+				r.Cause = QuotaUndefined
+			case ref != nil:
+				return nil, refusalError(ref, items[i].a.ExecutionID, "admit")
+			default:
+				if j >= len(v) {
+					return nil, fmt.Errorf("store: ff_quota_admit: %d results for %d holders", len(v), len(index[c]))
+				}
+				f, err := v[j].ToArray()
+				if err != nil || len(f) < 5 {
+					return nil, fmt.Errorf("store: ff_quota_admit: malformed result: %v", err)
+				}
+				r.InWindow, r.Active = atoi64(str(f[3])), atoi64(str(f[4]))
+				if str(f[0]) == "denied" {
+					r.Cause = str(f[1])
+					r.RetryAfter = time.Duration(atoi64(str(f[2]))) * time.Millisecond
+				} else {
+					r.Admitted = true
+				}
+			}
+			out[i] = r
+		}
+	}
+	return out, nil
+}
+
+// ReleaseQuota frees the slot of one admission under a quota subject
+// (idempotent). With unused, the admission also leaves the window: the
+// attempt never ran (its claim did not grant it).
+func (s *Store) ReleaseQuota(ctx context.Context, subject string, a Admitted, unused bool) error {
+	if err := checkAdmitted(a); err != nil {
+		return err
+	}
+	return s.releaseMany(ctx, map[string][]string{subject: {a.holder()}}, unused)
+}
+
+// releaseMany frees holders per subject, pipelined.
+func (s *Store) releaseMany(ctx context.Context, bySubject map[string][]string, unused bool) error {
+	if len(bySubject) == 0 {
+		return nil
+	}
+	flag := "0"
+	if unused {
+		flag = "1"
+	}
+	var calls []call
+	for sub, hs := range bySubject {
+		qid, _ := splitSubject(sub)
+		if _, _, _, err := splitResourceID("quota", qid, false); err != nil {
+			return err
+		}
+		k := s.k.quota(s.quotaPart(qid), sub)
+		calls = append(calls, call{fn: "ff_quota_release", keys: []string{k + ":slots", k + ":window"}, args: append([]string{flag}, hs...)})
+	}
+	_, err := s.fcallMany(ctx, calls)
+	return err
+}
+
+// DrainQuotaReleases releases up to limit quota slots owed by attempts of
+// flow partition p that ended (every transition that ends an attempt
+// holding slots — complete, fail, timeout, lease expiry, cancel, deadline —
+// queues their release in the same FCALL, in B:qrelease). The slots are
+// freed on their quota partitions first, then the queue entries are
+// removed, so a crash in between only repeats an idempotent release.
+func (s *Store) DrainQuotaReleases(ctx context.Context, p, limit int) (ScanResult, error) {
+	if p < 0 || p >= s.cfg.FlowPartitions {
+		return ScanResult{}, invalid("partition", "%d is outside 0..%d", p, s.cfg.FlowPartitions-1)
+	}
+	if limit < 1 || limit > ScanLimitMax {
+		return ScanResult{}, invalid("limit", "%d is outside 1..%d", limit, ScanLimitMax)
+	}
+	key := s.k.qrelease(p)
+	entries, err := s.c.Do(ctx, s.c.B().Zrange().Key(key).Min("0").Max(strconv.Itoa(limit-1)).Build()).AsStrSlice()
+	if err != nil {
+		return ScanResult{}, fmt.Errorf("store: read quota releases: %w", err)
+	}
+	if len(entries) == 0 {
+		return ScanResult{}, nil
+	}
+	by := map[string][]string{}
+	for _, e := range entries {
+		sub, h, ok := strings.Cut(e, "\t")
+		qid, _ := splitSubject(sub)
+		if _, _, _, err := splitResourceID("quota", qid, false); !ok || err != nil {
+			s.log.WarnContext(ctx, "dropping a malformed quota release entry", attrEntry, e)
+			continue // removed below with the others
+		}
+		by[sub] = append(by[sub], h)
+	}
+	if err := s.releaseMany(ctx, by, false); err != nil {
+		return ScanResult{}, err
+	}
+	if err := s.c.Do(ctx, s.c.B().Zrem().Key(key).Member(entries...).Build()).Error(); err != nil {
+		return ScanResult{}, fmt.Errorf("store: forget quota releases: %w", err)
+	}
+	return ScanResult{Processed: len(entries), More: len(entries) >= limit}, nil
+}
+
+// ReconcileQuotaSlots is the backstop against leaked slots on quota
+// partition q: a slot admitted more than grace ago whose holder is not
+// running (its execution is not active under that admission — the
+// record's qheld — or is gone) is freed. It catches an admission whose claim never happened (a scheduler
+// that died between AdmitQuota and Claim) and a release that was never
+// queued. grace must exceed the time between AdmitQuota and the Claim that
+// uses it (milliseconds in practice). Subjects that hold no slot and have an
+// empty window are forgotten (ff_quota_forget), so keyed quotas do not
+// accumulate key values.
+func (s *Store) ReconcileQuotaSlots(ctx context.Context, q int, grace time.Duration, limit int) (ScanResult, error) {
+	if q < 0 || q >= s.cfg.QuotaPartitions {
+		return ScanResult{}, invalid("partition", "%d is outside 0..%d", q, s.cfg.QuotaPartitions-1)
+	}
+	if limit < 1 || limit > ScanLimitMax {
+		return ScanResult{}, invalid("limit", "%d is outside 1..%d", limit, ScanLimitMax)
+	}
+	resps := s.c.DoMulti(ctx, s.c.B().Smembers().Key(s.k.subjects(q)).Build(), s.c.B().Time().Build())
+	subjects, err := resps[0].AsStrSlice()
+	if err != nil {
+		return ScanResult{}, fmt.Errorf("store: read quota subjects: %w", err)
+	}
+	now, err := timeOf(resps[1])
+	if err != nil {
+		return ScanResult{}, err
+	}
+	slices.Sort(subjects)
+	cutoff := strconv.FormatInt(now-grace.Milliseconds(), 10)
+	type slot struct{ subject, holder string }
+	var slots []slot
+	var idle []string // subjects without slots: forgotten when their window is empty too
+	const chunk = 256
+	for i := 0; i < len(subjects) && len(slots) < limit; i += chunk {
+		part := subjects[i:min(i+chunk, len(subjects))]
+		cmds := make(valkey.Commands, 0, 2*len(part))
+		for _, sub := range part {
+			k := s.k.quota(q, sub) + ":slots"
+			cmds = append(cmds, s.c.B().Zrangebyscore().Key(k).Min("-inf").Max(cutoff).Limit(0, int64(limit)).Build(),
+				s.c.B().Zcard().Key(k).Build())
+		}
+		rs := s.c.DoMulti(ctx, cmds...)
+		for j, sub := range part {
+			hs, err1 := rs[2*j].AsStrSlice()
+			held, err2 := rs[2*j+1].AsInt64()
+			if err := errors.Join(err1, err2); err != nil {
+				return ScanResult{}, fmt.Errorf("store: read quota slots: %w", err)
+			}
+			if held == 0 {
+				idle = append(idle, sub)
+			}
+			for _, h := range hs {
+				if len(slots) < limit {
+					slots = append(slots, slot{sub, h})
+				}
+			}
+		}
+	}
+	if len(idle) > 0 {
+		if _, err := s.fcall(ctx, call{fn: "ff_quota_forget", keys: []string{s.k.subjects(q)}, args: idle}); err != nil {
+			return ScanResult{}, err
+		}
+	}
+	if len(slots) == 0 {
+		return ScanResult{}, nil
+	}
+	cmds := make(valkey.Commands, len(slots))
+	for i, sl := range slots {
+		id, _, _ := strings.Cut(sl.holder, "#")
+		p, uuid, err := splitID(id)
+		if err != nil || p >= s.cfg.FlowPartitions {
+			cmds[i] = s.c.B().Echo().Message("").Build() // malformed holder: free it
+			continue
+		}
+		cmds[i] = s.c.B().Hmget().Key(s.k.core(p, uuid)).Field("state", "qheld").Build()
+	}
+	stale := map[string][]string{}
+	n := 0
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		_, held, _ := strings.Cut(slots[i].holder, "#") // "<attempt>#<token>"
+		v, err := r.ToArray()
+		if err != nil {
+			if _, e := r.ToString(); e != nil {
+				return ScanResult{}, fmt.Errorf("store: read slot holder: %w", err)
+			}
+			v = nil // the ECHO of a malformed holder
+		}
+		live := len(v) == 2 && decodeState(str(v[0]), "").Lifecycle == LifecycleActive && str(v[1]) == held
+		if !live {
+			stale[slots[i].subject] = append(stale[slots[i].subject], slots[i].holder)
+			n++
+		}
+	}
+	if err := s.releaseMany(ctx, stale, false); err != nil {
+		return ScanResult{}, err
+	}
+	return ScanResult{Processed: n, More: len(slots) >= limit}, nil
+}
+
+// quotaKeyFields reads the key field of quotas (nil entry: undefined).
+func (s *Store) quotaKeyFields(ctx context.Context, ids []string) (map[string]*string, error) {
+	out := map[string]*string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cmds := make(valkey.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = s.c.B().Hmget().Key(s.k.quota(s.quotaPart(id), id)).Field("key", "rate").Build()
+	}
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		v, err := r.ToArray()
+		if err != nil {
+			return nil, fmt.Errorf("store: read quota %s: %w", ids[i], err)
+		}
+		if v[1].IsNil() {
+			out[ids[i]] = nil
+			continue
+		}
+		k := str(v[0])
+		out[ids[i]] = &k
+	}
+	return out, nil
+}
+
+// extractKey returns the value at a dotted field path of a JSON object, as
+// a quota key value: a string as is, a number or boolean as its JSON text.
+func extractKey(field string, payload []byte, path string) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", invalid(field, "the quota key %q is read from the input, which is not JSON: %v", path, err)
+	}
+	for _, seg := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", invalid(field, "the input has no field %q (the quota key)", path)
+		}
+		if v, ok = m[seg]; !ok {
+			return "", invalid(field, "the input has no field %q (the quota key)", path)
+		}
+	}
+	var k string
+	switch x := v.(type) {
+	case string:
+		k = x
+	case json.Number:
+		k = x.String()
+	case bool:
+		k = strconv.FormatBool(x)
+	default:
+		return "", invalid(field, "the quota key %q must be a string, number or boolean in the input", path)
+	}
+	if err := checkToken(field, k, MaxQuotaKeyBytes); err != nil {
+		return "", invalid(field, "quota key value at %q: %s", path, err.(*ValidationError).Msg)
+	}
+	return k, nil
+}
+
+// resolveQuota turns a quota reference of an execution of namespace ns
+// into a subject. keyField returns the key field of a quota id (ok=false:
+// undefined); payload is the input the key value is read from.
+func resolveQuota(field, ns, ref string, payload []byte, keyField func(id string) (string, bool)) (string, error) {
+	id, key, explicit := strings.Cut(ref, "=")
+	if !strings.Contains(id, "/") {
+		if err := checkResourceName(field, id); err != nil {
+			return "", err
+		}
+		id = QuotaID(ns, id)
+	} else if _, _, _, err := splitResourceID(field, id, false); err != nil {
+		return "", err
+	}
+	if explicit {
+		if err := checkToken(field, key, MaxQuotaKeyBytes); err != nil {
+			return "", err
+		}
+		return id + "=" + key, nil
+	}
+	path, ok := keyField(id)
+	if !ok {
+		return "", invalid(field, "quota %s is not defined", id)
+	}
+	if path == "" {
+		return id, nil
+	}
+	k, err := extractKey(field, payload, path)
+	if err != nil {
+		return "", err
+	}
+	return id + "=" + k, nil
+}
