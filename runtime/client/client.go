@@ -113,8 +113,8 @@ func IsCode(err error, code string) bool {
 	return errors.As(err, &ae) && ae.Code == code
 }
 
-// ErrFlowsUnsupported is returned (wrapped) by StageFlow and Run.Result when
-// the server does not serve flows.
+// ErrFlowsUnsupported is returned (wrapped) by the flow methods (StageFlow,
+// StageTemplate, GetRun, Run.Result, ...) when the server has no flow routes.
 var ErrFlowsUnsupported = errors.New("flows are not supported by this server yet")
 
 // do sends one request and decodes a 2xx JSON answer into out (when non-nil).
@@ -378,95 +378,4 @@ func (c *Client) RenewOne(ctx context.Context, l wire.Lease, lease time.Duration
 		return nil, err
 	}
 	return &out, nil
-}
-
-// StageFlow starts a run of flow with input, which is encoded as JSON.
-func (c *Client) StageFlow(ctx context.Context, flow *plan.Flow, input any, opts ...StageOption) (*Run, error) {
-	if flow == nil {
-		return nil, errors.New("client: stage flow: nil plan")
-	}
-	var o StageOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	raw, err := json.Marshal(input)
-	if err != nil {
-		return nil, fmt.Errorf("client: stage flow %q: encode input: %w", flow.Name, err)
-	}
-	req := wire.StageFlow{Plan: flow, Input: raw, Namespace: o.Namespace, IdempotencyKey: o.IdempotencyKey}
-	var out wire.FlowRun
-	if _, err := c.do(ctx, http.MethodPost, "/v1/flows", nil, req, &out); err != nil {
-		return nil, flowsError("stage flow "+flow.Name, err)
-	}
-	return &Run{ID: out.ID, Flow: cmpOr(out.Flow, flow.Name), c: c}, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-// flowsError wraps ErrFlowsUnsupported around the answer of a server that
-// has no flow routes (404 on the route itself, 405 or 501).
-func flowsError(op string, err error) error {
-	var ae *APIError
-	if errors.As(err, &ae) && (ae.Status == http.StatusNotImplemented || ae.Status == http.StatusMethodNotAllowed ||
-		ae.Code == wire.CodeUnknownRoute) {
-		return fmt.Errorf("client: %s: %w (%v)", op, ErrFlowsUnsupported, err)
-	}
-	return fmt.Errorf("client: %s: %w", op, err)
-}
-
-// Run is a handle on one staged run of a flow.
-type Run struct {
-	ID   string // run id
-	Flow string // flow name
-
-	c *Client
-}
-
-// RunError is the error of a run that ended without success.
-type RunError struct {
-	RunID   string
-	State   string // failed, cancelled, ...
-	Message string
-}
-
-func (e *RunError) Error() string {
-	return fmt.Sprintf("run %s %s: %s", e.RunID, e.State, e.Message)
-}
-
-// runResultWaitMs is how long one GET of a run's result may wait on the
-// server before answering "not terminal yet".
-const runResultWaitMs = 30_000
-
-// Result waits until the run is terminal and returns the JSON output of the
-// flow's result exec. A run that did not succeed yields a *RunError.
-func (r *Run) Result(ctx context.Context) (json.RawMessage, error) {
-	if r.c == nil {
-		return nil, errors.New("client: run result: run has no client (construct runs with StageFlow)")
-	}
-	q := url.Values{"wait_ms": {fmt.Sprint(runResultWaitMs)}}
-	for {
-		var out wire.FlowRun
-		_, err := r.c.do(ctx, http.MethodGet, "/v1/flows/"+url.PathEscape(r.ID)+"/result", q, nil, &out)
-		switch {
-		case err == nil && (out.State == "succeeded" || out.State == "completed"):
-			return out.Result, nil
-		case err == nil && (out.State == "failed" || out.State == "cancelled" || out.State == "expired"):
-			return nil, &RunError{RunID: r.ID, State: out.State, Message: out.Error}
-		case err == nil || IsCode(err, wire.CodeNotTerminal): // still running
-			t := time.NewTimer(100 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, fmt.Errorf("client: run %s result: %w", r.ID, ctx.Err())
-			case <-t.C:
-			}
-		default:
-			return nil, flowsError("run "+r.ID+" result", err)
-		}
-	}
 }

@@ -81,3 +81,52 @@ func TestRunResultWaits(t *testing.T) {
 		t.Fatalf("result %s %v after %d calls", out, err, calls)
 	}
 }
+
+// TestFlowsUnsupported: against a server without flow routes the flow
+// methods wrap ErrFlowsUnsupported; other errors do not.
+func TestFlowsUnsupported(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/flows/known") {
+			w.WriteHeader(404)
+			w.Write([]byte(`{"error":{"code":"not_found","message":"no such run"}}`))
+			return
+		}
+		w.WriteHeader(404)
+		w.Write([]byte(`{"error":{"code":"unknown_route","message":"no such route"}}`))
+	}))
+	defer srv.Close()
+	c, _ := client.New(srv.URL)
+	ctx := context.Background()
+	if _, err := c.StageFlow(ctx, &plan.Flow{Name: "f"}, nil); !errors.Is(err, client.ErrFlowsUnsupported) {
+		t.Errorf("StageFlow: %v", err)
+	}
+	if _, err := c.Templates(ctx); !errors.Is(err, client.ErrFlowsUnsupported) {
+		t.Errorf("Templates: %v", err)
+	}
+	_, err := c.GetRun(ctx, "known")
+	if errors.Is(err, client.ErrFlowsUnsupported) || !client.IsCode(err, "not_found") {
+		t.Errorf("GetRun of an unknown run: %v", err)
+	}
+}
+
+// TestRunErrorNamesFailures: a failed run's Result is a *RunError with the
+// run's error and failed members.
+func TestRunErrorNamesFailures(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("wait_ms") != "30000" {
+			t.Errorf("result asked with wait_ms=%q", r.URL.Query().Get("wait_ms"))
+		}
+		w.Write([]byte(`{"id":"r","flow":"f","state":"failed","error":"b failed: boom",
+			"failures":[{"exec":"b","execution_id":"1.x","state":"failed","error":"boom"}]}`))
+	}))
+	defer srv.Close()
+	c, _ := client.New(srv.URL)
+	_, err := c.Run("r").Result(context.Background())
+	var re *client.RunError
+	if !errors.As(err, &re) || re.State != "failed" || re.Message != "b failed: boom" || strings.Join(re.FailedExecs(), ",") != "b" {
+		t.Fatalf("got %#v", err)
+	}
+	if !strings.Contains(err.Error(), "run r failed: b failed: boom") {
+		t.Fatalf("message %q", err)
+	}
+}

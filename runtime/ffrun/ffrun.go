@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flowfabric/ff/compiler"
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/devserver"
 	"github.com/flowfabric/ff/runtime/server"
 )
@@ -66,6 +68,9 @@ Usage:
   ffrun serve --valkey ADDR [flags]   serve the API, scheduler and scanners
   ffrun dev [--data DIR] [flags]      same, on a private valkey-server/redis-server child
   ffrun help                          show this help
+
+--flows DIR (both commands) compiles the .ff files of DIR at start and
+serves their flows as templates (/v1/templates); an error refuses to start.
 
 Run "ffrun serve -h" or "ffrun dev -h" for the flags. Every flag can also be
 set through the environment variable shown in its help. The API token is
@@ -115,6 +120,8 @@ type options struct {
 	logFormat       string
 	bodyLimit       int64
 	scanners        server.ScannerConfig
+	flows           string
+	templates       []*plan.Flow
 }
 
 // envFlag registers a flag whose default comes from an environment variable.
@@ -170,6 +177,7 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 		fs.str(&o.valkey, "valkey", "FF_VALKEY_ADDR", "", "Valkey/Redis address host:port (required)")
 	}
 	fs.str(&o.listen, "listen", "FF_LISTEN", ":8080", "API listen address")
+	fs.str(&o.flows, "flows", "FF_FLOWS", "", "directory of .ff files whose flows are served as templates (compiled at start; errors refuse to start)")
 	fs.str(&o.prefix, "key-prefix", "FF_KEY_PREFIX", "", "prefix of every Valkey key")
 	fs.integer(&o.partitions, "partitions", "FF_PARTITIONS", 0, "execution partitions (0 = default; fixed once data exists)")
 	fs.dur(&o.leaseDefault, "lease", "FF_LEASE", 30*time.Second, "lease of claims that ask for none")
@@ -203,6 +211,11 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	log, err := newLogger(env.Stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if o.flows != "" {
+		if o.templates, err = loadTemplates(o.flows, env.Stderr, log); err != nil {
+			return err
+		}
 	}
 	if dev {
 		child, err := devserver.Start(ctx, devserver.Config{Binary: o.valkeyBin, Dir: o.data, Logger: log})
@@ -240,6 +253,7 @@ func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
 		Token:           token,
 		LeaseDefault:    o.leaseDefault,
 		BodyLimit:       o.bodyLimit,
+		Templates:       o.templates,
 		Scanners:        o.scanners,
 		ShutdownTimeout: o.shutdownTimeout,
 		Logger:          log,
@@ -256,6 +270,35 @@ func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
 		env.OnListen(ln.Addr().String(), o.valkey)
 	}
 	return srv.Serve(ctx, ln)
+}
+
+// loadTemplates compiles the .ff files of dir, printing every diagnostic
+// to stderr as path:line:col: severity: message; errors refuse the start.
+func loadTemplates(dir string, stderr io.Writer, log *slog.Logger) ([]*plan.Flow, error) {
+	pkg, diags := compiler.CompileFiles(dir)
+	if len(diags) > 0 {
+		if err := diags.Format(stderr); err != nil {
+			return nil, fmt.Errorf("--flows %s: print diagnostics: %w", dir, err)
+		}
+	}
+	if diags.HasErrors() || pkg == nil {
+		n, _ := diags.Count()
+		return nil, fmt.Errorf("--flows %s: %d error(s) in the .ff files; not starting", dir, n)
+	}
+	if len(pkg.Flows) == 0 {
+		return nil, fmt.Errorf("--flows %s: the .ff files declare no flow; not starting", dir)
+	}
+	out := make([]*plan.Flow, len(pkg.Flows))
+	names := make([]string, len(pkg.Flows))
+	for i := range pkg.Flows {
+		out[i] = &pkg.Flows[i]
+		names[i] = out[i].Name
+		if err := out[i].Validate(); err != nil {
+			return nil, fmt.Errorf("--flows %s: flow %s: compiled plan is invalid: %w", dir, out[i].Name, err)
+		}
+	}
+	log.Info("serving flow templates", slog.String("dir", dir), slog.String("templates", strings.Join(names, ",")))
+	return out, nil
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

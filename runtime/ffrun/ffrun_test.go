@@ -182,3 +182,31 @@ func TestUsageErrors(t *testing.T) {
 		t.Fatalf("serve without valkey: exit %d, want 2 (%s)", code, out.String())
 	}
 }
+
+// TestDevServesFlowTemplates: ffrun dev --flows DIR serves the flows of DIR
+// by name.
+func TestDevServesFlowTemplates(t *testing.T) {
+	r := start(t, []string{"dev", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--flows", "../../examples/flows"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, _ := client.New("http://" + r.api)
+	list, err := c.Templates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tp := range list {
+		names = append(names, tp.Name)
+	}
+	if strings.Join(names, ",") != "ask,fulfil_order,nightly_etl,publish" {
+		t.Fatalf("templates %v", names)
+	}
+	// A bad input is refused before anything is written.
+	_, err = c.StageTemplate(ctx, "publish", map[string]any{"id": 1})
+	if !client.IsCode(err, wire.CodeValidation) || !strings.Contains(err.Error(), "input.id") {
+		t.Fatalf("bad input: %v", err)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -11,13 +11,19 @@
 //
 // Each group keeps a per-partition "may have work" hint, set by wake-ups
 // and by a periodic resynchronisation (one pipelined ZCARD round through
-// Store.EligibleCounts), cleared when a claim on the partition comes back
-// short. A claim attempt scans the hinted partitions from a rotating cursor
-// and makes at most ScanMax claim calls, so every partition is reached
-// within a bounded number of attempts.
+// Store.EligibleCounts), cleared when a claim on the partition grants
+// nothing. A claim attempt scans the hinted partitions from the worker
+// instance's own cursor (its first one placed by a hash of the instance:
+// jitter), resuming where its previous attempt stopped, and makes at most
+// ScanMax claim calls, so each worker reaches every partition within
+// ceil(partitions/ScanMax) attempts.
 //
-// Admission (budgets, quotas, capability blocking) slots in per partition
-// in Scheduler.claimPartition.
+// Admission (admission.go): every claim call is Store.ClaimAdmitted, with
+// the budgets at a hard limit read once per scan cycle (a read error means
+// no claim: fail closed) and the namespace's capability union (cached
+// briefly; a read error only turns route blocking off: fail open), so a
+// candidate no connected worker can run is parked as
+// waiting_for_capable_worker instead of being passed over on every claim.
 package scheduler
 
 import (
@@ -28,7 +34,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/flowfabric/ff/runtime/store"
@@ -38,7 +43,15 @@ import (
 type Store interface {
 	FlowPartitions() int
 	Claim(ctx context.Context, req store.ClaimRequest) ([]store.Grant, error)
+	// ClaimAdmitted is Claim with quota admission (and budget blocking
+	// when the request lists breached budgets).
+	ClaimAdmitted(ctx context.Context, req store.ClaimRequest) ([]store.Grant, error)
 	EligibleCounts(ctx context.Context, namespace string, lanes []string) ([]int64, error)
+	// BreachedBudgets lists the budgets at a hard limit now.
+	BreachedBudgets(ctx context.Context) ([]store.BudgetBreach, error)
+	// CapabilityUnion is the union of the capabilities of a namespace's
+	// connected workers.
+	CapabilityUnion(ctx context.Context, namespace string) ([]string, error)
 }
 
 // SubscribeFunc subscribes to the wake-up channel and calls onMessage for
@@ -51,6 +64,7 @@ type SubscribeFunc func(ctx context.Context, onReady func(), onMessage func(msg 
 const (
 	ScanMaxDefault        = 8
 	ResyncIntervalDefault = time.Second
+	UnionTTLDefault       = time.Second
 	groupIdleTTL          = 10 * time.Minute
 	resubscribeDelayMin   = 50 * time.Millisecond
 	resubscribeDelayMax   = 2 * time.Second
@@ -68,7 +82,10 @@ type Config struct {
 	// are re-read from Valkey (a safety net for lost wake-ups) and how old a
 	// hint may be before an attempt refreshes it.
 	ResyncInterval time.Duration
-	Logger         *slog.Logger
+	// UnionTTL is how long a namespace's capability union is reused before
+	// it is read again (InvalidateCapabilities drops it at once).
+	UnionTTL time.Duration
+	Logger   *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -77,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ResyncInterval <= 0 {
 		c.ResyncInterval = ResyncIntervalDefault
+	}
+	if c.UnionTTL <= 0 {
+		c.UnionTTL = UnionTTLDefault
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -99,11 +119,13 @@ type Scheduler struct {
 	cfg        Config
 	log        *slog.Logger
 	partitions int
-	cursor     atomic.Uint64
 
 	mu     sync.Mutex
 	groups map[string]*group
 	byLane map[laneKey]map[*group]struct{}
+
+	unionMu sync.Mutex
+	unions  map[string]unionEntry // capability union per namespace
 
 	stopping chan struct{} // closed by Stop: waiting claims return
 	startMu  sync.Mutex
@@ -126,6 +148,7 @@ type group struct {
 	gen      []uint64  // per partition: bumped by every wake-up
 	fresh    time.Time // when maybe was last read from Valkey
 	lastUsed time.Time
+	cursors  map[string]int // per worker instance: where its next scan starts
 }
 
 type waiter struct {
@@ -150,6 +173,7 @@ func New(cfg Config) (*Scheduler, error) {
 		partitions: p,
 		groups:     map[string]*group{},
 		byLane:     map[laneKey]map[*group]struct{}{},
+		unions:     map[string]unionEntry{},
 		stopping:   make(chan struct{}),
 	}, nil
 }
@@ -335,10 +359,15 @@ func (s *Scheduler) attempt(ctx context.Context, g *group, req Request) ([]store
 		s.log.WarnContext(ctx, "scheduler: refresh partition hints", slog.Any("error", err))
 	}
 	n := s.partitions
-	start := int(s.cursor.Add(1) % uint64(n))
+	start := s.startFor(g, req.Worker.InstanceID)
 	var out []store.Grant
-	calls := 0
-	for i := 0; i < n && calls < s.cfg.ScanMax && len(out) < req.Max; i++ {
+	calls, i := 0, 0
+	// The worker's next attempt resumes after the last partition this one
+	// looked at, so each worker reaches every partition within
+	// ceil(partitions/ScanMax) attempts.
+	defer func() { s.advance(g, req.Worker.InstanceID, (start+i)%n) }()
+	var cycle *admission // read lazily, once per scan cycle
+	for ; i < n && calls < s.cfg.ScanMax && len(out) < req.Max; i++ {
 		p := (start + i) % n
 		s.mu.Lock()
 		maybe, gen := g.maybe[p], g.gen[p]
@@ -347,7 +376,17 @@ func (s *Scheduler) attempt(ctx context.Context, g *group, req Request) ([]store
 			continue
 		}
 		want := req.Max - len(out)
-		grants, err := s.claimPartition(ctx, p, req, want)
+		if cycle == nil {
+			a, err := s.admission(ctx, req)
+			if err != nil {
+				if len(out) > 0 {
+					return out, nil
+				}
+				return nil, fmt.Errorf("scheduler: %w", err)
+			}
+			cycle = a
+		}
+		grants, err := s.claimPartition(ctx, p, req, want, cycle)
 		calls++
 		if err != nil {
 			if len(out) > 0 {
@@ -358,7 +397,12 @@ func (s *Scheduler) attempt(ctx context.Context, g *group, req Request) ([]store
 			return nil, fmt.Errorf("scheduler: claim on partition %d: %w", p, err)
 		}
 		out = append(out, grants...)
-		if len(grants) < want {
+		// A claim that granted nothing means the partition holds nothing
+		// this group can run now. One that granted some but fewer than
+		// asked may only have reached the end of its lookahead (work for
+		// other capability sets in front): the hint stays, and the next
+		// attempt finds out.
+		if len(grants) == 0 {
 			s.mu.Lock()
 			if g.gen[p] == gen {
 				g.maybe[p] = false
@@ -369,15 +413,18 @@ func (s *Scheduler) attempt(ctx context.Context, g *group, req Request) ([]store
 	return out, nil
 }
 
-// claimPartition is one grant cycle on one partition. Admission checks
-// (budgets, quotas) will run here around the store call.
-func (s *Scheduler) claimPartition(ctx context.Context, p int, req Request, want int) ([]store.Grant, error) {
-	return s.cfg.Store.Claim(ctx, store.ClaimRequest{
-		Partition: p,
-		Lanes:     req.Lanes,
-		Worker:    req.Worker,
-		Max:       want,
-		LeaseTTL:  req.LeaseTTL,
+// claimPartition is one grant cycle on one partition, with the admission
+// state of the scan cycle.
+func (s *Scheduler) claimPartition(ctx context.Context, p int, req Request, want int, a *admission) ([]store.Grant, error) {
+	return s.cfg.Store.ClaimAdmitted(ctx, store.ClaimRequest{
+		Partition:             p,
+		Lanes:                 req.Lanes,
+		Worker:                req.Worker,
+		Max:                   want,
+		LeaseTTL:              req.LeaseTTL,
+		BreachedBudgets:       a.breached,
+		RouteBlocking:         a.route,
+		NamespaceCapabilities: a.union,
 	})
 }
 

@@ -291,12 +291,3 @@ func TestPriorityOrderAndChange(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func TestStageFlowUnsupported(t *testing.T) {
-	t.Parallel()
-	env := servertest.Start(t)
-	_, err := env.Client.StageFlow(ctxT(t), &plan.Flow{Schema: plan.SchemaVersion, Name: "f"}, map[string]int{"x": 1})
-	if !errors.Is(err, client.ErrFlowsUnsupported) {
-		t.Fatalf("StageFlow: %v, want ErrFlowsUnsupported", err)
-	}
-}

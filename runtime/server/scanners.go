@@ -17,7 +17,11 @@ type ScannerConfig struct {
 	Deadline        time.Duration
 	Retention       time.Duration
 	RetentionAge    time.Duration // how long terminal executions are kept
-	Limit           int           // executions per partition and tick
+	Unblock         time.Duration // admission unblock (and the park log)
+	BudgetReset     time.Duration
+	QuotaRelease    time.Duration
+	QuotaReconcile  time.Duration
+	Limit           int // executions per partition and tick
 }
 
 // newScanners builds the scanners of runtime/scanner as one component.
@@ -32,6 +36,10 @@ func newScanners(st *store.Store, cfg ScannerConfig, log *slog.Logger) ([]compon
 		DeadlineInterval:       cfg.Deadline,
 		RetentionInterval:      cfg.Retention,
 		RetentionAge:           cfg.RetentionAge,
+		UnblockInterval:        cfg.Unblock,
+		BudgetResetInterval:    cfg.BudgetReset,
+		QuotaReleaseInterval:   cfg.QuotaRelease,
+		QuotaReconcileInterval: cfg.QuotaReconcile,
 	})
 	if err != nil {
 		return nil, err

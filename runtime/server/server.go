@@ -15,6 +15,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/scheduler"
 	"github.com/flowfabric/ff/runtime/store"
@@ -36,6 +37,9 @@ type Config struct {
 	Token          string        // bearer token of /v1; empty = open (logged loudly)
 	LeaseDefault   time.Duration // lease of claims that name none; 0 = 30s
 	BodyLimit      int64         // overrides per-route body limits when > 0
+	// Templates are compiled flows served by name (/v1/templates); ffrun
+	// --flows compiles them from a directory.
+	Templates []*plan.Flow
 
 	// Scanners tunes the background scanners; zero values take defaults.
 	Scanners ScannerConfig
@@ -78,6 +82,7 @@ type Server struct {
 	sched    *scheduler.Scheduler
 	api      *api.Server
 	scanners []component
+	notices  *runNotices
 
 	closeOnce sync.Once
 }
@@ -130,8 +135,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, vk: vk, store: st, sched: sched}
+	adm := newAdmissionService(log, st, sched)
 	a, err := api.New(api.Config{
-		Service:      &service{log: log, vk: vk, st: st, sched: sched},
+		Service:      &service{log: log, vk: vk, st: st, sched: sched, onClaim: adm.onClaim},
 		Token:        cfg.Token,
 		Logger:       log,
 		BodyLimit:    cfg.BodyLimit,
@@ -142,12 +148,27 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.api = a
+	s.notices = newRunNotices(scheduler.ValkeySubscriber(vk, st.RunsChannel()), log)
+	if err := a.AddFlows(&flowService{st: st, notice: s.notices}, cfg.Templates); err != nil {
+		vk.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := a.AddAdmission(adm); err != nil {
+		vk.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	// The templates' shared budgets and quotas (ffrun --flows).
+	if err := RegisterDeclared(ctx, st, cfg.Templates, log); err != nil {
+		vk.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if !cfg.DisableScanners {
 		s.scanners, err = newScanners(st, cfg.Scanners, log)
 		if err != nil {
 			vk.Close()
 			return nil, err
 		}
+		s.scanners = append(s.scanners, newParkLog(st, log, cfg.Scanners.Unblock))
 	}
 	return s, nil
 }
@@ -175,6 +196,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("server: start scanner: %w", err)
 		}
 	}
+	if err := s.notices.Start(ctx); err != nil {
+		return fmt.Errorf("server: start run notices: %w", err)
+	}
 	hs := &http.Server{
 		Handler:           s.api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -201,6 +225,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.sched.Stop(sctx); err != nil {
 		s.log.Warn("scheduler stop", slog.Any("error", err))
 	}
+	if err := s.notices.Stop(sctx); err != nil { // answers waiting result requests
+		s.log.Warn("run notices stop", slog.Any("error", err))
+	}
 	if err := hs.Shutdown(sctx); err != nil {
 		s.log.Warn("http shutdown did not finish in time", slog.Any("error", err))
 		hs.Close()
@@ -221,6 +248,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		_ = s.sched.Stop(context.Background())
+		_ = s.notices.Stop(context.Background())
 		s.vk.Close()
 	})
 }

@@ -23,6 +23,9 @@ type service struct {
 	vk    valkey.Client
 	st    *store.Store
 	sched *scheduler.Scheduler
+	// onClaim, when set, sees every valid claim first (the worker
+	// registry: admission.go).
+	onClaim func(context.Context, wire.ClaimRequest)
 }
 
 func (s *service) Ready(ctx context.Context) error {
@@ -160,6 +163,9 @@ func (s *service) mutate(_ context.Context, id string, f func(store.ExecutionID)
 }
 
 func (s *service) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task, error) {
+	if s.onClaim != nil {
+		s.onClaim(ctx, req)
+	}
 	grants, err := s.sched.Claim(ctx, scheduler.Request{
 		Worker: store.WorkerIdentity{
 			WorkerID:     req.WorkerID,

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/flowfabric/ff/runtime/flowinput"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -28,6 +29,9 @@ func TestSpecExamples(t *testing.T) {
 		"Execution":       func() any { return new(wire.Execution) },
 		"ClaimRequest":    func() any { return new(wire.ClaimRequest) },
 		"Task":            func() any { return new(wire.Task) },
+		"StageFlow":       func() any { return new(wire.StageFlow) },
+		"FlowRun":         func() any { return new(wire.FlowRun) },
+		"Template":        func() any { return new(wire.Template) },
 	}
 	for i, b := range blocks {
 		var matched []string
@@ -40,6 +44,18 @@ func TestSpecExamples(t *testing.T) {
 		}
 		if len(matched) == 0 {
 			t.Errorf("example %d of spec/api.md decodes strictly into no wire type:\n%s", i+1, b[1])
+		}
+		// A staging example must be one the server accepts.
+		var sf wire.StageFlow
+		dec := json.NewDecoder(bytes.NewReader(b[1]))
+		dec.DisallowUnknownFields()
+		if dec.Decode(&sf) == nil && sf.Plan != nil {
+			if err := sf.Plan.Validate(); err != nil {
+				t.Errorf("example %d of spec/api.md: the plan does not validate: %v", i+1, err)
+			}
+			if err := flowinput.Flow(sf.Plan, "input", sf.Input); err != nil {
+				t.Errorf("example %d of spec/api.md: the input does not match the plan: %v", i+1, err)
+			}
 		}
 	}
 }

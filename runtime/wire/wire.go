@@ -278,7 +278,8 @@ type SingleFail struct {
 	Retryable bool   `json:"retryable"`
 }
 
-// StageFlow is the body of POST /v1/flows (served once flows land).
+// StageFlow is the body of POST /v1/flows: a compiled flow (the JSON of
+// one flow of `ffc plan`) and the run's input.
 type StageFlow struct {
 	Plan           *plan.Flow      `json:"plan"`
 	Input          json.RawMessage `json:"input,omitempty"`
@@ -286,13 +287,101 @@ type StageFlow struct {
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 }
 
-// FlowRun is the body describing one run of a flow.
+// StageTemplate is the body of POST /v1/templates/{name}/runs.
+type StageTemplate struct {
+	Input          json.RawMessage `json:"input,omitempty"`
+	Namespace      string          `json:"namespace,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+}
+
+// Run states of FlowRun.State.
+const (
+	RunRunning   = "running"
+	RunSucceeded = "succeeded"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+)
+
+// FlowRun describes one run of a flow: the answer of every /v1/flows route.
+// Result answers carry no Execs.
 type FlowRun struct {
-	ID     string          `json:"id"`
-	Flow   string          `json:"flow"`
-	State  string          `json:"state"`
+	ID        string `json:"id"`
+	Namespace string `json:"namespace,omitempty"`
+	Flow      string `json:"flow"`
+	State     string `json:"state"` // RunRunning, RunSucceeded, RunFailed or RunCancelled
+	// Created is set on staging answers: false when the idempotency key
+	// matched an earlier run, which is returned.
+	Created *bool `json:"created,omitempty"`
+	// Counts of members by outcome; Done counts every terminal member.
+	Total      int    `json:"total,omitempty"`
+	Done       int    `json:"done,omitempty"`
+	Succeeded  int    `json:"succeeded,omitempty"`
+	Failed     int    `json:"failed,omitempty"`
+	Skipped    int    `json:"skipped,omitempty"`
+	Cancelled  int    `json:"cancelled,omitempty"`
+	ResultExec string `json:"result_exec,omitempty"`
+	// Result is the output of the result exec once the run succeeded.
 	Result json.RawMessage `json:"result,omitempty"`
-	Error  string          `json:"error,omitempty"`
+	// Error summarises why a run failed or was cancelled; Failures lists
+	// the members that failed, expired or were cancelled.
+	Error     string        `json:"error,omitempty"`
+	Failures  []ExecFailure `json:"failures,omitempty"`
+	CreatedAt *time.Time    `json:"created_at,omitempty"`
+	EndedAt   *time.Time    `json:"ended_at,omitempty"`
+	Execs     []FlowExec    `json:"execs,omitempty"`
+}
+
+// ExecFailure is a member of a run that did not succeed on its own.
+type ExecFailure struct {
+	Exec        string `json:"exec"`
+	ExecutionID string `json:"execution_id"`
+	State       string `json:"state"` // failed, expired or cancelled
+	Error       string `json:"error,omitempty"`
+}
+
+// FlowExec is one member of a run, by exec name.
+type FlowExec struct {
+	Name        string     `json:"name"`
+	ExecutionID string     `json:"execution_id"`
+	Kind        string     `json:"kind"`
+	State       string     `json:"state"`   // public state of the execution
+	Outcome     string     `json:"outcome"` // terminal outcome: none, success, failed, cancelled, expired, skipped
+	Attempts    int        `json:"attempts"`
+	Error       string     `json:"error,omitempty"`
+	Blocked     string     `json:"blocked,omitempty"` // blocking detail while blocked
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	EndedAt     *time.Time `json:"ended_at,omitempty"`
+}
+
+// Template is one flow served by name (ffrun --flows DIR).
+type Template struct {
+	Name      string         `json:"name"`
+	Namespace string         `json:"namespace"`
+	Lane      string         `json:"lane"`
+	Input     *plan.TypeRef  `json:"input,omitempty"`
+	Output    *plan.TypeRef  `json:"output,omitempty"`
+	Result    string         `json:"result,omitempty"`
+	Types     []plan.Type    `json:"types,omitempty"`
+	Execs     []TemplateExec `json:"execs"`
+	Edges     []plan.Edge    `json:"edges,omitempty"`
+	Plan      *plan.Flow     `json:"plan,omitempty"` // GET /v1/templates/{name} only
+}
+
+// TemplateExec summarises one exec of a template.
+type TemplateExec struct {
+	Name      string        `json:"name"`
+	Kind      string        `json:"kind"`
+	Lane      string        `json:"lane"`
+	Input     *plan.TypeRef `json:"input,omitempty"`
+	Output    *plan.TypeRef `json:"output,omitempty"`
+	Join      plan.Join     `json:"join"`
+	Upstreams []string      `json:"upstreams,omitempty"`
+	Requires  []string      `json:"requires,omitempty"`
+}
+
+// TemplateList is the answer of GET /v1/templates.
+type TemplateList struct {
+	Templates []Template `json:"templates"`
 }
 
 // Health is the body of /healthz and /readyz.

@@ -242,6 +242,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.running = true
 	w.mu.Unlock()
 
+	if err := w.connect(ctx); err != nil {
+		w.mu.Lock()
+		w.running = false
+		w.mu.Unlock()
+		return err
+	}
+
 	w.slots = make(chan struct{}, w.cfg.Concurrency)
 	for range w.cfg.Concurrency {
 		w.slots <- struct{}{}
@@ -406,6 +413,7 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 		id: t.ExecutionID, kind: t.Kind, namespace: t.Namespace, lane: t.Lane,
 		attempt: t.Attempt, maxAttempts: t.MaxAttempts, tags: t.Tags,
 		input: t.Input, upstreams: t.Upstreams,
+		usage: &taskUsage{c: w.c, lease: r.lease},
 	}
 	if t.DeadlineAt != nil {
 		task.deadline = *t.DeadlineAt
@@ -471,6 +479,7 @@ func (w *Worker) renewLoop(ctx context.Context, done <-chan struct{}) {
 		case <-t.C:
 		}
 		w.renewOnce(ctx)
+		w.heartbeat(ctx)
 	}
 }
 

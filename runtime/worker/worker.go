@@ -42,6 +42,7 @@ type Task struct {
 	tags        map[string]string
 	input       json.RawMessage
 	upstreams   map[string]json.RawMessage
+	usage       *taskUsage // nil for test tasks
 }
 
 // ID returns the execution id.

@@ -112,3 +112,8 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// StopShared stops the Valkey server that the tests of this binary share
+// (Start uses it); call it from TestMain after m.Run. Packages outside
+// runtime/ cannot reach the internal harness directly.
+func StopShared() { valkeytest.StopShared() }

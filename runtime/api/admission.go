@@ -1,0 +1,127 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/store"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// AdmissionService manages budgets, quotas, usage reports and the worker
+// registry. The API validates requests before calling it; errors should be
+// *Error values, as for Service.
+type AdmissionService interface {
+	// PutBudget creates a shared budget or replaces its definition, keeping
+	// its usage; created is false for a replacement.
+	PutBudget(ctx context.Context, id string, req wire.PutBudget) (b *wire.Budget, created bool, err error)
+	GetBudget(ctx context.Context, id string) (*wire.Budget, error)
+	ResetBudget(ctx context.Context, id string) (*wire.Budget, error)
+	// ReportBudgetUsage reports usage straight to one budget.
+	ReportBudgetUsage(ctx context.Context, id string, req wire.BudgetUsageReport) (*wire.UsageResult, error)
+	// ReportExecutionUsage reports usage of a running attempt, after
+	// checking that the lease is the execution's current one (a stale lease
+	// is an *Error with code wire.CodeStaleLease).
+	ReportExecutionUsage(ctx context.Context, id string, req wire.ExecutionUsageReport) ([]wire.UsageResult, error)
+	PutQuota(ctx context.Context, id string, req wire.PutQuota) (q *wire.Quota, created bool, err error)
+	GetQuota(ctx context.Context, id string) (*wire.Quota, error)
+	// Heartbeat registers or refreshes a worker instance; a new one makes
+	// the namespace's executions it can run eligible again at once.
+	Heartbeat(ctx context.Context, req wire.WorkerHeartbeat) (*wire.WorkerHeartbeatResponse, error)
+	Workers(ctx context.Context, namespace string) (*wire.WorkerList, error)
+}
+
+// Limits of the admission routes.
+const (
+	// ResourceIDMaxBytes bounds a budget or quota id.
+	ResourceIDMaxBytes = store.MaxResourceIDBytes
+	// UsageDeltaMax bounds one usage report's delta.
+	UsageDeltaMax = int64(1) << 53
+	// DedupKeyMaxBytes bounds a usage report's dedup key.
+	DedupKeyMaxBytes = 256
+)
+
+// admission serves /v1/budgets, /v1/quotas, /v1/workers and
+// /v1/executions/{id}/usage.
+type admission struct {
+	s   *Server
+	svc AdmissionService
+}
+
+// AddAdmission serves the budget, quota, usage and worker routes over svc,
+// behind the same auth as every /v1 route. Call it once, before serving.
+func (s *Server) AddAdmission(svc AdmissionService) error {
+	if svc == nil {
+		return errors.New("api: AddAdmission: nil AdmissionService")
+	}
+	a := &admission{s: s, svc: svc}
+	v1 := s.V1()
+	v1.PUT("/budgets", a.putBudget)
+	v1.POST("/budgets", a.putBudget)
+	// Budget and quota ids hold '/' ("default/gpu"): the id is the rest of
+	// the path (or one escaped segment), actions are a trailing segment.
+	v1.GET("/budgets/*", a.getBudget)
+	v1.POST("/budgets/*", a.budgetAction)
+	v1.PUT("/quotas", a.putQuota)
+	v1.POST("/quotas", a.putQuota)
+	v1.GET("/quotas/*", a.getQuota)
+	v1.POST("/executions/:id/usage", a.executionUsage)
+	v1.POST("/workers/heartbeat", a.heartbeat)
+	v1.GET("/workers", a.workers)
+	return nil
+}
+
+// pathID is the wildcard part of the route, unescaped.
+func pathID(c echo.Context) (string, *Error) {
+	raw := c.Param("*")
+	id, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", invalid("id", "%q is not a valid escaped path", raw)
+	}
+	if e := checkIdent("id", id, ResourceIDMaxBytes, false); e != nil {
+		return "", e
+	}
+	return id, nil
+}
+
+// resourceID works out the id of a PUT body: id, or namespace and name.
+func resourceID(id, ns, name string) (string, *Error) {
+	if id != "" {
+		if ns != "" || name != "" {
+			return "", invalid("id", "give either id or namespace and name, not both")
+		}
+		if e := checkIdent("id", id, ResourceIDMaxBytes, false); e != nil {
+			return "", e
+		}
+		i := strings.LastIndexByte(id, '/')
+		if i <= 0 || i == len(id)-1 {
+			return "", invalid("id", "%q is not <namespace>/<name>", id)
+		}
+		if e := checkName("id", id[:i]); e != nil {
+			return "", e
+		}
+		if strings.ContainsAny(id[i+1:], "@=") {
+			return "", invalid("id", "%q: the name must not contain '@' or '='", id)
+		}
+		return id, nil
+	}
+	ns = cmpOr(ns, plan.DefaultNamespace)
+	if e := checkName("namespace", ns); e != nil {
+		return "", e
+	}
+	if name == "" {
+		return "", invalid("name", "is required (or give id)")
+	}
+	if strings.ContainsAny(name, "/@=") {
+		return "", invalid("name", "%q must not contain '/', '@' or '='", name)
+	}
+	if e := checkIdent("name", name, NameMaxBytes, true); e != nil {
+		return "", e
+	}
+	return ns + "/" + name, nil
+}

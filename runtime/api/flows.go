@@ -1,0 +1,227 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/flowinput"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// Limits of the flow routes.
+const (
+	// BodyLimitFlow bounds POST /v1/flows: a plan of up to 10,000 execs
+	// with the run's input.
+	BodyLimitFlow = 16 << 20
+	// RunWaitMaxMs bounds the wait_ms of GET /v1/flows/{id}/result.
+	RunWaitMaxMs = 60_000
+)
+
+// FlowService runs flows. The API validates the plan and the input before
+// calling StageFlow. Errors should be *Error values, as for Service.
+type FlowService interface {
+	// StageFlow stages a run; created is false when the idempotency key
+	// matched an earlier run, which is returned.
+	StageFlow(ctx context.Context, req FlowRequest) (run *wire.FlowRun, created bool, err error)
+	// GetRun returns a run with every member.
+	GetRun(ctx context.Context, id string) (*wire.FlowRun, error)
+	// RunResult returns a run without its members once it ended, waiting
+	// up to wait for it to end; a run still running after the wait is an
+	// *Error with code wire.CodeNotTerminal.
+	RunResult(ctx context.Context, id string, wait time.Duration) (*wire.FlowRun, error)
+	CancelRun(ctx context.Context, id, reason string) (*wire.FlowRun, error)
+	ReplayRun(ctx context.Context, id string) (*wire.FlowRun, error)
+}
+
+// FlowRequest is a validated request to stage a run.
+type FlowRequest struct {
+	Flow           *plan.Flow
+	Input          json.RawMessage
+	Namespace      string
+	IdempotencyKey string
+}
+
+// flows serves the /v1/flows and /v1/templates routes.
+type flows struct {
+	s         *Server
+	svc       FlowService
+	templates map[string]*plan.Flow
+	names     []string // sorted
+}
+
+// AddFlows serves the flow routes (/v1/flows) over svc and the given
+// compiled flows as templates by name (/v1/templates). Every template must
+// validate and names must be unique. Call it once, before serving.
+func (s *Server) AddFlows(svc FlowService, templates []*plan.Flow) error {
+	if svc == nil {
+		return errors.New("api: AddFlows: nil FlowService")
+	}
+	f := &flows{s: s, svc: svc, templates: map[string]*plan.Flow{}}
+	for _, t := range templates {
+		if err := t.Validate(); err != nil {
+			return fmt.Errorf("api: template %s: %w", t.Name, err)
+		}
+		if _, dup := f.templates[t.Name]; dup {
+			return fmt.Errorf("api: two templates are named %s", t.Name)
+		}
+		f.templates[t.Name] = t
+		f.names = append(f.names, t.Name)
+	}
+	slices.Sort(f.names)
+	s.v1.POST("/flows", f.stage)
+	s.v1.GET("/flows/:id", f.get)
+	s.v1.GET("/flows/:id/result", f.result)
+	s.v1.POST("/flows/:id/cancel", f.cancel)
+	s.v1.POST("/flows/:id/replay", f.replay)
+	s.v1.GET("/templates", f.listTemplates)
+	s.v1.GET("/templates/:name", f.getTemplate)
+	s.v1.POST("/templates/:name/runs", f.stageTemplate)
+	return nil
+}
+
+// checkPlan validates a plan that came over HTTP; the first problem's path
+// is reported under field (prefixed with "plan.").
+func checkPlan(p *plan.Flow) *Error {
+	if p == nil {
+		return invalid("plan", "is required: the JSON of one compiled flow (ffc plan)")
+	}
+	err := p.Validate()
+	if err == nil {
+		return nil
+	}
+	lines := strings.Split(err.Error(), "\n")
+	field := "plan"
+	if path, _, ok := strings.Cut(lines[0], ": "); ok && !strings.ContainsAny(path, " \t") {
+		field = "plan." + path
+	}
+	e := Errorf(http.StatusBadRequest, wire.CodeValidation, "plan of flow %q is not valid: %s", p.Name, strings.Join(lines, "; "))
+	e.Details = map[string]any{"field": field}
+	return e
+}
+
+// checkInput validates a run's input against the flow's input type.
+func checkInput(f *plan.Flow, input json.RawMessage) *Error {
+	err := flowinput.Flow(f, "input", input)
+	if err == nil {
+		return nil
+	}
+	var fe *flowinput.Error
+	if errors.As(err, &fe) {
+		return invalid(fe.Path, "%s", fe.Msg)
+	}
+	return invalid("input", "%v", err)
+}
+
+func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, in json.RawMessage, ns, key string) error {
+	if ns != "" {
+		if e := checkName("namespace", ns); e != nil {
+			return e
+		}
+	}
+	if len(key) > IdemKeyMaxBytes {
+		return invalid("idempotency_key", "is %d bytes, the limit is %d", len(key), IdemKeyMaxBytes)
+	}
+	if e := checkInput(fl, in); e != nil {
+		return e
+	}
+	run, created, err := f.svc.StageFlow(c.Request().Context(), FlowRequest{Flow: fl, Input: in, Namespace: ns, IdempotencyKey: key})
+	if err != nil {
+		return err
+	}
+	run.Created = &created
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	}
+	return c.JSON(status, run)
+}
+
+func (f *flows) stage(c echo.Context) error {
+	var req wire.StageFlow
+	if err := Decode(c, f.s.limit(BodyLimitFlow), false, &req); err != nil {
+		return err
+	}
+	if e := checkPlan(req.Plan); e != nil {
+		return e
+	}
+	return f.stageChecked(c, req.Plan, req.Input, req.Namespace, req.IdempotencyKey)
+}
+
+func (f *flows) get(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
+	run, err := f.svc.GetRun(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, run)
+}
+
+func (f *flows) result(c echo.Context) error {
+	if e := onlyQuery(c, "wait_ms"); e != nil {
+		return e
+	}
+	var wait time.Duration
+	if v := c.QueryParam("wait_ms"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > RunWaitMaxMs {
+			return invalid("wait_ms", "%q is not an integer in 0..%d", v, RunWaitMaxMs)
+		}
+		wait = time.Duration(n) * time.Millisecond
+	}
+	run, err := f.svc.RunResult(c.Request().Context(), c.Param("id"), wait)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, run)
+}
+
+func (f *flows) cancel(c echo.Context) error {
+	var req wire.Cancel
+	if err := Decode(c, f.s.limit(BodyLimitDefault), true, &req); err != nil {
+		return err
+	}
+	if e := checkReason("reason", req.Reason); e != nil {
+		return e
+	}
+	run, err := f.svc.CancelRun(c.Request().Context(), c.Param("id"), cmpOr(req.Reason, "run cancelled through the API"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, run)
+}
+
+func (f *flows) replay(c echo.Context) error {
+	var req struct{}
+	if err := Decode(c, f.s.limit(BodyLimitDefault), true, &req); err != nil {
+		return err
+	}
+	run, err := f.svc.ReplayRun(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, run)
+}
+
+// onlyQuery rejects query parameters other than allowed.
+func onlyQuery(c echo.Context, allowed ...string) *Error {
+	for k := range c.QueryParams() {
+		if !slices.Contains(allowed, k) {
+			e := Errorf(http.StatusBadRequest, wire.CodeUnknownField, "unknown query parameter %q", k)
+			e.Details = map[string]any{"field": k}
+			return e
+		}
+	}
+	return nil
+}

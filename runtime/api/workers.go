@@ -1,0 +1,70 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+func (a *admission) heartbeat(c echo.Context) error {
+	var req wire.WorkerHeartbeat
+	if err := Decode(c, a.s.limit(BodyLimitDefault), false, &req); err != nil {
+		return err
+	}
+	if e := checkIdent("worker_id", req.WorkerID, WorkerIDMaxBytes, false); e != nil {
+		return e
+	}
+	req.InstanceID = cmpOr(req.InstanceID, req.WorkerID)
+	if e := checkIdent("instance_id", req.InstanceID, WorkerIDMaxBytes, false); e != nil {
+		return e
+	}
+	req.Namespace = cmpOr(req.Namespace, plan.DefaultNamespace)
+	if e := checkName("namespace", req.Namespace); e != nil {
+		return e
+	}
+	if len(req.Lanes) == 0 {
+		req.Lanes = []string{plan.DefaultLane}
+	}
+	if len(req.Lanes) > 64 {
+		return invalid("lanes", "has %d lanes, the limit is 64", len(req.Lanes))
+	}
+	for i, l := range req.Lanes {
+		if e := checkName("lanes["+strconv.Itoa(i)+"]", l); e != nil {
+			return e
+		}
+	}
+	if e := checkCapabilities("capabilities", req.Capabilities); e != nil {
+		return e
+	}
+	if req.TTLMs != 0 && (req.TTLMs < wire.LeaseMsMin || req.TTLMs > wire.LeaseMsMax) {
+		return invalid("ttl_ms", "%d is outside %d..%d", req.TTLMs, wire.LeaseMsMin, wire.LeaseMsMax)
+	}
+	res, err := a.svc.Heartbeat(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+func (a *admission) workers(c echo.Context) error {
+	for k := range c.QueryParams() {
+		if k != "namespace" {
+			e := Errorf(http.StatusBadRequest, wire.CodeUnknownField, "unknown query parameter %q", k)
+			e.Details = map[string]any{"field": k}
+			return e
+		}
+	}
+	ns := cmpOr(c.QueryParam("namespace"), plan.DefaultNamespace)
+	if e := checkName("namespace", ns); e != nil {
+		return e
+	}
+	out, err := a.svc.Workers(c.Request().Context(), ns)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,249 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// StageFlow starts a run of flow with input, which is encoded as JSON. The
+// server validates the plan and the input before writing anything.
+func (c *Client) StageFlow(ctx context.Context, flow *plan.Flow, input any, opts ...StageOption) (*Run, error) {
+	if flow == nil {
+		return nil, errors.New("client: stage flow: nil plan")
+	}
+	o := stageOptions(opts)
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, fmt.Errorf("client: stage flow %q: encode input: %w", flow.Name, err)
+	}
+	req := wire.StageFlow{Plan: flow, Input: raw, Namespace: o.Namespace, IdempotencyKey: o.IdempotencyKey}
+	var out wire.FlowRun
+	if _, err := c.do(ctx, http.MethodPost, "/v1/flows", nil, req, &out); err != nil {
+		return nil, flowsError("stage flow "+flow.Name, err)
+	}
+	return c.newRun(&out, flow.Name), nil
+}
+
+// StageTemplate starts a run of the template (a flow the server was
+// started with, `ffrun --flows DIR`) named name.
+func (c *Client) StageTemplate(ctx context.Context, name string, input any, opts ...StageOption) (*Run, error) {
+	o := stageOptions(opts)
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, fmt.Errorf("client: stage template %q: encode input: %w", name, err)
+	}
+	req := wire.StageTemplate{Input: raw, Namespace: o.Namespace, IdempotencyKey: o.IdempotencyKey}
+	var out wire.FlowRun
+	if _, err := c.do(ctx, http.MethodPost, "/v1/templates/"+url.PathEscape(name)+"/runs", nil, req, &out); err != nil {
+		return nil, flowsError("stage template "+name, err)
+	}
+	return c.newRun(&out, name), nil
+}
+
+func stageOptions(opts []StageOption) StageOptions {
+	var o StageOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+func (c *Client) newRun(w *wire.FlowRun, flow string) *Run {
+	r := &Run{ID: w.ID, Flow: cmpOr(w.Flow, flow), Namespace: w.Namespace, Created: true, c: c}
+	if w.Created != nil {
+		r.Created = *w.Created
+	}
+	return r
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// flowsError wraps ErrFlowsUnsupported around the answer of a server that
+// has no flow routes (404 on the route itself, 405 or 501).
+func flowsError(op string, err error) error {
+	var ae *APIError
+	if errors.As(err, &ae) && (ae.Status == http.StatusNotImplemented || ae.Status == http.StatusMethodNotAllowed ||
+		ae.Code == wire.CodeUnknownRoute) {
+		return fmt.Errorf("client: %s: %w (%v)", op, ErrFlowsUnsupported, err)
+	}
+	return fmt.Errorf("client: %s: %w", op, err)
+}
+
+// Run returns a handle on an existing run.
+func (c *Client) Run(id string) *Run { return &Run{ID: id, c: c} }
+
+// GetRun returns a run with the state of every member.
+func (c *Client) GetRun(ctx context.Context, id string) (*wire.FlowRun, error) {
+	var out wire.FlowRun
+	if _, err := c.do(ctx, http.MethodGet, "/v1/flows/"+url.PathEscape(id), nil, nil, &out); err != nil {
+		return nil, flowsError("get run "+id, err)
+	}
+	return &out, nil
+}
+
+// RunResult asks once for the outcome of a run, letting the server wait up
+// to wait (at most a minute) for it to end. A run still running afterwards
+// is an *APIError with code wire.CodeNotTerminal.
+func (c *Client) RunResult(ctx context.Context, id string, wait time.Duration) (*wire.FlowRun, error) {
+	var q url.Values
+	if wait > 0 {
+		q = url.Values{"wait_ms": {fmt.Sprint(wait.Milliseconds())}}
+	}
+	var out wire.FlowRun
+	if _, err := c.do(ctx, http.MethodGet, "/v1/flows/"+url.PathEscape(id)+"/result", q, nil, &out); err != nil {
+		return nil, flowsError("run "+id+" result", err)
+	}
+	return &out, nil
+}
+
+// CancelRun cancels every member of a run that has not ended; running
+// members lose their lease, so their handlers see their context cancelled.
+// Cancelling an ended run changes nothing.
+func (c *Client) CancelRun(ctx context.Context, id, reason string) (*wire.FlowRun, error) {
+	var body any
+	if reason != "" {
+		body = wire.Cancel{Reason: reason}
+	}
+	var out wire.FlowRun
+	if _, err := c.do(ctx, http.MethodPost, "/v1/flows/"+url.PathEscape(id)+"/cancel", nil, body, &out); err != nil {
+		return nil, flowsError("cancel run "+id, err)
+	}
+	return &out, nil
+}
+
+// ReplayRun runs a failed or cancelled run again from its failed, cancelled
+// and skipped members; members that succeeded keep their results.
+func (c *Client) ReplayRun(ctx context.Context, id string) (*wire.FlowRun, error) {
+	var out wire.FlowRun
+	if _, err := c.do(ctx, http.MethodPost, "/v1/flows/"+url.PathEscape(id)+"/replay", nil, nil, &out); err != nil {
+		return nil, flowsError("replay run "+id, err)
+	}
+	return &out, nil
+}
+
+// Templates lists the flows the server serves by name.
+func (c *Client) Templates(ctx context.Context) ([]wire.Template, error) {
+	var out wire.TemplateList
+	if _, err := c.do(ctx, http.MethodGet, "/v1/templates", nil, nil, &out); err != nil {
+		return nil, flowsError("list templates", err)
+	}
+	return out.Templates, nil
+}
+
+// Template returns one template with its whole plan.
+func (c *Client) Template(ctx context.Context, name string) (*wire.Template, error) {
+	var out wire.Template
+	if _, err := c.do(ctx, http.MethodGet, "/v1/templates/"+url.PathEscape(name), nil, nil, &out); err != nil {
+		return nil, flowsError("template "+name, err)
+	}
+	return &out, nil
+}
+
+// Run is a handle on one staged run of a flow.
+type Run struct {
+	ID        string // run id
+	Flow      string // flow name
+	Namespace string
+	// Created is false when staging matched an earlier run through its
+	// idempotency key.
+	Created bool
+
+	c *Client
+}
+
+// RunError is the error of a run that ended without success.
+type RunError struct {
+	RunID    string
+	State    string // failed or cancelled
+	Message  string
+	Failures []wire.ExecFailure // members that failed, expired or were cancelled
+}
+
+func (e *RunError) Error() string {
+	return fmt.Sprintf("run %s %s: %s", e.RunID, e.State, e.Message)
+}
+
+// FailedExecs returns the names of the failed, expired or cancelled members.
+func (e *RunError) FailedExecs() []string {
+	out := make([]string, len(e.Failures))
+	for i, f := range e.Failures {
+		out[i] = f.Exec
+	}
+	return out
+}
+
+// runResultWait is how long one GET of a run's result may wait on the
+// server before answering "not terminal yet".
+const runResultWait = 30 * time.Second
+
+// Wait waits until the run ends and returns it (without members).
+func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
+	if r.c == nil {
+		return nil, errors.New("client: run: run has no client (construct runs with StageFlow or Client.Run)")
+	}
+	for {
+		start := time.Now()
+		out, err := r.c.RunResult(ctx, r.ID, runResultWait)
+		switch {
+		case err == nil && out.State != wire.RunRunning:
+			return out, nil
+		case err == nil || IsCode(err, wire.CodeNotTerminal):
+			// A server that did not wait: do not spin.
+			if time.Since(start) < runResultWait/2 {
+				t := time.NewTimer(100 * time.Millisecond)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return nil, fmt.Errorf("client: run %s result: %w", r.ID, ctx.Err())
+				case <-t.C:
+				}
+			}
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("client: run %s result: %w", r.ID, ctx.Err())
+		default:
+			return nil, err
+		}
+	}
+}
+
+// Result waits until the run ends and returns the JSON output of the
+// flow's result exec. A run that did not succeed yields a *RunError naming
+// the members that failed and why.
+func (r *Run) Result(ctx context.Context) (json.RawMessage, error) {
+	out, err := r.Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if out.State != wire.RunSucceeded {
+		return nil, &RunError{RunID: r.ID, State: out.State, Message: cmpOr(out.Error, "run "+out.State), Failures: out.Failures}
+	}
+	return out.Result, nil
+}
+
+// Get returns the run with the state of every member.
+func (r *Run) Get(ctx context.Context) (*wire.FlowRun, error) { return r.c.GetRun(ctx, r.ID) }
+
+// Cancel cancels the run (see Client.CancelRun).
+func (r *Run) Cancel(ctx context.Context, reason string) (*wire.FlowRun, error) {
+	return r.c.CancelRun(ctx, r.ID, reason)
+}
+
+// Replay replays the run (see Client.ReplayRun).
+func (r *Run) Replay(ctx context.Context) (*wire.FlowRun, error) { return r.c.ReplayRun(ctx, r.ID) }
+
+// String returns "flow run <id>".
+func (r *Run) String() string { return strings.TrimSpace(r.Flow + " run " + r.ID) }

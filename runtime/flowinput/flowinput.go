@@ -1,0 +1,260 @@
+// Package flowinput checks a JSON value against a type of a compiled flow
+// (plan.TypeRef and the flow's declared plan.Type records) before anything
+// is staged, so that a run never starts with an input its generated Go
+// handlers cannot decode.
+//
+// The rules follow the JSON encoding of the generated Go types: records are
+// objects whose required fields must be present and not null, optional
+// fields may be absent or null, and unknown fields are rejected; int is an
+// integer literal in the int64 range; float any number; bytes a base64
+// (standard alphabet, padded) string; time an RFC 3339 string; duration an
+// integer number of nanoseconds; json any value. Lists, maps, bytes and json
+// also accept null, as Go encodes their zero values.
+package flowinput
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+)
+
+// MaxDepth bounds the nesting of a checked value and of type references.
+const MaxDepth = 64
+
+// Error is a value that does not match its type. Path names the offending
+// value from the root ("input.tags[2]", `input.labels["k"]`).
+type Error struct {
+	Path string
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Path + ": " + e.Msg }
+
+// Flow checks the input of a run of f. root is the name of the value in
+// paths ("input"). A flow without an input type accepts only an absent
+// (empty) or null input.
+func Flow(f *plan.Flow, root string, input []byte) error {
+	v := &checker{types: map[string]*plan.Type{}}
+	for i := range f.Types {
+		v.types[f.Types[i].Name] = &f.Types[i]
+	}
+	trimmed := bytes.TrimSpace(input)
+	if f.Input == nil {
+		if len(trimmed) == 0 || string(trimmed) == "null" {
+			return nil
+		}
+		return &Error{Path: root, Msg: fmt.Sprintf("flow %q takes no input; send none or null", f.Name)}
+	}
+	if len(trimmed) == 0 {
+		return &Error{Path: root, Msg: fmt.Sprintf("is required: flow %q takes %s", f.Name, plan.TypeString(f.Input))}
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.UseNumber()
+	var val any
+	if err := dec.Decode(&val); err != nil {
+		return &Error{Path: root, Msg: fmt.Sprintf("is not valid JSON: %v", err)}
+	}
+	if dec.More() {
+		return &Error{Path: root, Msg: "has data after the JSON value"}
+	}
+	return v.check(root, f.Input, val, 0)
+}
+
+// Value checks the JSON value data against t, resolving named types in
+// types.
+func Value(types []plan.Type, t *plan.TypeRef, root string, data []byte) error {
+	f := &plan.Flow{Name: "value", Input: t, Types: types}
+	return Flow(f, root, data)
+}
+
+type checker struct {
+	types map[string]*plan.Type
+}
+
+func kindName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func (c *checker) check(path string, t *plan.TypeRef, v any, depth int) error {
+	if depth > MaxDepth {
+		return &Error{Path: path, Msg: fmt.Sprintf("nests deeper than %d levels", MaxDepth)}
+	}
+	want := func() error {
+		return &Error{Path: path, Msg: fmt.Sprintf("want %s, got %s", describe(t), kindName(v))}
+	}
+	switch t.Kind {
+	case plan.KindJSON:
+		return nil
+	case plan.KindString:
+		if _, ok := v.(string); !ok {
+			return want()
+		}
+	case plan.KindBool:
+		if _, ok := v.(bool); !ok {
+			return want()
+		}
+	case plan.KindFloat:
+		n, ok := v.(json.Number)
+		if !ok {
+			return want()
+		}
+		if _, err := strconv.ParseFloat(string(n), 64); err != nil {
+			return &Error{Path: path, Msg: fmt.Sprintf("%s is out of the float64 range", n)}
+		}
+	case plan.KindInt, plan.KindDuration:
+		n, ok := v.(json.Number)
+		if !ok {
+			return want()
+		}
+		if _, err := strconv.ParseInt(string(n), 10, 64); err != nil {
+			if !strings.ContainsAny(string(n), ".eE") {
+				return &Error{Path: path, Msg: fmt.Sprintf("%s is outside the int64 range", n)}
+			}
+			return &Error{Path: path, Msg: fmt.Sprintf("want %s, got %s (not an integer literal)", describe(t), n)}
+		}
+	case plan.KindBytes:
+		if v == nil {
+			return nil
+		}
+		s, ok := v.(string)
+		if !ok {
+			return want()
+		}
+		if _, err := base64.StdEncoding.DecodeString(s); err != nil {
+			return &Error{Path: path, Msg: fmt.Sprintf("want base64 (standard, padded) bytes: %v", err)}
+		}
+	case plan.KindTime:
+		s, ok := v.(string)
+		if !ok {
+			return want()
+		}
+		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+			return &Error{Path: path, Msg: fmt.Sprintf("want an RFC 3339 time like 2026-11-21T19:00:00Z, got %q", s)}
+		}
+	case plan.KindList:
+		if v == nil {
+			return nil
+		}
+		a, ok := v.([]any)
+		if !ok {
+			return want()
+		}
+		for i, e := range a {
+			if err := c.check(fmt.Sprintf("%s[%d]", path, i), t.Elem, e, depth+1); err != nil {
+				return err
+			}
+		}
+	case plan.KindMap:
+		if v == nil {
+			return nil
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return want()
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if err := c.check(path+"["+strconv.Quote(k)+"]", t.Elem, m[k], depth+1); err != nil {
+				return err
+			}
+		}
+	case plan.KindNamed:
+		return c.record(path, t, v, depth)
+	default:
+		return &Error{Path: path, Msg: fmt.Sprintf("the plan declares an unknown type kind %q", t.Kind)}
+	}
+	return nil
+}
+
+func (c *checker) record(path string, t *plan.TypeRef, v any, depth int) error {
+	rec, ok := c.types[t.Name]
+	if !ok {
+		return &Error{Path: path, Msg: fmt.Sprintf("the plan does not declare type %q", t.Name)}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return &Error{Path: path, Msg: fmt.Sprintf("want %s, got %s", describe(t), kindName(v))}
+	}
+	known := make(map[string]bool, len(rec.Fields))
+	for _, f := range rec.Fields {
+		known[f.Name] = true
+		fp := path + "." + f.Name
+		fv, present := m[f.Name]
+		switch {
+		case !present || fv == nil && !nullable(&f.Type):
+			if f.Optional {
+				continue
+			}
+			if present {
+				return &Error{Path: fp, Msg: fmt.Sprintf("is required (%s) and must not be null", describe(&f.Type))}
+			}
+			return &Error{Path: fp, Msg: fmt.Sprintf("is required (%s) but missing", describe(&f.Type))}
+		}
+		if err := c.check(fp, &f.Type, fv, depth+1); err != nil {
+			return err
+		}
+	}
+	var unknown []string
+	for k := range m {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		names := make([]string, len(rec.Fields))
+		for i, f := range rec.Fields {
+			names[i] = f.Name
+		}
+		return &Error{Path: path + "." + unknown[0], Msg: fmt.Sprintf("unknown field of %s (fields: %s)", t.Name, strings.Join(names, ", "))}
+	}
+	return nil
+}
+
+// nullable reports whether null is the JSON form of a Go zero value of t.
+func nullable(t *plan.TypeRef) bool {
+	switch t.Kind {
+	case plan.KindList, plan.KindMap, plan.KindBytes, plan.KindJSON:
+		return true
+	}
+	return false
+}
+
+func describe(t *plan.TypeRef) string {
+	switch t.Kind {
+	case plan.KindInt:
+		return "int (an integer)"
+	case plan.KindDuration:
+		return "duration (integer nanoseconds)"
+	case plan.KindNamed:
+		return t.Name + " (an object)"
+	case plan.KindList, plan.KindMap:
+		return plan.TypeString(t) + " (an " + map[string]string{plan.KindList: "array", plan.KindMap: "object"}[t.Kind] + ")"
+	}
+	return plan.TypeString(t)
+}

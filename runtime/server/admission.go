@@ -1,0 +1,313 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/api"
+	"github.com/flowfabric/ff/runtime/scheduler"
+	"github.com/flowfabric/ff/runtime/store"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// Worker registry tuning.
+const (
+	// claimHeartbeatEvery is how often a claiming instance is re-registered
+	// by its claims (workers that never call /v1/workers/heartbeat are
+	// listed and routed to as well).
+	claimHeartbeatEvery = 5 * time.Second
+	// unblockOnConnectLimit bounds the executions one connect promotes per
+	// partition (the unblock scanner does the rest).
+	unblockOnConnectLimit = 1000
+	// workerLeasesScan bounds the running executions GET /v1/workers reads
+	// to attribute leases to workers.
+	workerLeasesScan = 500
+)
+
+// admissionService implements api.AdmissionService over the store.
+type admissionService struct {
+	log   *slog.Logger
+	st    *store.Store
+	sched *scheduler.Scheduler
+
+	mu   sync.Mutex
+	seen map[string]time.Time // instance key → last registration by a claim
+}
+
+func newAdmissionService(log *slog.Logger, st *store.Store, sched *scheduler.Scheduler) *admissionService {
+	return &admissionService{log: log, st: st, sched: sched, seen: map[string]time.Time{}}
+}
+
+// mapAdmissionError maps a store error of a budget or quota route.
+func mapAdmissionError(err error, what, id string) *api.Error {
+	if errors.Is(err, store.ErrNotFound) {
+		return api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no %s %q", what, id)
+	}
+	return mapError(err)
+}
+
+func (a *admissionService) PutBudget(ctx context.Context, id string, req wire.PutBudget) (*wire.Budget, bool, error) {
+	spec := store.BudgetSpec{ID: id, ResetInterval: time.Duration(req.ResetMs) * time.Millisecond,
+		OnHardLimit: req.OnHardLimit, Scope: plan.ScopeShared}
+	for _, d := range req.Dimensions {
+		spec.Dimensions = append(spec.Dimensions, store.BudgetDimension{Name: d.Name, Hard: d.Hard, Soft: d.Soft})
+	}
+	created, err := a.st.UpsertBudget(ctx, spec)
+	if err != nil {
+		return nil, false, mapAdmissionError(err, "budget", id)
+	}
+	b, err := a.GetBudget(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return b, created, nil
+}
+
+func (a *admissionService) GetBudget(ctx context.Context, id string) (*wire.Budget, error) {
+	b, err := a.st.GetBudget(ctx, id)
+	if err != nil {
+		return nil, mapAdmissionError(err, "budget", id)
+	}
+	return toBudget(b), nil
+}
+
+func (a *admissionService) ResetBudget(ctx context.Context, id string) (*wire.Budget, error) {
+	b, err := a.st.ResetBudget(ctx, id)
+	if err != nil {
+		return nil, mapAdmissionError(err, "budget", id)
+	}
+	a.log.InfoContext(ctx, "budget reset", slog.String("budget", id))
+	return toBudget(b), nil
+}
+
+func toBudget(b *store.Budget) *wire.Budget {
+	out := &wire.Budget{
+		ID: b.ID, Scope: b.Scope, OnHardLimit: b.OnHardLimit, ResetMs: b.ResetInterval.Milliseconds(),
+		HardLimited: b.HardLimited, HardLimitedDimension: b.HardLimitedDimension,
+		SoftBreaches: b.SoftBreaches, LastSoftBreachAt: timePtr(b.LastSoftBreachAt), LastSoftBreachDimension: b.LastSoftBreachDimension,
+		HardBreaches: b.HardBreaches, LastHardBreachAt: timePtr(b.LastHardBreachAt), LastHardBreachDimension: b.LastHardBreachDimension,
+		Resets: b.Resets, LastResetAt: timePtr(b.LastResetAt), NextResetAt: timePtr(b.NextResetAt),
+		CreatedAt: timePtr(b.CreatedAt), UpdatedAt: timePtr(b.UpdatedAt),
+		Dimensions: make([]wire.BudgetUsage, len(b.Dimensions)),
+	}
+	for i, d := range b.Dimensions {
+		out.Dimensions[i] = wire.BudgetUsage{Dimension: d.Dimension, Used: d.Used, Hard: d.Hard, Soft: d.Soft}
+	}
+	return out
+}
+
+func toUsage(r store.UsageResult) wire.UsageResult {
+	return wire.UsageResult{BudgetID: r.BudgetID, Status: string(r.Status), Used: r.Used, Hard: r.Hard, Soft: r.Soft, OverHard: r.OverHard}
+}
+
+func (a *admissionService) ReportBudgetUsage(ctx context.Context, id string, req wire.BudgetUsageReport) (*wire.UsageResult, error) {
+	r, err := a.st.ReportUsage(ctx, id, req.Dimension, req.Delta, req.DedupKey)
+	if err != nil {
+		return nil, mapAdmissionError(err, "budget", id)
+	}
+	a.logBreach(ctx, "", r)
+	w := toUsage(r)
+	return &w, nil
+}
+
+func (a *admissionService) ReportExecutionUsage(ctx context.Context, id string, req wire.ExecutionUsageReport) ([]wire.UsageResult, error) {
+	eid, err := parseID(id)
+	if err != nil {
+		return nil, err
+	}
+	ex, err := a.st.GetExecution(ctx, eid)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	// Fencing: only the holder of the current lease reports usage.
+	if ex.State.Public != store.StateActive || ex.Lease == nil || ex.Lease.ID != req.LeaseID || ex.Lease.Epoch != req.Epoch {
+		return nil, &api.Error{Status: http.StatusConflict, Code: wire.CodeStaleLease,
+			Message: fmt.Sprintf("execution %s is not running under lease %s epoch %d", id, req.LeaseID, req.Epoch),
+			Details: map[string]any{"state": string(ex.State.Public)}}
+	}
+	// The dedup key is scoped to the lease, so two attempts never share one.
+	key := req.LeaseID + ":" + req.DedupKey
+	res, err := a.st.ReportExecutionUsage(ctx, eid, req.Dimension, req.Delta, key)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]wire.UsageResult, len(res))
+	for i, r := range res {
+		a.logBreach(ctx, id, r)
+		out[i] = toUsage(r)
+	}
+	return out, nil
+}
+
+// logBreach logs a report that crossed a limit.
+func (a *admissionService) logBreach(ctx context.Context, execution string, r store.UsageResult) {
+	switch r.Status {
+	case store.UsageSoftBreach, store.UsageHardBreach:
+		a.log.InfoContext(ctx, "budget limit crossed", slog.String("budget", r.BudgetID), slog.String("status", string(r.Status)),
+			slog.Int64("used", r.Used), slog.Int64("hard", r.Hard), slog.Int64("soft", r.Soft), slog.String("execution_id", execution))
+	}
+}
+
+func (a *admissionService) PutQuota(ctx context.Context, id string, req wire.PutQuota) (*wire.Quota, bool, error) {
+	created, err := a.st.UpsertQuota(ctx, store.QuotaSpec{ID: id, Rate: req.Rate,
+		Window: time.Duration(req.WindowMs) * time.Millisecond, Concurrency: req.Concurrency,
+		Jitter: time.Duration(req.JitterMs) * time.Millisecond, Key: req.Key})
+	if err != nil {
+		return nil, false, mapAdmissionError(err, "quota", id)
+	}
+	q, err := a.GetQuota(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return q, created, nil
+}
+
+func (a *admissionService) GetQuota(ctx context.Context, id string) (*wire.Quota, error) {
+	q, err := a.st.GetQuota(ctx, id)
+	if err != nil {
+		return nil, mapAdmissionError(err, "quota", id)
+	}
+	out := &wire.Quota{ID: q.ID, Rate: q.Rate, WindowMs: q.Window.Milliseconds(), Concurrency: q.Concurrency,
+		JitterMs: q.Jitter.Milliseconds(), Key: q.Key, CreatedAt: timePtr(q.CreatedAt), UpdatedAt: timePtr(q.UpdatedAt),
+		Subjects: make([]wire.QuotaSubject, len(q.Subjects))}
+	for i, s := range q.Subjects {
+		out.Subjects[i] = wire.QuotaSubject{Key: s.Key, WindowCount: s.InWindow, ActiveCount: s.Active}
+	}
+	return out, nil
+}
+
+func (a *admissionService) Heartbeat(ctx context.Context, req wire.WorkerHeartbeat) (*wire.WorkerHeartbeatResponse, error) {
+	w := store.WorkerIdentity{WorkerID: req.WorkerID, InstanceID: req.InstanceID, Namespace: req.Namespace, Capabilities: req.Capabilities}
+	registered, n, err := a.register(ctx, w, req.Lanes, time.Duration(req.TTLMs)*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.WorkerHeartbeatResponse{Registered: registered, Unblocked: n}, nil
+}
+
+// register heartbeats a worker instance; a newly listed one drops the
+// scheduler's cached capability union of its namespace and promotes the
+// namespace's executions waiting for a capable worker that the
+// namespace's workers now cover (never another namespace's).
+func (a *admissionService) register(ctx context.Context, w store.WorkerIdentity, lanes []string, ttl time.Duration) (bool, int, error) {
+	registered, err := a.st.Heartbeat(ctx, w, lanes, ttl)
+	if err != nil {
+		return false, 0, mapError(err)
+	}
+	a.mu.Lock()
+	a.seen[w.Namespace+"\x00"+w.InstanceID] = time.Now()
+	a.mu.Unlock()
+	if !registered {
+		return false, 0, nil
+	}
+	a.sched.InvalidateCapabilities(w.Namespace)
+	union, err := a.st.CapabilityUnion(ctx, w.Namespace)
+	if err != nil {
+		a.log.WarnContext(ctx, "worker connected; capability union unavailable, the unblock scanner promotes its work",
+			slog.String("namespace", w.Namespace), slog.Any("error", err))
+		return true, 0, nil
+	}
+	n := 0
+	for p := range a.st.FlowPartitions() {
+		r, err := a.st.UnblockRoute(ctx, p, w.Namespace, union, unblockOnConnectLimit)
+		if err != nil {
+			a.log.WarnContext(ctx, "unblock on connect failed; the unblock scanner retries",
+				slog.Int("partition", p), slog.Any("error", err))
+			continue
+		}
+		n += r.Processed
+	}
+	a.log.InfoContext(ctx, "worker connected", slog.String("namespace", w.Namespace), slog.String("worker_id", w.WorkerID),
+		slog.String("instance_id", w.InstanceID), slog.Any("capabilities", w.Capabilities), slog.Any("lanes", lanes),
+		slog.Int("unblocked", n))
+	return true, n, nil
+}
+
+// onClaim registers a claiming instance at most every claimHeartbeatEvery,
+// so that workers speaking only the claim protocol are routed to too. A
+// failure is logged: a claim never fails for the registry.
+func (a *admissionService) onClaim(ctx context.Context, req wire.ClaimRequest) {
+	k := req.Namespace + "\x00" + req.InstanceID
+	now := time.Now()
+	a.mu.Lock()
+	last, ok := a.seen[k]
+	if len(a.seen) > 100_000 {
+		for key, t := range a.seen {
+			if now.Sub(t) > store.WorkerTTLDefault {
+				delete(a.seen, key)
+			}
+		}
+	}
+	a.mu.Unlock()
+	if ok && now.Sub(last) < claimHeartbeatEvery {
+		return
+	}
+	w := store.WorkerIdentity{WorkerID: req.WorkerID, InstanceID: req.InstanceID, Namespace: req.Namespace, Capabilities: req.Capabilities}
+	if _, _, err := a.register(ctx, w, req.Lanes, 0); err != nil {
+		a.log.WarnContext(ctx, "registering a claiming worker failed", slog.String("instance_id", req.InstanceID), slog.Any("error", err))
+	}
+}
+
+func (a *admissionService) Workers(ctx context.Context, ns string) (*wire.WorkerList, error) {
+	ws, err := a.st.Workers(ctx, ns)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	leases, truncated, err := a.leasesByInstance(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	out := &wire.WorkerList{Workers: make([]wire.Worker, len(ws)), LeasesTruncated: truncated}
+	for i, w := range ws {
+		out.Workers[i] = wire.Worker{Namespace: w.Namespace, WorkerID: w.WorkerID, InstanceID: w.InstanceID,
+			Lanes: nonNil(w.Lanes), Capabilities: nonNil(w.Capabilities), ActiveLeases: nonNil(leases[w.InstanceID]),
+			ConnectedAt: timePtr(w.ConnectedAt), SeenAt: timePtr(w.SeenAt), ExpiresAt: timePtr(w.ExpiresAt)}
+	}
+	return out, nil
+}
+
+// leasesByInstance attributes the namespace's running executions (up to
+// workerLeasesScan of them) to the worker instances holding their leases.
+func (a *admissionService) leasesByInstance(ctx context.Context, ns string) (map[string][]string, bool, error) {
+	out := map[string][]string{}
+	cursor, seen := "", 0
+	for {
+		page, err := a.st.ListExecutions(ctx, store.ListRequest{Namespace: ns, State: store.StateActive, Cursor: cursor, Limit: store.ListLimitMax})
+		if err != nil {
+			return nil, false, mapError(err)
+		}
+		for _, ex := range page.Executions {
+			if seen == workerLeasesScan {
+				return out, true, nil
+			}
+			seen++
+			full, err := a.st.GetExecution(ctx, ex.ID)
+			if err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					continue
+				}
+				return nil, false, mapError(err)
+			}
+			if full.Lease != nil && full.State.Public == store.StateActive {
+				out[full.Lease.InstanceID] = append(out[full.Lease.InstanceID], string(full.ID))
+			}
+		}
+		if page.Cursor == "" {
+			return out, false, nil
+		}
+		cursor = page.Cursor
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

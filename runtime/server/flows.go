@@ -1,0 +1,329 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/api"
+	"github.com/flowfabric/ff/runtime/scheduler"
+	"github.com/flowfabric/ff/runtime/store"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// runPollInterval is how often a waiting result request re-reads its run
+// when no end notice arrived: the safety net for a lost pub/sub message.
+const runPollInterval = time.Second
+
+// flowService implements api.FlowService over the store. Result requests
+// that wait are woken by the run-end notices the store publishes.
+type flowService struct {
+	st     *store.Store
+	notice *runNotices
+}
+
+func (f *flowService) StageFlow(ctx context.Context, req api.FlowRequest) (*wire.FlowRun, bool, error) {
+	run, created, err := f.st.StageFlow(ctx, store.StageRequest{
+		Flow: req.Flow, Namespace: req.Namespace, Input: req.Input, IdempotencyKey: req.IdempotencyKey,
+	})
+	if err != nil {
+		return nil, false, mapRunError(err)
+	}
+	w := toFlowRun(run, true)
+	return &w, created, nil
+}
+
+func parseRunID(id string) (store.RunID, error) {
+	if _, err := store.ParseExecutionID(id); err != nil {
+		return "", api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no such run %q", id)
+	}
+	return store.RunID(id), nil
+}
+
+func (f *flowService) GetRun(ctx context.Context, id string) (*wire.FlowRun, error) {
+	rid, err := parseRunID(id)
+	if err != nil {
+		return nil, err
+	}
+	run, err := f.st.GetRun(ctx, rid)
+	if err != nil {
+		return nil, mapRunError(err)
+	}
+	w := toFlowRun(run, true)
+	return &w, nil
+}
+
+func (f *flowService) RunResult(ctx context.Context, id string, wait time.Duration) (*wire.FlowRun, error) {
+	rid, err := parseRunID(id)
+	if err != nil {
+		return nil, err
+	}
+	ended := func() (*wire.FlowRun, error) {
+		run, err := f.st.GetRun(ctx, rid)
+		if err != nil {
+			return nil, mapRunError(err)
+		}
+		if run.State == store.RunRunning {
+			return nil, nil
+		}
+		w := toFlowRun(run, false)
+		return &w, nil
+	}
+	if wait <= 0 {
+		return orNotTerminal(ended())
+	}
+	// Watch first, then read: a run that ends after the read is noticed.
+	notice, release := f.notice.watch(string(rid))
+	defer release()
+	if w, err := ended(); w != nil || err != nil {
+		return w, err
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	poll := time.NewTicker(runPollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, mapError(ctx.Err())
+		case <-deadline.C:
+			return orNotTerminal(ended())
+		case <-f.notice.closing():
+			return orNotTerminal(ended())
+		case <-notice:
+		case <-poll.C:
+		}
+		if w, err := ended(); w != nil || err != nil {
+			return w, err
+		}
+	}
+}
+
+func orNotTerminal(w *wire.FlowRun, err error) (*wire.FlowRun, error) {
+	if err != nil || w != nil {
+		return w, err
+	}
+	e := api.Errorf(http.StatusConflict, wire.CodeNotTerminal, "the run has not ended yet")
+	e.Details = map[string]any{"state": wire.RunRunning}
+	return nil, e
+}
+
+func (f *flowService) CancelRun(ctx context.Context, id, reason string) (*wire.FlowRun, error) {
+	rid, err := parseRunID(id)
+	if err != nil {
+		return nil, err
+	}
+	run, err := f.st.CancelRun(ctx, rid, reason)
+	if err != nil {
+		return nil, mapRunError(err)
+	}
+	w := toFlowRun(run, true)
+	return &w, nil
+}
+
+func (f *flowService) ReplayRun(ctx context.Context, id string) (*wire.FlowRun, error) {
+	rid, err := parseRunID(id)
+	if err != nil {
+		return nil, err
+	}
+	run, err := f.st.ReplayRun(ctx, rid)
+	if err != nil {
+		return nil, mapRunError(err)
+	}
+	w := toFlowRun(run, true)
+	return &w, nil
+}
+
+// mapRunError is mapError with run wording for unknown ids.
+func mapRunError(err error) *api.Error {
+	if errors.Is(err, store.ErrNotFound) {
+		return api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no such run")
+	}
+	return mapError(err)
+}
+
+// toFlowRun converts a run; withExecs adds every member.
+func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
+	w := wire.FlowRun{
+		ID: string(r.ID), Namespace: r.Namespace, Flow: r.Flow, State: string(r.State),
+		Total: r.Total, Done: r.Done, Succeeded: r.Succeeded, Failed: r.Failed, Skipped: r.Skipped, Cancelled: r.Cancelled,
+		ResultExec: r.ResultNode, Result: rawJSON(r.Result),
+		CreatedAt: timePtr(r.CreatedAt), EndedAt: timePtr(r.EndedAt),
+	}
+	var resultState store.PublicState
+	for _, n := range r.Nodes {
+		if n.Name == r.ResultNode {
+			resultState = n.State.Public
+		}
+		switch n.State.Public {
+		case store.StateFailed, store.StateExpired, store.StateCancelled:
+			w.Failures = append(w.Failures, wire.ExecFailure{
+				Exec: n.Name, ExecutionID: string(n.ExecutionID), State: string(n.State.Public), Error: n.Error,
+			})
+		}
+		if withExecs {
+			x := wire.FlowExec{
+				Name: n.Name, ExecutionID: string(n.ExecutionID), Kind: n.Kind,
+				State: string(n.State.Public), Outcome: string(n.State.Outcome), Attempts: n.Attempts,
+				Error: n.Error, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
+			}
+			if n.State.Public == store.StateBlocked {
+				x.Blocked = cmpOr(n.State.BlockingDetail, string(n.State.BlockingReason))
+			}
+			w.Execs = append(w.Execs, x)
+		}
+	}
+	switch r.State {
+	case store.RunFailed, store.RunCancelled:
+		var parts []string
+		if r.ResultNode != "" && resultState != store.StateCompleted {
+			parts = append(parts, fmt.Sprintf("result exec %s ended %s", r.ResultNode, cmpOr(string(resultState), "without success")))
+		}
+		for _, x := range w.Failures {
+			msg := x.Exec + " " + x.State
+			if x.Error != "" {
+				msg += ": " + x.Error
+			}
+			parts = append(parts, msg)
+		}
+		w.Error = cmpOr(strings.Join(parts, "; "), "run "+string(r.State))
+	}
+	return w
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// runNotices fans the store's run-end notices ("<run id>:<state>" on
+// store.RunsChannel) out to the requests waiting for those runs. It has
+// the Start/Stop shape of the other background components.
+type runNotices struct {
+	log       *slog.Logger
+	subscribe scheduler.SubscribeFunc
+
+	mu      sync.Mutex
+	waiters map[string]map[chan struct{}]struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
+	closed  chan struct{}
+	stopped bool
+}
+
+func newRunNotices(subscribe scheduler.SubscribeFunc, log *slog.Logger) *runNotices {
+	return &runNotices{log: log, subscribe: subscribe, waiters: map[string]map[chan struct{}]struct{}{}, closed: make(chan struct{})}
+}
+
+// Start subscribes in the background until Stop; safe to call twice.
+func (n *runNotices) Start(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cancel != nil || n.stopped {
+		return nil
+	}
+	ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	n.done = make(chan struct{})
+	go n.loop(ctx)
+	return nil
+}
+
+func (n *runNotices) loop(ctx context.Context) {
+	defer close(n.done)
+	for ctx.Err() == nil {
+		err := n.subscribe(ctx, n.wakeAll, n.deliver)
+		if ctx.Err() != nil {
+			return
+		}
+		n.log.WarnContext(ctx, "run notices: subscription lost; retrying", slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Stop ends the subscription and answers every waiting request at once;
+// safe to call twice.
+func (n *runNotices) Stop(ctx context.Context) error {
+	n.mu.Lock()
+	if n.stopped {
+		n.mu.Unlock()
+		return nil
+	}
+	n.stopped = true
+	close(n.closed)
+	cancel, done := n.cancel, n.done
+	n.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (n *runNotices) closing() <-chan struct{} { return n.closed }
+
+// watch returns a channel signalled when run id ends (or may have ended).
+func (n *runNotices) watch(id string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	n.mu.Lock()
+	m := n.waiters[id]
+	if m == nil {
+		m = map[chan struct{}]struct{}{}
+		n.waiters[id] = m
+	}
+	m[ch] = struct{}{}
+	n.mu.Unlock()
+	return ch, func() {
+		n.mu.Lock()
+		delete(m, ch)
+		if len(m) == 0 && n.waiters[id] != nil && len(n.waiters[id]) == 0 {
+			delete(n.waiters, id)
+		}
+		n.mu.Unlock()
+	}
+}
+
+func (n *runNotices) deliver(msg string) {
+	i := strings.LastIndexByte(msg, ':')
+	if i < 0 {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch := range n.waiters[msg[:i]] {
+		signal(ch)
+	}
+}
+
+// wakeAll signals every waiter: after a (re)subscription, notices sent
+// while unsubscribed may have been lost.
+func (n *runNotices) wakeAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, m := range n.waiters {
+		for ch := range m {
+			signal(ch)
+		}
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,203 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// twoStep is a flow a -> b whose input is a record with one required
+// string field.
+func twoStep() *plan.Flow {
+	in := &plan.TypeRef{Kind: plan.KindNamed, Name: "In"}
+	ex := func(name string, from string) plan.Exec {
+		x := plan.Exec{Name: name, Kind: "two." + name, Lane: "default", Priority: 100, Input: in, Output: in,
+			InputFrom: from, Join: plan.Join{Kind: plan.JoinAll}, Retry: plan.Retry{Attempts: 1, Backoff: plan.BackoffFixed}}
+		if from == plan.InputExec {
+			x.InputExec, x.Upstreams = "a", []string{"a"}
+		}
+		return x
+	}
+	return &plan.Flow{
+		Schema: plan.SchemaVersion, Name: "two", Namespace: "default", Lane: "default",
+		Input: in, Output: in, Result: "b",
+		Execs: []plan.Exec{ex("a", plan.InputFlow), ex("b", plan.InputExec)},
+		Edges: []plan.Edge{{From: "a", To: "b", On: plan.OnSuccess}},
+		Types: []plan.Type{{Name: "In", Fields: []plan.Field{{Name: "s", Type: plan.TypeRef{Kind: plan.KindString}}}}},
+	}
+}
+
+func stageBody(t *testing.T, f *plan.Flow, input string) string {
+	t.Helper()
+	p, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf(`{"plan": %s, "input": %s}`, p, input)
+}
+
+// TestFlowRouteErrors: every refusal of the flow routes keeps the error
+// envelope, names the field, and writes nothing.
+func TestFlowRouteErrors(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{twoStep()} })
+	bad := twoStep()
+	bad.Edges = append(bad.Edges, plan.Edge{From: "b", To: "a", On: plan.OnSuccess})
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code, field              string
+	}{
+		{"no body", "POST", "/v1/flows", "", 400, wire.CodeInvalidJSON, ""},
+		{"no plan", "POST", "/v1/flows", `{"input": {"s": "x"}}`, 400, wire.CodeValidation, "plan"},
+		{"unknown field", "POST", "/v1/flows", `{"plan": {}, "inputs": 1}`, 400, wire.CodeUnknownField, "inputs"},
+		{"cyclic plan", "POST", "/v1/flows", stageBody(t, bad, `{"s": "x"}`), 400, wire.CodeValidation, "plan.edges"},
+		{"input type", "POST", "/v1/flows", stageBody(t, twoStep(), `{"s": 1}`), 400, wire.CodeValidation, "input.s"},
+		{"input missing", "POST", "/v1/flows", stageBody(t, twoStep(), `null`), 400, wire.CodeValidation, "input"},
+		{"bad namespace", "POST", "/v1/templates/two/runs", `{"input": {"s": "x"}, "namespace": "a b"}`, 400, wire.CodeValidation, "namespace"},
+		{"long key", "POST", "/v1/templates/two/runs", `{"input": {"s": "x"}, "idempotency_key": "` + strings.Repeat("k", 257) + `"}`, 400, wire.CodeValidation, "idempotency_key"},
+		{"unknown template", "POST", "/v1/templates/three/runs", `{}`, 404, wire.CodeNotFound, ""},
+		{"unknown template get", "GET", "/v1/templates/three", "", 404, wire.CodeNotFound, ""},
+		{"unknown run", "GET", "/v1/flows/0.00000000-0000-4000-8000-000000000000", "", 404, wire.CodeNotFound, ""},
+		{"malformed run id", "GET", "/v1/flows/nope/result", "", 404, wire.CodeNotFound, ""},
+		{"cancel unknown run", "POST", "/v1/flows/1.00000000-0000-4000-8000-000000000000/cancel", "", 404, wire.CodeNotFound, ""},
+		{"replay unknown run", "POST", "/v1/flows/1.00000000-0000-4000-8000-000000000000/replay", "", 404, wire.CodeNotFound, ""},
+		{"wait too long", "GET", "/v1/flows/1.00000000-0000-4000-8000-000000000000/result?wait_ms=60001", "", 400, wire.CodeValidation, "wait_ms"},
+		{"unknown query", "GET", "/v1/flows/1.00000000-0000-4000-8000-000000000000?state=x", "", 400, wire.CodeUnknownField, "state"},
+		{"replay body", "POST", "/v1/flows/1.00000000-0000-4000-8000-000000000000/replay", `{"from": "a"}`, 400, wire.CodeUnknownField, "from"},
+		{"long reason", "POST", "/v1/flows/1.00000000-0000-4000-8000-000000000000/cancel", `{"reason": "` + strings.Repeat("r", 2000) + `"}`, 400, wire.CodeValidation, "reason"},
+		{"method", "DELETE", "/v1/flows/1.00000000-0000-4000-8000-000000000000", "", 405, wire.CodeMethodNotAllowed, ""},
+	}
+	for _, tt := range tests {
+		r := rawDo(t, env, tt.method, tt.path, "", tt.body)
+		var field string
+		if f, ok := r.err.Details["field"].(string); ok {
+			field = f
+		}
+		if r.status != tt.status || r.err.Code != tt.code || field != tt.field {
+			t.Errorf("%s: %d %s field %q (%s), want %d %s field %q", tt.name, r.status, r.err.Code, field, r.err.Message, tt.status, tt.code, tt.field)
+		}
+	}
+	list, err := env.Client.ListExecutions(ctxT(t), client.ListOptions{Namespace: "default"})
+	if err != nil || len(list.Executions) != 0 {
+		t.Fatalf("refused stagings wrote executions: %+v %v", list, err)
+	}
+}
+
+// TestFlowRunOverHTTP stages, inspects, waits for and cancels a run with
+// a hand-driven worker (claim/complete over HTTP).
+func TestFlowRunOverHTTP(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{twoStep()} })
+	ctx := ctxT(t)
+	c := env.Client
+
+	r := rawDo(t, env, "POST", "/v1/templates/two/runs", "", `{"input": {"s": "x"}, "idempotency_key": "k1"}`)
+	var run wire.FlowRun
+	if err := json.Unmarshal([]byte(r.body), &run); err != nil || r.status != http.StatusCreated || run.Created == nil || !*run.Created {
+		t.Fatalf("stage: %d %s", r.status, r.body)
+	}
+	r = rawDo(t, env, "POST", "/v1/templates/two/runs", "", `{"input": {"s": "y"}, "idempotency_key": "k1"}`)
+	var again wire.FlowRun
+	if err := json.Unmarshal([]byte(r.body), &again); err != nil || r.status != http.StatusOK || again.ID != run.ID || *again.Created {
+		t.Fatalf("repeat: %d %s", r.status, r.body)
+	}
+	got := map[string]string{}
+	for _, x := range run.Execs {
+		got[x.Name] = x.State
+	}
+	if diff := cmp.Diff(map[string]string{"a": "waiting", "b": "pending"}, got); diff != "" {
+		t.Fatalf("states after staging (-want +got):\n%s", diff)
+	}
+	if _, err := c.RunResult(ctx, run.ID, 0); !client.IsCode(err, wire.CodeNotTerminal) {
+		t.Fatalf("result of a running run: %v", err)
+	}
+
+	// a runs and passes its output to b.
+	tasks, err := c.Claim(ctx, wire.ClaimRequest{WorkerID: "w", WaitMs: 2000})
+	if err != nil || len(tasks) != 1 || tasks[0].Kind != "two.a" || string(tasks[0].Input) != `{"s":"x"}` {
+		t.Fatalf("claim a: %+v %v", tasks, err)
+	}
+	if _, err := c.CompleteOne(ctx, wire.Lease{ExecutionID: tasks[0].ExecutionID, LeaseID: tasks[0].LeaseID, Epoch: tasks[0].Epoch}, json.RawMessage(`{"s":"from a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err = c.Claim(ctx, wire.ClaimRequest{WorkerID: "w", WaitMs: 2000})
+	if err != nil || len(tasks) != 1 || tasks[0].Kind != "two.b" || string(tasks[0].Input) != `{"s":"from a"}` || string(tasks[0].Upstreams["a"]) != `{"s":"from a"}` {
+		t.Fatalf("claim b: %+v %v", tasks, err)
+	}
+	// A waiting result request answers when b completes.
+	done := make(chan *wire.FlowRun, 1)
+	go func() {
+		res, err := c.RunResult(ctx, run.ID, 20*time.Second)
+		if err != nil {
+			t.Errorf("waiting result: %v", err)
+		}
+		done <- res
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := c.CompleteOne(ctx, wire.Lease{ExecutionID: tasks[0].ExecutionID, LeaseID: tasks[0].LeaseID, Epoch: tasks[0].Epoch}, json.RawMessage(`{"s":"done"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res == nil || res.State != wire.RunSucceeded || string(res.Result) != `{"s":"done"}` || len(res.Execs) != 0 || res.EndedAt == nil {
+			t.Fatalf("result: %+v", res)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting result request did not answer")
+	}
+	// Cancelling an ended run changes nothing; replaying a succeeded one
+	// is a conflict.
+	out, err := c.CancelRun(ctx, run.ID, "late")
+	if err != nil || out.State != wire.RunSucceeded {
+		t.Fatalf("cancel after the end: %+v %v", out, err)
+	}
+	_, err = c.ReplayRun(ctx, run.ID)
+	if ae := apiErr(t, err); ae.Code != wire.CodeConflict || ae.Details["op"] != "replay" || ae.Details["state"] != wire.RunSucceeded {
+		t.Fatalf("replay of a succeeded run: %v %v", err, ae.Details)
+	}
+}
+
+// TestShutdownAnswersWaitingResults: a result request parked on a running
+// run does not hold up shutdown.
+func TestShutdownAnswersWaitingResults(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := ctxT(t)
+	run, err := env.Client.StageFlow(ctx, twoStep(), map[string]string{"s": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		_, err := env.Client.RunResult(ctx, run.ID, 60*time.Second)
+		answered <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	if err := env.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("shutdown took %s with a waiting result request", d)
+	}
+	select {
+	case err := <-answered:
+		if !client.IsCode(err, wire.CodeNotTerminal) {
+			t.Fatalf("waiting request answered %v, want not_terminal", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting request never answered")
+	}
+}

@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/store"
+)
+
+// parkLogIntervalDefault is how often the park log looks for newly parked
+// executions.
+const parkLogIntervalDefault = time.Second
+
+// parkLog logs (info) every execution that admission parked — waiting for a
+// budget, a quota or a capable worker — once, with the reason and the
+// human-readable detail, and when it leaves the blocked state. It reads
+// the blocked executions of every namespace that had workers (and the
+// default namespace) once per interval, at most parkLogPage per namespace.
+type parkLog struct {
+	st       *store.Store
+	log      *slog.Logger
+	interval time.Duration
+
+	mu     sync.Mutex
+	parked map[store.ExecutionID]string // id → reason and detail last logged
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+const parkLogPage = store.ListLimitMax
+
+func newParkLog(st *store.Store, log *slog.Logger, interval time.Duration) *parkLog {
+	if interval <= 0 {
+		interval = parkLogIntervalDefault
+	}
+	return &parkLog{st: st, log: log, interval: interval, parked: map[store.ExecutionID]string{}}
+}
+
+func (p *parkLog) Start(ctx context.Context) error {
+	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	p.done = make(chan struct{})
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(p.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			p.tick(ctx)
+		}
+	}()
+	return nil
+}
+
+func (p *parkLog) Stop(ctx context.Context) error {
+	if p.cancel == nil {
+		return nil
+	}
+	p.cancel()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func (p *parkLog) tick(ctx context.Context) {
+	nss, err := p.st.Namespaces(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.DebugContext(ctx, "park log: list namespaces", slog.Any("error", err))
+		}
+		return
+	}
+	if !slices.Contains(nss, plan.DefaultNamespace) {
+		nss = append(nss, plan.DefaultNamespace)
+	}
+	now := map[store.ExecutionID]*store.Execution{}
+	for _, ns := range nss {
+		page, err := p.st.ListExecutions(ctx, store.ListRequest{Namespace: ns, State: store.StateBlocked, Limit: parkLogPage})
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.DebugContext(ctx, "park log: list blocked executions", slog.String("namespace", ns), slog.Any("error", err))
+			}
+			return // judge nothing on a partial view
+		}
+		for _, ex := range page.Executions {
+			now[ex.ID] = ex
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, ex := range now {
+		why := string(ex.State.BlockingReason) + "\x00" + ex.State.BlockingDetail
+		if p.parked[id] == why {
+			continue
+		}
+		p.parked[id] = why
+		p.log.InfoContext(ctx, "execution parked", slog.String("execution_id", string(id)),
+			slog.String("namespace", ex.Namespace), slog.String("lane", ex.Lane), slog.String("kind", ex.Kind),
+			slog.String("blocking_reason", string(ex.State.BlockingReason)), slog.String("blocking_detail", ex.State.BlockingDetail))
+	}
+	for id := range p.parked {
+		if now[id] == nil {
+			delete(p.parked, id)
+			p.log.InfoContext(ctx, "execution no longer parked", slog.String("execution_id", string(id)))
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// usageRetries bounds the attempts of one usage report on transport errors.
+const usageRetries = 4
+
+// ErrNoServer is returned by Task.ReportUsage for a task that did not come
+// from a server (NewTestTask).
+var ErrNoServer = errors.New("worker: the task is not connected to a server")
+
+// taskUsage is what a task needs to report usage under its lease.
+type taskUsage struct {
+	c     *client.Client
+	lease wire.Lease
+	seq   atomic.Int64
+}
+
+// UsageResult is what a usage report did to one budget of the execution.
+type UsageResult = wire.UsageResult
+
+// ReportUsage reports that this attempt used delta (≥ 0) more of dimension
+// (tokens, dollars_micros, …); it counts against every budget of the
+// execution that meters the dimension. Each call has its own dedup key
+// (the attempt's lease plus a per-task counter) that its retries reuse, so
+// a request retried after a lost answer counts once. A budget reaching its
+// hard limit blocks (or fails) further grants of the work counting against
+// it; this attempt keeps running. The results say where each budget stands.
+func (t *Task) ReportUsage(ctx context.Context, dimension string, delta int64) ([]UsageResult, error) {
+	u := t.usage
+	if u == nil {
+		return nil, ErrNoServer
+	}
+	n := u.seq.Add(1)
+	req := wire.ExecutionUsageReport{LeaseID: u.lease.LeaseID, Epoch: u.lease.Epoch,
+		Dimension: dimension, Delta: delta, DedupKey: "a" + strconv.Itoa(t.attempt) + "-u" + strconv.FormatInt(n, 10)}
+	delay := retryDelayMin
+	for try := 1; ; try++ {
+		rctx, cancel := context.WithTimeout(ctx, requestSlack)
+		res, err := u.c.ReportExecutionUsage(rctx, t.id, req)
+		cancel()
+		if err == nil {
+			return res, nil
+		}
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.Status < 500 || try == usageRetries || ctx.Err() != nil {
+			return nil, fmt.Errorf("worker: report usage of %s (%s +%d): %w", t.id, dimension, delta, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("worker: report usage of %s: %w", t.id, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, retryDelayMax)
+	}
+}
+
+// heartbeatRequest is this worker's registration.
+func (w *Worker) heartbeatRequest() wire.WorkerHeartbeat {
+	ttl := min(max(3*w.cfg.RenewInterval, wire.LeaseMsMin*time.Millisecond), wire.LeaseMsMax*time.Millisecond)
+	return wire.WorkerHeartbeat{WorkerID: w.cfg.Name, InstanceID: w.instance, Namespace: w.cfg.Namespace,
+		Lanes: w.cfg.Lanes, Capabilities: w.cfg.Capabilities, TTLMs: ttl.Milliseconds()}
+}
+
+// connect registers the worker with its capabilities before it claims. A
+// refusal (a bad capability, lane or token) stops Run with the server's
+// reason; a transport error does not (the claims register it too).
+func (w *Worker) connect(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, requestSlack)
+	defer cancel()
+	_, err := w.c.Heartbeat(cctx, w.heartbeatRequest())
+	var ae *client.APIError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae) && ae.Status < 500 && ae.Status != 404 && ae.Status != 405:
+		return fmt.Errorf("worker: connect refused: %w", err)
+	default:
+		w.log.WarnContext(ctx, "connect failed; claiming anyway", "error", err)
+		return nil
+	}
+}
+
+// heartbeat keeps the worker listed (GET /v1/workers, capability routing).
+func (w *Worker) heartbeat(ctx context.Context) {
+	hctx, cancel := context.WithTimeout(ctx, w.cfg.RenewInterval)
+	defer cancel()
+	if _, err := w.c.Heartbeat(hctx, w.heartbeatRequest()); err != nil && ctx.Err() == nil {
+		w.log.WarnContext(ctx, "heartbeat failed", "error", err)
+	}
+}
