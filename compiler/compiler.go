@@ -242,6 +242,7 @@ func (c *checker) check(files []*dsl.File) *plan.Package {
 	}
 	sort.Slice(pkg.Flows, func(i, j int) bool { return pkg.Flows[i].Name < pkg.Flows[j].Name })
 	c.checkSharedKinds(pkg.Flows)
+	c.checkGoNames(pkg.Flows)
 	return pkg
 }
 

@@ -31,6 +31,7 @@ const (
 	CodeDupSetting     Code = "FF0208"
 	CodeMisplaced      Code = "FF0209"
 	CodeDupKind        Code = "FF0210"
+	CodeGoName         Code = "FF0211"
 	CodeMapKey         Code = "FF0301"
 	CodeRecursiveType  Code = "FF0302"
 	CodeEdgeType       Code = "FF0303"
@@ -89,6 +90,7 @@ var Codes = []CodeInfo{
 	{CodeDupSetting, SeverityError, "a setting given twice in one block"},
 	{CodeMisplaced, SeverityError, "a setting used where it has no meaning (e.g. `kind` in a flow body)"},
 	{CodeDupKind, SeverityError, "two execs of one flow share a handler kind"},
+	{CodeGoName, SeverityError, "two names that become one Go identifier in generated code (both places are shown), or a name that gives no Go identifier"},
 	{CodeMapKey, SeverityError, "a map type whose key is not `string`"},
 	{CodeRecursiveType, SeverityError, "a type that contains itself through direct fields"},
 	{CodeEdgeType, SeverityError, "an exec's input type differs from the output type of the upstream that feeds it"},

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"go/format"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -76,9 +79,52 @@ func BenchmarkCompileAndGenerate10k(b *testing.B) {
 	}
 }
 
+// BenchmarkBuildGenerated10k measures what a user of a 10,000-exec flow
+// waits for after ffc gen: go build of the generated package. Each round
+// writes it to a new directory inside this module, so the build cache
+// cannot answer. Run it alone: it takes seconds and several hundred MB.
+func BenchmarkBuildGenerated10k(b *testing.B) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pkg, diags := compiler.Compile([]dsl.Source{{Name: "big.ff", Data: bigFlowSource(10_000)}})
+	if diags.HasErrors() {
+		b.Fatalf("compile: %v", diags)
+	}
+	src, err := Generate(pkg, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Build the dependencies first, outside the timed part.
+	deps := exec.Command(goBin, "build", "./bind", "../runtime/client", "../runtime/worker", "../compiler/plan")
+	if out, err := deps.CombinedOutput(); err != nil {
+		b.Fatalf("building dependencies: %v\n%s", err, out)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		dir, err := os.MkdirTemp("testdata", "bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "big_ff.go"), src, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		out, err := exec.Command(goBin, "build", "./"+filepath.ToSlash(dir)).CombinedOutput()
+		b.StopTimer()
+		os.RemoveAll(dir)
+		if err != nil {
+			b.Fatalf("go build: %v\n%s", err, out)
+		}
+		b.StartTimer()
+	}
+}
+
 // TestBigFlowGenerates keeps the benchmark input honest (the source
-// compiles without diagnostics and generates) and checks that the parts
-// of a large plan written without gofmt are nonetheless gofmt'ed.
+// compiles without diagnostics and generates) and checks that the code
+// for a large flow is gofmt'ed, deterministic and embeds the compiler's
+// plan.
 func TestBigFlowGenerates(t *testing.T) {
 	pkg, diags := compiler.Compile([]dsl.Source{{Name: "big.ff", Data: bigFlowSource(1_000)}})
 	if len(diags) > 0 {
@@ -98,8 +144,6 @@ func TestBigFlowGenerates(t *testing.T) {
 	if !bytes.Equal(formatted, out) {
 		t.Fatal("generated code for a large flow is not gofmt'ed")
 	}
-	// Formatting runs in parallel batches; the result must not depend on
-	// their timing.
 	again, err := Generate(pkg, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -107,4 +151,5 @@ func TestBigFlowGenerates(t *testing.T) {
 	if !bytes.Equal(again, out) {
 		t.Fatal("second generation of a large flow differs")
 	}
+	checkEmbedded(t, pkg, out)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/internal/goname"
 )
 
 // modulePath is the module this package belongs to; the build directory
@@ -27,19 +28,23 @@ type buildCase struct {
 
 // TestGeneratedCodeBuilds writes the code generated for every testdata
 // .ff file (issue 2's example among them), every example flow file on its
-// own, the examples directory as a whole, a 300-exec flow and the
-// hand-built plan into packages of a directory inside this module, then
+// own, the examples directory as a whole, a 300-exec flow and two
+// hand-built plans into packages of a directory inside this module, then
 // runs go build and go vet on them and go test on a package that imports
-// them all. Its tests check that each <Flow>Plan() literal marshals to
-// exactly the JSON of the plan it was generated from, and drive the
-// RegisterPublish of issue 2's example through a fake worker.Registrar
+// them all. Its tests check that each <Flow>Plan() returns exactly the
+// plan it was generated from, and drive the RegisterPublish and
+// StagePublish of issue 2's example through fakes
 // (testdata/harness/publish_test.go).
 func TestGeneratedCodeBuilds(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go command is needed to build generated code: %v", err)
 	}
-	cases := append([]buildCase{{dir: "handplan", pkg: handPlan()}}, compiledBuildCases(t)...)
+	// A plan with a backquote in it is embedded as an interpreted string
+	// literal rather than a raw one.
+	odd := handPlan()
+	odd.Flows[0].Execs[0].Kind = "media.`probe`"
+	cases := append([]buildCase{{dir: "handplan", pkg: handPlan()}, {dir: "oddstrings", pkg: odd}}, compiledBuildCases(t)...)
 
 	root, err := os.MkdirTemp("testdata", "build-")
 	if err != nil {
@@ -49,7 +54,7 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 	importPath := func(dir string) string { return path.Join(modulePath, "gen", filepath.ToSlash(root), dir) }
 
 	var check strings.Builder
-	check.WriteString("package check\n\nimport (\n\t\"encoding/json\"\n\t\"testing\"\n\n")
+	check.WriteString("package check\n\nimport (\n\t\"encoding/json\"\n\t\"testing\"\n\n\t\"github.com/google/go-cmp/cmp\"\n\n\t\"github.com/flowfabric/ff/compiler/plan\"\n")
 	var table strings.Builder
 	for i, c := range cases {
 		dir := filepath.Join(root, c.dir)
@@ -63,18 +68,43 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 		write(t, filepath.Join(dir, "gen_ff.go"), src)
 		fmt.Fprintf(&check, "\tp%d %q\n", i, importPath(c.dir))
 		for _, fl := range c.pkg.Flows {
+			// The plan as the compiler (or handPlan) built it, in the
+			// compact encoding, not the generated constant.
 			want, err := json.Marshal(fl)
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(&table, "\t\t{%q, p%d.%sPlan(), %s},\n", c.dir+"."+fl.Name, i, GoName(fl.Name), strconv.Quote(string(want)))
+			fmt.Fprintf(&table, "\t\t{%q, p%d.%s, %s},\n", c.dir+"."+fl.Name, i, goname.ForFlow(fl.Name).Plan, strconv.Quote(string(want)))
 		}
 	}
-	check.WriteString(")\n\n// TestPlansRoundTrip checks that each generated <Flow>Plan() marshals to\n// the JSON of the plan it was generated from.\n")
-	check.WriteString("func TestPlansRoundTrip(t *testing.T) {\n\tfor _, c := range []struct {\n\t\tname string\n\t\tgot  any\n\t\twant string\n\t}{\n")
+	check.WriteString(`)
+
+// TestPlans checks that each generated <Flow>Plan() returns exactly the
+// plan it was generated from, decoded from the compiler's JSON.
+func TestPlans(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		plan func() (*plan.Flow, error)
+		want string
+	}{
+`)
 	check.WriteString(table.String())
-	check.WriteString("\t} {\n\t\tgot, err := json.Marshal(c.got)\n\t\tif err != nil {\n\t\t\tt.Fatal(err)\n\t\t}\n")
-	check.WriteString("\t\tif string(got) != c.want {\n\t\t\tt.Errorf(\"%s: embedded plan differs:\\n got %s\\nwant %s\", c.name, got, c.want)\n\t\t}\n\t}\n}\n")
+	check.WriteString(`	} {
+		got, err := c.plan()
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		var want plan.Flow
+		if err := json.Unmarshal([]byte(c.want), &want); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(&want, got); diff != "" {
+			t.Errorf("%s: embedded plan differs (-want +got):\n%s", c.name, diff)
+		}
+	}
+}
+`)
 	checkDir := filepath.Join(root, "check")
 	if err := os.MkdirAll(checkDir, 0o755); err != nil {
 		t.Fatal(err)

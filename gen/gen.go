@@ -5,16 +5,14 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"go/format"
 	"go/token"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/dave/jennifer/jen"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/internal/goname"
 )
 
 // Header is the first line of every generated file; it matches the
@@ -61,9 +59,9 @@ func Generate(pkg *plan.Package, opts Options) ([]byte, error) {
 	}
 
 	g := &generator{
-		types:     map[string]*plan.Type{},
-		names:     newNameTable(),
-		execIndex: map[string]map[string]int{},
+		types:   map[string]*plan.Type{},
+		names:   newNameTable(),
+		outputs: map[string]map[string]*plan.TypeRef{},
 	}
 	// The plan promises sorted slices; sort copies anyway so the output
 	// never depends on how a plan was built.
@@ -96,90 +94,13 @@ func Generate(pkg *plan.Package, opts Options) ([]byte, error) {
 			return nil, err
 		}
 	}
-	// Render without formatting, then format the declarations in batches
-	// on every CPU: gofmt dominates the time taken by large flows.
-	f.NoFormat = true
 	var buf bytes.Buffer
+	// Render runs format.Source on the whole file; an error is a bug in
+	// gen, not in the user's input.
 	if err := f.Render(&buf); err != nil {
-		// A render failure is a bug in gen, not in the user's input.
 		return nil, fmt.Errorf("gen: internal error: rendering Go: %w", err)
 	}
-	src, err := formatChunks(buf.Bytes())
-	if err != nil {
-		return nil, err
-	}
-	return g.applySplices(groupImports(src))
-}
-
-// chunkMarker is the comment line rendered before every top-level
-// declaration; formatChunks splits the file there.
-const chunkMarker = "ffc:chunk"
-
-// top starts a top-level declaration: a chunk marker, then its doc
-// comment.
-func (g *generator) top(f *jen.File, format string, args ...any) {
-	f.Comment(chunkMarker)
-	f.Add(doc(format, args...))
-}
-
-// formatChunks gofmt's src, a whole file whose top-level declarations are
-// each preceded by a chunk marker line. It formats contiguous batches of
-// declarations concurrently and joins them with the blank line gofmt puts
-// between declarations, which gives the same bytes as formatting the file
-// at once, markers aside.
-func formatChunks(src []byte) ([]byte, error) {
-	parts := bytes.Split(src, []byte("\n// "+chunkMarker+"\n"))
-	workers := runtime.GOMAXPROCS(0)
-	// Batches of roughly equal size, a few per worker.
-	target := len(src)/(4*workers) + 1
-	var batches [][]byte
-	var cur []byte
-	for i, p := range parts {
-		if i > 0 {
-			cur = append(cur, '\n')
-		}
-		cur = append(cur, p...)
-		if len(cur) >= target {
-			batches = append(batches, cur)
-			cur = nil
-		}
-	}
-	if len(cur) > 0 || len(batches) == 0 {
-		batches = append(batches, cur)
-	}
-	out := make([][]byte, len(batches))
-	errs := make([]error, len(batches))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(workers, len(batches)) {
-		wg.Go(func() {
-			for i := range next {
-				out[i], errs[i] = format.Source(batches[i])
-			}
-		})
-	}
-	for i := range batches {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	var res bytes.Buffer
-	for i, b := range out {
-		if errs[i] != nil {
-			// Invalid generated code is a bug in gen.
-			return nil, fmt.Errorf("gen: internal error: formatting generated code: %w\n%s", errs[i], batches[i])
-		}
-		b = bytes.Trim(b, "\n")
-		if len(b) == 0 {
-			continue
-		}
-		if res.Len() > 0 {
-			res.WriteString("\n\n")
-		}
-		res.Write(b)
-	}
-	res.WriteByte('\n')
-	return res.Bytes(), nil
+	return buf.Bytes(), nil
 }
 
 // generator holds the state of one Generate call.
@@ -188,48 +109,14 @@ type generator struct {
 	flowList []plan.Flow
 	types    map[string]*plan.Type // by .ff name
 	names    *nameTable
-	// execIndex maps flow name -> exec name -> index in the flow's Execs.
-	execIndex map[string]map[string]int
-	// splices holds text placed, after formatting, where splice markers
-	// were rendered.
-	splices []string
+	// outputs maps flow name -> exec name -> output type (nil for none),
+	// as goname.Outputs.
+	outputs map[string]map[string]*plan.TypeRef
 }
 
-// spliceMarker starts the comment line that stands for splices[N] in the
-// rendered code; no other line of generated code can start with it.
-const spliceMarker = "\t// ffc:splice "
-
-// splice returns a statement that is replaced by text, which must be
-// complete lines already in gofmt's form, after the file is formatted.
-func (g *generator) splice(text string) jen.Code {
-	g.splices = append(g.splices, text)
-	return jen.Comment(fmt.Sprintf("ffc:splice %d", len(g.splices)-1))
-}
-
-// applySplices replaces the marker lines of src, each a tab and a comment
-// at the top level of a function body, by their text.
-func (g *generator) applySplices(src []byte) ([]byte, error) {
-	if len(g.splices) == 0 {
-		return src, nil
-	}
-	n := 0
-	for _, t := range g.splices {
-		n += len(t)
-	}
-	out := make([]byte, 0, len(src)+n)
-	rest := src
-	for i, text := range g.splices {
-		marker := []byte(fmt.Sprintf("%s%d\n", spliceMarker, i))
-		at := bytes.Index(rest, marker)
-		// The marker must start a line.
-		if at < 0 || (at > 0 && rest[at-1] != '\n') || (at == 0 && len(out) > 0 && out[len(out)-1] != '\n') {
-			return nil, fmt.Errorf("gen: internal error: splice %d not found", i)
-		}
-		out = append(out, rest[:at]...)
-		out = append(out, text...)
-		rest = rest[at+len(marker):]
-	}
-	return append(out, rest...), nil
+// decl writes the doc comment of a top-level declaration.
+func decl(f *jen.File, format string, args ...any) {
+	f.Add(doc(format, args...))
 }
 
 // sortedByName returns a copy of s sorted by key, stable for equal keys.
@@ -241,40 +128,40 @@ func sortedByName[T any](s []T, key func(T) string) []T {
 
 // check validates everything that could make the output invalid Go before
 // any code is built: Go name collisions, type references and recursive
-// types.
+// types. The compiler reports name collisions too (with positions); this
+// is the backstop for plans built by other means.
 func (g *generator) check() error {
 	for _, t := range g.typeList {
-		g.names.claim(GoName(t.Name), fmt.Sprintf("type %q", t.Name))
+		g.names.claim(goname.Of(t.Name), fmt.Sprintf("type %q", t.Name))
 	}
-	for _, fl := range g.flowList {
-		fn := flowNames(fl.Name)
-		if !validExported(fn.base) {
-			g.names.errs = append(g.names.errs, fmt.Sprintf("flow %q: cannot form an exported Go identifier (got %q)", fl.Name, fn.base))
+	for i := range g.flowList {
+		fl := &g.flowList[i]
+		if base := goname.Of(fl.Name); !goname.Exported(base) {
+			g.names.errs = append(g.names.errs, fmt.Sprintf("flow %q: cannot form an exported Go identifier (got %q)", fl.Name, base))
 			continue
 		}
-		what := func(ident string) string {
-			return fmt.Sprintf("the generated %s of flow %q", ident, fl.Name)
+		for _, d := range goname.Decls(fl) {
+			what := fmt.Sprintf("the generated %s of flow %q", d.Ident, fl.Name)
+			if d.Exec != "" {
+				what = fmt.Sprintf("the generated %s of exec %q in flow %q", d.Ident, d.Exec, fl.Name)
+			}
+			g.names.claim(d.Ident, what)
 		}
-		g.names.claim(fn.plan, what(fn.plan))
-		g.names.claim(fn.stage, what(fn.stage))
-		g.names.claim(fn.run, what(fn.run))
-		g.names.claim(fn.handlers, what(fn.handlers))
-		g.names.claim(fn.register, what(fn.register))
+		n := goname.ForFlow(fl.Name)
 		methods := g.names.scope(fmt.Sprintf("flow %q", fl.Name))
 		kinds := map[string]string{}
-		for _, ex := range fl.Execs {
-			methods.claim(GoName(ex.Name), fmt.Sprintf("exec %q", ex.Name))
+		for j := range fl.Execs {
+			ex := &fl.Execs[j]
+			methods.claim(goname.Of(ex.Name), fmt.Sprintf("exec %q", ex.Name))
 			if prev, ok := kinds[ex.Kind]; ok {
 				g.names.errs = append(g.names.errs, fmt.Sprintf(
 					"flow %q: execs %q and %q share the kind %q; give each exec of a flow its own kind", fl.Name, prev, ex.Name, ex.Kind))
 			}
 			kinds[ex.Kind] = ex.Name
-			if ups := g.upstreamFields(&fl, &ex); len(ups) > 0 {
-				ident := fn.upstream(ex.Name)
-				g.names.claim(ident, fmt.Sprintf("the generated %s of exec %q in flow %q", ident, ex.Name, fl.Name))
-				fields := g.names.scope(fmt.Sprintf("flow %q: %s", fl.Name, ident))
+			if ups := g.upstreamFields(fl, ex); len(ups) > 0 {
+				fields := g.names.scope(fmt.Sprintf("flow %q: %s", fl.Name, n.Upstream(ex.Name)))
 				for _, u := range ups {
-					fields.claim(GoName(u.Name), fmt.Sprintf("upstream %q", u.Name))
+					fields.claim(goname.Of(u.Name), fmt.Sprintf("upstream %q", u.Name))
 				}
 			}
 		}
@@ -282,7 +169,7 @@ func (g *generator) check() error {
 	for _, t := range g.typeList {
 		fields := g.names.scope(fmt.Sprintf("type %q", t.Name))
 		for _, fd := range t.Fields {
-			fields.claim(GoName(fd.Name), fmt.Sprintf("field %q", fd.Name))
+			fields.claim(goname.Of(fd.Name), fmt.Sprintf("field %q", fd.Name))
 		}
 	}
 	if err := g.names.err(); err != nil {
@@ -294,82 +181,22 @@ func (g *generator) check() error {
 	return g.checkRecursion()
 }
 
-// flowIdents are the package-level Go identifiers generated for one flow.
-type flowIdents struct {
-	base, plan, stage, run, handlers, register string
-}
-
-func flowNames(flow string) flowIdents {
-	b := GoName(flow)
-	return flowIdents{
-		base:     b,
-		plan:     b + "Plan",
-		stage:    "Stage" + b,
-		run:      b + "Run",
-		handlers: b + "Handlers",
-		register: "Register" + b,
-	}
-}
-
-// upstream is the name of the struct carrying the upstream outputs of exec.
-func (n flowIdents) upstream(exec string) string {
-	return n.base + GoName(exec) + "Upstream"
-}
-
 // docWidth is the width doc comments are wrapped at.
 const docWidth = 80
 
 // doc returns a // comment holding text wrapped at docWidth columns.
 func doc(format string, args ...any) *jen.Statement {
-	text := fmt.Sprintf(format, args...)
-	var lines []string
-	line := "//"
-	for word := range strings.FieldsSeq(text) {
-		if len(line) > 2 && len(line)+1+len(word) > docWidth {
-			lines = append(lines, line)
-			line = "//"
+	var b strings.Builder
+	width := 2 // "//"
+	b.WriteString("//")
+	for word := range strings.FieldsSeq(fmt.Sprintf(format, args...)) {
+		if width > 2 && width+1+len(word) > docWidth {
+			b.WriteString("\n//")
+			width = 2
 		}
-		line += " " + word
+		b.WriteByte(' ')
+		b.WriteString(word)
+		width += 1 + len(word)
 	}
-	lines = append(lines, line)
-	return jen.Comment(strings.Join(lines, "\n"))
-}
-
-// groupImports splits the import block of src, which jennifer sorts by
-// path alone, into the standard library group and the rest, separated by
-// a blank line as goimports does. The result stays gofmt'ed.
-func groupImports(src []byte) []byte {
-	const open, closing = "\nimport (\n", "\n)\n"
-	start := bytes.Index(src, []byte(open))
-	if start < 0 {
-		return src
-	}
-	body := start + len(open)
-	end := bytes.Index(src[body:], []byte(closing))
-	if end < 0 {
-		return src
-	}
-	var std, other []string
-	for line := range strings.SplitSeq(string(src[body:body+end]), "\n") {
-		path := strings.Trim(strings.TrimSpace(line), `"`)
-		if i := strings.LastIndex(strings.TrimSpace(line), " "); i >= 0 {
-			path = strings.Trim(strings.TrimSpace(line)[i+1:], `"`)
-		}
-		first, _, _ := strings.Cut(path, "/")
-		if strings.Contains(first, ".") {
-			other = append(other, line)
-		} else {
-			std = append(std, line)
-		}
-	}
-	if len(std) == 0 || len(other) == 0 {
-		return src
-	}
-	var out bytes.Buffer
-	out.Write(src[:body])
-	out.WriteString(strings.Join(std, "\n"))
-	out.WriteString("\n\n")
-	out.WriteString(strings.Join(other, "\n"))
-	out.Write(src[body+end:])
-	return out.Bytes()
+	return jen.Comment(b.String())
 }

@@ -2,53 +2,23 @@ package gen
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"go/ast"
 	"go/format"
+	"go/parser"
+	"go/token"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/gen/bind"
+	"github.com/flowfabric/ff/internal/goname"
 )
-
-func TestGoName(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{
-		{"publish", "Publish"},
-		{"Clip", "Clip"},
-		{"id", "ID"},
-		{"user_id", "UserID"},
-		{"ids", "IDs"},
-		{"order_ids", "OrderIDs"},
-		{"api_url", "APIURL"},
-		{"http_status", "HTTPStatus"},
-		{"json_body", "JSONBody"},
-		{"ttl", "TTL"},
-		{"idle", "Idle"},
-		{"userId", "UserId"},
-		{"fetch_v2", "FetchV2"},
-		{"e1_10", "E1_10"},
-		{"e11_0", "E11_0"},
-		{"step_2_b", "Step2B"},
-		{"v1_2", "V1_2"},
-		{"a__b", "AB"},
-		{"_private", "Private"},
-		{"trailing_", "Trailing"},
-		{"cost_cents", "CostCents"},
-		{"Api_key", "ApiKey"},
-		{"LLM_call", "LLMCall"},
-		{"skus", "SKUs"},
-		{"urls", "URLs"},
-		{"os", "OS"},
-		{"status", "Status"},
-		{"eta", "ETA"},
-		{"_", ""},
-	} {
-		if got := GoName(tt.in); got != tt.want {
-			t.Errorf("GoName(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
 
 func TestGenerateDeterministicAndFormatted(t *testing.T) {
 	first, err := Generate(handPlan(), Options{})
@@ -147,6 +117,13 @@ func TestGenerateErrors(t *testing.T) {
 				p.Types = append(p.Types, plan.Type{Name: "PublishRun"})
 			},
 			want: []string{`type "PublishRun" and the generated PublishRun of flow "publish"`},
+		},
+		{
+			name: "type collides with the plan constant",
+			change: func(p *plan.Package) {
+				p.Types = append(p.Types, plan.Type{Name: "PublishPlanJSON"})
+			},
+			want: []string{`type "PublishPlanJSON" and the generated PublishPlanJSON of flow "publish"`},
 		},
 		{
 			name: "type collides with upstream struct",
@@ -280,27 +257,104 @@ func TestCollisionListIsCapped(t *testing.T) {
 	}
 }
 
-// TestOddStringsStayFormatted checks that strings needing escapes in the
-// parts of the plan written on one line, outside gofmt, still give
-// gofmt'ed code that keeps them.
+// TestOddStringsStayFormatted checks that strings a raw string literal
+// cannot hold (a backquote, a byte order mark) still give gofmt'ed code
+// whose embedded plan decodes to the plan it was generated from, and that
+// the plan is embedded as a raw string literal when it can be.
 func TestOddStringsStayFormatted(t *testing.T) {
-	p := handPlan()
-	odd := "k\"\\`\n\t€\x00%v"
-	p.Flows[0].Execs[0].Kind = odd
-	p.Flows[0].Execs[1].Lane = "l a n e"
-	p.Flows[0].Execs[1].Requires = []string{"x,y", "ü"}
-	out, err := Generate(p, Options{})
+	for _, tt := range []struct {
+		name string
+		kind string
+		raw  bool // whether the plan is embedded as a raw string literal
+	}{
+		{"plain", "media.probe", true},
+		{"backquote", "k\"\\`\n\t€\x00%v", false},
+		{"byte order mark", "k\ufeff", false},
+		{"control characters", "k\r\x01\x7f", true}, // JSON escapes them
+		{"html", "<a&b>", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := handPlan()
+			p.Flows[0].Execs[0].Kind = tt.kind
+			p.Flows[0].Execs[1].Lane = "l a n e"
+			p.Flows[0].Execs[1].Requires = []string{"x,y", "ü"}
+			out, err := Generate(p, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			formatted, err := format.Source(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(formatted, out) {
+				t.Fatalf("not gofmt'ed:\n%s", cmp.Diff(string(formatted), string(out)))
+			}
+			if raw := bytes.Contains(out, []byte("const PublishPlanJSON = `")); raw != tt.raw {
+				t.Errorf("plan embedded as a raw string: %v, want %v", raw, tt.raw)
+			}
+			checkEmbedded(t, p, out)
+		})
+	}
+}
+
+// embeddedPlans parses src, generated Go, and decodes the plan of every
+// <Flow>PlanJSON constant with bind.DecodePlan, as the generated
+// <Flow>Plan does, keyed by flow name.
+func embeddedPlans(t *testing.T, src []byte) map[string]*plan.Flow {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "gen.go", src, parser.SkipObjectResolution)
 	if err != nil {
 		t.Fatal(err)
 	}
-	formatted, err := format.Source(out)
-	if err != nil {
-		t.Fatal(err)
+	out := map[string]*plan.Flow{}
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			if len(vs.Names) != 1 || !strings.HasSuffix(vs.Names[0].Name, "PlanJSON") {
+				continue
+			}
+			lit, ok := vs.Values[0].(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				t.Fatalf("%s is not a string literal", vs.Names[0].Name)
+			}
+			text, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				t.Fatalf("%s: %v", vs.Names[0].Name, err)
+			}
+			var head struct{ Name string }
+			if err := json.Unmarshal([]byte(text), &head); err != nil {
+				t.Fatalf("%s: %v", vs.Names[0].Name, err)
+			}
+			fl, err := bind.DecodePlan(head.Name, text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := goname.ForFlow(head.Name).PlanJSON; vs.Names[0].Name != want {
+				t.Errorf("plan of flow %q is in constant %s, want %s", head.Name, vs.Names[0].Name, want)
+			}
+			out[head.Name] = fl
+		}
 	}
-	if !bytes.Equal(formatted, out) {
-		t.Fatalf("not gofmt'ed:\n%s", cmp.Diff(string(formatted), string(out)))
+	return out
+}
+
+// checkEmbedded checks that the plans embedded in src, generated from pkg,
+// decode to exactly pkg's flows. Empty and nil slices are equal: the JSON
+// encoding omits both.
+func checkEmbedded(t *testing.T, pkg *plan.Package, src []byte) {
+	t.Helper()
+	got := embeddedPlans(t, src)
+	if len(got) != len(pkg.Flows) {
+		t.Errorf("%d embedded plans, want %d", len(got), len(pkg.Flows))
 	}
-	if !bytes.Contains(out, []byte(`Kind: "k\"\\`+"`"+`\n\t€\x00%v"`)) {
-		t.Fatalf("odd kind not kept in the plan literal")
+	for i := range pkg.Flows {
+		want := &pkg.Flows[i]
+		if diff := cmp.Diff(want, got[want.Name], cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("embedded plan of flow %q differs (-want +got):\n%s", want.Name, diff)
+		}
 	}
 }

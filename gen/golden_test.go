@@ -28,16 +28,19 @@ func testdataFlows(t *testing.T) []string {
 }
 
 // TestGolden compiles each testdata/NAME.ff and compares the generated Go
-// with testdata/NAME.go.golden. Run with -update to rewrite the golden
+// with testdata/NAME.go.golden, and checks that its embedded plans are
+// the compiler's. Run with -update to rewrite the golden
 // files after an intended change.
 func TestGolden(t *testing.T) {
 	for _, path := range testdataFlows(t) {
 		name := strings.TrimSuffix(filepath.Base(path), ".ff")
 		t.Run(name, func(t *testing.T) {
-			got, err := Generate(compile(t, path), Options{})
+			pkg := compile(t, path)
+			got, err := Generate(pkg, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
+			checkEmbedded(t, pkg, got)
 			if formatted, err := format.Source(got); err != nil || !bytes.Equal(formatted, got) {
 				t.Fatalf("generated code is not gofmt'ed (err %v):\n%s", err, cmp.Diff(string(formatted), string(got)))
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/internal/goname"
 )
 
 // goType returns a fresh statement for the Go type of ref:
@@ -53,7 +54,7 @@ func (g *generator) goType(ref *plan.TypeRef) (*jen.Statement, error) {
 		if _, ok := g.types[ref.Name]; !ok {
 			return nil, fmt.Errorf("unknown type %q", ref.Name)
 		}
-		return jen.Id(GoName(ref.Name)), nil
+		return jen.Id(goname.Of(ref.Name)), nil
 	default:
 		return nil, fmt.Errorf("unknown type kind %q", ref.Kind)
 	}
@@ -103,10 +104,10 @@ func (g *generator) genType(f *jen.File, t *plan.Type) error {
 				typ = jen.Op("*").Add(typ)
 			}
 		}
-		fields = append(fields, jen.Id(GoName(fd.Name)).Add(typ).Tag(map[string]string{"json": tag}))
+		fields = append(fields, jen.Id(goname.Of(fd.Name)).Add(typ).Tag(map[string]string{"json": tag}))
 	}
-	ident := GoName(t.Name)
-	g.top(f, "%s is the .ff type %q. JSON field names are the .ff field names; optional fields are omitted when empty.", ident, t.Name)
+	ident := goname.Of(t.Name)
+	decl(f, "%s is the .ff type %q. JSON field names are the .ff field names; optional fields are omitted when empty.", ident, t.Name)
 	f.Type().Id(ident).Struct(fields...)
 	f.Line()
 	return nil

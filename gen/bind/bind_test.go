@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/internal/goname"
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
@@ -47,28 +49,113 @@ func call(t *testing.T, r registrar, kind string, in string, up map[string]json.
 	return string(out), err
 }
 
+// shapes has one method of each of the eight shapes a generated method
+// can have, recording its calls, and the methods of the upstreams a and b.
+type shapes struct{ got []string }
+
+func (h *shapes) record(format string, args ...any) {
+	h.got = append(h.got, fmt.Sprintf(format, args...))
+}
+
+func (h *shapes) A(context.Context) (item, error)   { return item{}, nil }
+func (h *shapes) B(context.Context) ([]item, error) { return nil, nil }
+
+func (h *shapes) InUpOut(_ context.Context, in item, up ups) (item, error) {
+	h.record("inupout in=%d a=%v b=%v", in.N, up.A != nil, up.B != nil)
+	in.N++
+	return in, nil
+}
+
+func (h *shapes) InOut(_ context.Context, in item) (item, error) { in.N *= 2; return in, nil }
+
+func (h *shapes) UpOut(_ context.Context, up ups) ([]string, error) {
+	h.record("upout a=%d", up.A.N)
+	return []string{"x"}, nil
+}
+
+func (h *shapes) Out(context.Context) (map[string]int64, error) { return map[string]int64{"k": 1}, nil }
+
+func (h *shapes) InUp(_ context.Context, in item, up ups) error {
+	h.record("inup in=%d", in.N)
+	return nil
+}
+
+func (h *shapes) In(_ context.Context, in item) error { h.record("in in=%d", in.N); return nil }
+
+func (h *shapes) Up(_ context.Context, up ups) error { h.record("up b=%d", len(*up.B)); return nil }
+
+func (h *shapes) Plain(context.Context) error { h.record("plain"); return nil }
+
+// Quiet has an upstream, plain, without output: nothing to read.
+func (h *shapes) Quiet(context.Context) error { h.record("quiet"); return nil }
+
+var (
+	itemType = &plan.TypeRef{Kind: plan.KindNamed, Name: "Item"}
+	listType = &plan.TypeRef{Kind: plan.KindList, Elem: itemType}
+)
+
+// exec returns an exec of flow "f" with kind "k.NAME", taking in (from an
+// upstream when it has any, else from the flow) and returning out.
+func exec(name string, in, out *plan.TypeRef, upstreams ...string) plan.Exec {
+	from := plan.InputNone
+	switch {
+	case in != nil && len(upstreams) > 0:
+		from = plan.InputExec
+	case in != nil:
+		from = plan.InputFlow
+	}
+	return plan.Exec{Name: name, Kind: "k." + name, Input: in, Output: out, InputFrom: from, Upstreams: upstreams}
+}
+
+// shapesPlan is a flow with an exec per method of shapes.
+func shapesPlan(name string) *plan.Flow {
+	return &plan.Flow{Name: name, Execs: []plan.Exec{
+		exec("a", nil, itemType),
+		exec("b", nil, listType),
+		exec("in_up_out", itemType, itemType, "a", "b"),
+		exec("in_out", itemType, itemType),
+		exec("up_out", nil, &plan.TypeRef{Kind: plan.KindList, Elem: &plan.TypeRef{Kind: plan.KindString}}, "a"),
+		exec("out", nil, &plan.TypeRef{Kind: plan.KindMap, Elem: &plan.TypeRef{Kind: plan.KindInt}}),
+		exec("in_up", itemType, nil, "a"),
+		exec("in", itemType, nil),
+		exec("up", nil, nil, "b"),
+		exec("plain", nil, nil),
+		exec("quiet", nil, nil, "plain"),
+	}}
+}
+
+func TestMethodOf(t *testing.T) {
+	fl := shapesPlan("f")
+	// An exec with an input type that receives no input takes none.
+	fl.Execs = append(fl.Execs, plan.Exec{Name: "no_input", Input: itemType, InputFrom: plan.InputNone, Upstreams: []string{"a", "b", "plain"}})
+	outputs := goname.Outputs(fl)
+	var got []Method
+	for i := range fl.Execs {
+		got = append(got, MethodOf(&fl.Execs[i], outputs))
+	}
+	want := []Method{
+		{Name: "A", Out: true},
+		{Name: "B", Out: true},
+		{Name: "InUpOut", In: true, Out: true, Upstreams: []string{"a", "b"}},
+		{Name: "InOut", In: true, Out: true},
+		{Name: "UpOut", Out: true, Upstreams: []string{"a"}},
+		{Name: "Out", Out: true},
+		{Name: "InUp", In: true, Upstreams: []string{"a"}},
+		{Name: "In", In: true},
+		{Name: "Up", Upstreams: []string{"b"}},
+		{Name: "Plain"},
+		{Name: "Quiet"},
+		{Name: "NoInput", Upstreams: []string{"a", "b"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("MethodOf (-want +got):\n%s", diff)
+	}
+}
+
 func TestShapes(t *testing.T) {
-	var got []string
-	record := func(format string, args ...any) { got = append(got, fmt.Sprintf(format, args...)) }
+	h := &shapes{}
 	r := registrar{}
-	err := Register(r, "f",
-		InUpOut("e1", "k.inupout", func(_ context.Context, in item, up ups) (item, error) {
-			record("inupout in=%d a=%v b=%v", in.N, up.A != nil, up.B != nil)
-			in.N++
-			return in, nil
-		}, "a", "b"),
-		InOut("e2", "k.inout", func(_ context.Context, in item) (item, error) { in.N *= 2; return in, nil }),
-		UpOut("e3", "k.upout", func(_ context.Context, up ups) ([]string, error) {
-			record("upout a=%d", up.A.N)
-			return []string{"x"}, nil
-		}, "a"),
-		Out("e4", "k.out", func(context.Context) (map[string]int64, error) { return map[string]int64{"k": 1}, nil }),
-		InUp("e5", "k.inup", func(_ context.Context, in item, up ups) error { record("inup in=%d", in.N); return nil }, "a"),
-		In("e6", "k.in", func(_ context.Context, in item) error { record("in in=%d", in.N); return nil }),
-		Up("e7", "k.up", func(_ context.Context, up ups) error { record("up b=%d", len(*up.B)); return nil }, "b"),
-		Plain("e8", "k.plain", func(context.Context) error { record("plain"); return nil }),
-	)
-	if err != nil {
+	if err := Register(r, shapesPlan("f"), h); err != nil {
 		t.Fatal(err)
 	}
 	a := map[string]json.RawMessage{"a": json.RawMessage(`{"n": 7}`)}
@@ -78,15 +165,16 @@ func TestShapes(t *testing.T) {
 		up       map[string]json.RawMessage
 		want     string
 	}{
-		{"k.inupout", `{"n": 1}`, a, `{"n":2}`},
-		{"k.inupout", `{"n": 1}`, nil, `{"n":2}`},
-		{"k.inout", `{"n": 3, "tags": ["t"]}`, nil, `{"n":6,"tags":["t"]}`},
-		{"k.upout", "", a, `["x"]`},
+		{"k.in_up_out", `{"n": 1}`, a, `{"n":2}`},
+		{"k.in_up_out", `{"n": 1}`, nil, `{"n":2}`},
+		{"k.in_out", `{"n": 3, "tags": ["t"]}`, nil, `{"n":6,"tags":["t"]}`},
+		{"k.up_out", "", a, `["x"]`},
 		{"k.out", "", nil, `{"k":1}`},
-		{"k.inup", `{"n": 4}`, a, ``},
+		{"k.in_up", `{"n": 4}`, a, ``},
 		{"k.in", `{"n": 5}`, nil, ``},
 		{"k.up", "", b, ``},
 		{"k.plain", "", nil, ``},
+		{"k.quiet", "", nil, ``},
 	} {
 		out, err := call(t, r, tt.kind, tt.in, tt.up)
 		if err != nil {
@@ -98,18 +186,16 @@ func TestShapes(t *testing.T) {
 	}
 	want := []string{
 		"inupout in=1 a=true b=false", "inupout in=1 a=false b=false", "upout a=7",
-		"inup in=4", "in in=5", "up b=2", "plain",
+		"inup in=4", "in in=5", "up b=2", "plain", "quiet",
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, h.got); diff != "" {
 		t.Fatalf("calls (-want +got):\n%s", diff)
 	}
 }
 
 func TestDecodeFailuresArePermanent(t *testing.T) {
 	r := registrar{}
-	if err := Register(r, "flowx",
-		InUpOut("ex", "k", func(_ context.Context, in item, up ups) (item, error) { return in, nil }, "a"),
-	); err != nil {
+	if err := Register(r, shapesPlan("flowx"), &shapes{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -117,14 +203,14 @@ func TestDecodeFailuresArePermanent(t *testing.T) {
 		up       map[string]json.RawMessage
 		want     []string
 	}{
-		{"wrong field type", `{"n": "seven"}`, nil, []string{"flow flowx: exec ex: decode input", "item.n"}},
-		{"not JSON", `{`, nil, []string{"flow flowx: exec ex: decode input"}},
-		{"missing input", ``, nil, []string{"flow flowx: exec ex: decode input"}},
-		{"bad upstream", `{"n": 1}`, map[string]json.RawMessage{"a": json.RawMessage(`"text"`)}, []string{"flow flowx: exec ex: decode output of upstream a"}},
+		{"wrong field type", `{"n": "seven"}`, nil, []string{"flow flowx: exec in_up_out: decode input", "item.n"}},
+		{"not JSON", `{`, nil, []string{"flow flowx: exec in_up_out: decode input"}},
+		{"missing input", ``, nil, []string{"flow flowx: exec in_up_out: decode input"}},
+		{"bad upstream", `{"n": 1}`, map[string]json.RawMessage{"a": json.RawMessage(`"text"`)}, []string{"flow flowx: exec in_up_out: decode output of upstream a"}},
 		{"truncated upstream", `{"n": 1}`, map[string]json.RawMessage{"a": json.RawMessage(`{"n":`)}, []string{"decode output of upstream a"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := call(t, r, "k", tt.in, tt.up)
+			_, err := call(t, r, "k.in_up_out", tt.in, tt.up)
 			if !worker.IsPermanent(err) {
 				t.Fatalf("err = %v, want a permanent error", err)
 			}
@@ -137,13 +223,20 @@ func TestDecodeFailuresArePermanent(t *testing.T) {
 	}
 }
 
+// failing returns its error from every method.
+type failing struct{ err error }
+
+func (h failing) Retry(context.Context) error        { return h.err }
+func (h failing) Perm(context.Context) (item, error) { return item{}, worker.Permanent(h.err) }
+func (h failing) Broken(context.Context) (json.RawMessage, error) {
+	return json.RawMessage(`{broken`), nil
+}
+
 func TestHandlerErrorsPassThrough(t *testing.T) {
 	boom := errors.New("boom")
 	r := registrar{}
-	if err := Register(r, "f",
-		Plain("a", "k.retry", func(context.Context) error { return boom }),
-		Out("b", "k.perm", func(context.Context) (item, error) { return item{}, worker.Permanent(boom) }),
-	); err != nil {
+	fl := &plan.Flow{Name: "f", Execs: []plan.Exec{exec("retry", nil, nil), exec("perm", nil, itemType)}}
+	if err := Register(r, fl, failing{boom}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := call(t, r, "k.retry", "", nil); !errors.Is(err, boom) || worker.IsPermanent(err) {
@@ -155,28 +248,58 @@ func TestHandlerErrorsPassThrough(t *testing.T) {
 }
 
 func TestRegisterErrors(t *testing.T) {
+	flow := func(execs ...plan.Exec) *plan.Flow { return &plan.Flow{Name: "f", Execs: execs} }
+	plain := flow(exec("plain", nil, nil))
+	for _, tt := range []struct {
+		name string
+		w    worker.Registrar
+		fl   *plan.Flow
+		h    any
+		want string
+	}{
+		{"nil plan", registrar{}, nil, &shapes{}, "register: nil plan"},
+		{"nil registrar", nil, plain, &shapes{}, "register flow f: nil worker.Registrar"},
+		{"nil handlers", registrar{}, plain, nil, "register flow f: nil handlers"},
+		{"no such method", registrar{}, flow(exec("missing", nil, nil)), &shapes{},
+			"register flow f: exec missing: *bind.shapes has no method Missing"},
+		{"input not taken", registrar{}, flow(plan.Exec{Name: "plain", Input: itemType, InputFrom: plan.InputFlow}), &shapes{},
+			"register flow f: exec plain: method Plain: takes func(context.Context) error, want context.Context and 1 more parameters"},
+		{"output not returned", registrar{}, flow(exec("in", itemType, itemType)), &shapes{},
+			"register flow f: exec in: method In: returns func(context.Context, bind.item) error, want 2 results, the last an error"},
+		{"upstreams not taken", registrar{}, flow(exec("a", nil, itemType), exec("in_out", itemType, itemType, "a")), &shapes{},
+			"register flow f: exec in_out: method InOut: takes func(context.Context, bind.item) (bind.item, error), want context.Context and 2 more parameters"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Register(tt.w, tt.fl, tt.h)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("err = %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+
+	// A bad method anywhere in the flow binds nothing.
 	r := registrar{}
-	plain := Plain("a", "k", func(context.Context) error { return nil })
-	if err := Register(r, "f", plain); err != nil {
+	err := Register(r, flow(exec("plain", nil, nil), exec("missing", nil, nil)), &shapes{})
+	if err == nil || len(r) != 0 {
+		t.Fatalf("err = %v, %d handlers registered; want an error and none", err, len(r))
+	}
+	// Registration errors stop at the first.
+	if err := Register(r, plain, &shapes{}); err != nil {
 		t.Fatal(err)
 	}
-	err := Register(r, "f", Plain("b", "k", func(context.Context) error { return nil }))
-	if err == nil || err.Error() != `register flow f: exec b (kind "k"): already registered` {
+	again := flow(plan.Exec{Name: "quiet", Kind: "k.plain"})
+	err = Register(r, again, &shapes{})
+	if err == nil || err.Error() != `register flow f: exec quiet (kind "k.plain"): already registered` {
 		t.Fatalf("err = %v", err)
-	}
-	if err := Register(nil, "f", plain); err == nil || !strings.Contains(err.Error(), "nil worker.Registrar") {
-		t.Fatalf("nil registrar: err = %v", err)
 	}
 }
 
 func TestEncodeFailure(t *testing.T) {
 	r := registrar{}
-	if err := Register(r, "f", Out("e", "k", func(context.Context) (json.RawMessage, error) {
-		return json.RawMessage(`{broken`), nil
-	})); err != nil {
+	if err := Register(r, &plan.Flow{Name: "f", Execs: []plan.Exec{exec("broken", nil, itemType)}}, failing{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := call(t, r, "k", "", nil); err == nil || !strings.Contains(err.Error(), "flow f: exec e: encode output") {
+	if _, err := call(t, r, "k.broken", "", nil); err == nil || !strings.Contains(err.Error(), "flow f: exec broken: encode output") {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -242,10 +243,21 @@ func TestStagePublish(t *testing.T) {
 	if in, ok := s.input.(media.Clip); !ok || in.ID != "c1" {
 		t.Fatalf("input = %#v", s.input)
 	}
+	// StagePublish stages the plan PublishPlan returns.
+	want, err := media.PublishPlan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s.flow, want) {
+		t.Fatalf("staged plan differs from PublishPlan():\n got %+v\nwant %+v", s.flow, want)
+	}
 	// Each call returns a fresh plan: changing one does not change the next.
-	p := media.PublishPlan()
-	p.Execs[0].Name = "changed"
-	if media.PublishPlan().Execs[0].Name == "changed" {
+	want.Execs[0].Name = "changed"
+	again, err := media.PublishPlan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Execs[0].Name == "changed" {
 		t.Fatal("PublishPlan returned shared state")
 	}
 }
