@@ -32,12 +32,11 @@ end
 -- decide records one decided edge into downstream d and fires it: eligible
 -- when its join is satisfied, skipped when it can no longer be.
 local function decide(p, d, ok_edge, now)
-  local dc = read_core(p, d)
+  local dc = read_core(p, d, DOWNSTREAM_FIELDS) -- the one read of the downstream
   if not dc or not is(dc.state, 'runnable') or split(dc).eligibility ~= 'blocked_by_dependencies' then
     return -- gone, or already fired
   end
-  local v = redis.call('HMGET', dc.key, 'deps_total', 'deps_done', 'deps_ok', 'join_need')
-  local total, done, okc, need = num(v[1]), num(v[2]) + 1, num(v[3]), num(v[4])
+  local total, done, okc, need = num(dc.deps_total), num(dc.deps_done) + 1, num(dc.deps_ok), num(dc.join_need)
   if ok_edge then okc = okc + 1 end
   if okc >= need then
     leave_indexes(p, dc)
@@ -70,24 +69,31 @@ local function finish_run(p, runkey, run, now)
 end
 
 -- resolve_member updates the run of a member that ended and decides its
--- outgoing edges.
-local function resolve_member(p, u, run, outcome, now)
+-- outgoing edges. out and handled are the member's fields of those names
+-- when the caller read them (nil: read them here). The run record is read
+-- once and written once.
+local function resolve_member(p, u, run, outcome, now, out, handled)
   local runkey = p.base .. ':f:' .. run
-  local r = redis.call('HMGET', runkey, 'total', 'done', 'result_node', 'cancelling')
+  local counter = RUN_COUNTER[outcome] or 'failed'
+  local r = redis.call('HMGET', runkey, 'total', 'done', 'result_node', 'cancelling', counter, 'unhandled')
   if not r[1] then return end -- the run was purged
-  local m = redis.call('HMGET', p.xp .. u, 'out', 'handled')
+  if out == nil then
+    local m = redis.call('HMGET', p.xp .. u, 'out', 'handled')
+    out, handled = m[1] or '', m[2] or ''
+  end
   local done = num(r[2]) + 1
-  redis.call('HINCRBY', runkey, RUN_COUNTER[outcome] or 'failed', 1)
-  if (outcome == 'failed' or outcome == 'expired') and m[2] ~= '1' then
-    redis.call('HINCRBY', runkey, 'unhandled', 1)
+  local w = {'done', itoa(done), counter, itoa(num(r[5]) + 1), 'updated_at', ts(now)}
+  if (outcome == 'failed' or outcome == 'expired') and handled ~= '1' then
+    w[#w + 1] = 'unhandled'
+    w[#w + 1] = itoa(num(r[6]) + 1)
   end
   if u == r[3] then
-    redis.call('HSET', runkey, 'result_outcome', outcome, 'done', itoa(done), 'updated_at', ts(now))
-  else
-    redis.call('HSET', runkey, 'done', itoa(done), 'updated_at', ts(now))
+    w[#w + 1] = 'result_outcome'
+    w[#w + 1] = outcome
   end
-  if r[4] ~= '1' and m[1] then
-    for edge in string.gmatch(m[1], '[^,]+') do
+  redis.call('HSET', runkey, unpack(w))
+  if r[4] ~= '1' and out ~= '' then
+    for edge in string.gmatch(out, '[^,]+') do
       local d, on = string.match(edge, '^(.+):(%a+)$')
       if d then decide(p, d, holds(on, outcome), now) end
     end
@@ -104,12 +110,13 @@ on_flow_terminal = function(p, c, outcome, now)
     q = {}
     p.flowq = q
   end
-  q[#q + 1] = {c.u, c.flow_id, outcome}
+  q[#q + 1] = {c.u, c.flow_id, outcome, c.out, c.handled}
   if p.resolving then return end
   p.resolving = true
   local i = 1
   while i <= #q do
-    resolve_member(p, q[i][1], q[i][2], q[i][3], now)
+    local e = q[i]
+    resolve_member(p, e[1], e[2], e[3], now, e[4], e[5])
     i = i + 1
   end
   p.flowq = nil

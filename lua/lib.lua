@@ -243,13 +243,19 @@ local function flush(p)
   p.adds, p.rems = {}, {}
 end
 
--- wake publishes "<partition>:<ns>:<lane>" on "<prefix>ff:wake".
+-- wake publishes "<partition>:<ns>:<lane>" on "<prefix>ff:wake", once per
+-- lane and call: a wake-up says "this lane may have work", and the
+-- scheduler passes it on while claims come back full, so a call that makes
+-- many executions of a lane eligible (a fan-out) publishes once.
 local function wake(p, ns, lane)
   if not p.channel then
     local prefix, n = string.match(p.anchor, '^(.*)ff:{fp:(%d+)}:lanes$')
-    p.channel, p.wake_prefix = prefix .. 'ff:wake', n .. ':'
+    p.channel, p.wake_prefix, p.woken = prefix .. 'ff:wake', n .. ':', {}
   end
-  redis.call('PUBLISH', p.channel, p.wake_prefix .. ns .. ':' .. lane)
+  local msg = p.wake_prefix .. ns .. ':' .. lane
+  if p.woken[msg] then return end
+  p.woken[msg] = true
+  redis.call('PUBLISH', p.channel, msg)
 end
 
 -- The fields every transition reads first (the fence and the indexes).
@@ -265,16 +271,43 @@ local MORE_FIELDS = {
   'attempt_deadline_at', 'reclaims', 'max_reclaims',
 }
 
+-- The fields a finish reads: the fence, and what resolving a flow member's
+-- edges needs (so that its record is read once). Code at the library's top
+-- level cannot use ipairs and friends while FUNCTION LOAD runs it, so these
+-- lists are spelled out rather than built: each starts with FENCE_FIELDS.
+local FINISH_FIELDS = {
+  'state', 'ns', 'lane', 'lease_id', 'lease_epoch', 'lease_expires_at', 'attempt_count',
+  'attempt_timeout_ms', 'deadline_at', 'flow_id', 'qheld',
+  'out', 'handled',
+}
+
+-- The fields of a flow member whose upstream ended: everything its
+-- transition to eligible or skipped reads (FENCE_FIELDS, MORE_FIELDS, the
+-- join counters, its edges), in one HMGET.
+local DOWNSTREAM_FIELDS = {
+  'state', 'ns', 'lane', 'lease_id', 'lease_epoch', 'lease_expires_at', 'attempt_count',
+  'attempt_timeout_ms', 'deadline_at', 'flow_id', 'qheld',
+  'priority', 'created_at', 'charged_attempts',
+  'retry_attempts', 'retry_backoff', 'retry_delay_ms', 'retry_max_delay_ms', 'retry_jitter',
+  'attempt_deadline_at', 'reclaims', 'max_reclaims',
+  'deps_total', 'deps_done', 'deps_ok', 'join_need', 'out', 'handled',
+}
+
 -- read_core returns the fence fields of an execution as a table, or nil
 -- when it does not exist. c.v is the split state (vec), filled by split().
-local function read_core(p, u)
+-- fields, when given, is a longer list to read instead (FINISH_FIELDS,
+-- DOWNSTREAM_FIELDS: both start with the fence fields); with
+-- DOWNSTREAM_FIELDS the record needs no more().
+local function read_core(p, u, fields)
   local key = core_key(p, u)
-  local v = redis.call('HMGET', key, unpack(FENCE_FIELDS))
+  fields = fields or FENCE_FIELDS
+  local v = redis.call('HMGET', key, unpack(fields))
   if not v[1] then return nil end -- every record has a state
   local c = {key = key, u = u}
-  for i, f in ipairs(FENCE_FIELDS) do
+  for i, f in ipairs(fields) do
     c[f] = v[i] or ''
   end
+  if fields == DOWNSTREAM_FIELDS then c.more = true end
   return c
 end
 

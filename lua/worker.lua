@@ -228,12 +228,16 @@ local function ff_claim(keys, argv)
       local ups = {}
       if v[11] then
         -- A flow member: its input is the result of its feeding upstream,
-        -- and it may read the result of every upstream that succeeded.
+        -- and it may read the result of every upstream that succeeded
+        -- (each result is read once: the feeding upstream is one of them).
+        local results = {}
         if v[15] and v[15] ~= '' then
-          payload = redis.call('HGET', p.xp .. v[15], 'result') or ''
+          results[v[15]] = redis.call('HGET', p.xp .. v[15], 'result')
+          payload = results[v[15]] or ''
         end
         for name, up in string.gmatch(v[16] or '', '([^,=]+)=([^,]+)') do
-          local r = redis.call('HGET', p.xp .. up, 'result')
+          local r = results[up]
+          if r == nil then r = redis.call('HGET', p.xp .. up, 'result') end
           if r then
             ups[#ups + 1] = name
             ups[#ups + 1] = r
@@ -333,7 +337,7 @@ local function ff_finish(keys, argv)
   local now = now_ms()
   local items = {}
   for i = 2, #argv, 5 do
-    local c = read_core(p, argv[i])
+    local c = read_core(p, argv[i], FINISH_FIELDS)
     if not c then
       items[#items + 1] = refuse('not_found')
     else

@@ -35,6 +35,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cpuprofile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file")
 	stats := fs.Bool("stats", false, "print Valkey INFO commandstats after each variant")
 	fs.StringVar(&variants, "variants", "backlog,idle", "comma-separated variants: backlog, idle")
+	scenario := fs.String("scenario", "", "flow benchmark instead of the task variants: chain, diamond or flows (both); caps: capability routing")
+	var fc bench.FlowConfig
+	fs.IntVar(&fc.Runs, "runs", 100, "chain: runs in total")
+	fs.IntVar(&fc.Length, "length", 10, "chain: execs per run")
+	fs.IntVar(&fc.Width, "width", 1000, "diamond: execs between the source and the sink")
+	fs.BoolVar(&fc.Template, "template", false, "flows: stage runs by template name (server-side plan) instead of sending the plan each time")
+	capsWorkers := fs.Int("caps-workers", 100, "caps: worker SDK instances")
+	capsSets := fs.Int("caps-sets", 10, "caps: capability sets the workers and tasks are spread over")
+	capsUnroutable := fs.Int("caps-unroutable", 10, "caps: tasks requiring a capability no worker has (must be parked)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -57,6 +66,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *scenario == "caps" {
+		cc := bench.CapsConfig{Tasks: cfg.Tasks, Workers: *capsWorkers, Sets: *capsSets, Concurrency: cfg.Concurrency,
+			Unroutable: *capsUnroutable, Partitions: cfg.Partitions, ValkeyBin: cfg.ValkeyBin}
+		if _, err := bench.RunCaps(ctx, cc, stdout); err != nil {
+			fmt.Fprintln(stderr, "ffbench:", err)
+			return 1
+		}
+		return 0
+	}
+	if *scenario != "" {
+		fc.Scenarios = strings.Split(*scenario, ",")
+		if *scenario == "flows" {
+			fc.Scenarios = nil // both
+		}
+		fc.Stats = cfg.Stats
+		fc.Producers, fc.Workers, fc.Concurrency, fc.Partitions, fc.ValkeyBin = cfg.Producers, cfg.Workers, cfg.Concurrency, cfg.Partitions, cfg.ValkeyBin
+		if _, err := bench.RunFlows(ctx, fc, stdout); err != nil {
+			fmt.Fprintln(stderr, "ffbench:", err)
+			return 1
+		}
+		return 0
+	}
 	if _, err := bench.Run(ctx, cfg, stdout); err != nil {
 		fmt.Fprintln(stderr, "ffbench:", err)
 		return 1

@@ -229,6 +229,12 @@ func runVariant(ctx context.Context, cfg Config, variant string) (Result, error)
 	// Let every worker park its first long-poll.
 	time.Sleep(200 * time.Millisecond)
 
+	var prof *callProfile
+	if cfg.Stats != nil {
+		if prof, err = startCallProfile(ctx, vk); err != nil {
+			return Result{}, err
+		}
+	}
 	cpu0, err := valkeyCPU(ctx, vk)
 	if err != nil {
 		return Result{}, err
@@ -278,6 +284,9 @@ func runVariant(ctx context.Context, cfg Config, variant string) (Result, error)
 	if cfg.Stats != nil {
 		if st, err := vk.Do(ctx, vk.B().Info().Section("commandstats").Build()).ToString(); err == nil {
 			fmt.Fprintf(cfg.Stats, "--- %s commandstats\n%s\n", variant, st)
+		}
+		if err := prof.write(ctx, cfg.Stats, variant, cfg.Tasks); err != nil {
+			return Result{}, err
 		}
 	}
 	return r, nil

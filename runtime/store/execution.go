@@ -19,6 +19,7 @@ import (
 // partitionFor picks the partition of a new standalone execution: derived
 // from the idempotency key when there is one (so a repeat lands on the
 // same partition and finds the first execution), random otherwise.
+// (Flow runs are placed in streaks instead: see PlacementStreak.)
 func (s *Store) partitionFor(ns, idemKey string) int {
 	if idemKey == "" {
 		return rand.IntN(s.cfg.FlowPartitions)

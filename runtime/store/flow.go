@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,7 +94,9 @@ func (s *Store) RunsChannel() string { return s.cfg.KeyPrefix + "ff:runs" }
 // execution and every edge in one FCALL on one partition. Roots are
 // eligible at once; the others wait (pending) until their joins are
 // satisfied. With an idempotency key a repeat returns the first run and
-// created=false.
+// created=false. A new run is returned as staged (running, its roots
+// waiting and the others pending), without reading it back: by the time
+// the caller looks, a root may already be running (GetRun tells).
 func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, error) {
 	f := req.Flow
 	if f == nil {
@@ -121,9 +122,11 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	if err != nil {
 		return nil, false, err
 	}
-	p := rand.IntN(s.cfg.FlowPartitions)
+	var p int
 	if req.IdempotencyKey != "" {
 		p = s.partitionFor(ns, "run\x00"+req.IdempotencyKey)
+	} else {
+		p = s.streakPartition()
 	}
 	runUUID := newUUID()
 	uuids := make(map[string]string, len(f.Execs))
@@ -165,11 +168,33 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	if err := s.registerResources(ctx, f, ns, id, refs); err != nil {
 		return nil, false, err
 	}
-	run, err := s.GetRun(ctx, id)
-	if err != nil {
-		return nil, false, err
+	return stagedRun(f, ns, id, p, uuids, g, fromMs(str(items[1]))), true, nil
+}
+
+// The states ff_stage_flow and ff_commit_flow write for roots and for the
+// other members of a new run.
+var (
+	stagedRootState   = decodeState("runnable unowned eligible_now waiting_for_worker none pending_first_attempt waiting", "")
+	stagedMemberState = decodeState("runnable unowned blocked_by_dependencies waiting_for_dependencies none pending_first_attempt pending", "")
+)
+
+// stagedRun is the run just staged, as GetRun would read it at once.
+func stagedRun(f *plan.Flow, ns string, id RunID, p int, uuids map[string]string, g *graph, created time.Time) *Run {
+	run := &Run{ID: id, Namespace: ns, Flow: f.Name, State: RunRunning, Total: len(f.Execs),
+		ResultNode: f.Result, CreatedAt: created, Nodes: make([]RunNode, 0, len(f.Execs))}
+	for _, x := range f.Execs {
+		kind := x.Kind
+		if kind == "" {
+			kind = f.Name + "." + x.Name
+		}
+		st := stagedRootState
+		if len(g.ups[x.Name]) > 0 {
+			st = stagedMemberState
+		}
+		run.Nodes = append(run.Nodes, RunNode{Name: x.Name, ExecutionID: makeID(p, uuids[x.Name]), Kind: kind, State: st})
 	}
-	return run, true, nil
+	slices.SortFunc(run.Nodes, func(a, b RunNode) int { return strings.Compare(a.Name, b.Name) })
+	return run
 }
 
 // stageRefs resolves a flow's budget and quota names at staging.
@@ -287,32 +312,32 @@ func newGraph(f *plan.Flow) (*graph, error) {
 	}
 	g := &graph{index: map[string]int{}, ups: map[string][]string{}, out: map[string][]plan.Edge{}}
 	for i, x := range f.Execs {
-		field := fmt.Sprintf("flow.execs[%d]", i)
+		field := func() string { return "flow.execs[" + strconv.Itoa(i) + "]" } // only on error
 		if x.Name == "" || strings.ContainsAny(x.Name, ",=: \t\n") {
-			return nil, invalid(field+".name", "%q is not a valid exec name", x.Name)
+			return nil, invalid(field()+".name", "%q is not a valid exec name", x.Name)
 		}
 		if _, dup := g.index[x.Name]; dup {
-			return nil, invalid(field+".name", "exec %q is declared twice", x.Name)
+			return nil, invalid(field()+".name", "exec %q is declared twice", x.Name)
 		}
 		g.index[x.Name] = i
 	}
 	seen := map[[2]string]bool{}
 	for i, e := range f.Edges {
-		field := fmt.Sprintf("flow.edges[%d]", i)
+		field := func() string { return "flow.edges[" + strconv.Itoa(i) + "]" } // only on error
 		_, okFrom := g.index[e.From]
 		_, okTo := g.index[e.To]
 		switch {
 		case !okFrom || !okTo:
-			return nil, invalid(field, "edge %s -> %s names an unknown exec", e.From, e.To)
+			return nil, invalid(field(), "edge %s -> %s names an unknown exec", e.From, e.To)
 		case e.From == e.To:
-			return nil, invalid(field, "edge %s -> %s links an exec to itself", e.From, e.To)
+			return nil, invalid(field(), "edge %s -> %s links an exec to itself", e.From, e.To)
 		case seen[[2]string{e.From, e.To}]:
-			return nil, invalid(field, "edge %s -> %s appears twice", e.From, e.To)
+			return nil, invalid(field(), "edge %s -> %s appears twice", e.From, e.To)
 		}
 		switch e.On {
 		case plan.OnSuccess, plan.OnFailure, plan.OnDone:
 		default:
-			return nil, invalid(field+".on", "%q: want success, failure or done", e.On)
+			return nil, invalid(field()+".on", "%q: want success, failure or done", e.On)
 		}
 		seen[[2]string{e.From, e.To}] = true
 		g.ups[e.To] = append(g.ups[e.To], e.From)
@@ -523,11 +548,17 @@ func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
 	}
 	slices.Sort(names)
 	fields := []string{"state", "blocking_detail", "kind", "attempt_count", "failure_reason", "last_error", "started_at", "ended_at"}
-	cmds := make(valkey.Commands, len(names))
+	cmds := make(valkey.Commands, len(names), len(names)+1)
 	for i, name := range names {
 		cmds[i] = s.c.B().Hmget().Key(s.k.core(p, nodes[name])).Field(fields...).Build()
 	}
-	for i, r := range s.c.DoMulti(ctx, cmds...) {
+	// The result is read in the same round trip as the members.
+	withResult := f["result_node"] != "" && f["result_outcome"] == string(OutcomeSuccess)
+	if withResult {
+		cmds = append(cmds, s.c.B().Hget().Key(s.k.core(p, f["result_node"])).Field("result").Build())
+	}
+	resps = s.c.DoMulti(ctx, cmds...)
+	for i, r := range resps[:len(names)] {
 		v, err := r.ToArray()
 		if err != nil {
 			return nil, fmt.Errorf("store: read run %s: %w", id, err)
@@ -543,8 +574,8 @@ func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
 		}
 		run.Nodes = append(run.Nodes, n)
 	}
-	if run.ResultNode != "" && f["result_outcome"] == string(OutcomeSuccess) {
-		res, err := s.c.Do(ctx, s.c.B().Hget().Key(s.k.core(p, f["result_node"])).Field("result").Build()).ToString()
+	if withResult && run.ResultNode != "" {
+		res, err := resps[len(names)].ToString()
 		if err != nil && !valkey.IsValkeyNil(err) {
 			return nil, fmt.Errorf("store: read run result %s: %w", id, err)
 		}

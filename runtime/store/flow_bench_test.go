@@ -125,3 +125,83 @@ func BenchmarkFlowDiamond(b *testing.B) {
 	}
 	b.ReportMetric(float64(time.Since(stageStart).Microseconds())/1000, "stage-ms")
 }
+
+// BenchmarkFlowPhases measures the server time per execution (INFO
+// commandstats: FCALL, Lua included) of staging, claiming and finishing
+// the members of b.N/10 chains of 10, one step of every chain at a time,
+// with one execution per claim and per finish (as a worker running one
+// chain step at a time does), next to the same for plain executions.
+//
+//	go test -run '^$' -bench FlowPhases -benchtime 2000x ./runtime/store/
+func BenchmarkFlowPhases(b *testing.B) {
+	ctx := context.Background()
+	c := valkeytest.Client(b, valkeytest.Start(b))
+	s, err := Open(ctx, Config{Client: c, FlowPartitions: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var names, edges []string
+	for i := range 10 {
+		names = append(names, fmt.Sprintf("s%d", i))
+		if i > 0 {
+			edges = append(edges, names[i-1]+"->"+names[i])
+		}
+	}
+	f := flowOf("chain", execs(names...), edges...)
+	runs := max(1, b.N/10)
+	w := WorkerIdentity{WorkerID: "bench", InstanceID: "bench-1", Namespace: "default"}
+	fcallMicros(b, c)
+	b.ResetTimer()
+	for range runs {
+		if _, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Input: []byte(`{}`)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	stage := fcallMicros(b, c)
+	var claim, finish float64
+	for range 10 {
+		var leases []Lease
+		for range runs {
+			g, err := s.Claim(ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: w, Max: 1})
+			if err != nil || len(g) != 1 {
+				b.Fatalf("claim: %d grants, %v", len(g), err)
+			}
+			leases = append(leases, g[0].Lease)
+		}
+		claim += fcallMicros(b, c)
+		for _, l := range leases {
+			if _, err := s.FinishMany(ctx, []Finish{{Lease: l, Result: []byte(`{"v":1}`)}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		finish += fcallMicros(b, c)
+	}
+	n := float64(runs * 10)
+	// The same single-item calls on plain executions.
+	for range runs * 10 {
+		if _, _, err := s.CreateExecution(ctx, CreateRequest{Kind: "noop", Payload: []byte(`{}`)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fcallMicros(b, c)
+	var leases []Lease
+	for range runs * 10 {
+		g, err := s.Claim(ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: w, Max: 1})
+		if err != nil || len(g) != 1 {
+			b.Fatalf("claim: %d grants, %v", len(g), err)
+		}
+		leases = append(leases, g[0].Lease)
+	}
+	plainClaim := fcallMicros(b, c)
+	for _, l := range leases {
+		if _, err := s.FinishMany(ctx, []Finish{{Lease: l, Result: []byte(`{"v":1}`)}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	plainFinish := fcallMicros(b, c)
+	b.ReportMetric(stage/n, "stage-µs/exec")
+	b.ReportMetric(claim/n, "claim-µs/exec")
+	b.ReportMetric(finish/n, "finish-µs/exec")
+	b.ReportMetric(plainClaim/n, "plain-claim-µs/task")
+	b.ReportMetric(plainFinish/n, "plain-finish-µs/task")
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/google/go-cmp/cmp"
+	"github.com/valkey-io/valkey-go"
 )
 
 // flowOf builds a plan from "a->b" style edges; execs are listed in order.
@@ -537,5 +540,126 @@ func TestFlowMemberCancelledAlone(t *testing.T) {
 	e.drive(func(Grant) outcome { return outcome{} })
 	if done := e.run(r.ID); done.State != RunCancelled || done.Cancelled != 1 || done.Succeeded != 1 {
 		t.Fatalf("run = %+v", done)
+	}
+}
+
+// TestFlowFanOutWakesOnce: a member whose end makes many downstreams of
+// one lane eligible publishes one wake-up for them, not one per member.
+func TestFlowFanOutWakesOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sub := valkeytest.Client(t, valkeytest.Shared(t))
+	msgs := make(chan string, 64)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	go sub.Receive(ctx, sub.B().Subscribe().Channel(e.s.WakeChannel()).Build(), func(m valkey.PubSubMessage) {
+		msgs <- m.Message
+	})
+	waitUntil(t, 2*time.Second, "subscription", func() bool {
+		n, _ := e.c.Do(e.ctx, e.c.B().PubsubNumsub().Channel(e.s.WakeChannel()).Build()).AsIntMap()
+		return n[e.s.WakeChannel()] == 1
+	})
+	names := []string{"root"}
+	var edges []string
+	for i := range 20 {
+		names = append(names, fmt.Sprintf("m%02d", i))
+		edges = append(edges, "root->"+names[i+1])
+	}
+	r := e.stage(flowOf("fan", execs(names...), edges...), "in")
+	expect := func(what string, n int) {
+		t.Helper()
+		for i := range n {
+			select {
+			case <-msgs:
+			case <-time.After(2 * time.Second):
+				t.Fatalf("%s: %d of %d wake-ups", what, i, n)
+			}
+		}
+		select {
+		case m := <-msgs:
+			t.Fatalf("%s: unexpected wake-up %q", what, m)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	expect("stage", 1)
+	g := e.claimAll(worker1, 10, time.Minute)
+	if len(g) != 1 || g[0].FlowNode != "root" {
+		t.Fatalf("grants = %+v", g)
+	}
+	if _, err := e.s.FinishMany(e.ctx, []Finish{{Lease: g[0].Lease, Result: []byte(`1`)}}); err != nil {
+		t.Fatal(err)
+	}
+	expect("root finished", 1)
+	if got := e.claimAll(worker1, 100, time.Minute); len(got) != 20 {
+		t.Fatalf("%d grants after the fan-out, want 20", len(got))
+	}
+	if st := e.run(r.ID).State; st != RunRunning {
+		t.Fatalf("run %s", st)
+	}
+}
+
+// TestPlacementStreaks: runs without an idempotency key go to one
+// partition for PlacementStreak placements, then to a random one; keyed
+// runs keep their hashed partition.
+func TestPlacementStreaks(t *testing.T) {
+	s := &Store{cfg: Config{FlowPartitions: 16}}
+	var got []int
+	for range PlacementStreak * 12 {
+		got = append(got, s.streakPartition())
+	}
+	seen := map[int]bool{}
+	for i := 0; i < len(got); i += PlacementStreak {
+		for j := i; j < i+PlacementStreak; j++ {
+			if got[j] != got[i] || got[j] < 0 || got[j] >= 16 {
+				t.Fatalf("placement %d = %d, its streak began with %d", j, got[j], got[i])
+			}
+		}
+		seen[got[i]] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("12 streaks all on partition %v", seen) // odds 16^-11
+	}
+
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 16 })
+	f := flowOf("one", execs("a"))
+	first := e.stage(f, "")
+	p, _ := ExecutionID(first.ID).Partition()
+	for range 3 {
+		r := e.stage(f, "")
+		if q, _ := ExecutionID(r.ID).Partition(); q != p {
+			t.Fatalf("run %s on partition %d, the streak is on %d", r.ID, q, p)
+		}
+	}
+	k, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, IdempotencyKey: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := ExecutionID(k.ID).Partition(); q != e.s.partitionFor("default", "run\x00k1") {
+		t.Fatalf("keyed run on partition %d, want its hash's", q)
+	}
+}
+
+// TestFlowStagedRunMatchesGetRun: the run StageFlow returns (built without
+// reading it back) is what GetRun reads right after, for a run staged in
+// one call and for one staged in chunks.
+func TestFlowStagedRunMatchesGetRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	small := flowOf("small", execs("a", "b", "c", "d"), "a->c", "b->c", "c->d")
+	small.Execs[2].InputFrom = plan.InputNone
+	small.Execs[1].Kind = "custom.kind"
+	small.Result = "d"
+	names := []string{"root"}
+	var edges []string
+	for i := range StageChunkExecs + 10 {
+		names = append(names, fmt.Sprintf("m%04d", i))
+		edges = append(edges, "root->"+names[i+1])
+	}
+	big := flowOf("big", execs(names...), edges...)
+	for _, f := range []*plan.Flow{small, big} {
+		staged := e.stage(f, `"in"`)
+		if diff := cmp.Diff(e.run(staged.ID), staged); diff != "" {
+			t.Fatalf("%s: staged run (-GetRun +StageFlow):\n%s", f.Name, diff)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mathrand "math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,6 +73,37 @@ type Store struct {
 	k    keys
 	log  *slog.Logger
 	load sync.Mutex // serialises library reloads
+
+	place placement // partitions of new runs without an idempotency key
+}
+
+// PlacementStreak is how many consecutive flow runs staged without an
+// idempotency key one Store puts on the same flow partition before it
+// picks another at random. Streaks keep the runs in flight on few
+// partitions, so that a worker's claim and a batch of completions touch
+// few partitions (each touched partition is one FCALL, and the scheduler
+// claims partition by partition); over time every partition gets its
+// share, and several ffrun processes have streaks of their own.
+// Standalone executions without a key still go to a random partition.
+const PlacementStreak = 64
+
+// placement is the current streak.
+type placement struct {
+	mu   sync.Mutex
+	p    int
+	left int
+}
+
+// streakPartition returns the partition of a new run without an
+// idempotency key (see PlacementStreak).
+func (s *Store) streakPartition() int {
+	s.place.mu.Lock()
+	defer s.place.mu.Unlock()
+	if s.place.left <= 0 {
+		s.place.p, s.place.left = mathrand.IntN(s.cfg.FlowPartitions), PlacementStreak
+	}
+	s.place.left--
+	return s.place.p
 }
 
 // Open checks the server version, stores or checks the partition counts and

@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/devserver"
+	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/wire"
+	"github.com/flowfabric/ff/runtime/worker"
+)
+
+// CapsConfig is the capability-routing benchmark: Workers SDK instances
+// split evenly over Sets capability sets ("cap-0" … "cap-<Sets-1>"), and
+// Tasks executions each requiring one set, round robin, created as a
+// backlog before the workers start. Unroutable executions require a
+// capability no worker has: they must be parked, never granted.
+type CapsConfig struct {
+	Tasks       int
+	Workers     int
+	Sets        int
+	Concurrency int // slots per worker instance
+	Unroutable  int
+	Partitions  int
+	Timeout     time.Duration
+	ValkeyBin   string
+}
+
+func (c CapsConfig) withDefaults() CapsConfig {
+	c.Tasks = cmpOr(c.Tasks, 10_000)
+	c.Workers = cmpOr(c.Workers, 100)
+	c.Sets = cmpOr(c.Sets, 10)
+	c.Concurrency = cmpOr(c.Concurrency, 4)
+	c.Timeout = cmpOr(c.Timeout, 5*time.Minute)
+	return c
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// CapsResult is the outcome of the capability-routing benchmark.
+type CapsResult struct {
+	Tasks, Workers, Sets int
+	Elapsed              time.Duration // first worker start → last task done
+	TasksPerSec          float64
+	Correct, Misrouted   int64 // grants whose worker covers the requirement, and the rest
+	Parked               int   // unroutable executions found blocked/waiting_for_capable_worker
+	Unroutable           int
+}
+
+// CorrectShare is the share of correctly routed grants.
+func (r CapsResult) CorrectShare() float64 {
+	n := r.Correct + r.Misrouted
+	if n == 0 {
+		return 0
+	}
+	return float64(r.Correct) / float64(n)
+}
+
+func (r CapsResult) String() string {
+	return fmt.Sprintf("caps     %d tasks over %d capability sets, %d workers: %s, %.0f tasks/s; correctly routed %d of %d grants (%.2f%%); unroutable parked %d of %d",
+		r.Tasks, r.Sets, r.Workers, r.Elapsed.Round(time.Millisecond), r.TasksPerSec,
+		r.Correct, r.Correct+r.Misrouted, 100*r.CorrectShare(), r.Parked, r.Unroutable)
+}
+
+// RunCaps runs the capability-routing benchmark on a fresh Valkey child.
+func RunCaps(ctx context.Context, cfg CapsConfig, out io.Writer) (CapsResult, error) {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	fmt.Fprintf(out, "ffbench caps: %d tasks, %d workers x %d slots over %d capability sets, %d unroutable\n",
+		cfg.Tasks, cfg.Workers, cfg.Concurrency, cfg.Sets, cfg.Unroutable)
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(out, "ffbench: load average %s (other processes share the CPUs: figures vary with it)\n", strings.Join(strings.Fields(string(la))[:3], " "))
+	}
+	dir, err := os.MkdirTemp("", "ffbench-caps-")
+	if err != nil {
+		return CapsResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	child, err := devserver.Start(ctx, devserver.Config{Binary: cfg.ValkeyBin, Dir: dir, NoPersistence: true})
+	if err != nil {
+		return CapsResult{}, err
+	}
+	defer child.Stop(context.Background())
+	srvCtx, stopSrv := context.WithCancel(ctx)
+	const token = "ffbench-token"
+	srv, err := server.Open(srvCtx, server.Config{ValkeyAddr: child.Addr, FlowPartitions: cfg.Partitions, Token: token,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		stopSrv()
+		return CapsResult{}, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		stopSrv()
+		srv.Close()
+		return CapsResult{}, err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(srvCtx, ln) }()
+	defer func() { stopSrv(); <-served }()
+	url := "http://" + ln.Addr().String()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
+	c, err := client.New(url, client.WithHTTPClient(hc), client.WithToken(token))
+	if err != nil {
+		return CapsResult{}, err
+	}
+
+	// Backlog: task i requires set i % Sets; unroutable ones need "cap-none".
+	var reqs []wire.CreateExecution
+	for i := range cfg.Tasks {
+		k := i % cfg.Sets
+		reqs = append(reqs, wire.CreateExecution{Kind: "caps", Requires: []string{"cap-" + strconv.Itoa(k)},
+			Input: json.RawMessage(`{"k":` + strconv.Itoa(k) + `}`)})
+	}
+	for range cfg.Unroutable {
+		reqs = append(reqs, wire.CreateExecution{Kind: "caps", Requires: []string{"cap-none"}, Input: json.RawMessage(`{"k":-1}`)})
+	}
+	var unroutable []string
+	for start := 0; start < len(reqs); start += 50 {
+		res, err := c.CreateExecutions(ctx, reqs[start:min(start+50, len(reqs))])
+		if err != nil {
+			return CapsResult{}, fmt.Errorf("create backlog: %w", err)
+		}
+		for i, r := range res {
+			if r.Error != nil {
+				return CapsResult{}, fmt.Errorf("create backlog: %s", r.Error.Message)
+			}
+			if start+i >= cfg.Tasks {
+				unroutable = append(unroutable, r.ID)
+			}
+		}
+	}
+
+	var correct, misrouted, done atomic.Int64
+	allDone := make(chan struct{})
+	var once sync.Once
+	wctx, stopWorkers := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for i := range cfg.Workers {
+		k := i % cfg.Sets
+		w, err := worker.New(worker.Config{Client: c, Name: fmt.Sprintf("caps-%d", i), Capabilities: []string{"cap-" + strconv.Itoa(k)},
+			Concurrency: cfg.Concurrency, ClaimWait: 2 * time.Second, DrainTimeout: 5 * time.Second})
+		if err != nil {
+			stopWorkers()
+			return CapsResult{}, err
+		}
+		if err := w.Handle("caps", func(_ context.Context, t *worker.Task) (json.RawMessage, error) {
+			var in struct{ K int }
+			if err := json.Unmarshal(t.Input(), &in); err != nil {
+				return nil, worker.Permanent(err)
+			}
+			if in.K == k {
+				correct.Add(1)
+			} else {
+				misrouted.Add(1)
+			}
+			if done.Add(1) == int64(cfg.Tasks) {
+				once.Do(func() { close(allDone) })
+			}
+			return nil, nil
+		}); err != nil {
+			stopWorkers()
+			return CapsResult{}, err
+		}
+		wg.Go(func() { _ = w.Run(wctx) })
+	}
+	select {
+	case <-allDone:
+	case <-ctx.Done():
+		stopWorkers()
+		wg.Wait()
+		return CapsResult{}, fmt.Errorf("caps: %d of %d tasks done before the timeout", done.Load(), cfg.Tasks)
+	}
+	elapsed := time.Since(begin)
+	time.Sleep(200 * time.Millisecond) // a grant of an unroutable task would show now
+	stopWorkers()
+	wg.Wait()
+	r := CapsResult{Tasks: cfg.Tasks, Workers: cfg.Workers, Sets: cfg.Sets, Elapsed: elapsed,
+		TasksPerSec: float64(cfg.Tasks) / elapsed.Seconds(), Correct: correct.Load(), Misrouted: misrouted.Load(),
+		Unroutable: len(unroutable)}
+	for _, id := range unroutable {
+		ex, err := c.GetExecution(ctx, id)
+		if err != nil {
+			return r, err
+		}
+		if ex.State == "blocked" && ex.BlockingReason == "waiting_for_capable_worker" {
+			r.Parked++
+		}
+	}
+	fmt.Fprintln(out, r)
+	if r.Misrouted > 0 || r.Parked != r.Unroutable {
+		return r, fmt.Errorf("caps: %d misrouted grants, %d of %d unroutable parked", r.Misrouted, r.Parked, r.Unroutable)
+	}
+	return r, nil
+}
