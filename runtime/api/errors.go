@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -82,7 +83,7 @@ func asError(err error) *Error {
 }
 
 // errorHandler writes every error as a JSON wire.ErrorEnvelope; 5xx causes
-// are logged at error level.
+// are logged at error level, but for cancelled requests at debug level.
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
@@ -91,7 +92,13 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		ae := asError(err)
 		req := c.Request()
 		if ae.Status >= 500 {
-			log.ErrorContext(req.Context(), "request failed",
+			// A request whose client went away or that shutdown ended is
+			// not a server failure: keep it out of the error log.
+			level := slog.LevelError
+			if errors.Is(ae, context.Canceled) || errors.Is(ae, context.DeadlineExceeded) {
+				level = slog.LevelDebug
+			}
+			log.Log(req.Context(), level, "request failed",
 				slog.String(attrMethod, req.Method), slog.String(attrPath, req.URL.Path),
 				slog.Int(attrStatus, ae.Status), slog.String(attrCode, ae.Code), slog.Any(attrError, ae))
 		}
