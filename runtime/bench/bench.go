@@ -11,10 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,8 +22,6 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/flowfabric/ff/runtime/client"
-	"github.com/flowfabric/ff/runtime/devserver"
-	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/wire"
 	"github.com/flowfabric/ff/runtime/worker"
 )
@@ -110,9 +104,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 	}
 	fmt.Fprintf(out, "ffbench: %d tasks, %d producers, %d workers x %d slots, %d-byte payload, backlog batch %d, idle rate %d/s, aof=%v\n",
 		cfg.Tasks, cfg.Producers, cfg.Workers, cfg.Concurrency, cfg.Payload, cfg.Batch, cfg.IdleRate, cfg.AOF)
-	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(out, "ffbench: load average %s (other processes share the CPUs: figures vary with it)\n", strings.Join(strings.Fields(string(la))[:3], " "))
-	}
+	printLoad(out)
 	var results []Result
 	for _, v := range cfg.Variants {
 		if v != "backlog" && v != "idle" {
@@ -131,46 +123,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 func runVariant(ctx context.Context, cfg Config, variant string) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "ffbench-")
+	st, err := startStack(ctx, stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions, AOF: cfg.AOF})
 	if err != nil {
 		return Result{}, err
 	}
-	defer os.RemoveAll(dir)
-	child, err := devserver.Start(ctx, devserver.Config{Binary: cfg.ValkeyBin, Dir: dir, NoPersistence: !cfg.AOF})
-	if err != nil {
-		return Result{}, err
-	}
-	defer child.Stop(context.Background())
-
-	srvCtx, stopSrv := context.WithCancel(ctx)
-	const token = "ffbench-token" // auth on, as in production
-	srv, err := server.Open(srvCtx, server.Config{ValkeyAddr: child.Addr, FlowPartitions: cfg.Partitions, Token: token,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		stopSrv()
-		return Result{}, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		stopSrv()
-		srv.Close()
-		return Result{}, err
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(srvCtx, ln) }()
-	defer func() { stopSrv(); <-served }()
-	url := "http://" + ln.Addr().String()
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}}
-	c, err := client.New(url, client.WithHTTPClient(hc), client.WithToken(token))
-	if err != nil {
-		return Result{}, err
-	}
-
-	vk, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{child.Addr}, DisableCache: true})
-	if err != nil {
-		return Result{}, err
-	}
-	defer vk.Close()
+	defer st.Close()
+	c, vk := st.Client, st.Valkey
 
 	// Workers.
 	lat := make([]int64, cfg.Tasks)
@@ -213,7 +171,7 @@ func runVariant(ctx context.Context, cfg Config, variant string) (Result, error)
 		w, err := worker.New(worker.Config{
 			Client: c, Name: "bench-" + strconv.Itoa(i), Concurrency: cfg.Concurrency, OnReported: onReported,
 			LeaseTTL: 30 * time.Second, ClaimWait: 5 * time.Second, DrainTimeout: 5 * time.Second,
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger: st.Logger,
 		})
 		if err != nil {
 			stopWorkers()

@@ -5,19 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/flowfabric/ff/runtime/client"
-	"github.com/flowfabric/ff/runtime/devserver"
-	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/wire"
 	"github.com/flowfabric/ff/runtime/worker"
 )
@@ -87,42 +79,13 @@ func RunCaps(ctx context.Context, cfg CapsConfig, out io.Writer) (CapsResult, er
 	defer cancel()
 	fmt.Fprintf(out, "ffbench caps: %d tasks, %d workers x %d slots over %d capability sets, %d unroutable\n",
 		cfg.Tasks, cfg.Workers, cfg.Concurrency, cfg.Sets, cfg.Unroutable)
-	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(out, "ffbench: load average %s (other processes share the CPUs: figures vary with it)\n", strings.Join(strings.Fields(string(la))[:3], " "))
-	}
-	dir, err := os.MkdirTemp("", "ffbench-caps-")
+	printLoad(out)
+	st, err := startStack(ctx, stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions})
 	if err != nil {
 		return CapsResult{}, err
 	}
-	defer os.RemoveAll(dir)
-	child, err := devserver.Start(ctx, devserver.Config{Binary: cfg.ValkeyBin, Dir: dir, NoPersistence: true})
-	if err != nil {
-		return CapsResult{}, err
-	}
-	defer child.Stop(context.Background())
-	srvCtx, stopSrv := context.WithCancel(ctx)
-	const token = "ffbench-token"
-	srv, err := server.Open(srvCtx, server.Config{ValkeyAddr: child.Addr, FlowPartitions: cfg.Partitions, Token: token,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		stopSrv()
-		return CapsResult{}, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		stopSrv()
-		srv.Close()
-		return CapsResult{}, err
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(srvCtx, ln) }()
-	defer func() { stopSrv(); <-served }()
-	url := "http://" + ln.Addr().String()
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
-	c, err := client.New(url, client.WithHTTPClient(hc), client.WithToken(token))
-	if err != nil {
-		return CapsResult{}, err
-	}
+	defer st.Close()
+	c := st.Client
 
 	// Backlog: task i requires set i % Sets; unroutable ones need "cap-none".
 	var reqs []wire.CreateExecution

@@ -6,10 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,10 +17,7 @@ import (
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/dsl"
 	"github.com/flowfabric/ff/runtime/client"
-	"github.com/flowfabric/ff/runtime/devserver"
-	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/worker"
-	"github.com/valkey-io/valkey-go"
 )
 
 // FlowConfig is one flow benchmark run.
@@ -141,9 +134,7 @@ func RunFlows(ctx context.Context, cfg FlowConfig, out io.Writer) ([]FlowResult,
 	cfg = cfg.withDefaults()
 	fmt.Fprintf(out, "ffbench flows: chain %d runs x %d execs (%d in flight), diamond 1 -> %d -> 1, %d workers x %d slots\n",
 		cfg.Runs, cfg.Length, cfg.Producers, cfg.Width, cfg.Workers, cfg.Concurrency)
-	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(out, "ffbench: load average %s (other processes share the CPUs: figures vary with it)\n", strings.Join(strings.Fields(string(la))[:3], " "))
-	}
+	printLoad(out)
 	var results []FlowResult
 	for _, sc := range cfg.Scenarios {
 		var f *plan.Flow
@@ -174,49 +165,21 @@ func RunFlows(ctx context.Context, cfg FlowConfig, out io.Writer) ([]FlowResult,
 func runFlowScenario(ctx context.Context, cfg FlowConfig, name string, f *plan.Flow, runs, producers int) (FlowResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "ffbench-")
-	if err != nil {
-		return FlowResult{}, err
-	}
-	defer os.RemoveAll(dir)
-	child, err := devserver.Start(ctx, devserver.Config{Binary: cfg.ValkeyBin, Dir: dir, NoPersistence: true})
-	if err != nil {
-		return FlowResult{}, err
-	}
-	defer child.Stop(context.Background())
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srvCtx, stopSrv := context.WithCancel(ctx)
-	const token = "ffbench-token"
-	scfg := server.Config{ValkeyAddr: child.Addr, FlowPartitions: cfg.Partitions, Token: token, Logger: logger}
+	scfg := stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions}
 	if cfg.Template {
 		scfg.Templates = []*plan.Flow{f}
 	}
-	srv, err := server.Open(srvCtx, scfg)
-	if err != nil {
-		stopSrv()
-		return FlowResult{}, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		stopSrv()
-		srv.Close()
-		return FlowResult{}, err
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(srvCtx, ln) }()
-	defer func() { stopSrv(); <-served }()
-	url := "http://" + ln.Addr().String()
-	var rt http.RoundTripper = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
 	var reqs *requestCounts
 	if cfg.Stats != nil {
-		reqs = &requestCounts{next: rt, by: map[string]int{}}
-		rt = reqs
+		reqs = &requestCounts{next: pooledTransport(), by: map[string]int{}}
+		scfg.Transport = reqs
 	}
-	hc := &http.Client{Transport: rt}
-	c, err := client.New(url, client.WithHTTPClient(hc), client.WithToken(token))
+	st, err := startStack(ctx, scfg)
 	if err != nil {
 		return FlowResult{}, err
 	}
+	defer st.Close()
+	c, vk := st.Client, st.Valkey
 
 	// With Stats, every handler returns the time it ran; the next one (and
 	// the producer, for the result) reads it from its input, to show where
@@ -243,7 +206,7 @@ func runFlowScenario(ctx context.Context, cfg FlowConfig, name string, f *plan.F
 		w, err := worker.New(worker.Config{
 			Client: c, Name: "bench-" + strconv.Itoa(i), Namespace: f.Namespace, Lanes: []string{f.Lane},
 			Concurrency: cfg.Concurrency, LeaseTTL: 30 * time.Second, ClaimWait: 5 * time.Second, DrainTimeout: 5 * time.Second,
-			Logger: logger,
+			Logger: st.Logger,
 		})
 		if err != nil {
 			stopWorkers()
@@ -260,11 +223,6 @@ func runFlowScenario(ctx context.Context, cfg FlowConfig, name string, f *plan.F
 	defer func() { stopWorkers(); wg.Wait() }()
 	time.Sleep(200 * time.Millisecond) // let every worker park its first long-poll
 
-	vk, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{child.Addr}, DisableCache: true})
-	if err != nil {
-		return FlowResult{}, err
-	}
-	defer vk.Close()
 	var prof *callProfile
 	if cfg.Stats != nil {
 		if prof, err = startCallProfile(ctx, vk); err != nil {
