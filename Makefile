@@ -16,7 +16,7 @@ demo: deps ## Run a flow end to end: ffrun dev (own Redis child), a worker, a st
 
 .PHONY: test
 test: deps lint check-generated ## Run every test against a real server (what CI runs).
-	$(GO) test -timeout 9m ./...
+	$(GO) test -race -timeout 9m ./...
 
 .PHONY: lint
 lint: ## gofmt and go vet.

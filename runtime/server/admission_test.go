@@ -460,12 +460,12 @@ func TestQuotaRateUnderLoad(t *testing.T) {
 	env := startAdmission(t, flows)
 	c := env.Client
 	var mu sync.Mutex
-	var starts []time.Time
+	var ids []string
 	for i := range 8 {
 		runWorker(t, env, worker.Config{Name: fmt.Sprintf("w%d", i), Concurrency: 4}, map[string]worker.Handler{
 			"rated.go": func(_ context.Context, task *worker.Task) (json.RawMessage, error) {
 				mu.Lock()
-				starts = append(starts, time.Now())
+				ids = append(ids, task.ID())
 				mu.Unlock()
 				return task.Input(), nil
 			},
@@ -477,22 +477,36 @@ func TestQuotaRateUnderLoad(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
-	if len(starts) != n {
-		t.Fatalf("%d starts, want %d", len(starts), n)
+	if len(ids) != n {
+		t.Fatalf("%d starts, want %d", len(ids), n)
 	}
+	// The server's start times (its clock, taken in the claim that follows
+	// the admission), not the handlers': those add the HTTP hop's jitter.
+	var starts []time.Time
+	for _, id := range ids {
+		ex, err := c.GetExecution(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex.StartedAt == nil {
+			t.Fatalf("execution %s ran but has no started_at", id)
+		}
+		starts = append(starts, *ex.StartedAt)
+	}
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
 	// Any window of (just under) one second holds at most 10 starts; the
-	// small margin absorbs the spread between admission and handler start.
+	// small margin absorbs the gap between admission and the claim.
 	for i, s := range starts {
 		j := i
-		for j < len(starts) && starts[j].Sub(s) < 950*time.Millisecond {
+		for j < len(starts) && starts[j].Sub(s) < 980*time.Millisecond {
 			j++
 		}
 		if j-i > 10 {
-			t.Fatalf("%d starts within 950ms from start %d (%s)", j-i, i, s.Format(time.StampMilli))
+			t.Fatalf("%d starts within 980ms from start %d (%s)", j-i, i, s.Format(time.StampMilli))
 		}
 	}
-	// Throughput: whole seconds from the first start each admit close to 10.
+	// Throughput: whole seconds from the first start each admit close to
+	// 10 (the window check above is the cap; this one says it is used).
 	t0 := starts[0]
 	per := make([]int, 3)
 	for _, s := range starts {
