@@ -70,9 +70,10 @@ func (c *checker) resolveType(te *dsl.TypeExpr) (*plan.TypeRef, bool) {
 	return nil, false
 }
 
-// checkRecursiveTypes reports types that contain themselves through direct
-// (non-list, non-map) fields, optional or not: such a value would be
-// infinite, and Go rejects the generated struct.
+// checkRecursiveTypes reports types that contain themselves through
+// required named fields: such a value would be infinite, and Go rejects the
+// generated struct. An optional field (a pointer in Go), a list or a map
+// ends the chain: `next?: Node` is a linked list.
 func (c *checker) checkRecursiveTypes() {
 	const (
 		white = iota
@@ -87,7 +88,7 @@ func (c *checker) checkRecursiveTypes() {
 		stack = append(stack, name)
 		for _, f := range c.types[name].Fields {
 			te := f.Type
-			if te.Named == nil {
+			if te.Named == nil || f.Optional {
 				continue
 			}
 			next := te.Named.Name
@@ -104,7 +105,7 @@ func (c *checker) checkRecursiveTypes() {
 				}
 				cycle := append(append([]string{}, stack[i:]...), next)
 				c.diags.Errorf(te.Named.Range(), dsl.CodeRecursiveType,
-					"type %q contains itself through direct fields: %s; use a list or map to break the cycle",
+					"type %q contains itself through required fields: %s; make one of them optional, a list or a map",
 					next, strings.Join(cycle, " -> "))
 			}
 		}

@@ -92,7 +92,7 @@ var Codes = []CodeInfo{
 	{CodeDupKind, SeverityError, "two execs of one flow share a handler kind"},
 	{CodeGoName, SeverityError, "two names that become one Go identifier in generated code (both places are shown), or a name that gives no Go identifier"},
 	{CodeMapKey, SeverityError, "a map type whose key is not `string`"},
-	{CodeRecursiveType, SeverityError, "a type that contains itself through direct fields"},
+	{CodeRecursiveType, SeverityError, "a type that contains itself through required fields"},
 	{CodeEdgeType, SeverityError, "an exec's input type differs from the output type of the upstream that feeds it"},
 	{CodeRootType, SeverityError, "a root exec's input type differs from the flow's input type"},
 	{CodeResultType, SeverityError, "the result exec's output type differs from the flow's output type"},
