@@ -174,29 +174,52 @@ func (s *Server) claim(c echo.Context) error {
 	if err := Decode(c, s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err
 	}
-	if e := checkIdent("worker_id", req.WorkerID, WorkerIDMaxBytes, false); e != nil {
+	if e := s.checkClaim(&req); e != nil {
 		return e
 	}
-	req.InstanceID = cmpOr(req.InstanceID, req.WorkerID)
-	if e := checkIdent("instance_id", req.InstanceID, WorkerIDMaxBytes, false); e != nil {
+	tasks, err := s.cfg.Service.Claim(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	if tasks == nil {
+		tasks = []wire.Task{}
+	}
+	return c.JSON(http.StatusOK, wire.ClaimResponse{Tasks: tasks})
+}
+
+// workerIdentity validates the identity fields shared by claims and
+// heartbeats (worker_id, instance_id, namespace, lanes, capabilities) and
+// fills in their defaults: instance_id is worker_id, namespace
+// plan.DefaultNamespace, lanes [plan.DefaultLane].
+func workerIdentity(workerID string, instanceID, namespace *string, lanes *[]string, caps []string) *Error {
+	if e := checkIdent("worker_id", workerID, WorkerIDMaxBytes, false); e != nil {
 		return e
 	}
-	req.Namespace = cmpOr(req.Namespace, plan.DefaultNamespace)
-	if e := checkName("namespace", req.Namespace); e != nil {
+	*instanceID = cmpOr(*instanceID, workerID)
+	if e := checkIdent("instance_id", *instanceID, WorkerIDMaxBytes, false); e != nil {
 		return e
 	}
-	if len(req.Lanes) == 0 {
-		req.Lanes = []string{plan.DefaultLane}
+	*namespace = cmpOr(*namespace, plan.DefaultNamespace)
+	if e := checkName("namespace", *namespace); e != nil {
+		return e
 	}
-	if len(req.Lanes) > 64 {
-		return invalid("lanes", "has %d lanes, the limit is 64", len(req.Lanes))
+	if len(*lanes) == 0 {
+		*lanes = []string{plan.DefaultLane}
 	}
-	for i, l := range req.Lanes {
+	if len(*lanes) > 64 {
+		return invalid("lanes", "has %d lanes, the limit is 64", len(*lanes))
+	}
+	for i, l := range *lanes {
 		if e := checkName("lanes["+strconv.Itoa(i)+"]", l); e != nil {
 			return e
 		}
 	}
-	if e := checkCapabilities("capabilities", req.Capabilities); e != nil {
+	return checkCapabilities("capabilities", caps)
+}
+
+// checkClaim validates a claim and fills in its defaults.
+func (s *Server) checkClaim(req *wire.ClaimRequest) *Error {
+	if e := workerIdentity(req.WorkerID, &req.InstanceID, &req.Namespace, &req.Lanes, req.Capabilities); e != nil {
 		return e
 	}
 	if req.Max == 0 {
@@ -213,14 +236,7 @@ func (s *Server) claim(c echo.Context) error {
 		return e
 	}
 	req.LeaseMs = d.Milliseconds()
-	tasks, err := s.cfg.Service.Claim(c.Request().Context(), req)
-	if err != nil {
-		return err
-	}
-	if tasks == nil {
-		tasks = []wire.Task{}
-	}
-	return c.JSON(http.StatusOK, wire.ClaimResponse{Tasks: tasks})
+	return nil
 }
 
 func (s *Server) renew(c echo.Context) error {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,29 +14,7 @@ func (a *admission) heartbeat(c echo.Context) error {
 	if err := Decode(c, a.s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err
 	}
-	if e := checkIdent("worker_id", req.WorkerID, WorkerIDMaxBytes, false); e != nil {
-		return e
-	}
-	req.InstanceID = cmpOr(req.InstanceID, req.WorkerID)
-	if e := checkIdent("instance_id", req.InstanceID, WorkerIDMaxBytes, false); e != nil {
-		return e
-	}
-	req.Namespace = cmpOr(req.Namespace, plan.DefaultNamespace)
-	if e := checkName("namespace", req.Namespace); e != nil {
-		return e
-	}
-	if len(req.Lanes) == 0 {
-		req.Lanes = []string{plan.DefaultLane}
-	}
-	if len(req.Lanes) > 64 {
-		return invalid("lanes", "has %d lanes, the limit is 64", len(req.Lanes))
-	}
-	for i, l := range req.Lanes {
-		if e := checkName("lanes["+strconv.Itoa(i)+"]", l); e != nil {
-			return e
-		}
-	}
-	if e := checkCapabilities("capabilities", req.Capabilities); e != nil {
+	if e := workerIdentity(req.WorkerID, &req.InstanceID, &req.Namespace, &req.Lanes, req.Capabilities); e != nil {
 		return e
 	}
 	if req.TTLMs != 0 && (req.TTLMs < wire.LeaseMsMin || req.TTLMs > wire.LeaseMsMax) {

@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,14 +71,23 @@ func TestBudgetReadFailsClosed(t *testing.T) {
 	t.Parallel()
 	fs, s := newFaultEnv(t, 4, 8)
 	ctx := context.Background()
-	ex, _, err := fs.CreateExecution(ctx, store.CreateRequest{Kind: "k", Lane: "fc"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 15 {
-		if _, _, err := fs.CreateExecution(ctx, store.CreateRequest{Kind: "k", Lane: "fc"}); err != nil {
+	// Idempotency keys spread the executions over the partitions (without
+	// one they would share the current placement streak's partition): the
+	// scan below must cross several.
+	parts := map[int]bool{}
+	var ex *store.Execution
+	for i := range 16 {
+		e, _, err := fs.CreateExecution(ctx, store.CreateRequest{Kind: "k", Lane: "fc", IdempotencyKey: fmt.Sprintf("spread-%d", i)})
+		if err != nil {
 			t.Fatal(err)
 		}
+		if ex == nil {
+			ex = e
+		}
+		parts[e.Partition] = true
+	}
+	if len(parts) < 2 {
+		t.Fatalf("the 16 executions landed on %d partition(s), want several", len(parts))
 	}
 	fs.budgetErr.Store(true)
 	grants, err := s.Claim(ctx, req("fc", 1, 0))

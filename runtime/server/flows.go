@@ -63,7 +63,19 @@ func (f *flowService) RunResult(ctx context.Context, id string, wait time.Durati
 	if err != nil {
 		return nil, err
 	}
-	ended := func() (*wire.FlowRun, error) {
+	// ended reads the run when it has ended, else returns nil. With cheap
+	// it checks the state first (one HGET) and reads the whole run, every
+	// member, only once it has ended; a run-end notice skips the check.
+	ended := func(cheap bool) (*wire.FlowRun, error) {
+		if cheap {
+			state, err := f.st.RunState(ctx, rid)
+			if err != nil {
+				return nil, mapRunError(err)
+			}
+			if state == store.RunRunning {
+				return nil, nil
+			}
+		}
 		run, err := f.st.GetRun(ctx, rid)
 		if err != nil {
 			return nil, mapRunError(err)
@@ -75,12 +87,12 @@ func (f *flowService) RunResult(ctx context.Context, id string, wait time.Durati
 		return &w, nil
 	}
 	if wait <= 0 {
-		return orNotTerminal(ended())
+		return orNotTerminal(ended(true))
 	}
 	// Watch first, then read: a run that ends after the read is noticed.
 	notice, release := f.notice.watch(string(rid))
 	defer release()
-	if w, err := ended(); w != nil || err != nil {
+	if w, err := ended(true); w != nil || err != nil {
 		return w, err
 	}
 	deadline := time.NewTimer(wait)
@@ -88,17 +100,20 @@ func (f *flowService) RunResult(ctx context.Context, id string, wait time.Durati
 	poll := time.NewTicker(runPollInterval)
 	defer poll.Stop()
 	for {
+		cheap := true
 		select {
 		case <-ctx.Done():
 			return nil, mapError(ctx.Err())
 		case <-deadline.C:
-			return orNotTerminal(ended())
+			return orNotTerminal(ended(true))
 		case <-f.notice.closing():
-			return orNotTerminal(ended())
+			return orNotTerminal(ended(true))
 		case <-notice:
+			// The run ended (or, after a resubscription, may have).
+			cheap = false
 		case <-poll.C:
 		}
-		if w, err := ended(); w != nil || err != nil {
+		if w, err := ended(cheap); w != nil || err != nil {
 			return w, err
 		}
 	}

@@ -71,6 +71,8 @@ func TestFlowRouteErrors(t *testing.T) {
 		{"unknown template get", "GET", "/v1/templates/three", "", 404, wire.CodeNotFound, ""},
 		{"unknown run", "GET", "/v1/flows/0.00000000-0000-4000-8000-000000000000", "", 404, wire.CodeNotFound, ""},
 		{"malformed run id", "GET", "/v1/flows/nope/result", "", 404, wire.CodeNotFound, ""},
+		{"unknown run result", "GET", "/v1/flows/0.00000000-0000-4000-8000-000000000000/result", "", 404, wire.CodeNotFound, ""},
+		{"unknown run result waiting", "GET", "/v1/flows/0.00000000-0000-4000-8000-000000000000/result?wait_ms=5000", "", 404, wire.CodeNotFound, ""},
 		{"cancel unknown run", "POST", "/v1/flows/1.00000000-0000-4000-8000-000000000000/cancel", "", 404, wire.CodeNotFound, ""},
 		{"replay unknown run", "POST", "/v1/flows/1.00000000-0000-4000-8000-000000000000/replay", "", 404, wire.CodeNotFound, ""},
 		{"wait too long", "GET", "/v1/flows/1.00000000-0000-4000-8000-000000000000/result?wait_ms=60001", "", 400, wire.CodeValidation, "wait_ms"},

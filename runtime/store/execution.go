@@ -16,10 +16,10 @@ import (
 	"github.com/valkey-io/valkey-go"
 )
 
-// partitionFor picks the partition of a new standalone execution: derived
-// from the idempotency key when there is one (so a repeat lands on the
-// same partition and finds the first execution), random otherwise.
-// (Flow runs are placed in streaks instead: see PlacementStreak.)
+// partitionFor is the partition of a new standalone execution or run with
+// an idempotency key: derived from the key, so that a repeat lands on the
+// same partition and finds the first one. Without a key both are placed
+// in streaks instead (see PlacementStreak).
 func (s *Store) partitionFor(ns, idemKey string) int {
 	if idemKey == "" {
 		return rand.IntN(s.cfg.FlowPartitions)
@@ -50,8 +50,9 @@ type CreateResult struct {
 }
 
 // CreateMany creates many standalone executions: one FCALL per partition,
-// pipelined. Items without an idempotency key all go to one random
-// partition; items with one go to the partition of their key. Each item is
+// pipelined. Items without an idempotency key all go to the current
+// streak's partition (see PlacementStreak; a call counts as one step of
+// the streak); items with one go to the partition of their key. Each item is
 // validated on its own: an invalid item gets its error in results and
 // writes nothing, the others are created. err is for transport failures
 // only (then some items may have been created).
@@ -63,7 +64,7 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 	pending := make([]*Execution, len(reqs))
 	b := &batch{}
 	head := []string{ms(s.cfg.IdempotencyTTL)}
-	random := rand.IntN(s.cfg.FlowPartitions)
+	random := s.streakPartition()
 	keyFields, err := s.createQuotaKeys(ctx, reqs)
 	if err != nil {
 		return nil, err

@@ -515,6 +515,24 @@ func cmpOr(v ...string) string {
 	return ""
 }
 
+// RunState returns just the state of run id (one HGET, no member reads):
+// the cheap "has it ended" check of a result wait. ErrNotFound when the run
+// does not exist.
+func (s *Store) RunState(ctx context.Context, id RunID) (RunState, error) {
+	p, uuid, err := s.locate(ExecutionID(id))
+	if err != nil {
+		return "", err
+	}
+	v, err := s.c.Do(ctx, s.c.B().Hget().Key(s.k.run(p, uuid)).Field("state").Build()).ToString()
+	if valkey.IsValkeyNil(err) {
+		return "", fmt.Errorf("%w: run %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: read run %s state: %w", id, err)
+	}
+	return RunState(v), nil
+}
+
 // GetRun returns a run with the state of every execution.
 func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
 	p, uuid, err := s.locate(ExecutionID(id))

@@ -133,6 +133,31 @@ func TestFlowChainPassesData(t *testing.T) {
 	if done.State != RunSucceeded || string(done.Result) != "out-c" || done.Succeeded != 3 || done.EndedAt.IsZero() {
 		t.Fatalf("run = %+v", done)
 	}
+	if st, err := e.s.RunState(e.ctx, r.ID); err != nil || st != RunSucceeded {
+		t.Fatalf("RunState of the ended run = %q, %v; want succeeded", st, err)
+	}
+}
+
+// RunState reads just the state: running while members run, the run's
+// final state after, ErrNotFound for an unknown run.
+func TestFlowRunState(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := flowOf("cancel", execs("a", "b"), "a->b")
+	r := e.stage(f, "")
+	if st, err := e.s.RunState(e.ctx, r.ID); err != nil || st != RunRunning {
+		t.Fatalf("RunState of a staged run = %q, %v; want running", st, err)
+	}
+	if _, err := e.s.CancelRun(e.ctx, r.ID, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := e.s.RunState(e.ctx, r.ID); err != nil || st != RunCancelled {
+		t.Fatalf("RunState of a cancelled run = %q, %v; want cancelled", st, err)
+	}
+	missing := RunID(makeID(0, newUUID()))
+	if _, err := e.s.RunState(e.ctx, missing); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("RunState of an unknown run = %v, want ErrNotFound", err)
+	}
 }
 
 func TestFlowFanOutFanIn(t *testing.T) {
@@ -598,9 +623,9 @@ func TestFlowFanOutWakesOnce(t *testing.T) {
 	}
 }
 
-// TestPlacementStreaks: runs without an idempotency key go to one
-// partition for PlacementStreak placements, then to a random one; keyed
-// runs keep their hashed partition.
+// TestPlacementStreaks: runs and standalone executions without an
+// idempotency key go to one partition for PlacementStreak placements, then
+// to a random one; keyed ones keep their hashed partition.
 func TestPlacementStreaks(t *testing.T) {
 	s := &Store{cfg: Config{FlowPartitions: 16}}
 	var got []int
@@ -636,6 +661,30 @@ func TestPlacementStreaks(t *testing.T) {
 	}
 	if q, _ := ExecutionID(k.ID).Partition(); q != e.s.partitionFor("default", "run\x00k1") {
 		t.Fatalf("keyed run on partition %d, want its hash's", q)
+	}
+	// Standalone executions without a key join the same streak (single
+	// creates and batches); keyed ones keep their hashed partition.
+	for range 3 {
+		x, _, err := e.s.CreateExecution(e.ctx, CreateRequest{Kind: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Partition != p {
+			t.Fatalf("execution %s on partition %d, the streak is on %d", x.ID, x.Partition, p)
+		}
+	}
+	res, err := e.s.CreateMany(e.ctx, []CreateRequest{{Kind: "k"}, {Kind: "k"}, {Kind: "k", IdempotencyKey: "x1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		want := p
+		if i == 2 {
+			want = e.s.partitionFor("default", "x1")
+		}
+		if r.Err != nil || r.Execution.Partition != want {
+			t.Fatalf("batched create %d on partition %d (%v), want %d", i, r.Execution.Partition, r.Err, want)
+		}
 	}
 }
 

@@ -74,17 +74,17 @@ type Store struct {
 	log  *slog.Logger
 	load sync.Mutex // serialises library reloads
 
-	place placement // partitions of new runs without an idempotency key
+	place placement // partitions of new work without an idempotency key
 }
 
-// PlacementStreak is how many consecutive flow runs staged without an
-// idempotency key one Store puts on the same flow partition before it
-// picks another at random. Streaks keep the runs in flight on few
-// partitions, so that a worker's claim and a batch of completions touch
-// few partitions (each touched partition is one FCALL, and the scheduler
-// claims partition by partition); over time every partition gets its
-// share, and several ffrun processes have streaks of their own.
-// Standalone executions without a key still go to a random partition.
+// PlacementStreak is how many consecutive placements without an
+// idempotency key (flow runs staged, standalone create calls: a batched
+// create is one placement) one Store puts on the same flow partition
+// before it picks another at random. Streaks keep the work in flight on
+// few partitions, so that a worker's claim and a batch of completions
+// touch few partitions (each touched partition is one FCALL, and the
+// scheduler claims partition by partition); over time every partition
+// gets its share, and several ffrun processes have streaks of their own.
 const PlacementStreak = 64
 
 // placement is the current streak.
@@ -94,8 +94,8 @@ type placement struct {
 	left int
 }
 
-// streakPartition returns the partition of a new run without an
-// idempotency key (see PlacementStreak).
+// streakPartition returns the partition of a new run or standalone create
+// call without an idempotency key (see PlacementStreak).
 func (s *Store) streakPartition() int {
 	s.place.mu.Lock()
 	defer s.place.mu.Unlock()
