@@ -281,23 +281,25 @@ local FINISH_FIELDS = {
   'out', 'handled',
 }
 
--- The fields of a flow member whose upstream ended: everything its
--- transition to eligible or skipped reads (FENCE_FIELDS, MORE_FIELDS, the
--- join counters, its edges), in one HMGET.
+-- The fields of a flow member whose upstream ended, in one HMGET: all that
+-- decide() and the transitions of a member blocked by its dependencies read
+-- (leave_indexes of a runnable execution, to_eligible, to_terminal and the
+-- resolution of its own edges when it is skipped): the state, the lane,
+-- the eligible score (priority, created_at), the join counters and its
+-- edges. Fence fields of an attempt (lease, timeouts, quota) and the retry
+-- policy are not read: such a member has no attempt running.
 local DOWNSTREAM_FIELDS = {
-  'state', 'ns', 'lane', 'lease_id', 'lease_epoch', 'lease_expires_at', 'attempt_count',
-  'attempt_timeout_ms', 'deadline_at', 'flow_id', 'qheld',
-  'priority', 'created_at', 'charged_attempts',
-  'retry_attempts', 'retry_backoff', 'retry_delay_ms', 'retry_max_delay_ms', 'retry_jitter',
-  'attempt_deadline_at', 'reclaims', 'max_reclaims',
+  'state', 'ns', 'lane', 'attempt_count', 'deadline_at', 'flow_id',
+  'priority', 'created_at',
   'deps_total', 'deps_done', 'deps_ok', 'join_need', 'out', 'handled',
 }
 
 -- read_core returns the fence fields of an execution as a table, or nil
 -- when it does not exist. c.v is the split state (vec), filled by split().
--- fields, when given, is a longer list to read instead (FINISH_FIELDS,
--- DOWNSTREAM_FIELDS: both start with the fence fields); with
--- DOWNSTREAM_FIELDS the record needs no more().
+-- fields, when given, is another list to read instead: FINISH_FIELDS
+-- (starts with the fence fields), or DOWNSTREAM_FIELDS (only for a member
+-- blocked by its dependencies: with it the record needs no more(), which
+-- to_eligible would call for priority and created_at).
 local function read_core(p, u, fields)
   local key = core_key(p, u)
   fields = fields or FENCE_FIELDS

@@ -76,7 +76,7 @@ func (f *flowService) RunResult(ctx context.Context, id string, wait time.Durati
 				return nil, nil
 			}
 		}
-		run, err := f.st.GetRun(ctx, rid)
+		run, err := f.st.GetRunOutcome(ctx, rid)
 		if err != nil {
 			return nil, mapRunError(err)
 		}

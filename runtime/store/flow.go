@@ -535,6 +535,18 @@ func (s *Store) RunState(ctx context.Context, id RunID) (RunState, error) {
 
 // GetRun returns a run with the state of every execution.
 func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
+	return s.getRun(ctx, id, true)
+}
+
+// GetRunOutcome returns a run like GetRun, except that the members of a run
+// that succeeded with no failed, expired or cancelled member are not read:
+// its Nodes are nil (ResultNode and Result are set). It is what a run's
+// result needs, at one command instead of one per member.
+func (s *Store) GetRunOutcome(ctx context.Context, id RunID) (*Run, error) {
+	return s.getRun(ctx, id, false)
+}
+
+func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error) {
 	p, uuid, err := s.locate(ExecutionID(id))
 	if err != nil {
 		return nil, err
@@ -560,6 +572,25 @@ func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
 		Skipped: atoi(f["skipped"]), Cancelled: atoi(f["cancelled"]),
 		CreatedAt: fromMs(f["created_at"]), EndedAt: fromMs(f["ended_at"]),
 	}
+	withResult := f["result_node"] != "" && f["result_outcome"] == string(OutcomeSuccess)
+	if !members && run.State == RunSucceeded && run.Failed == 0 && run.Cancelled == 0 {
+		// No member failed or was cancelled: nothing but the result to read.
+		for name, u := range nodes {
+			if u == f["result_node"] {
+				run.ResultNode = name
+			}
+		}
+		if withResult && run.ResultNode != "" {
+			res, err := s.c.Do(ctx, s.c.B().Hget().Key(s.k.core(p, f["result_node"])).Field("result").Build()).ToString()
+			if err != nil && !valkey.IsValkeyNil(err) {
+				return nil, fmt.Errorf("store: read run result %s: %w", id, err)
+			}
+			if err == nil {
+				run.Result = []byte(res)
+			}
+		}
+		return run, nil
+	}
 	names := make([]string, 0, len(nodes))
 	for name := range nodes {
 		names = append(names, name)
@@ -571,7 +602,6 @@ func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
 		cmds[i] = s.c.B().Hmget().Key(s.k.core(p, nodes[name])).Field(fields...).Build()
 	}
 	// The result is read in the same round trip as the members.
-	withResult := f["result_node"] != "" && f["result_outcome"] == string(OutcomeSuccess)
 	if withResult {
 		cmds = append(cmds, s.c.B().Hget().Key(s.k.core(p, f["result_node"])).Field("result").Build())
 	}

@@ -712,3 +712,41 @@ func TestFlowStagedRunMatchesGetRun(t *testing.T) {
 		}
 	}
 }
+
+// GetRunOutcome skips the members of a run that succeeded without a failed
+// or cancelled member, and reads them like GetRun otherwise.
+func TestFlowRunOutcome(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := flowOf("chain", execs("a", "b", "c"), "a->b", "b->c")
+	f.Result = "c"
+	r := e.stage(f, "")
+	e.drive(func(g Grant) outcome { return outcome{result: []byte("out-" + g.FlowNode)} })
+	got, err := e.s.GetRunOutcome(e.ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != RunSucceeded || got.ResultNode != "c" || string(got.Result) != "out-c" || got.Nodes != nil ||
+		got.Succeeded != 3 || got.EndedAt.IsZero() {
+		t.Fatalf("outcome of a clean run = %+v", got)
+	}
+
+	x := execs("extract", "load", "quarantine")
+	g := flowOf("etl", x, "extract->load", "extract->quarantine on failure")
+	g.Result = "quarantine"
+	r = e.stage(g, "")
+	e.drive(func(g Grant) outcome {
+		return outcome{fail: g.FlowNode == "extract", result: []byte("out-" + g.FlowNode)}
+	})
+	got, err = e.s.GetRunOutcome(e.ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := e.run(r.ID)
+	if diff := cmp.Diff(full, got); diff != "" {
+		t.Fatalf("outcome of a run with a failed member differs from GetRun (-want +got):\n%s", diff)
+	}
+	if got.State != RunSucceeded || got.Failed != 1 || string(got.Result) != "out-quarantine" || len(got.Nodes) != 3 {
+		t.Fatalf("outcome of a run with a handled failure = %+v", got)
+	}
+}
