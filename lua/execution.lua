@@ -11,17 +11,31 @@ local function write_new(key, priority, now, delay_until, delay, deadline_in, ar
   local deadline = 0
   if deadline_in > 0 then deadline = now + deadline_in end
   local now_s = ts(now)
+  -- Without a deadline the record has no deadline_at field (read as '').
   if due > now then
-    redis.call('HSET', key, 'priority', itoa(priority), 'created_at', now_s, 'updated_at', now_s,
-      'deadline_at', deadline > 0 and ts(deadline) or '', 'eligible_at', ts(due),
-      'state', sv('runnable', 'unowned', 'not_eligible_until_time', 'waiting_for_delay', 'none', 'pending_first_attempt'),
-      unpack(argv, from, to))
+    if deadline > 0 then
+      redis.call('HSET', key, 'deadline_at', ts(deadline), 'priority', itoa(priority), 'created_at', now_s,
+        'updated_at', now_s, 'eligible_at', ts(due),
+        'state', sv('runnable', 'unowned', 'not_eligible_until_time', 'waiting_for_delay', 'none', 'pending_first_attempt'),
+        unpack(argv, from, to))
+    else
+      redis.call('HSET', key, 'priority', itoa(priority), 'created_at', now_s, 'updated_at', now_s,
+        'eligible_at', ts(due),
+        'state', sv('runnable', 'unowned', 'not_eligible_until_time', 'waiting_for_delay', 'none', 'pending_first_attempt'),
+        unpack(argv, from, to))
+    end
     return 'delayed', due, deadline
   end
-  redis.call('HSET', key, 'priority', itoa(priority), 'created_at', now_s, 'updated_at', now_s,
-    'deadline_at', deadline > 0 and ts(deadline) or '',
-    'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_first_attempt'),
-    unpack(argv, from, to))
+  if deadline > 0 then
+    redis.call('HSET', key, 'deadline_at', ts(deadline), 'priority', itoa(priority), 'created_at', now_s,
+      'updated_at', now_s,
+      'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_first_attempt'),
+      unpack(argv, from, to))
+  else
+    redis.call('HSET', key, 'priority', itoa(priority), 'created_at', now_s, 'updated_at', now_s,
+      'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_first_attempt'),
+      unpack(argv, from, to))
+  end
   return 'waiting', 0, deadline
 end
 
@@ -89,6 +103,7 @@ local function ff_create_many(keys, argv)
   local now = now_ms()
   local items = {}
   local woken, registered = {}, {}
+  local scores = {} -- eligible score strings by priority: one clock per call
   local i = 2
   while i <= #argv do
     local n = tonumber(argv[i])
@@ -113,7 +128,12 @@ local function ff_create_many(keys, argv)
         zadd(p, lane_key(p, ns, lane, 'delayed'), ts(due), u)
       else
         local ek = lane_key(p, ns, lane, 'eligible')
-        zadd(p, ek, ts(eligible_score(priority, now)), u)
+        local score = scores[priority]
+        if not score then
+          score = ts(eligible_score(priority, now))
+          scores[priority] = score
+        end
+        zadd(p, ek, score, u)
         if not woken[ek] then
           woken[ek] = true
           wake(p, ns, lane)

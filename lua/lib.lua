@@ -305,12 +305,26 @@ local function read_core(p, u, fields)
   fields = fields or FENCE_FIELDS
   local v = redis.call('HMGET', key, unpack(fields))
   if not v[1] then return nil end -- every record has a state
-  local c = {key = key, u = u}
-  for i, f in ipairs(fields) do
-    c[f] = v[i] or ''
+  -- The tables are built by constructors, in the order of the lists: a
+  -- constructor is about twice as fast as filling a table in a loop.
+  if fields == DOWNSTREAM_FIELDS then
+    return {key = key, u = u, more = true,
+      state = v[1], ns = v[2] or '', lane = v[3] or '', attempt_count = v[4] or '',
+      deadline_at = v[5] or '', flow_id = v[6] or '', priority = v[7] or '', created_at = v[8] or '',
+      deps_total = v[9] or '', deps_done = v[10] or '', deps_ok = v[11] or '', join_need = v[12] or '',
+      out = v[13] or '', handled = v[14] or ''}
   end
-  if fields == DOWNSTREAM_FIELDS then c.more = true end
-  return c
+  if fields == FINISH_FIELDS then
+    return {key = key, u = u,
+      state = v[1], ns = v[2] or '', lane = v[3] or '', lease_id = v[4] or '', lease_epoch = v[5] or '',
+      lease_expires_at = v[6] or '', attempt_count = v[7] or '', attempt_timeout_ms = v[8] or '',
+      deadline_at = v[9] or '', flow_id = v[10] or '', qheld = v[11] or '',
+      out = v[12] or '', handled = v[13] or ''}
+  end
+  return {key = key, u = u,
+    state = v[1], ns = v[2] or '', lane = v[3] or '', lease_id = v[4] or '', lease_epoch = v[5] or '',
+    lease_expires_at = v[6] or '', attempt_count = v[7] or '', attempt_timeout_ms = v[8] or '',
+    deadline_at = v[9] or '', flow_id = v[10] or '', qheld = v[11] or ''}
 end
 
 -- split fills c.v with the dimensions of c's state.
@@ -397,19 +411,30 @@ end
 -- (set by flow.lua): it updates the run and resolves the member's edges.
 local on_flow_terminal
 
+-- The terminal state fields, by whether an attempt ran and by outcome.
+local TERMINAL = {[false] = {}, [true] = {}}
+
 -- to_terminal ends an execution with outcome; this is the only place an
 -- execution becomes terminal, so flow members resolve their edges here.
+
 local function to_terminal(p, c, outcome, reason, now, ...)
-  local attempt = 'none'
-  if c.attempt_count ~= '' and c.attempt_count ~= '0' then attempt = 'attempt_terminal' end
-  local st = sv('terminal', 'unowned', 'not_applicable', 'none', outcome, attempt)
+  local attempted = c.attempt_count ~= '' and c.attempt_count ~= '0'
+  local st = TERMINAL[attempted][outcome]
+  if not st then
+    st = sv('terminal', 'unowned', 'not_applicable', 'none', outcome, attempted and 'attempt_terminal' or 'none')
+    TERMINAL[attempted][outcome] = st
+  end
   local now_s = ts(now)
   if is(c.state, 'runnable') then
     redis.call('HSET', c.key, 'ended_at', now_s, 'updated_at', now_s, 'eligible_at', '', 'blocking_detail', '',
       'failure_reason', reason and clip(reason) or '', 'state', st, ...)
-  else
+  elseif reason then
     redis.call('HSET', c.key, 'ended_at', now_s, 'updated_at', now_s,
-      'failure_reason', reason and clip(reason) or '', 'state', st, ...)
+      'failure_reason', clip(reason), 'state', st, ...)
+  else
+    -- A success: a record that is not terminal has no failure reason (a
+    -- replay clears it), so there is none to clear.
+    redis.call('HSET', c.key, 'ended_at', now_s, 'updated_at', now_s, 'state', st, ...)
   end
   zadd(p, lane_key(p, c.ns, c.lane, 'terminal'), now_s, c.u)
   if c.deadline_at ~= '' then

@@ -137,7 +137,9 @@ local function ff_claim(keys, argv)
     return cands
   end
 
-  local now, now_s
+  local now, now_s, expires_s
+  local running, who -- the state of a granted execution; "\t<worker>\t<instance>\t"
+  local none = {}
   local grants, needs = {}, {}
   -- over returns the first budget of a comma-separated list that is at a
   -- hard limit.
@@ -200,23 +202,29 @@ local function ff_claim(keys, argv)
       local epoch = num(v[6]) + 1
       local lease_id = argv[6] .. '-' .. itoa(#grants)
       local expires = now + ttl
-      local expires_s = ts(expires)
+      if not expires_s then expires_s = ts(expires) end -- the same for every grant
       local atype = next_attempt(v[1])
       local timeout = num(v[8])
       local attempt_deadline = 0
-      local df = 'updated_at'
-      if timeout > 0 then
-        attempt_deadline = now + timeout
-        df = 'attempt_deadline_at'
-        zadd(p, keys[3], ts(attempt_deadline), u)
-      end
       local started = v[13]
       if not started or started == '' then started = now_s end
-      redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
-        'lease_expires_at', expires_s, 'updated_at', now_s, 'started_at', started,
-        df, df == 'updated_at' and now_s or ts(attempt_deadline),
-        'att:' .. itoa(attempt), atype .. '\t' .. argv[1] .. '\t' .. argv[2] .. '\t' .. lease_id .. '\t' .. itoa(epoch) .. '\t' .. now_s,
-        'state', sv('active', 'leased', 'not_applicable', 'none', 'none', 'running_attempt'))
+      if not running then
+        running = sv('active', 'leased', 'not_applicable', 'none', 'none', 'running_attempt')
+        who = '\t' .. argv[1] .. '\t' .. argv[2] .. '\t'
+      end
+      local av = atype .. who .. lease_id .. '\t' .. itoa(epoch) .. '\t' .. now_s
+      if timeout > 0 then
+        attempt_deadline = now + timeout
+        local ad_s = ts(attempt_deadline)
+        zadd(p, keys[3], ad_s, u)
+        redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
+          'lease_expires_at', expires_s, 'updated_at', now_s, 'started_at', started, 'attempt_deadline_at', ad_s,
+          'att:' .. itoa(attempt), av, 'state', running)
+      else
+        redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
+          'lease_expires_at', expires_s, 'updated_at', now_s, 'started_at', started,
+          'att:' .. itoa(attempt), av, 'state', running)
+      end
       if v[18] and v[18] ~= '' then
         -- The attempt holds the quota slots admitted for it until it ends.
         redis.call('HSET', key, 'qheld', itoa(attempt) .. '#' .. admitted[u][2])
@@ -225,8 +233,9 @@ local function ff_claim(keys, argv)
       zadd(p, active, now_s, u)
       zadd(p, keys[2], expires_s, u)
       local payload = v[9] or ''
-      local ups = {}
+      local ups = none -- shared by the grants of standalone executions
       if v[11] then
+        ups = {}
         -- A flow member: its input is the result of its feeding upstream,
         -- and it may read the result of every upstream that succeeded
         -- (each result is read once: the feeding upstream is one of them).
