@@ -224,6 +224,8 @@ func TestE2ENightlyETL(t *testing.T) {
 		faults Faults
 		want   map[string]string
 		state  string
+		failed []string // the failed members the run error names
+		notify []string // the notifications sent, by prefix, sorted
 	}{
 		{
 			name:  "success",
@@ -237,7 +239,9 @@ func TestE2ENightlyETL(t *testing.T) {
 			batch: Batch{Source: "corrupt-feed", Day: "2026-11-20"},
 			want: map[string]string{"extract": success, "validate": failure, "transform": skip, "load": skip,
 				"quarantine": success, "notify_failure": skip, "cleanup": success},
-			state: wire.RunFailed,
+			state:  wire.RunFailed,
+			failed: []string{"validate"},
+			notify: []string{"nightly_etl: staging/corrupt-feed/2026-11-20.parquet quarantined"},
 		},
 		{
 			name:   "transform fails: notify_failure (join any), skips propagate",
@@ -245,14 +249,17 @@ func TestE2ENightlyETL(t *testing.T) {
 			faults: Faults{Permanent: map[string]bool{"nightly_etl.transform": true}},
 			want: map[string]string{"extract": success, "validate": success, "transform": failure, "load": skip,
 				"quarantine": skip, "notify_failure": success, "cleanup": success},
-			state: wire.RunFailed,
+			state:  wire.RunFailed,
+			failed: []string{"transform"},
+			notify: []string{"nightly_etl: transform or load failed"},
 		},
 		{
 			name:  "extract fails: every other member skipped",
 			batch: Batch{Source: "clickstream", Day: "yesterday"},
 			want: map[string]string{"extract": failure, "validate": skip, "transform": skip, "load": skip,
 				"quarantine": skip, "notify_failure": skip, "cleanup": skip},
-			state: wire.RunFailed,
+			state:  wire.RunFailed,
+			failed: []string{"extract"},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,13 +273,30 @@ func TestE2ENightlyETL(t *testing.T) {
 				if err != nil || got.Table != "events_clickstream" || got.Rows <= 0 {
 					t.Fatalf("Result = %+v, %v", got, err)
 				}
-			} else if re := runError(t, err); re.State != tt.state {
-				t.Fatalf("run state %s, want %s", re.State, tt.state)
+			} else if re := runError(t, err); re.State != tt.state || !slices.Equal(re.FailedExecs(), tt.failed) {
+				t.Fatalf("run error = %+v, want state %s with failed %v", re, tt.state, tt.failed)
 			}
 			if diff := cmp.Diff(tt.want, e.outcomes(run.ID)); diff != "" {
 				t.Fatalf("outcomes (-want +got):\n%s", diff)
 			}
+			checkNotified(t, e.demo, tt.notify)
 		})
+	}
+}
+
+// checkNotified checks that the demo sent one notification per prefix in
+// want (sorted), in any order: the handlers that notify ran with the upstream data
+// their edges pass.
+func checkNotified(t *testing.T, d *Demo, want []string) {
+	t.Helper()
+	got := d.Notifications()
+	slices.Sort(got)
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		ok = strings.HasPrefix(got[i], want[i])
+	}
+	if !ok {
+		t.Fatalf("notifications = %q, want one starting with each of %q", got, want)
 	}
 }
 
@@ -281,6 +305,8 @@ func TestE2EFulfilOrder(t *testing.T) {
 		name   string
 		change func(o *Order)
 		want   map[string]string
+		failed []string // the failed members the run error names; none on success
+		notify []string // the compensations' notifications, by prefix, sorted
 	}{
 		{
 			name:   "success",
@@ -293,12 +319,16 @@ func TestE2EFulfilOrder(t *testing.T) {
 			change: func(o *Order) { o.CardToken = "tok_declined" },
 			want: map[string]string{"check_order": success, "reserve_stock": success, "authorize_payment": failure, "capture_payment": skip,
 				"ship": skip, "confirm": skip, "release_stock": success, "void_authorization": skip, "refund_payment": skip},
+			failed: []string{"authorize_payment"},
+			notify: []string{"fulfil_order: released res-o-1001"},
 		},
 		{
 			name:   "cannot ship: release and refund",
 			change: func(o *Order) { o.Address.Country = "US" },
 			want: map[string]string{"check_order": success, "reserve_stock": success, "authorize_payment": success, "capture_payment": success,
 				"ship": failure, "confirm": skip, "release_stock": success, "void_authorization": skip, "refund_payment": success},
+			failed: []string{"ship"},
+			notify: []string{"fulfil_order: refunded pay-", "fulfil_order: released res-o-1001"},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -310,16 +340,17 @@ func TestE2EFulfilOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 			c, err := run.Result(e.ctx)
-			if tt.name == "success" {
+			if tt.failed == nil {
 				if err != nil || c.OrderID != "o-1001" || c.PaymentID == "" || !strings.HasPrefix(c.TrackingID, "TRK") {
 					t.Fatalf("Result = %+v, %v", c, err)
 				}
-			} else {
-				runError(t, err)
+			} else if re := runError(t, err); re.State != wire.RunFailed || !slices.Equal(re.FailedExecs(), tt.failed) {
+				t.Fatalf("run error = %+v, want failed with %v", re, tt.failed)
 			}
 			if diff := cmp.Diff(tt.want, e.outcomes(run.ID)); diff != "" {
 				t.Fatalf("outcomes (-want +got):\n%s", diff)
 			}
+			checkNotified(t, e.demo, tt.notify)
 		})
 	}
 }
