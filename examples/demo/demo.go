@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -244,7 +245,12 @@ func RunConfig(ctx context.Context, cfg Config, stdout, stderr io.Writer) (err e
 		return fmt.Errorf("nightly ETL: want a failed run, got %v", err)
 	}
 	fmt.Fprintf(stdout, "   run %s: %s\n", re.State, re.Message)
-	fmt.Fprintf(stdout, "   on-call notified: %s\n", strings.Join(demo.Notifications(), "; "))
+	notified := demo.Notifications()
+	fmt.Fprintf(stdout, "   on-call notified: %s\n", strings.Join(notified, "; "))
+	if re.State != wire.RunFailed || !slices.Equal(re.FailedExecs(), []string{"transform"}) || len(notified) != 1 {
+		return fmt.Errorf("nightly ETL: want a failed run with transform failed and on-call notified once, got %v (failed %v, notified %q)",
+			re, re.FailedExecs(), notified)
+	}
 	fmt.Fprintf(stdout, "\ndone: both runs behaved as their .ff files say; stopping workers, ffrun and Valkey.\n")
 	return nil
 }
