@@ -19,48 +19,47 @@ func GoName(name string) string { return goname.Of(name) }
 // nameTable records every package-level Go identifier the generated file
 // declares, with a description of what it was made for, so that two .ff
 // names that end up as one Go name are reported instead of producing code
-// that does not compile.
+// that does not compile. Its scopes do the same inside one struct or
+// interface.
 type nameTable struct {
-	owner map[string]string // Go identifier -> what declared it
-	errs  []string
+	pkg  *scope // the package-level identifiers
+	errs []string
 }
 
 func newNameTable() *nameTable {
-	return &nameTable{owner: map[string]string{}}
+	t := &nameTable{}
+	t.pkg = t.scope("")
+	return t
 }
 
-// claim declares ident on behalf of what (for example `type "Clip"`).
-func (t *nameTable) claim(ident, what string) {
-	if !goname.Exported(ident) {
-		t.errs = append(t.errs, fmt.Sprintf("%s: cannot form an exported Go identifier (got %q)", what, ident))
-		return
-	}
-	if prev, ok := t.owner[ident]; ok {
-		t.errs = append(t.errs, fmt.Sprintf("%s and %s both become the Go identifier %s; rename one of them", prev, what, ident))
-		return
-	}
-	t.owner[ident] = what
-}
+// claim declares the package-level ident on behalf of what (for example
+// `type "Clip"`).
+func (t *nameTable) claim(ident, what string) { t.pkg.claim(ident, what) }
 
-// scope checks names inside one Go scope (the fields of a struct, the
-// methods of an interface) for collisions.
+// scope checks names inside one Go scope (the package, the fields of a
+// struct, the methods of an interface) for collisions.
 type scope struct {
-	where string // what the scope belongs to, for messages
-	owner map[string]string
-	t     *nameTable
+	prefix string            // what the scope belongs to and ": ", for messages; "" for the package
+	owner  map[string]string // Go identifier -> what declared it
+	t      *nameTable
 }
 
+// scope returns a new scope; where names what it belongs to.
 func (t *nameTable) scope(where string) *scope {
-	return &scope{where: where, owner: map[string]string{}, t: t}
+	s := &scope{owner: map[string]string{}, t: t}
+	if where != "" {
+		s.prefix = where + ": "
+	}
+	return s
 }
 
 func (s *scope) claim(ident, what string) {
 	if !goname.Exported(ident) {
-		s.t.errs = append(s.t.errs, fmt.Sprintf("%s: %s: cannot form an exported Go identifier (got %q)", s.where, what, ident))
+		s.t.errs = append(s.t.errs, fmt.Sprintf("%s%s: cannot form an exported Go identifier (got %q)", s.prefix, what, ident))
 		return
 	}
 	if prev, ok := s.owner[ident]; ok {
-		s.t.errs = append(s.t.errs, fmt.Sprintf("%s: %s and %s both become the Go identifier %s; rename one of them", s.where, prev, what, ident))
+		s.t.errs = append(s.t.errs, fmt.Sprintf("%s%s and %s both become the Go identifier %s; rename one of them", s.prefix, prev, what, ident))
 		return
 	}
 	s.owner[ident] = what
