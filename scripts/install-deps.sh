@@ -23,14 +23,14 @@ sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   sudo="sudo"
 fi
-echo "no valkey-server or redis-server on PATH: installing Debian's redis-server"
 $sudo apt-get update -qq
 # Prefer valkey when the distribution has it; fall back to redis.
+pkg=redis-server
 if apt-cache show valkey-server >/dev/null 2>&1; then
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valkey-server >/dev/null
-else
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  pkg=valkey-server
 fi
+echo "no valkey-server or redis-server on PATH: installing Debian's $pkg"
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null
 # The packaged service is not needed: tests and ffrun dev start their own.
-$sudo systemctl disable --now redis-server >/dev/null 2>&1 || true
+$sudo systemctl disable --now "$pkg" >/dev/null 2>&1 || true
 have_server
