@@ -5,6 +5,7 @@ package compiler
 
 import (
 	"fmt"
+	"go/token"
 	"os"
 	"path/filepath"
 	"slices"
@@ -297,23 +298,7 @@ func (c *checker) checkIdentLen(id *dsl.Ident) bool {
 }
 
 // isGoIdent reports whether s is usable as a Go package name.
-func isGoIdent(s string) bool {
-	if s == "" || s == "_" {
-		return false
-	}
-	for i, r := range s {
-		if !(r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || i > 0 && '0' <= r && r <= '9') {
-			return false
-		}
-	}
-	return !slices.Contains(goKeywords, s)
-}
-
-var goKeywords = []string{
-	"break", "case", "chan", "const", "continue", "default", "defer", "else", "fallthrough", "for", "func",
-	"go", "goto", "if", "import", "interface", "map", "package", "range", "return", "select", "struct",
-	"switch", "type", "var",
-}
+func isGoIdent(s string) bool { return s != "_" && token.IsIdentifier(s) }
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
@@ -364,8 +349,8 @@ func (c *checker) durationValue(l *dsl.DurationLit, what string, positive bool) 
 // nameValue returns a string setting checked as a kind, lane or namespace.
 func (c *checker) nameValue(l *dsl.StringLit, what string) (string, bool) {
 	v := l.Value()
-	if msg := checkName(v); msg != "" {
-		c.diags.Errorf(l.Range(), dsl.CodeEmptyString, "%s %s", what, msg)
+	if err := plan.ValidateLabel(v); err != nil {
+		c.diags.Errorf(l.Range(), dsl.CodeEmptyString, "%s %v", what, err)
 		return v, false
 	}
 	return v, true

@@ -268,7 +268,7 @@ func (c *checker) checkFlow(fd *dsl.FlowDecl, pkgName string) *plan.Flow {
 			}
 		}
 		if !used {
-			c.diags.Warnf(fd.Input.Range(), dsl.CodeUnusedUpstream, "no exec receives the input of flow %q: give a root exec the input type %s", f.Name, typeString(f.Input))
+			c.diags.Warnf(fd.Input.Range(), dsl.CodeUnusedUpstream, "no exec receives the input of flow %q: give a root exec the input type %s", f.Name, plan.TypeString(f.Input))
 		}
 	}
 	for _, ei := range fc.execs {
@@ -436,17 +436,7 @@ func (fc *flowCheck) checkCycles() bool {
 // budgetRefs resolves budget names, sorted and without repeats.
 func (c *checker) budgetRefs(ids []*dsl.Ident) []string {
 	var out []string
-	seen := map[string]*dsl.Ident{}
-	for _, id := range ids {
-		if prev, ok := seen[id.Name]; ok {
-			c.diags.Errorf(id.Range(), dsl.CodeDupSetting, "budget %q is already listed", id.Name).With(prev.Range(), "first listed here")
-			continue
-		}
-		seen[id.Name] = id
-		if _, ok := c.budgets[id.Name]; !ok {
-			c.unknown(id, dsl.CodeUnknownBudget, "budget", sortedKeys(c.budgets), "")
-			continue
-		}
+	for _, id := range resolveRefs(c, ids, "budget", dsl.CodeUnknownBudget, c.budgets) {
 		out = append(out, id.Name)
 	}
 	sort.Strings(out)
@@ -455,16 +445,22 @@ func (c *checker) budgetRefs(ids []*dsl.Ident) []string {
 
 // quotaRefs resolves quota names, keeping their positions.
 func (c *checker) quotaRefs(ids []*dsl.Ident) []*dsl.Ident {
+	return resolveRefs(c, ids, "quota", dsl.CodeUnknownQuota, c.quotas)
+}
+
+// resolveRefs reports names listed twice and names not in declared, and
+// returns the others in order.
+func resolveRefs[V any](c *checker, ids []*dsl.Ident, what string, unknown dsl.Code, declared map[string]V) []*dsl.Ident {
 	var out []*dsl.Ident
 	seen := map[string]*dsl.Ident{}
 	for _, id := range ids {
 		if prev, ok := seen[id.Name]; ok {
-			c.diags.Errorf(id.Range(), dsl.CodeDupSetting, "quota %q is already listed", id.Name).With(prev.Range(), "first listed here")
+			c.diags.Errorf(id.Range(), dsl.CodeDupSetting, "%s %q is already listed", what, id.Name).With(prev.Range(), "first listed here")
 			continue
 		}
 		seen[id.Name] = id
-		if _, ok := c.quotas[id.Name]; !ok {
-			c.unknown(id, dsl.CodeUnknownQuota, "quota", sortedKeys(c.quotas), "")
+		if _, ok := declared[id.Name]; !ok {
+			c.unknown(id, unknown, what, sortedKeys(declared), "")
 			continue
 		}
 		out = append(out, id)
@@ -582,7 +578,7 @@ func (fc *flowCheck) checkQuotaKey(ei *execInfo, q *dsl.Ident) {
 		return
 	}
 	if t.Kind != plan.KindString && t.Kind != plan.KindInt {
-		fc.diags.Errorf(q.Range(), dsl.CodeQuotaKey, "quota %q is keyed by %q, which is %s in the input of exec %q; a key must be a string or int", q.Name, pq.Key, typeString(t), name).
+		fc.diags.Errorf(q.Range(), dsl.CodeQuotaKey, "quota %q is keyed by %q, which is %s in the input of exec %q; a key must be a string or int", q.Name, pq.Key, plan.TypeString(t), name).
 			With(keyAt, "key declared here")
 	}
 }
@@ -664,11 +660,11 @@ func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
 			return
 		}
 		x.InputFrom = plan.InputFlow
-		if !sameType(ei.in, fc.flow.Input) {
+		if !plan.SameType(ei.in, fc.flow.Input) {
 			if fc.flow.Input == nil {
-				fc.diags.Errorf(ei.decl.Input.Range(), dsl.CodeRootType, "root exec %q takes %s, but flow %q has no input", name, typeString(ei.in), fc.flow.Name)
+				fc.diags.Errorf(ei.decl.Input.Range(), dsl.CodeRootType, "root exec %q takes %s, but flow %q has no input", name, plan.TypeString(ei.in), fc.flow.Name)
 			} else {
-				fc.diags.Errorf(ei.decl.Input.Range(), dsl.CodeRootType, "root exec %q takes %s, but flow %q receives %s", name, typeString(ei.in), fc.flow.Name, typeString(fc.flow.Input))
+				fc.diags.Errorf(ei.decl.Input.Range(), dsl.CodeRootType, "root exec %q takes %s, but flow %q receives %s", name, plan.TypeString(ei.in), fc.flow.Name, plan.TypeString(fc.flow.Input))
 			}
 		}
 	case 1:
@@ -680,7 +676,7 @@ func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
 		}
 		sort.Strings(ups)
 		fc.diags.Errorf(ei.decl.Input.Range(), dsl.CodeMissingInput, "exec %q takes %s and has %d upstreams (%s): say which one feeds it with `input NAME`",
-			name, typeString(ei.in), nUp, strings.Join(ups, ", "))
+			name, plan.TypeString(ei.in), nUp, strings.Join(ups, ", "))
 	}
 }
 
@@ -698,8 +694,8 @@ func (fc *flowCheck) useInput(ei *execInfo, e *edgeInfo, at dsl.Range) {
 	if !ei.inOK || !up.outOK {
 		return
 	}
-	if !sameType(ei.in, up.out) {
-		fc.diags.Errorf(at, dsl.CodeEdgeType, "exec %q takes %s, but its upstream %q returns %s", x.Name, typeString(ei.in), up.decl.Name.Name, typeString(up.out)).
+	if !plan.SameType(ei.in, up.out) {
+		fc.diags.Errorf(at, dsl.CodeEdgeType, "exec %q takes %s, but its upstream %q returns %s", x.Name, plan.TypeString(ei.in), up.decl.Name.Name, plan.TypeString(up.out)).
 			With(e.at, "edge declared here")
 	}
 }
@@ -724,8 +720,8 @@ func (fc *flowCheck) checkResult(results []*dsl.Ident, outOK bool) {
 		}
 		ei := fc.execs[idx]
 		f.Result = ei.decl.Name.Name
-		if outOK && ei.outOK && !sameType(f.Output, ei.out) {
-			fc.diags.Errorf(r.Range(), dsl.CodeResultType, "result exec %q returns %s, but flow %q returns %s", f.Result, typeString(ei.out), f.Name, typeString(f.Output))
+		if outOK && ei.outOK && !plan.SameType(f.Output, ei.out) {
+			fc.diags.Errorf(r.Range(), dsl.CodeResultType, "result exec %q returns %s, but flow %q returns %s", f.Result, plan.TypeString(ei.out), f.Name, plan.TypeString(f.Output))
 		}
 		return
 	}
@@ -736,7 +732,7 @@ func (fc *flowCheck) checkResult(results []*dsl.Ident, outOK bool) {
 	for _, ei := range fc.execs {
 		if len(ei.downs) == 0 {
 			sinks = append(sinks, ei.decl.Name.Name)
-			if ei.outOK && sameType(ei.out, f.Output) {
+			if ei.outOK && plan.SameType(ei.out, f.Output) {
 				match = append(match, ei.decl.Name.Name)
 			}
 		}
@@ -748,10 +744,10 @@ func (fc *flowCheck) checkResult(results []*dsl.Ident, outOK bool) {
 	var msg string
 	if len(match) == 0 {
 		msg = fmt.Sprintf("cannot determine the result of flow %q: no sink exec (%s) returns %s; add `result NAME`",
-			f.Name, strings.Join(sinks, ", "), typeString(f.Output))
+			f.Name, strings.Join(sinks, ", "), plan.TypeString(f.Output))
 	} else {
 		msg = fmt.Sprintf("cannot determine the result of flow %q: %d sink execs return %s (%s); add `result NAME`",
-			f.Name, len(match), typeString(f.Output), strings.Join(match, ", "))
+			f.Name, len(match), plan.TypeString(f.Output), strings.Join(match, ", "))
 	}
 	fc.diags.Errorf(fc.decl.Output.Range(), dsl.CodeResult, "%s", msg)
 }

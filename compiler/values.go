@@ -84,17 +84,3 @@ func parseDuration(text string) (int64, error) {
 	}
 	return total, nil
 }
-
-// checkName reports a problem with a kind, lane or namespace string, or "".
-func checkName(s string) string {
-	if err := plan.ValidateLabel(s); err != nil {
-		return err.Error()
-	}
-	return ""
-}
-
-// typeString formats a type reference the way it is written in .ff.
-func typeString(t *plan.TypeRef) string { return plan.TypeString(t) }
-
-// sameType reports whether a and b denote exactly the same type.
-func sameType(a, b *plan.TypeRef) bool { return plan.SameType(a, b) }
