@@ -26,7 +26,7 @@ func FuzzCompile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src []byte) {
 		pkg, diags := Compile([]dsl.Source{{Name: "fuzz.ff", Data: src}})
 		for _, d := range diags {
-			if strings.Contains(d.Message, "internal") {
+			if strings.HasPrefix(d.Message, "internal ") {
 				t.Fatalf("internal error: %s", d)
 			}
 			checkRange(t, src, d.Range)
@@ -57,5 +57,8 @@ func checkRange(t *testing.T, src []byte, r dsl.Range) {
 		if p.Line != line || p.Col != col {
 			t.Fatalf("position %v: offset %d is at %d:%d", p, p.Offset, line, col)
 		}
+	}
+	if r.End.Offset < r.Start.Offset {
+		t.Fatalf("range %v ends before it starts", r)
 	}
 }
