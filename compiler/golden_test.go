@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -99,8 +100,7 @@ func TestPlansValidate(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var back = pkg.Flows[i]
-				back.Execs = nil
+				var back plan.Flow
 				if err := json.Unmarshal(j, &back); err != nil {
 					t.Fatal(err)
 				}
