@@ -82,8 +82,11 @@ func writeMermaid(w io.Writer, flows []plan.Flow) error {
 		}
 		id := func(exec string) string { return "n_" + f.Name + "__" + exec }
 		for _, x := range f.Execs {
-			label := mermaidText(strings.Join(nodeLines(x), "<br/>"))
-			label = strings.ReplaceAll(label, "#lt;br/#gt;", "<br/>")
+			lines := nodeLines(x)
+			for i := range lines {
+				lines[i] = mermaidText(lines[i])
+			}
+			label := strings.Join(lines, "<br/>")
 			if x.Name == f.Result {
 				fmt.Fprintf(&b, "%s%s([\"%s\"])\n", indent, id(x.Name), label)
 			} else {
