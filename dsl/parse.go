@@ -62,9 +62,10 @@ var Keywords = []string{
 // declaration it could read, together with all diagnostics found.
 //
 // A syntax error ends the declaration it occurs in; parsing resumes at the
-// next top-level declaration (a top-level keyword at nesting depth zero, or
-// at the start of a line and followed by a name and "{" or "("), so each
-// declaration reports at most one syntax error. A declaration with a syntax
+// next top-level declaration (a top-level keyword or a name at nesting
+// depth zero, the name only at the start of a line; or, at any depth, a
+// top-level keyword at the start of a line followed by a name and "{" or
+// "("), so each declaration reports at most one syntax error. A declaration with a syntax
 // error is kept with Bad set.
 func Parse(filename string, src []byte) (f *File, diags Diagnostics) {
 	f = &File{Name: filename}
