@@ -11,28 +11,43 @@ local function due(key, now, limit)
   return redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', 0, limit)
 end
 
--- ff_expire_leases: requeue (or fail) executions whose lease expired.
--- KEYS[1]  partition anchor
--- ARGV[1]  limit
-local function ff_expire_leases(keys, argv)
+-- sweep is the step of a scanner over one time-scored index of a
+-- partition (p[index]). For each due member, at(c) gives the time its
+-- record says the entry is due, or nil when the entry no longer applies;
+-- such an entry is dropped, one not yet due is rescheduled at that time,
+-- and one due is handed to act(p, c, now, i), which is counted.
+-- keys and argv are the scanner function's: KEYS[1] is the partition
+-- anchor, ARGV[1] the limit.
+local function sweep(keys, argv, index, at, act)
   local p = part(keys[1])
+  local key = p[index]
   local limit = tonumber(argv[1])
   local now = now_ms()
-  local list = due(p.leases, now, limit)
+  local list = due(key, now, limit)
   local n = 0
-  for _, u in ipairs(list) do
+  for i, u in ipairs(list) do
     local c = read_core(p, u)
-    if not c or not is(c.state, 'active') then
-      zrem(p, p.leases, u)
-    elseif num(c.lease_expires_at) > now then
-      redis.call('ZADD', p.leases, c.lease_expires_at, u)
+    local t = c and at(c)
+    if not t then
+      zrem(p, key, u)
+    elseif t > now then
+      redis.call('ZADD', key, ts(t), u)
     else
-      expire_lease(p, c, now)
+      act(p, c, now, i)
       n = n + 1
     end
   end
   flush(p)
   return ok(n, #list >= limit and 1 or 0)
+end
+
+-- ff_expire_leases: requeue (or fail) executions whose lease expired.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  limit
+local function ff_expire_leases(keys, argv)
+  return sweep(keys, argv, 'leases', function(c)
+    return is(c.state, 'active') and num(c.lease_expires_at) or nil
+  end, expire_lease)
 end
 
 -- ff_timeout_attempts: fail running attempts whose attempt timeout passed;
@@ -41,25 +56,12 @@ end
 -- ARGV[1]  limit
 -- ARGV[2]  jitter seed
 local function ff_timeout_attempts(keys, argv)
-  local p = part(keys[1])
-  local limit = tonumber(argv[1])
-  local now = now_ms()
-  local list = due(p.timeouts, now, limit)
-  local n = 0
-  for i, u in ipairs(list) do
-    local c = read_core(p, u)
-    local deadline = c and num(more(c).attempt_deadline_at) or 0
-    if not c or not is(c.state, 'active') or deadline == 0 then
-      zrem(p, p.timeouts, u)
-    elseif deadline > now then
-      redis.call('ZADD', p.timeouts, ts(deadline), u)
-    else
-      after_attempt(p, c, 'timed_out', 'attempt timed out', now, true, true, jitter_frac(argv[2], i))
-      n = n + 1
-    end
-  end
-  flush(p)
-  return ok(n, #list >= limit and 1 or 0)
+  return sweep(keys, argv, 'timeouts', function(c)
+    local deadline = num(more(c).attempt_deadline_at)
+    return is(c.state, 'active') and deadline ~= 0 and deadline or nil
+  end, function(p, c, now, i)
+    after_attempt(p, c, 'timed_out', 'attempt timed out', now, true, true, jitter_frac(argv[2], i))
+  end)
 end
 
 -- ff_expire_deadlines: end executions whose execution deadline passed, in
@@ -67,24 +69,9 @@ end
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit
 local function ff_expire_deadlines(keys, argv)
-  local p = part(keys[1])
-  local limit = tonumber(argv[1])
-  local now = now_ms()
-  local list = due(p.deadlines, now, limit)
-  local n = 0
-  for _, u in ipairs(list) do
-    local c = read_core(p, u)
-    if not c or is(c.state, 'terminal') or c.deadline_at == '' then
-      zrem(p, p.deadlines, u)
-    elseif num(c.deadline_at) > now then
-      redis.call('ZADD', p.deadlines, c.deadline_at, u)
-    else
-      expire_deadline(p, c, now)
-      n = n + 1
-    end
-  end
-  flush(p)
-  return ok(n, #list >= limit and 1 or 0)
+  return sweep(keys, argv, 'deadlines', function(c)
+    return not is(c.state, 'terminal') and c.deadline_at ~= '' and num(c.deadline_at) or nil
+  end, expire_deadline)
 end
 
 -- lane_list returns the "<ns>:<lane>" pairs of the partition as
