@@ -1131,3 +1131,43 @@ func TestReady(t *testing.T) {
 		t.Fatalf("Ready after reload = %v", err)
 	}
 }
+
+// TestScannersRescheduleEarlyEntries covers the due-index walk of the lease,
+// attempt-timeout and deadline scanners: an entry whose index score says due
+// while its record says later is put back at the record's time, untouched.
+func TestScannersRescheduleEarlyEntries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := e.create(CreateRequest{Deadline: time.Hour, AttemptTimeout: time.Hour})
+	g := e.claim(x.ID, worker1, time.Hour)
+	p, uuid, _ := splitID(string(x.ID))
+	for _, sc := range []struct {
+		key  string
+		want time.Time
+		run  func(context.Context, int, int) (ScanResult, error)
+	}{
+		{e.s.k.leases(p), g.LeaseExpiresAt, e.s.ExpireLeases},
+		{e.s.k.timeouts(p), g.AttemptDeadline, e.s.TimeoutAttempts},
+		{e.s.k.deadlines(p), x.DeadlineAt, e.s.ExpireDeadlines},
+	} {
+		if err := e.c.Do(e.ctx, e.c.B().Zadd().Key(sc.key).ScoreMember().ScoreMember(1, uuid).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		res, err := sc.run(e.ctx, p, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Processed != 0 {
+			t.Fatalf("%s: processed %d, want 0", sc.key, res.Processed)
+		}
+		score, err := e.c.Do(e.ctx, e.c.B().Zscore().Key(sc.key).Member(uuid).Build()).AsFloat64()
+		if err != nil {
+			t.Fatalf("%s: %v", sc.key, err)
+		}
+		if int64(score) != sc.want.UnixMilli() {
+			t.Fatalf("%s: score %d, want %d", sc.key, int64(score), sc.want.UnixMilli())
+		}
+	}
+	e.check(x.ID)
+	e.wantState(x.ID, StateActive)
+}
