@@ -172,6 +172,23 @@ local function duplicate_run(p, ns, ikey)
   return nil, ik
 end
 
+-- enqueue_member indexes a member of a run made visible at now: pending
+-- while it waits for upstreams, else eligible (wake publishes once per
+-- lane and call). registered holds the lanes the call already added to the
+-- partition's lane set.
+local function enqueue_member(p, ns, lane, u, priority, deps, now, registered)
+  if deps > 0 then
+    zadd(p, lane_key(p, ns, lane, 'pending'), ts(now), u)
+  else
+    zadd(p, lane_key(p, ns, lane, 'eligible'), ts(eligible_score(priority, now)), u)
+    wake(p, ns, lane)
+  end
+  if not registered[lane] then
+    registered[lane] = true
+    redis.call('SADD', p.anchor, ns .. ':' .. lane)
+  end
+end
+
 -- ff_stage_flow: stage a run of a compiled flow: the run record, every
 -- member and its edges, in one call. Roots are eligible at once, the
 -- others pending until their joins are satisfied. (Large runs use
@@ -198,25 +215,12 @@ local function ff_stage_flow(keys, argv)
   if first then return ok('duplicate', first) end
   local now = now_ms()
   local nodes = {}
-  local woken, registered = {}, {}
+  local registered = {}
   local i = 8
   while i <= #argv do
     local name, u, lane, priority, deps, deadline, n = stage_member(p, argv, i, run, ns, argv[7], now, false)
     if deadline > 0 then zadd(p, p.deadlines, ts(deadline), u) end
-    if deps > 0 then
-      zadd(p, lane_key(p, ns, lane, 'pending'), ts(now), u)
-    else
-      local ek = lane_key(p, ns, lane, 'eligible')
-      zadd(p, ek, ts(eligible_score(priority, now)), u)
-      if not woken[ek] then
-        woken[ek] = true
-        wake(p, ns, lane)
-      end
-    end
-    if not registered[lane] then
-      registered[lane] = true
-      redis.call('SADD', p.anchor, ns .. ':' .. lane)
-    end
+    enqueue_member(p, ns, lane, u, priority, deps, now, registered)
     nodes[#nodes + 1] = name
     nodes[#nodes + 1] = u
     i = i + n + 1
@@ -279,7 +283,7 @@ local function ff_commit_flow(keys, argv)
   end
   local now = now_ms()
   local nodes = {}
-  local woken, registered = {}, {}
+  local registered = {}
   local m = tonumber(argv[8])
   for j = 0, m - 1 do
     local b = 9 + j * 6
@@ -291,22 +295,11 @@ local function ff_commit_flow(keys, argv)
       local deadline = redis.call('HGET', key, 'deadline_at')
       if deadline and deadline ~= '' then zadd(p, p.deadlines, deadline, u) end
     end
-    if deps > 0 then
-      zadd(p, lane_key(p, ns, lane, 'pending'), ts(now), u)
-    else
+    if deps == 0 then
       redis.call('HSET', key, 'created_at', ts(now), 'updated_at', ts(now),
         'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_first_attempt'))
-      local ek = lane_key(p, ns, lane, 'eligible')
-      zadd(p, ek, ts(eligible_score(priority, now)), u)
-      if not woken[ek] then
-        woken[ek] = true
-        wake(p, ns, lane)
-      end
     end
-    if not registered[lane] then
-      registered[lane] = true
-      redis.call('SADD', p.anchor, ns .. ':' .. lane)
-    end
+    enqueue_member(p, ns, lane, u, priority, deps, now, registered)
   end
   write_run(p, p.base .. ':f:' .. run, ns, argv[3], argv[4], argv[7], argv[5], m, nodes, now)
   redis.call('DEL', p.base .. ':f:' .. run .. ':staged')
