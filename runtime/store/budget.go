@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -225,8 +226,8 @@ func (s *Store) upsertBudget(ctx context.Context, spec BudgetSpec, onlyCreate bo
 	if _, _, _, err := splitResourceID("id", spec.ID, true); err != nil {
 		return "", err
 	}
-	spec.OnHardLimit = cmpOr(spec.OnHardLimit, plan.OnHardLimitBlock)
-	spec.Scope = cmpOr(spec.Scope, plan.ScopeShared)
+	spec.OnHardLimit = cmp.Or(spec.OnHardLimit, plan.OnHardLimitBlock)
+	spec.Scope = cmp.Or(spec.Scope, plan.ScopeShared)
 	if spec.OnHardLimit != plan.OnHardLimitBlock && spec.OnHardLimit != plan.OnHardLimitFail {
 		return "", invalid("on_hard_limit", "%q: want %q or %q", spec.OnHardLimit, plan.OnHardLimitBlock, plan.OnHardLimitFail)
 	}

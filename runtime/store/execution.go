@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -137,7 +138,7 @@ func (s *Store) createQuotaKeys(ctx context.Context, reqs []CreateRequest) (map[
 	seen := map[string]bool{}
 	var ids []string
 	for _, req := range reqs {
-		ns := cmpOr(req.Namespace, plan.DefaultNamespace)
+		ns := cmp.Or(req.Namespace, plan.DefaultNamespace)
 		for _, ref := range req.Quotas {
 			if strings.Contains(ref, "=") {
 				continue

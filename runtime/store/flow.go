@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -383,7 +384,7 @@ func newGraph(f *plan.Flow) (*graph, error) {
 // memberArgs returns the ff_stage_flow entries of exec x (after the count).
 func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map[string]string, refs *stageRefs) ([]string, error) {
 	field := fmt.Sprintf("flow.execs[%d]", i)
-	lane := cmpOr(x.Lane, f.Lane, plan.DefaultLane)
+	lane := cmp.Or(x.Lane, f.Lane, plan.DefaultLane)
 	if err := checkName(field+".lane", lane); err != nil {
 		return nil, err
 	}
@@ -504,15 +505,6 @@ func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map
 		}
 	}
 	return item, nil
-}
-
-func cmpOr(v ...string) string {
-	for _, s := range v {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // RunState returns just the state of run id (one HGET, no member reads):
