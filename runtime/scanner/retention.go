@@ -27,7 +27,9 @@ type RetentionConfig struct {
 }
 
 // Retention deletes executions that have been terminal for longer than the
-// configured age, with all their keys.
+// configured age, with all their keys, then flow runs that ended longer
+// ago than the age, then stagings of large runs never committed
+// (store.Store.PurgeTerminal).
 type Retention struct{ *runner }
 
 // NewRetention returns a stopped retention scanner.

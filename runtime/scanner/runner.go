@@ -131,7 +131,7 @@ func (r *runner) loop(ctx context.Context, done chan struct{}) {
 }
 
 // tick makes one store call per partition. It keeps going after a failed
-// partition and returns the first error.
+// partition and returns every partition's error, joined.
 func (r *runner) tick(ctx context.Context) (processed int, more bool, err error) {
 	var errs []error
 	if r.prepare != nil {

@@ -2,6 +2,7 @@ package scanner
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"strings"
@@ -179,8 +180,12 @@ func TestRetentionScanner(t *testing.T) {
 	run(t, sc)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, err := s.GetExecution(context.Background(), x.ID); err != nil {
+		_, err := s.GetExecution(context.Background(), x.ID)
+		if errors.Is(err, store.ErrNotFound) {
 			break
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("terminal execution not purged")

@@ -54,8 +54,11 @@ func (s *Store) ExpireDeadlines(ctx context.Context, partition, limit int) (Scan
 	return s.scan(ctx, "ff_expire_deadlines", partition, limit)
 }
 
-// PurgeTerminal deletes up to limit executions of partition that have been
-// terminal for longer than age, with every key and index entry.
+// PurgeTerminal deletes executions of partition that have been terminal
+// for longer than age, with every key and index entry, then flow runs that
+// ended longer ago than age, then stagings of large runs never committed
+// whose lifetime passed. limit bounds the entries handled in all three;
+// Processed counts the executions deleted.
 func (s *Store) PurgeTerminal(ctx context.Context, partition int, age time.Duration, limit int) (ScanResult, error) {
 	if age < 0 {
 		return ScanResult{}, invalid("age", "must not be negative")
