@@ -149,7 +149,7 @@ type Worker struct {
 	mu       sync.Mutex
 	handlers map[string]Handler
 	running  bool
-	active   map[string]*running // by lease id
+	active   map[string]*running // by execution id
 
 	slots   chan struct{}  // one token per free handler slot
 	reports chan report    // finished attempts waiting to be reported
@@ -397,16 +397,11 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 	w.mu.Lock()
 	// A new lease on an execution this worker still runs means the old
 	// lease is gone (revoked or expired, then granted again).
-	var superseded []*running
-	for _, old := range w.active {
-		if old.lease.ExecutionID == t.ExecutionID {
-			superseded = append(superseded, old)
-		}
-	}
-	w.active[t.LeaseID] = r
+	old := w.active[t.ExecutionID]
+	w.active[t.ExecutionID] = r
 	h := w.handlers[t.Kind]
 	w.mu.Unlock()
-	for _, old := range superseded {
+	if old != nil {
 		w.lose(old, ErrLeaseLost)
 	}
 	task := &Task{
@@ -681,8 +676,8 @@ func (w *Worker) deliver(ctx context.Context, op string, rs []*running, call fun
 
 func (w *Worker) forget(r *running) {
 	w.mu.Lock()
-	if w.active[r.lease.LeaseID] == r {
-		delete(w.active, r.lease.LeaseID)
+	if w.active[r.lease.ExecutionID] == r {
+		delete(w.active, r.lease.ExecutionID)
 	}
 	w.mu.Unlock()
 }
