@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/url"
@@ -110,7 +111,7 @@ func resourceID(id, ns, name string) (string, *Error) {
 		}
 		return id, nil
 	}
-	ns = cmpOr(ns, plan.DefaultNamespace)
+	ns = cmp.Or(ns, plan.DefaultNamespace)
 	if e := checkName("namespace", ns); e != nil {
 		return "", e
 	}

@@ -109,8 +109,3 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		_ = c.JSON(ae.Status, wire.ErrorEnvelope{Error: *ae.Body()})
 	}
 }
-
-func errf(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
-// StatusOf returns the HTTP status that goes with a stable error code.
-func StatusOf(code string) int { return statusOf(code) }

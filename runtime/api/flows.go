@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -195,7 +196,7 @@ func (f *flows) cancel(c echo.Context) error {
 	if e := checkReason("reason", req.Reason); e != nil {
 		return e
 	}
-	run, err := f.svc.CancelRun(c.Request().Context(), c.Param("id"), cmpOr(req.Reason, "run cancelled through the API"))
+	run, err := f.svc.CancelRun(c.Request().Context(), c.Param("id"), cmp.Or(req.Reason, "run cancelled through the API"))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"cmp"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -24,7 +26,7 @@ func (s *Server) create(c echo.Context) error {
 		return err
 	}
 	if len(res) != 1 {
-		return Internal(errf("create returned %d results for 1 request", len(res)))
+		return Internal(fmt.Errorf("create returned %d results for 1 request", len(res)))
 	}
 	r := res[0]
 	if r.Error != nil {
@@ -119,7 +121,7 @@ func (s *Server) cancel(c echo.Context) error {
 	if e := checkReason("reason", req.Reason); e != nil {
 		return e
 	}
-	ex, err := s.cfg.Service.Cancel(c.Request().Context(), c.Param("id"), cmpOr(req.Reason, "cancelled through the API"))
+	ex, err := s.cfg.Service.Cancel(c.Request().Context(), c.Param("id"), cmp.Or(req.Reason, "cancelled through the API"))
 	if err != nil {
 		return err
 	}
@@ -152,7 +154,7 @@ func (s *Server) revokeLease(c echo.Context) error {
 	if e := checkReason("reason", req.Reason); e != nil {
 		return e
 	}
-	ex, err := s.cfg.Service.RevokeLease(c.Request().Context(), c.Param("id"), cmpOr(req.Reason, "revoked through the API"))
+	ex, err := s.cfg.Service.RevokeLease(c.Request().Context(), c.Param("id"), cmp.Or(req.Reason, "revoked through the API"))
 	if err != nil {
 		return err
 	}
@@ -195,11 +197,11 @@ func workerIdentity(workerID string, instanceID, namespace *string, lanes *[]str
 	if e := checkIdent("worker_id", workerID, WorkerIDMaxBytes, false); e != nil {
 		return e
 	}
-	*instanceID = cmpOr(*instanceID, workerID)
+	*instanceID = cmp.Or(*instanceID, workerID)
 	if e := checkIdent("instance_id", *instanceID, WorkerIDMaxBytes, false); e != nil {
 		return e
 	}
-	*namespace = cmpOr(*namespace, plan.DefaultNamespace)
+	*namespace = cmp.Or(*namespace, plan.DefaultNamespace)
 	if e := checkName("namespace", *namespace); e != nil {
 		return e
 	}
@@ -312,7 +314,7 @@ func single(c echo.Context, res []wire.LeaseResult, err error) error {
 		return err
 	}
 	if len(res) != 1 {
-		return Internal(errf("batched call returned %d results for 1 item", len(res)))
+		return Internal(fmt.Errorf("batched call returned %d results for 1 item", len(res)))
 	}
 	r := res[0]
 	if r.Error != nil {

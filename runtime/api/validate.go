@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"unicode"
@@ -76,8 +77,8 @@ func checkDuration(field string, ms int64) *Error {
 // normalizeCreate applies defaults to r and validates it. prefix names the
 // item in a batch ("executions[3].").
 func normalizeCreate(prefix string, r *wire.CreateExecution) *Error {
-	r.Namespace = cmpOr(r.Namespace, plan.DefaultNamespace)
-	r.Lane = cmpOr(r.Lane, plan.DefaultLane)
+	r.Namespace = cmp.Or(r.Namespace, plan.DefaultNamespace)
+	r.Lane = cmp.Or(r.Lane, plan.DefaultLane)
 	if e := checkName(prefix+"namespace", r.Namespace); e != nil {
 		return e
 	}
@@ -121,7 +122,7 @@ func normalizeCreate(prefix string, r *wire.CreateExecution) *Error {
 	if rt.Attempts < 1 || rt.Attempts > plan.MaxAttempts {
 		return invalid(prefix+"retry.attempts", "%d is outside 1..%d", rt.Attempts, plan.MaxAttempts)
 	}
-	rt.Backoff = cmpOr(rt.Backoff, plan.BackoffFixed)
+	rt.Backoff = cmp.Or(rt.Backoff, plan.BackoffFixed)
 	if rt.Backoff != plan.BackoffFixed && rt.Backoff != plan.BackoffExponential {
 		return invalid(prefix+"retry.backoff", "%q is not %q or %q", rt.Backoff, plan.BackoffFixed, plan.BackoffExponential)
 	}
@@ -190,11 +191,4 @@ func checkReason(field, s string) *Error {
 		return invalid(field, "contains a NUL byte")
 	}
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

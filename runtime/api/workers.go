@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -35,7 +36,7 @@ func (a *admission) workers(c echo.Context) error {
 			return e
 		}
 	}
-	ns := cmpOr(c.QueryParam("namespace"), plan.DefaultNamespace)
+	ns := cmp.Or(c.QueryParam("namespace"), plan.DefaultNamespace)
 	if e := checkName("namespace", ns); e != nil {
 		return e
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,20 +32,12 @@ type CapsConfig struct {
 }
 
 func (c CapsConfig) withDefaults() CapsConfig {
-	c.Tasks = cmpOr(c.Tasks, 10_000)
-	c.Workers = cmpOr(c.Workers, 100)
-	c.Sets = cmpOr(c.Sets, 10)
-	c.Concurrency = cmpOr(c.Concurrency, 4)
-	c.Timeout = cmpOr(c.Timeout, 5*time.Minute)
+	c.Tasks = cmp.Or(c.Tasks, 10_000)
+	c.Workers = cmp.Or(c.Workers, 100)
+	c.Sets = cmp.Or(c.Sets, 10)
+	c.Concurrency = cmp.Or(c.Concurrency, 4)
+	c.Timeout = cmp.Or(c.Timeout, 5*time.Minute)
 	return c
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // CapsResult is the outcome of the capability-routing benchmark.

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,18 +59,11 @@ func stageOptions(opts []StageOption) StageOptions {
 }
 
 func (c *Client) newRun(w *wire.FlowRun, flow string) *Run {
-	r := &Run{ID: w.ID, Flow: cmpOr(w.Flow, flow), Namespace: w.Namespace, Created: true, c: c}
+	r := &Run{ID: w.ID, Flow: cmp.Or(w.Flow, flow), Namespace: w.Namespace, Created: true, c: c}
 	if w.Created != nil {
 		r.Created = *w.Created
 	}
 	return r
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // flowsError wraps ErrFlowsUnsupported around the answer of a server that
@@ -229,7 +223,7 @@ func (r *Run) Result(ctx context.Context) (json.RawMessage, error) {
 		return nil, err
 	}
 	if out.State != wire.RunSucceeded {
-		return nil, &RunError{RunID: r.ID, State: out.State, Message: cmpOr(out.Error, "run "+out.State), Failures: out.Failures}
+		return nil, &RunError{RunID: r.ID, State: out.State, Message: cmp.Or(out.Error, "run "+out.State), Failures: out.Failures}
 	}
 	return out.Result, nil
 }

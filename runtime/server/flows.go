@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -188,7 +189,7 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 				Error: n.Error, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
 			}
 			if n.State.Public == store.StateBlocked {
-				x.Blocked = cmpOr(n.State.BlockingDetail, string(n.State.BlockingReason))
+				x.Blocked = cmp.Or(n.State.BlockingDetail, string(n.State.BlockingReason))
 			}
 			w.Execs = append(w.Execs, x)
 		}
@@ -197,7 +198,7 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 	case store.RunFailed, store.RunCancelled:
 		var parts []string
 		if r.ResultNode != "" && resultState != store.StateCompleted {
-			parts = append(parts, fmt.Sprintf("result exec %s ended %s", r.ResultNode, cmpOr(string(resultState), "without success")))
+			parts = append(parts, fmt.Sprintf("result exec %s ended %s", r.ResultNode, cmp.Or(string(resultState), "without success")))
 		}
 		for _, x := range w.Failures {
 			msg := x.Exec + " " + x.State
@@ -206,16 +207,9 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 			}
 			parts = append(parts, msg)
 		}
-		w.Error = cmpOr(strings.Join(parts, "; "), "run "+string(r.State))
+		w.Error = cmp.Or(strings.Join(parts, "; "), "run "+string(r.State))
 	}
 	return w
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // runNotices fans the store's run-end notices ("<run id>:<state>" on
