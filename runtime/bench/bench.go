@@ -52,10 +52,10 @@ func (c Config) withDefaults() Config {
 		c.Producers = 16
 	}
 	if c.Workers <= 0 {
-		c.Workers = 4
+		c.Workers = 1
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 4
+		c.Concurrency = 16
 	}
 	if c.Batch <= 0 {
 		c.Batch = 50
