@@ -124,7 +124,8 @@ type options struct {
 	templates       []*plan.Flow
 }
 
-// envFlag registers a flag whose default comes from an environment variable.
+// flagSet registers flags whose defaults come from environment variables;
+// environment values that do not parse are collected in errs.
 type flagSet struct {
 	*flag.FlagSet
 	getenv func(string) string
