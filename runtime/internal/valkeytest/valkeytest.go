@@ -8,53 +8,34 @@
 // test that changes server-wide state (FUNCTION FLUSH, CONFIG SET, DEBUG)
 // uses Start instead.
 //
-// The server binary is valkey-server when it is on PATH, else redis-server.
-// A missing binary fails the test: it is never skipped. Servers run without
-// persistence (--save "", --appendonly no) in a temporary directory, on a
-// free local port, and are killed when the test binary exits even if it
-// crashes (Linux parent-death signal), or earlier by Stop/t.Cleanup.
+// Servers are started by package devserver, as ffrun dev starts its child:
+// valkey-server when it is on PATH, else redis-server, on a free local port,
+// here without persistence and in a temporary directory. A missing binary
+// fails the test: it is never skipped. A server is stopped when the test
+// binary exits even if it crashes (Linux parent-death signal), or earlier
+// by Stop/t.Cleanup.
 package valkeytest
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"regexp"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/flowfabric/ff/runtime/devserver"
 	"github.com/valkey-io/valkey-go"
 )
-
-// startTimeout bounds how long a server may take to answer PING.
-const startTimeout = 10 * time.Second
 
 // Server is a running server process.
 type Server struct {
 	Addr string // host:port
 
-	cmd  *exec.Cmd
+	srv  *devserver.Server
 	dir  string
 	once sync.Once
-}
-
-// Binary returns the path of the server binary to use: valkey-server when
-// it is on PATH, else redis-server.
-func Binary() (string, error) {
-	for _, name := range []string{"valkey-server", "redis-server"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("valkeytest: neither valkey-server nor redis-server is on PATH; install one (Debian: apt-get install redis-server)")
 }
 
 // Start starts a dedicated server for t and stops it when t ends. Failing to
@@ -70,116 +51,27 @@ func Start(t testing.TB) string {
 }
 
 // Launch starts a server outside of any test (for benchmarks and TestMain).
-// The caller must call Stop.
+// The caller must call Stop. It is ffrun dev's child (package devserver)
+// without persistence, in a temporary directory.
 func Launch() (*Server, error) {
-	bin, err := Binary()
-	if err != nil {
-		return nil, err
-	}
 	dir, err := os.MkdirTemp("", "valkeytest-")
 	if err != nil {
 		return nil, fmt.Errorf("valkeytest: temp dir: %w", err)
 	}
-	var lastErr error
-	for range 5 { // retry when another process grabs the port first
-		port, err := freePort()
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		srv, err := launch(bin, dir, port)
-		if err == nil {
-			return srv, nil
-		}
-		lastErr = err
-	}
-	os.RemoveAll(dir)
-	return nil, lastErr
-}
-
-func launch(bin, dir string, port int) (*Server, error) {
-	cmd := exec.Command(bin,
-		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
-		"--dir", dir,
-		"--save", "",
-		"--appendonly", "no",
-		"--daemonize", "no",
-		"--loglevel", "warning",
-		"--logfile", "",
-	)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	out, err := os.Create(fmt.Sprintf("%s/server-%d.log", dir, port))
+	srv, err := devserver.Start(context.Background(), devserver.Config{Dir: dir, NoPersistence: true})
 	if err != nil {
-		return nil, fmt.Errorf("valkeytest: log file: %w", err)
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("valkeytest: %w", err)
 	}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		out.Close()
-		return nil, fmt.Errorf("valkeytest: start %s: %w", bin, err)
-	}
-	out.Close()
-	srv := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	deadline := time.Now().Add(startTimeout)
-	for {
-		if ping(srv.Addr) == nil {
-			return srv, nil
-		}
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(fmt.Sprintf("%s/server-%d.log", dir, port))
-			return nil, fmt.Errorf("valkeytest: %s exited at start: %s", bin, strings.TrimSpace(string(log)))
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			return nil, fmt.Errorf("valkeytest: %s on port %d did not answer PING within %s", bin, port, startTimeout)
-		}
-	}
+	return &Server{Addr: srv.Addr, srv: srv, dir: dir}, nil
 }
 
-// Stop kills the server and removes its directory. It is safe to call twice.
+// Stop stops the server and removes its directory. It is safe to call twice.
 func (s *Server) Stop() {
 	s.once.Do(func() {
-		if s.cmd != nil && s.cmd.Process != nil {
-			s.cmd.Process.Kill()
-		}
-		if s.dir != "" {
-			os.RemoveAll(s.dir)
-		}
+		_ = s.srv.Stop(context.Background())
+		os.RemoveAll(s.dir)
 	})
-}
-
-// ping sends a raw RESP PING and expects +PONG.
-func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("unexpected reply %q", line)
-	}
-	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("valkeytest: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 var shared struct {

@@ -2,8 +2,10 @@ package valkeytest
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStartAndShared(t *testing.T) {
@@ -31,7 +33,8 @@ func TestStopTwice(t *testing.T) {
 	}
 	srv.Stop()
 	srv.Stop()
-	if ping(srv.Addr) == nil {
-		t.Fatal("server still answers after Stop")
+	if conn, err := net.DialTimeout("tcp", srv.Addr, time.Second); err == nil {
+		conn.Close()
+		t.Fatal("server still accepts connections after Stop")
 	}
 }
