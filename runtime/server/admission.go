@@ -36,8 +36,9 @@ type admissionService struct {
 	st    *store.Store
 	sched *scheduler.Scheduler
 
-	mu   sync.Mutex
-	seen map[string]time.Time // instance key → last registration by a claim
+	mu     sync.Mutex
+	seen   map[string]time.Time // instance key → last registration by a claim
+	pruned time.Time            // last time seen was pruned
 }
 
 func newAdmissionService(log *slog.Logger, st *store.Store, sched *scheduler.Scheduler) *admissionService {
@@ -237,12 +238,16 @@ func (a *admissionService) onClaim(ctx context.Context, req wire.ClaimRequest) {
 	now := time.Now()
 	a.mu.Lock()
 	last, ok := a.seen[k]
-	if len(a.seen) > 100_000 {
+	// An entry older than claimHeartbeatEvery says nothing (the next claim
+	// registers either way), so forgetting those, at most once per interval,
+	// keeps the map to the instances seen lately at O(1) amortised per claim.
+	if now.Sub(a.pruned) >= claimHeartbeatEvery {
 		for key, t := range a.seen {
-			if now.Sub(t) > store.WorkerTTLDefault {
+			if now.Sub(t) >= claimHeartbeatEvery {
 				delete(a.seen, key)
 			}
 		}
+		a.pruned = now
 	}
 	a.mu.Unlock()
 	if ok && now.Sub(last) < claimHeartbeatEvery {
