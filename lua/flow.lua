@@ -40,6 +40,7 @@ local function decide(p, d, ok_edge, now)
   if ok_edge then okc = okc + 1 end
   if okc >= need then
     leave_indexes(p, dc)
+    dc.fresh = true -- a hand-off may grant it (to_eligible)
     to_eligible(p, dc, 'pending_first_attempt', now, 'deps_done', itoa(done), 'deps_ok', itoa(okc))
   elseif total - (done - okc) < need then
     leave_indexes(p, dc)

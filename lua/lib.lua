@@ -388,12 +388,21 @@ local function leave_indexes(p, c)
 end
 
 -- to_eligible makes an execution eligible now and wakes claimers. The
--- varargs are more field/value pairs to write.
+-- varargs are more field/value pairs to write. A downstream flow member
+-- (c.fresh, set by decide) in a lane of the call's hand-off (p.handoff,
+-- ff_finish) is queued for settle_handoff instead, which grants it to the
+-- finishing worker or indexes it and wakes claimers.
 local function to_eligible(p, c, attempt, now, ...)
   more(c)
   redis.call('HSET', c.key, 'eligible_at', '', 'updated_at', ts(now), 'blocking_detail', '',
     'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', attempt), ...)
-  zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), ts(eligible_score(num(c.priority), num(c.created_at))), c.u)
+  local score = ts(eligible_score(num(c.priority), num(c.created_at)))
+  local h = p.handoff
+  if h and c.fresh and c.ns == h.ns and h.lanes[c.lane] then
+    h.fresh[#h.fresh + 1] = {c = c, score = score}
+    return 'waiting'
+  end
+  zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), score, c.u)
   wake(p, c.ns, c.lane)
   return 'waiting'
 end

@@ -5,8 +5,12 @@ local CLAIM_FIELDS = {
   'state', 'caps', 'kind', 'priority', 'attempt_count',
   'lease_epoch', 'retry_attempts', 'attempt_timeout_ms', 'payload', 'tags',
   'flow_id', 'flow_node', 'started_at', 'deadline_at', 'input_from', 'ups',
-  'budgets', 'quotas',
+  'budgets', 'quotas', 'out',
 }
+
+-- An empty table, shared by replies (never written): the upstreams of a
+-- grant that is not a flow member, the grants of a finish without hand-off.
+local NONE = {}
 
 -- The attempt type of the next attempt, by the attempt state of a waiting
 -- execution, found in its state field.
@@ -45,6 +49,81 @@ local function covers(have, required)
   return true
 end
 
+-- A grant context: what the grants of one call share, and the grants.
+local function grant_ctx(worker, instance, ttl, prefix)
+  return {worker = worker, instance = instance, ttl = ttl, prefix = prefix, list = {}}
+end
+
+-- grant leases execution u, whose CLAIM_FIELDS are v, to the worker of
+-- grant context g at time now (now_s its string): the attempt starts, the
+-- execution enters its lane's active index (active) and the lease index,
+-- and the grant is appended to g.list. qheld, when set, is the quota
+-- admission the attempt holds ("<attempt>#<token>"). The caller has
+-- checked that u is eligible and that the worker may run it, and removes
+-- it from the index it was in.
+local function grant(p, g, u, v, lane, active, now, now_s, qheld)
+  local key = p.xp .. u
+  local attempt = num(v[5]) + 1
+  local epoch = num(v[6]) + 1
+  local lease_id = g.prefix .. '-' .. itoa(#g.list)
+  local expires = now + g.ttl
+  if not g.expires_s then g.expires_s = ts(expires) end -- the same for every grant of a call
+  local atype = next_attempt(v[1])
+  local timeout = num(v[8])
+  local attempt_deadline = 0
+  local started = v[13]
+  if not started or started == '' then started = now_s end
+  if not g.running then
+    g.running = sv('active', 'leased', 'not_applicable', 'none', 'none', 'running_attempt')
+    g.who = '\t' .. g.worker .. '\t' .. g.instance .. '\t'
+  end
+  local av = atype .. g.who .. lease_id .. '\t' .. itoa(epoch) .. '\t' .. now_s
+  if timeout > 0 then
+    attempt_deadline = now + timeout
+    local ad_s = ts(attempt_deadline)
+    zadd(p, p.timeouts, ad_s, u)
+    redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
+      'lease_expires_at', g.expires_s, 'updated_at', now_s, 'started_at', started, 'attempt_deadline_at', ad_s,
+      'att:' .. itoa(attempt), av, 'state', g.running)
+  else
+    redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
+      'lease_expires_at', g.expires_s, 'updated_at', now_s, 'started_at', started,
+      'att:' .. itoa(attempt), av, 'state', g.running)
+  end
+  if qheld then
+    -- The attempt holds the quota slots admitted for it until it ends.
+    redis.call('HSET', key, 'qheld', qheld)
+  end
+  zadd(p, active, now_s, u)
+  zadd(p, p.leases, g.expires_s, u)
+  local payload = v[9] or ''
+  local ups = NONE -- shared by the grants of standalone executions
+  if v[11] then
+    ups = {}
+    -- A flow member: its input is the result of its feeding upstream,
+    -- and it may read the result of every upstream that succeeded
+    -- (each result is read once: the feeding upstream is one of them).
+    local results = {}
+    if v[15] and v[15] ~= '' then
+      results[v[15]] = redis.call('HGET', p.xp .. v[15], 'result')
+      payload = results[v[15]] or ''
+    end
+    for name, up in string.gmatch(v[16] or '', '([^,=]+)=([^,]+)') do
+      local r = results[up]
+      if r == nil then r = redis.call('HGET', p.xp .. up, 'result') end
+      if r then
+        ups[#ups + 1] = name
+        ups[#ups + 1] = r
+      end
+    end
+  end
+  g.list[#g.list + 1] = {
+    u, lane, v[3] or '', v[4] or '0', attempt, atype, lease_id, epoch, expires,
+    attempt_deadline, v[7] or '1', payload, v[10] or '', v[11] or '', v[12] or '', ups,
+    (v[19] and v[19] ~= '') and 1 or 0,
+  }
+end
+
 -- ff_claim: grant up to max eligible executions of some lanes.
 -- KEYS[1]  partition anchor
 -- KEYS[2]  <prefix>ff:{fp:N}:leases
@@ -80,9 +159,11 @@ end
 -- Reply: {1, grants, needs}; each grant is {uuid, lane, kind, priority,
 --        attempt, attempt_type, lease_id, lease_epoch, lease_expires_at,
 --        attempt_deadline_at, max_attempts, payload, tags, flow_id,
---        flow_node, upstreams} where upstreams = {name, result, ...} of a
---        flow member's upstreams that have a result; a member's payload is
---        the result of its feeding upstream (input_from). Each need is
+--        flow_node, upstreams, downstream} where upstreams = {name,
+--        result, ...} of a flow member's upstreams that have a result (a
+--        member's payload is the result of its feeding upstream,
+--        input_from) and downstream is 1 when the member has outgoing
+--        edges (its completion may hand work off, ff_finish). Each need is
 --        {uuid, lane, next attempt, quota references (comma-joined)}.
 local function ff_claim(keys, argv)
   local p = part(keys[1])
@@ -137,10 +218,9 @@ local function ff_claim(keys, argv)
     return cands
   end
 
-  local now, now_s, expires_s
-  local running, who -- the state of a granted execution; "\t<worker>\t<instance>\t"
-  local none = {}
-  local grants, needs = {}, {}
+  local now, now_s
+  local g = grant_ctx(argv[1], argv[2], ttl, argv[6])
+  local grants, needs = g.list, {}
   -- over returns the first budget of a comma-separated list that is at a
   -- hard limit.
   local function over(list)
@@ -157,7 +237,8 @@ local function ff_claim(keys, argv)
     local eligible, active = keys[2 + 2 * cand.lane], keys[3 + 2 * cand.lane]
     -- v: 1 state, 2 caps, 3 kind, 4 priority, 5 attempt_count, 6 lease_epoch,
     -- 7 retry_attempts, 8 attempt_timeout_ms, 9 payload, 10 tags, 11 flow_id,
-    -- 12 flow_node, 13 started_at, 14 deadline_at, 15 input_from, 16 ups
+    -- 12 flow_node, 13 started_at, 14 deadline_at, 15 input_from, 16 ups,
+    -- 17 budgets, 18 quotas, 19 out
     if not now then
       now = now_ms()
       now_s = ts(now)
@@ -198,65 +279,10 @@ local function ff_claim(keys, argv)
       -- Needs a quota admission for this attempt first.
       needs[#needs + 1] = {u, argv[lane0 + cand.lane], num(v[5]) + 1, v[18]}
     else
-      local attempt = num(v[5]) + 1
-      local epoch = num(v[6]) + 1
-      local lease_id = argv[6] .. '-' .. itoa(#grants)
-      local expires = now + ttl
-      if not expires_s then expires_s = ts(expires) end -- the same for every grant
-      local atype = next_attempt(v[1])
-      local timeout = num(v[8])
-      local attempt_deadline = 0
-      local started = v[13]
-      if not started or started == '' then started = now_s end
-      if not running then
-        running = sv('active', 'leased', 'not_applicable', 'none', 'none', 'running_attempt')
-        who = '\t' .. argv[1] .. '\t' .. argv[2] .. '\t'
-      end
-      local av = atype .. who .. lease_id .. '\t' .. itoa(epoch) .. '\t' .. now_s
-      if timeout > 0 then
-        attempt_deadline = now + timeout
-        local ad_s = ts(attempt_deadline)
-        zadd(p, keys[3], ad_s, u)
-        redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
-          'lease_expires_at', expires_s, 'updated_at', now_s, 'started_at', started, 'attempt_deadline_at', ad_s,
-          'att:' .. itoa(attempt), av, 'state', running)
-      else
-        redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
-          'lease_expires_at', expires_s, 'updated_at', now_s, 'started_at', started,
-          'att:' .. itoa(attempt), av, 'state', running)
-      end
-      if v[18] and v[18] ~= '' then
-        -- The attempt holds the quota slots admitted for it until it ends.
-        redis.call('HSET', key, 'qheld', itoa(attempt) .. '#' .. admitted[u][2])
-      end
+      local qheld
+      if v[18] and v[18] ~= '' then qheld = itoa(num(v[5]) + 1) .. '#' .. admitted[u][2] end
       zrem(p, eligible, u)
-      zadd(p, active, now_s, u)
-      zadd(p, keys[2], expires_s, u)
-      local payload = v[9] or ''
-      local ups = none -- shared by the grants of standalone executions
-      if v[11] then
-        ups = {}
-        -- A flow member: its input is the result of its feeding upstream,
-        -- and it may read the result of every upstream that succeeded
-        -- (each result is read once: the feeding upstream is one of them).
-        local results = {}
-        if v[15] and v[15] ~= '' then
-          results[v[15]] = redis.call('HGET', p.xp .. v[15], 'result')
-          payload = results[v[15]] or ''
-        end
-        for name, up in string.gmatch(v[16] or '', '([^,=]+)=([^,]+)') do
-          local r = results[up]
-          if r == nil then r = redis.call('HGET', p.xp .. up, 'result') end
-          if r then
-            ups[#ups + 1] = name
-            ups[#ups + 1] = r
-          end
-        end
-      end
-      grants[#grants + 1] = {
-        u, argv[lane0 + cand.lane], v[3] or '', v[4] or '0', attempt, atype, lease_id, epoch, expires,
-        attempt_deadline, v[7] or '1', payload, v[10] or '', v[11] or '', v[12] or '', ups,
-      }
+      grant(p, g, u, v, argv[lane0 + cand.lane], active, now, now_s, qheld)
     end
   end
 
@@ -332,20 +358,77 @@ local function ff_renew(keys, argv)
   return ok(unpack(items))
 end
 
+-- settle_handoff decides, for each downstream member the call made
+-- eligible in a lane of the hand-off (p.handoff, see ff_finish), whether
+-- the finishing worker gets it at once: while grants are left, when the
+-- worker covers its capabilities, it counts against no budget or quota,
+-- its deadline has not passed, and it is not behind the head of its lane
+-- (a claim of the partition would take it next anyway, so priority and
+-- age order hold). The others enter the eligible index and wake claimers.
+local function settle_handoff(p, now)
+  local h = p.handoff
+  local now_s = ts(now)
+  for _, f in ipairs(h.fresh) do
+    local c, granted = f.c, false
+    if #h.g.list < h.max then
+      local eligible = lane_key(p, c.ns, c.lane, 'eligible')
+      local head = h.heads[eligible]
+      if head == nil then
+        local r = redis.call('ZRANGE', eligible, 0, 0, 'WITHSCORES')
+        head = r[2] and tonumber(r[2]) or false
+        h.heads[eligible] = head
+      end
+      if not head or tonumber(f.score) <= head then
+        local v = redis.call('HMGET', c.key, unpack(CLAIM_FIELDS))
+        if covers(h.have, v[2]) and (v[17] or '') == '' and (v[18] or '') == ''
+            and not (v[14] and v[14] ~= '' and tonumber(v[14]) <= now) then
+          grant(p, h.g, c.u, v, c.lane, lane_key(p, c.ns, c.lane, 'active'), now, now_s)
+          granted = true
+        end
+      end
+    end
+    if not granted then
+      zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), f.score, c.u)
+      wake(p, c.ns, c.lane)
+    end
+  end
+end
+
 -- ff_finish: end many attempts of one partition, each a success or a
--- failure, fenced by lease id and epoch.
+-- failure, fenced by lease id and epoch; optionally hand the downstream
+-- flow members the successes make eligible to the finishing worker.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  jitter seed (random integer)
--- ARGV[2..] groups of 5: uuid, lease id, lease epoch, kind, data where
+-- ARGV[2]  hand-off: the most grants to make (0 = no hand-off)
+-- ARGV[3]  hand-off: worker id
+-- ARGV[4]  hand-off: worker instance id
+-- ARGV[5]  hand-off: worker capabilities, comma-separated
+-- ARGV[6]  hand-off: namespace
+-- ARGV[7]  hand-off: lanes, comma-separated
+-- ARGV[8]  hand-off: lease duration, ms
+-- ARGV[9]  hand-off: lease id prefix (random, unique per call)
+-- ARGV[10..] groups of 5: uuid, lease id, lease epoch, kind, data where
 --           kind is 'ok' (data = result), 'retry' or 'fail' (data = error
 --           message; 'retry' asks for a retry if attempts remain)
--- Reply: {1, item...}; item = {1, public_state, retry_at}
---        | {0, 'not_found'} | {0, 'stale_lease', reason, public_state}
+-- Reply: {1, items, grants}; item = {1, public_state, retry_at}
+--        | {0, 'not_found'} | {0, 'stale_lease', reason, public_state};
+--        grants as ff_claim's, made by the hand-off (see settle_handoff):
+--        each such member goes from pending to active in this call and is
+--        never in the eligible index.
 local function ff_finish(keys, argv)
   local p = part(keys[1])
   local now = now_ms()
+  local max = tonumber(argv[2])
+  local h
+  if max > 0 then
+    h = {max = max, ns = argv[6], lanes = {}, have = {}, fresh = {}, heads = {},
+      g = grant_ctx(argv[3], argv[4], tonumber(argv[8]), argv[9])}
+    for l in string.gmatch(argv[7], '[^,]+') do h.lanes[l] = true end
+    for t in string.gmatch(argv[5], '[^,]+') do h.have[t] = true end
+    p.handoff = h
+  end
   local items = {}
-  for i = 2, #argv, 5 do
+  for i = 10, #argv, 5 do
     local c = read_core(p, argv[i], FINISH_FIELDS)
     if not c then
       items[#items + 1] = refuse('not_found')
@@ -368,8 +451,13 @@ local function ff_finish(keys, argv)
       end
     end
   end
+  local grants = NONE
+  if h then
+    settle_handoff(p, now)
+    grants = h.g.list
+  end
   flush(p)
-  return ok(unpack(items))
+  return ok(items, grants)
 end
 
 redis.register_function('ff_claim', ff_claim)

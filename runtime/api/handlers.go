@@ -278,11 +278,40 @@ func (s *Server) complete(c echo.Context) error {
 			return e
 		}
 	}
-	res, err := s.cfg.Service.Complete(c.Request().Context(), req.Completions)
+	if h := req.Handoff; h != nil {
+		if e := s.checkHandoff(req.WorkerID, h, len(req.Completions)); e != nil {
+			return e
+		}
+	}
+	res, tasks, err := s.cfg.Service.Complete(c.Request().Context(), req)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, wire.LeaseResults{Results: res})
+	return c.JSON(http.StatusOK, wire.LeaseResults{Results: res, Tasks: tasks})
+}
+
+// checkHandoff validates the hand-off of a complete request of n items
+// and fills in its defaults, as checkClaim does for a claim.
+func (s *Server) checkHandoff(workerID string, h *wire.Handoff, n int) *Error {
+	if workerID == "" {
+		return invalid("worker_id", "is required with a handoff")
+	}
+	if e := workerIdentity(workerID, &h.InstanceID, &h.Namespace, &h.Lanes, h.Capabilities); e != nil {
+		if f, ok := e.Details["field"].(string); ok {
+			e.Details["field"] = "handoff." + f
+			e.Message = "handoff." + e.Message
+		}
+		return e
+	}
+	if h.Max < 1 || h.Max > n {
+		return invalid("handoff.max", "%d is outside 1..%d (the number of completions)", h.Max, n)
+	}
+	d, e := s.leaseDuration("handoff.lease_ms", h.LeaseMs)
+	if e != nil {
+		return e
+	}
+	h.LeaseMs = d.Milliseconds()
+	return nil
 }
 
 func (s *Server) fail(c echo.Context) error {
@@ -349,7 +378,7 @@ func (s *Server) completeOne(c echo.Context) error {
 	if e := checkLease("lease", l); e != nil {
 		return e
 	}
-	res, err := s.cfg.Service.Complete(c.Request().Context(), []wire.Completion{{Lease: l, Output: req.Output}})
+	res, _, err := s.cfg.Service.Complete(c.Request().Context(), wire.CompleteRequest{Completions: []wire.Completion{{Lease: l, Output: req.Output}}})
 	return single(c, res, err)
 }
 

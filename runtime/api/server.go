@@ -38,7 +38,9 @@ type Service interface {
 	// Claim grants up to req.Max tasks, waiting up to req.WaitMs for work.
 	Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task, error)
 	Renew(ctx context.Context, leases []wire.Lease, lease time.Duration) ([]wire.LeaseResult, error)
-	Complete(ctx context.Context, items []wire.Completion) ([]wire.LeaseResult, error)
+	// Complete records successful attempts; with req.Handoff it also
+	// returns the tasks granted to the worker (validated by the API).
+	Complete(ctx context.Context, req wire.CompleteRequest) ([]wire.LeaseResult, []wire.Task, error)
 	Fail(ctx context.Context, items []wire.Failure) ([]wire.LeaseResult, error)
 }
 

@@ -340,6 +340,17 @@ func (c *Client) Complete(ctx context.Context, req wire.CompleteRequest) ([]wire
 	return out.Results, nil
 }
 
+// CompleteHandoff reports many successful attempts in one request, like
+// Complete, and returns the tasks granted by req.Handoff: leases the
+// worker now holds.
+func (c *Client) CompleteHandoff(ctx context.Context, req wire.CompleteRequest) ([]wire.LeaseResult, []wire.Task, error) {
+	var out wire.LeaseResults
+	if _, err := c.do(ctx, http.MethodPost, "/v1/worker/complete", nil, req, &out); err != nil {
+		return nil, nil, err
+	}
+	return out.Results, out.Tasks, nil
+}
+
 // Fail reports many failed attempts in one request.
 func (c *Client) Fail(ctx context.Context, req wire.FailRequest) ([]wire.LeaseResult, error) {
 	var out wire.LeaseResults

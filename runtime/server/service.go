@@ -210,14 +210,39 @@ func (s *service) Renew(ctx context.Context, leases []wire.Lease, ttl time.Durat
 	return out, nil
 }
 
-func (s *service) Complete(ctx context.Context, items []wire.Completion) ([]wire.LeaseResult, error) {
-	fs := make([]store.Finish, len(items))
-	ids := make([]string, len(items))
-	for i, it := range items {
+func (s *service) Complete(ctx context.Context, req wire.CompleteRequest) ([]wire.LeaseResult, []wire.Task, error) {
+	fs := make([]store.Finish, len(req.Completions))
+	ids := make([]string, len(req.Completions))
+	for i, it := range req.Completions {
 		fs[i] = store.Finish{Lease: storeLease(it.Lease), Result: []byte(it.Output)}
 		ids[i] = it.ExecutionID
 	}
-	return s.finish(ctx, ids, fs)
+	var h *store.Handoff
+	if x := req.Handoff; x != nil {
+		h = &store.Handoff{
+			Worker: store.WorkerIdentity{
+				WorkerID:     req.WorkerID,
+				InstanceID:   x.InstanceID,
+				Namespace:    x.Namespace,
+				Capabilities: x.Capabilities,
+			},
+			Lanes:    x.Lanes,
+			Max:      x.Max,
+			LeaseTTL: time.Duration(x.LeaseMs) * time.Millisecond,
+		}
+	}
+	res, grants, err := s.finishHandoff(ctx, ids, fs, h)
+	if err != nil {
+		return nil, nil, err
+	}
+	var tasks []wire.Task
+	if len(grants) > 0 {
+		tasks = make([]wire.Task, len(grants))
+		for i, g := range grants {
+			tasks[i] = toTask(g)
+		}
+	}
+	return res, tasks, nil
 }
 
 func (s *service) Fail(ctx context.Context, items []wire.Failure) ([]wire.LeaseResult, error) {
@@ -231,11 +256,18 @@ func (s *service) Fail(ctx context.Context, items []wire.Failure) ([]wire.LeaseR
 }
 
 func (s *service) finish(ctx context.Context, ids []string, fs []store.Finish) ([]wire.LeaseResult, error) {
+	res, _, err := s.finishHandoff(ctx, ids, fs, nil)
+	return res, err
+}
+
+// finishHandoff records the end of attempts and returns the hand-off
+// grants h asked for (none when h is nil).
+func (s *service) finishHandoff(ctx context.Context, ids []string, fs []store.Finish, h *store.Handoff) ([]wire.LeaseResult, []store.Grant, error) {
 	// A finished attempt must be recorded even if the worker hangs up now.
 	ctx = context.WithoutCancel(ctx)
-	res, err := s.st.FinishMany(ctx, fs)
+	res, grants, err := s.st.FinishHandoff(ctx, fs, h)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, nil, mapError(err)
 	}
 	out := make([]wire.LeaseResult, len(fs))
 	for i, r := range res {
@@ -244,7 +276,7 @@ func (s *service) finish(ctx context.Context, ids []string, fs []store.Finish) (
 			out[i].Error = s.itemError(ctx, "finish", r.Err)
 		}
 	}
-	return out, nil
+	return out, grants, nil
 }
 
 // itemError maps the error of one item of a batch; unexpected ones are
@@ -365,6 +397,7 @@ func toTask(g store.Grant) wire.Task {
 		DeadlineAt:     timePtr(g.AttemptDeadline),
 		Tags:           g.Tags,
 		Input:          rawJSON(g.Payload),
+		Downstream:     g.Downstream,
 	}
 	if len(g.Upstreams) > 0 {
 		t.Upstreams = make(map[string]json.RawMessage, len(g.Upstreams))

@@ -484,6 +484,23 @@ type Grant struct {
 	// Upstreams holds the outputs of a flow member's upstream executions by
 	// exec name (flows; nil for standalone executions).
 	Upstreams map[string][]byte `json:"upstreams,omitempty"`
+	// Downstream is true for a flow member with outgoing edges: completing
+	// it may make downstream members eligible, which a Handoff can grant.
+	Downstream bool `json:"downstream,omitempty"`
+}
+
+// Handoff asks FinishHandoff to grant the finishing worker, in the same
+// calls, downstream flow members that the finished attempts make eligible:
+// up to Max of them, in its namespace and lanes, that it has the
+// capabilities for, that count against no budget or quota, and that are
+// not behind the head of their lane (so that a claim of the partition
+// would take them next anyway). The worker saves a claim round trip per
+// step of a flow and the member never waits in the eligible index.
+type Handoff struct {
+	Worker   WorkerIdentity
+	Lanes    []string
+	Max      int           // 1..MaxClaim
+	LeaseTTL time.Duration // 0 = LeaseTTLDefault
 }
 
 // RenewResult is the outcome of renewing one lease.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
@@ -112,16 +113,21 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 	if err != nil {
 		return nil, fmt.Errorf("store: ff_claim: malformed grants: %w", err)
 	}
+	return parseGrants(p, req.Worker.Namespace, gv, "ff_claim")
+}
+
+// parseGrants decodes the grants of ff_claim or ff_finish (partition p).
+func parseGrants(p int, ns string, gv []valkey.ValkeyMessage, fn string) ([]Grant, error) {
 	grants := make([]Grant, 0, len(gv))
 	for _, it := range gv {
 		v, err := it.ToArray()
 		if err != nil || len(v) < 15 {
-			return nil, fmt.Errorf("store: ff_claim: malformed grant: %v", err)
+			return nil, fmt.Errorf("store: %s: malformed grant: %v", fn, err)
 		}
-		id := makeID(req.Partition, str(v[0]))
+		id := makeID(p, str(v[0]))
 		g := Grant{
 			Lease:           Lease{ExecutionID: id, ID: str(v[6]), Epoch: atoi64(str(v[7]))},
-			Namespace:       req.Worker.Namespace,
+			Namespace:       ns,
 			Lane:            str(v[1]),
 			Kind:            str(v[2]),
 			Priority:        atoi(str(v[3])),
@@ -147,6 +153,9 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 				}
 				g.Upstreams[str(ups[i])] = []byte(str(ups[i+1]))
 			}
+		}
+		if len(v) > 16 {
+			g.Downstream = str(v[16]) == "1"
 		}
 		grants = append(grants, g)
 	}
@@ -265,12 +274,27 @@ func (s *Store) Fail(ctx context.Context, lease Lease, msg string, retryable boo
 // only. A lease found expired is expired on the spot and reported as a
 // *LeaseError.
 func (s *Store) FinishMany(ctx context.Context, items []Finish) ([]FinishResult, error) {
+	res, _, err := s.FinishHandoff(ctx, items, nil)
+	return res, err
+}
+
+// FinishHandoff is FinishMany with a hand-off (nil: none): the grants it
+// made to h.Worker, at most h.Max in all, are returned with the results.
+// The grants are live leases: the caller must deliver them to the worker.
+func (s *Store) FinishHandoff(ctx context.Context, items []Finish, h *Handoff) ([]FinishResult, []Grant, error) {
 	if len(items) > MaxBatch {
-		return nil, invalid("items", "%d items, at most %d per call", len(items), MaxBatch)
+		return nil, nil, invalid("items", "%d items, at most %d per call", len(items), MaxBatch)
+	}
+	if h != nil {
+		hc := *h // validation fills in defaults
+		h = &hc
+	}
+	head, err := s.handoffArgs(h)
+	if err != nil {
+		return nil, nil, err
 	}
 	out := make([]FinishResult, len(items))
 	b := &batch{}
-	head := []string{strconv.Itoa(rand.IntN(1_000_000_000))}
 	for i, f := range items {
 		p, uuid, err := s.locate(f.Lease.ExecutionID)
 		if err != nil {
@@ -289,15 +313,92 @@ func (s *Store) FinishMany(ctx context.Context, items []Finish) ([]FinishResult,
 		}
 		b.add(p, "ff_finish", head, i, uuid, f.Lease.ID, strconv.FormatInt(f.Lease.Epoch, 10), kind, data)
 	}
-	err := s.run(ctx, b, func(pos int, res []valkey.ValkeyMessage, ref *refusal) {
-		if ref != nil {
-			out[pos].Err = refusalError(ref, items[pos].Lease.ExecutionID, "finish")
-			return
+	if len(b.calls) == 0 {
+		return out, nil, nil
+	}
+	if h != nil {
+		// Spread the grants over the calls: each may make as many as it
+		// has items, and all together at most h.Max.
+		left := h.Max
+		for i := range b.calls {
+			n := min(len(b.index[i]), left)
+			left -= n
+			b.calls[i].args[1] = strconv.Itoa(n)
 		}
-		out[pos].State = PublicState(str(res[0]))
-		out[pos].RetryAt = fromMs(str(res[1]))
-	})
-	return out, err
+	}
+	msgs, err := s.fcallMany(ctx, b.calls)
+	if err != nil {
+		return nil, nil, err
+	}
+	var grants []Grant
+	for c, msg := range msgs {
+		parts, ref, err := envelope(msg)
+		if err != nil || ref != nil || len(parts) != 2 {
+			return nil, nil, fmt.Errorf("store: ff_finish: malformed reply (%v, %v)", err, ref)
+		}
+		results, err := parts[0].ToArray()
+		if err != nil || len(results) != len(b.index[c]) {
+			return nil, nil, fmt.Errorf("store: ff_finish: malformed results (%v)", err)
+		}
+		for j, it := range results {
+			sub, ref, err := envelope(it)
+			if err != nil {
+				return nil, nil, fmt.Errorf("store: ff_finish: %w", err)
+			}
+			pos := b.index[c][j]
+			if ref != nil {
+				out[pos].Err = refusalError(ref, items[pos].Lease.ExecutionID, "finish")
+				continue
+			}
+			out[pos].State = PublicState(str(sub[0]))
+			out[pos].RetryAt = fromMs(str(sub[1]))
+		}
+		gv, err := parts[1].ToArray()
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: ff_finish: malformed grants: %w", err)
+		}
+		if len(gv) > 0 {
+			g, err := parseGrants(b.calls[c].partition, h.Worker.Namespace, gv, "ff_finish")
+			if err != nil {
+				return nil, nil, err
+			}
+			grants = append(grants, g...)
+		}
+	}
+	return out, grants, nil
+}
+
+// handoffArgs returns the head of ff_finish's arguments: the jitter seed
+// and the hand-off (max 0 when h is nil), after checking h.
+func (s *Store) handoffArgs(h *Handoff) ([]string, error) {
+	seed := strconv.Itoa(rand.IntN(1_000_000_000))
+	if h == nil {
+		return []string{seed, "0", "", "", "", "", "", "0", ""}, nil
+	}
+	if err := h.Worker.validate(); err != nil {
+		return nil, err
+	}
+	if h.Max < 1 || h.Max > MaxClaim {
+		return nil, invalid("handoff.max", "%d is outside 1..%d", h.Max, MaxClaim)
+	}
+	if len(h.Lanes) == 0 {
+		return nil, invalid("handoff.lanes", "at least one lane is required")
+	}
+	for _, l := range h.Lanes {
+		if err := checkName("handoff.lanes", l); err != nil {
+			return nil, err
+		}
+	}
+	ttl, err := leaseTTL(h.LeaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	caps, err := normCapabilities("handoff.capabilities", h.Worker.Capabilities)
+	if err != nil {
+		return nil, err
+	}
+	return []string{seed, strconv.Itoa(h.Max), h.Worker.WorkerID, h.Worker.InstanceID, caps,
+		h.Worker.Namespace, strings.Join(h.Lanes, ","), ms(ttl), randomToken(8)}, nil
 }
 
 // EligibleCounts returns, per partition, the number of eligible executions

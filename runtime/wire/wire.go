@@ -196,6 +196,10 @@ type Task struct {
 	Tags           map[string]string          `json:"tags,omitempty"`
 	Input          json.RawMessage            `json:"input,omitempty"`
 	Upstreams      map[string]json.RawMessage `json:"upstreams,omitempty"`
+	// Downstream is true for a flow member with outgoing edges: its
+	// completion may make other members eligible, which a Handoff in the
+	// complete request can have granted at once.
+	Downstream bool `json:"downstream,omitempty"`
 }
 
 // Lease is the fence every worker call carries: a call whose lease id or
@@ -221,8 +225,26 @@ type Completion struct {
 
 // CompleteRequest is the body of POST /v1/worker/complete.
 type CompleteRequest struct {
-	WorkerID    string       `json:"worker_id,omitempty"`
+	WorkerID    string       `json:"worker_id,omitempty"` // required with Handoff
 	Completions []Completion `json:"completions"`
+	// Handoff, when set, asks for the downstream flow members that these
+	// completions make eligible to be granted to this worker in the same
+	// call (LeaseResults.Tasks).
+	Handoff *Handoff `json:"handoff,omitempty"`
+}
+
+// Handoff says what the completing worker can run and how many tasks it
+// takes, as in a claim: the server grants it at most Max of the downstream
+// members the completions make eligible, in its namespace and lanes, that
+// it has the capabilities for, that count against no budget or quota, and
+// that no other eligible work of their lane would precede in a claim.
+type Handoff struct {
+	InstanceID   string   `json:"instance_id,omitempty"` // default worker_id
+	Namespace    string   `json:"namespace,omitempty"`   // default plan.DefaultNamespace
+	Lanes        []string `json:"lanes,omitempty"`       // default [plan.DefaultLane]
+	Capabilities []string `json:"capabilities,omitempty"`
+	Max          int      `json:"max"`                // 1..the number of completions
+	LeaseMs      int64    `json:"lease_ms,omitempty"` // as in ClaimRequest
 }
 
 // Failure is one item of POST /v1/worker/fail.
@@ -243,6 +265,9 @@ type FailRequest struct {
 // were rejected.
 type LeaseResults struct {
 	Results []LeaseResult `json:"results"`
+	// Tasks are the grants of a complete request's Handoff: leases this
+	// worker now holds and must run (or let expire).
+	Tasks []Task `json:"tasks,omitempty"`
 }
 
 // LeaseResult is the outcome of one item of a batched worker call.

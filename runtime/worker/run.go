@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,7 @@ const (
 	retryDelayMin       = 50 * time.Millisecond
 	requestSlack        = 15 * time.Second // bound of a request beyond its long-poll wait
 	retryDelayMax       = 5 * time.Second
+	reportsInFlight     = 2 // report requests a worker has in flight at once
 )
 
 // Config configures a Worker.
@@ -53,6 +55,13 @@ type Config struct {
 	// be free before claiming (batching); 0 = ClaimLingerDefault, negative
 	// = claim as soon as one slot is free.
 	ClaimLinger time.Duration
+
+	// NoHandoff turns off hand-offs: by default, completing a flow member
+	// with downstream members keeps its slot and asks the server to grant
+	// this worker, in the same request, the members the completion makes
+	// eligible (those a claim would take next anyway), which saves a claim
+	// round trip per step of a flow. With NoHandoff every task is claimed.
+	NoHandoff bool
 
 	// OnReported, when set, is called once the server answered the report
 	// of an attempt's outcome: err is nil when it was recorded, else why
@@ -151,10 +160,14 @@ type Worker struct {
 	running  bool
 	active   map[string]*running // by execution id
 
-	slots   chan struct{}  // one token per free handler slot
-	reports chan report    // finished attempts waiting to be reported
-	quit    chan struct{}  // closed when the drain is over: report what is queued and stop
-	inWork  sync.WaitGroup // handlers running
+	slots    chan struct{}  // one token per free handler slot
+	reports  chan report    // finished attempts waiting to be reported
+	quit     chan struct{}  // closed when the drain is over: report what is queued and stop
+	inWork   sync.WaitGroup // handlers running, and slots held for a hand-off
+	draining atomic.Bool    // claiming stopped: no more hand-offs
+	// handoffOff: the server refused a hand-off; report without.
+	handoffOff atomic.Bool
+	base       context.Context
 }
 
 // running is one task this worker holds a lease for.
@@ -172,6 +185,9 @@ type report struct {
 	failed    bool
 	message   string
 	retryable bool
+	// held: the task's slot (and an inWork count) is kept for the
+	// hand-off of its completion; send gives both back.
+	held bool
 }
 
 // New validates cfg and returns a Worker.
@@ -268,11 +284,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	reporterDone := make(chan struct{})
 	go func() { w.reportLoop(bg); close(reporterDone) }()
 
+	w.base = handlerBase
 	w.log.InfoContext(ctx, "worker started", slog.String(attrInstance, w.instance),
 		slog.Int("concurrency", w.cfg.Concurrency), slog.Any("lanes", w.cfg.Lanes))
 	w.claimLoop(ctx, handlerBase)
 
 	// Drain.
+	w.draining.Store(true)
 	w.log.InfoContext(ctx, "worker draining")
 	var err error
 	drained := make(chan struct{})
@@ -441,10 +459,21 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 				rep.output = out
 			}
 		}
-		w.slots <- struct{}{}
+		if t.Downstream && !rep.failed && !w.cfg.NoHandoff && !w.handoffOff.Load() && !w.draining.Load() {
+			// Keep the slot for what the completion hands off; the inWork
+			// count taken here (while this handler's own is still held)
+			// keeps a drain waiting for the answer.
+			rep.held = true
+			w.inWork.Add(1)
+		} else {
+			w.slots <- struct{}{}
+		}
 		select {
 		case w.reports <- rep:
 		case <-w.quit: // abandoned after the drain timeout
+			if rep.held {
+				w.release(nil)
+			}
 		}
 	}()
 }
@@ -542,11 +571,15 @@ func (w *Worker) lose(r *running, cause error) {
 // reportLoop sends outcomes, coalescing whatever finished while the
 // previous request was in flight into one request per kind of outcome.
 func (w *Worker) reportLoop(ctx context.Context) {
+	sem := make(chan struct{}, reportsInFlight)
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
 	for {
 		var first report
 		select {
 		case first = <-w.reports:
 		case <-w.quit:
+			inflight.Wait()
 			for {
 				select {
 				case r := <-w.reports:
@@ -556,7 +589,12 @@ func (w *Worker) reportLoop(ctx context.Context) {
 				}
 			}
 		}
-		w.send(ctx, append([]report{first}, w.queued()...))
+		sem <- struct{}{}
+		batch := append([]report{first}, w.queued()...)
+		inflight.Go(func() {
+			defer func() { <-sem }()
+			w.send(ctx, batch)
+		})
 	}
 }
 
@@ -578,7 +616,13 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 	var comps []wire.Completion
 	var fails []wire.Failure
 	var compR, failR []*running
+	held := 0 // slots kept for the hand-off of comps
+	draining := w.draining.Load()
 	for _, rep := range batch {
+		if rep.held && (draining || rep.r.lost.Load()) {
+			w.release(nil) // no hand-off once claiming stopped, nor for a lost lease
+			rep.held = false
+		}
 		if rep.r.lost.Load() {
 			w.forget(rep.r)
 			continue
@@ -589,14 +633,31 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 		} else {
 			comps = append(comps, wire.Completion{Lease: rep.r.lease, Output: rep.output})
 			compR = append(compR, rep.r)
+			if rep.held {
+				held++
+			}
 		}
 	}
 	var wg sync.WaitGroup
 	if len(comps) > 0 {
 		wg.Go(func() {
+			var granted []wire.Task
 			w.deliver(ctx, "complete", compR, func(ctx context.Context) ([]wire.LeaseResult, error) {
-				return w.c.Complete(ctx, wire.CompleteRequest{WorkerID: w.cfg.Name, Completions: comps})
+				res, tasks, err := w.complete(ctx, comps, held)
+				granted = tasks
+				return res, err
 			})
+			for i := range held {
+				var t *wire.Task
+				if i < len(granted) {
+					t = &granted[i]
+				}
+				w.release(t)
+			}
+			if len(granted) > held {
+				w.log.Error("hand-off granted more tasks than asked for; their leases will expire",
+					slog.Int("asked", held), slog.Int("granted", len(granted)))
+			}
 		})
 	}
 	if len(fails) > 0 {
@@ -607,6 +668,28 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 		})
 	}
 	wg.Wait()
+}
+
+// complete reports comps, asking for a hand-off of up to held tasks. A
+// server that refuses the hand-off itself (an older one that does not know
+// the field) gets the report again without it, and no more hand-offs.
+func (w *Worker) complete(ctx context.Context, comps []wire.Completion, held int) ([]wire.LeaseResult, []wire.Task, error) {
+	req := wire.CompleteRequest{WorkerID: w.cfg.Name, Completions: comps}
+	if held > 0 && !w.handoffOff.Load() {
+		req.Handoff = &wire.Handoff{
+			InstanceID: w.instance, Namespace: w.cfg.Namespace, Lanes: w.cfg.Lanes,
+			Capabilities: w.cfg.Capabilities, Max: held, LeaseMs: w.cfg.LeaseTTL.Milliseconds(),
+		}
+	}
+	res, tasks, err := w.c.CompleteHandoff(ctx, req)
+	var ae *client.APIError
+	if req.Handoff != nil && errors.As(err, &ae) && ae.Status == http.StatusBadRequest && strings.HasPrefix(fieldOf(ae), "handoff") {
+		w.log.Warn("the server refused a hand-off; completing without", slog.Any(attrError, err))
+		w.handoffOff.Store(true)
+		req.Handoff = nil
+		res, tasks, err = w.c.CompleteHandoff(ctx, req)
+	}
+	return res, tasks, err
 }
 
 // deliver sends one batched report, retrying transport errors while the
@@ -674,12 +757,30 @@ func (w *Worker) deliver(ctx context.Context, op string, rs []*running, call fun
 	}
 }
 
+// release gives back one slot held for a hand-off: it runs t on it when
+// the hand-off granted t, else frees it; then drops the slot's inWork
+// count (after start took the new handler's).
+func (w *Worker) release(t *wire.Task) {
+	if t != nil {
+		w.start(w.base, *t)
+	} else {
+		w.slots <- struct{}{}
+	}
+	w.inWork.Done()
+}
+
 func (w *Worker) forget(r *running) {
 	w.mu.Lock()
 	if w.active[r.lease.ExecutionID] == r {
 		delete(w.active, r.lease.ExecutionID)
 	}
 	w.mu.Unlock()
+}
+
+// fieldOf returns the request field an API error names, if any.
+func fieldOf(ae *client.APIError) string {
+	f, _ := ae.Details["field"].(string)
+	return f
 }
 
 func codeOf(b *wire.ErrorBody) string {

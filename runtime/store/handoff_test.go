@@ -1,0 +1,248 @@
+package store
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flowfabric/ff/compiler/plan"
+)
+
+// onePartition is an env whose runs and executions all share partition 0,
+// so that hand-offs compete with other work of the same lane.
+func onePartition(t *testing.T) *env {
+	return newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+}
+
+func handoff(max int, lanes ...string) *Handoff {
+	if len(lanes) == 0 {
+		lanes = []string{"default"}
+	}
+	return &Handoff{Worker: worker1, Lanes: lanes, Max: max, LeaseTTL: time.Minute}
+}
+
+// finishOK completes g with result under hand-off h and returns the grants.
+func (e *env) finishOK(g Grant, result string, h *Handoff) []Grant {
+	e.t.Helper()
+	res, grants, err := e.s.FinishHandoff(e.ctx, []Finish{{Lease: g.Lease, Result: []byte(result)}}, h)
+	if err != nil || res[0].Err != nil || res[0].State != StateCompleted {
+		e.t.Fatalf("FinishHandoff = %+v, %v", res, err)
+	}
+	for _, x := range grants {
+		e.check(x.ExecutionID)
+	}
+	return grants
+}
+
+func eligibleCount(e *env, lane string) int64 {
+	e.t.Helper()
+	n, err := e.c.Do(e.ctx, e.c.B().Zcard().Key(e.s.k.lane(0, "default", lane, indexEligible)).Build()).AsInt64()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// A chain walked by hand-offs alone: each completion grants the next member
+// to the same worker, with its input and upstreams, and the member never
+// enters the eligible index; the run succeeds.
+func TestHandoffWalksChain(t *testing.T) {
+	t.Parallel()
+	e := onePartition(t)
+	f := flowOf("chain", execs("a", "b", "c"), "a->b", "b->c")
+	f.Result = "c"
+	r := e.stage(f, `{"n":1}`)
+	g := e.claimAll(worker1, 1, time.Minute)
+	if len(g) != 1 || g[0].FlowNode != "a" || !g[0].Downstream {
+		t.Fatalf("claim = %+v, want a with Downstream", g)
+	}
+	var walked []string
+	for cur := g[0]; ; {
+		walked = append(walked, cur.FlowNode)
+		next := e.finishOK(cur, `"out-`+cur.FlowNode+`"`, handoff(1))
+		if cur.FlowNode == "c" {
+			if len(next) != 0 {
+				t.Fatalf("the last member handed off %+v", next)
+			}
+			break
+		}
+		if len(next) != 1 {
+			t.Fatalf("finishing %s handed off %d grants, want 1", cur.FlowNode, len(next))
+		}
+		n := next[0]
+		if n.Lease.ID == "" || n.Epoch != 1 || n.Attempt != 1 || n.AttemptType != AttemptInitial ||
+			n.Kind != "chain."+n.FlowNode || !strings.HasSuffix(string(r.ID), "."+n.FlowID) || n.Namespace != "default" || n.Lane != "default" {
+			t.Fatalf("hand-off grant = %+v", n)
+		}
+		if want := `"out-` + cur.FlowNode + `"`; string(n.Payload) != want || string(n.Upstreams[cur.FlowNode]) != want {
+			t.Fatalf("%s got input %q upstreams %q, want %s", n.FlowNode, n.Payload, n.Upstreams, want)
+		}
+		if n.Downstream != (n.FlowNode != "c") {
+			t.Fatalf("%s Downstream = %v", n.FlowNode, n.Downstream)
+		}
+		if x := e.get(n.ExecutionID); x.Lease == nil || x.Lease.InstanceID != worker1.InstanceID {
+			t.Fatalf("%s lease = %+v, want held by %s", n.FlowNode, x.Lease, worker1.InstanceID)
+		}
+		if c := eligibleCount(e, "default"); c != 0 {
+			t.Fatalf("eligible index holds %d after the hand-off of %s", c, n.FlowNode)
+		}
+		cur = n
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c"}, walked); diff != "" {
+		t.Fatalf("walk (-want +got):\n%s", diff)
+	}
+	done := e.run(r.ID)
+	if done.State != RunSucceeded || string(done.Result) != `"out-c"` {
+		t.Fatalf("run = %+v", done)
+	}
+}
+
+// Every reason not to hand off leaves the downstream member eligible, in
+// the index, for any claimer; the near misses of each reason hand off.
+func TestHandoffDeclines(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		setup  func(e *env, f *plan.Flow) // before staging
+		before func(e *env)               // before staging
+		after  func(e *env)               // after claiming a, before finishing it
+		h      *Handoff
+		want   int // grants
+	}{
+		{name: "no hand-off asked", h: nil},
+		{name: "other lanes", h: handoff(1, "elsewhere")},
+		{name: "other namespace", h: &Handoff{Worker: WorkerIdentity{WorkerID: "w1", InstanceID: "w1-a", Namespace: "other"},
+			Lanes: []string{"default"}, Max: 1}},
+		{name: "missing capability", h: handoff(1), setup: func(_ *env, f *plan.Flow) {
+			f.Execs[1].Requires = []string{"gpu"}
+		}},
+		{name: "quota", h: handoff(1), setup: func(_ *env, f *plan.Flow) {
+			f.Execs[1].Quotas = []string{"q"}
+			f.QuotaDefs = []plan.Quota{{Name: "q", Concurrency: 5}}
+		}},
+		{name: "budget", h: handoff(1), setup: func(_ *env, f *plan.Flow) {
+			f.Execs[1].Budgets = []string{"b"}
+			f.BudgetDefs = []plan.Budget{{Name: "b", Dimensions: []plan.Dimension{{Name: "tokens", Hard: 10}},
+				OnHardLimit: plan.OnHardLimitBlock, Scope: plan.ScopeShared}}
+		}},
+		{name: "higher priority waits", h: handoff(1), after: func(e *env) {
+			e.create(CreateRequest{Priority: plan.PriorityDefault + 1})
+		}},
+		{name: "older waits", h: handoff(1), before: func(e *env) {
+			e.create(CreateRequest{Priority: plan.PriorityDefault})
+		}},
+		{name: "deadline passed", h: handoff(1), setup: func(_ *env, f *plan.Flow) {
+			f.Execs[1].DeadlineMs = 1
+		}, after: func(*env) { time.Sleep(5 * time.Millisecond) }},
+		{name: "newer waits", h: handoff(1), want: 1, after: func(e *env) {
+			time.Sleep(2 * time.Millisecond)
+			e.create(CreateRequest{Priority: plan.PriorityDefault})
+		}},
+		{name: "lower priority waits", h: handoff(1), want: 1, before: func(e *env) {
+			e.create(CreateRequest{Priority: plan.PriorityDefault - 1})
+		}},
+		{name: "capability covered", want: 1,
+			h: &Handoff{Worker: WorkerIdentity{WorkerID: "w1", InstanceID: "w1-a", Capabilities: []string{"gpu", "x"}},
+				Lanes: []string{"default"}, Max: 1},
+			setup: func(_ *env, f *plan.Flow) { f.Execs[1].Requires = []string{"gpu"} }},
+		{name: "one of several lanes", h: handoff(2, "x", "default"), want: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := onePartition(t)
+			// a runs in a lane of its own, so the test can claim it while
+			// other work waits in b's lane.
+			f := flowOf("two", execs("a", "b"), "a->b")
+			f.Execs[0].Lane = "first"
+			if tc.setup != nil {
+				tc.setup(e, f)
+			}
+			if tc.before != nil {
+				tc.before(e)
+				time.Sleep(2 * time.Millisecond) // strictly older than the run
+			}
+			r := e.stage(f, `{}`)
+			a, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"first"}, Worker: worker1, Max: 1, LeaseTTL: time.Minute})
+			if err != nil || len(a) != 1 {
+				t.Fatalf("claim a = %v, %v", a, err)
+			}
+			if tc.after != nil {
+				tc.after(e)
+			}
+			got := e.finishOK(a[0], `1`, tc.h)
+			if len(got) != tc.want {
+				t.Fatalf("handed off %v, want %d grants", grantIDs(got), tc.want)
+			}
+			if tc.want == 0 {
+				e.wantState(r.Nodes[1].ExecutionID, StateWaiting)
+			} else if got[0].ExecutionID != r.Nodes[1].ExecutionID {
+				t.Fatalf("handed off %s, want b", got[0].ExecutionID)
+			}
+		})
+	}
+}
+
+// One call finishing members of two runs, with room for one hand-off,
+// grants exactly one; the other downstream member waits in the index.
+func TestHandoffMaxAcrossItems(t *testing.T) {
+	t.Parallel()
+	e := onePartition(t)
+	f := flowOf("two", execs("a", "b"), "a->b")
+	r1, r2 := e.stage(f, `{}`), e.stage(f, `{}`)
+	a := e.claimAll(worker1, 2, time.Minute)
+	if len(a) != 2 {
+		t.Fatalf("claimed %v, want both a", grantIDs(a))
+	}
+	a1, a2 := a[0], a[1]
+	if a1.ExecutionID != r1.Nodes[0].ExecutionID {
+		r1, r2 = r2, r1
+	}
+	res, grants, err := e.s.FinishHandoff(e.ctx, []Finish{
+		{Lease: a1.Lease, Result: []byte(`1`)}, {Lease: a2.Lease, Result: []byte(`2`)},
+	}, handoff(1))
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("FinishHandoff = %+v, %v", res, err)
+	}
+	if len(grants) != 1 || grants[0].ExecutionID != r1.Nodes[1].ExecutionID {
+		t.Fatalf("grants = %v, want b of the first run", grantIDs(grants))
+	}
+	e.check(grants[0].ExecutionID)
+	e.wantState(r2.Nodes[1].ExecutionID, StateWaiting)
+	if c := eligibleCount(e, "default"); c != 1 {
+		t.Fatalf("eligible index holds %d, want 1", c)
+	}
+}
+
+// A stale lease in a hand-off call is refused as without one and makes no
+// grant; bad hand-off parameters are refused before anything is written.
+func TestHandoffStaleAndInvalid(t *testing.T) {
+	t.Parallel()
+	e := onePartition(t)
+	f := flowOf("two", execs("a", "b"), "a->b")
+	r := e.stage(f, `{}`)
+	a := e.claim(r.Nodes[0].ExecutionID, worker1, time.Minute)
+	stale := a.Lease
+	stale.Epoch++
+	res, grants, err := e.s.FinishHandoff(e.ctx, []Finish{{Lease: stale, Result: []byte(`1`)}}, handoff(1))
+	if err != nil || res[0].Err == nil || len(grants) != 0 {
+		t.Fatalf("stale FinishHandoff = %+v, %v, %v", res, grants, err)
+	}
+	for _, h := range []*Handoff{
+		{Worker: worker1, Lanes: []string{"default"}, Max: 0},
+		{Worker: worker1, Lanes: []string{"default"}, Max: MaxClaim + 1},
+		{Worker: worker1, Max: 1},
+		{Worker: worker1, Lanes: []string{"a b"}, Max: 1},
+		{Worker: WorkerIdentity{WorkerID: "", InstanceID: "x"}, Lanes: []string{"default"}, Max: 1},
+		{Worker: worker1, Lanes: []string{"default"}, Max: 1, LeaseTTL: time.Nanosecond},
+	} {
+		if _, _, err := e.s.FinishHandoff(e.ctx, []Finish{{Lease: a.Lease, Result: []byte(`1`)}}, h); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("FinishHandoff(%+v) = %v, want a validation error", h, err)
+		}
+	}
+	e.wantState(a.ExecutionID, StateActive)
+	e.wantState(r.Nodes[1].ExecutionID, StatePending)
+}
