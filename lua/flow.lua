@@ -32,6 +32,7 @@ end
 -- decide records one decided edge into downstream d and fires it: eligible
 -- when its join is satisfied, skipped when it can no longer be.
 local function decide(p, d, ok_edge, now)
+  if p.handoff and p.handoff.fired[d] then return end -- fired earlier in this call
   local dc = read_core(p, d, DOWNSTREAM_FIELDS) -- the one read of the downstream
   if not dc or not is(dc.state, 'runnable') or split(dc).eligibility ~= 'blocked_by_dependencies' then
     return -- gone, or already fired

@@ -394,14 +394,16 @@ end
 -- finishing worker or indexes it and wakes claimers.
 local function to_eligible(p, c, attempt, now, ...)
   more(c)
-  redis.call('HSET', c.key, 'eligible_at', '', 'updated_at', ts(now), 'blocking_detail', '',
-    'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', attempt), ...)
   local score = ts(eligible_score(num(c.priority), num(c.created_at)))
   local h = p.handoff
   if h and c.fresh and c.ns == h.ns and h.lanes[c.lane] then
-    h.fresh[#h.fresh + 1] = {c = c, score = score}
+    -- settle_handoff writes the record, granted or eligible, in one HSET.
+    h.fresh[#h.fresh + 1] = {c = c, score = score, attempt = attempt, extra = {...}}
+    h.fired[c.u] = true -- its record still reads as before: decide must not fire it again
     return 'waiting'
   end
+  redis.call('HSET', c.key, 'eligible_at', '', 'updated_at', ts(now), 'blocking_detail', '',
+    'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', attempt), ...)
   zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), score, c.u)
   wake(p, c.ns, c.lane)
   return 'waiting'

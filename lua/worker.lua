@@ -60,8 +60,9 @@ end
 -- and the grant is appended to g.list. qheld, when set, is the quota
 -- admission the attempt holds ("<attempt>#<token>"). The caller has
 -- checked that u is eligible and that the worker may run it, and removes
--- it from the index it was in.
-local function grant(p, g, u, v, lane, active, now, now_s, qheld)
+-- it from the index it was in. extra, when set, holds more field/value
+-- pairs to write (a hand-off: what to_eligible would have written).
+local function grant(p, g, u, v, lane, active, now, now_s, qheld, extra)
   local key = p.xp .. u
   local attempt = num(v[5]) + 1
   local epoch = num(v[6]) + 1
@@ -78,17 +79,18 @@ local function grant(p, g, u, v, lane, active, now, now_s, qheld)
     g.who = '\t' .. g.worker .. '\t' .. g.instance .. '\t'
   end
   local av = atype .. g.who .. lease_id .. '\t' .. itoa(epoch) .. '\t' .. now_s
+  extra = extra or NONE
   if timeout > 0 then
     attempt_deadline = now + timeout
     local ad_s = ts(attempt_deadline)
     zadd(p, p.timeouts, ad_s, u)
     redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
       'lease_expires_at', g.expires_s, 'updated_at', now_s, 'started_at', started, 'attempt_deadline_at', ad_s,
-      'att:' .. itoa(attempt), av, 'state', g.running)
+      'att:' .. itoa(attempt), av, 'state', g.running, unpack(extra))
   else
     redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
       'lease_expires_at', g.expires_s, 'updated_at', now_s, 'started_at', started,
-      'att:' .. itoa(attempt), av, 'state', g.running)
+      'att:' .. itoa(attempt), av, 'state', g.running, unpack(extra))
   end
   if qheld then
     -- The attempt holds the quota slots admitted for it until it ends.
@@ -103,10 +105,15 @@ local function grant(p, g, u, v, lane, active, now, now_s, qheld)
     -- A flow member: its input is the result of its feeding upstream,
     -- and it may read the result of every upstream that succeeded
     -- (each result is read once: the feeding upstream is one of them).
-    local results = {}
+    -- A hand-off knows the results its call just recorded (g.results).
+    local results = g.results or {}
     if v[15] and v[15] ~= '' then
-      results[v[15]] = redis.call('HGET', p.xp .. v[15], 'result')
-      payload = results[v[15]] or ''
+      local r = results[v[15]]
+      if r == nil then
+        r = redis.call('HGET', p.xp .. v[15], 'result')
+        results[v[15]] = r
+      end
+      payload = r or ''
     end
     for name, up in string.gmatch(v[16] or '', '([^,=]+)=([^,]+)') do
       local r = results[up]
@@ -382,12 +389,18 @@ local function settle_handoff(p, now)
         local v = redis.call('HMGET', c.key, unpack(CLAIM_FIELDS))
         if covers(h.have, v[2]) and (v[17] or '') == '' and (v[18] or '') == ''
             and not (v[14] and v[14] ~= '' and tonumber(v[14]) <= now) then
-          grant(p, h.g, c.u, v, c.lane, lane_key(p, c.ns, c.lane, 'active'), now, now_s)
+          f.extra[#f.extra + 1] = 'eligible_at'
+          f.extra[#f.extra + 1] = ''
+          f.extra[#f.extra + 1] = 'blocking_detail'
+          f.extra[#f.extra + 1] = ''
+          grant(p, h.g, c.u, v, c.lane, lane_key(p, c.ns, c.lane, 'active'), now, now_s, nil, f.extra)
           granted = true
         end
       end
     end
     if not granted then
+      redis.call('HSET', c.key, 'eligible_at', '', 'updated_at', now_s, 'blocking_detail', '',
+        'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', f.attempt), unpack(f.extra))
       zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), f.score, c.u)
       wake(p, c.ns, c.lane)
     end
@@ -421,8 +434,9 @@ local function ff_finish(keys, argv)
   local max = tonumber(argv[2])
   local h
   if max > 0 then
-    h = {max = max, ns = argv[6], lanes = {}, have = {}, fresh = {}, heads = {},
+    h = {max = max, ns = argv[6], lanes = {}, have = {}, fresh = {}, fired = {}, heads = {},
       g = grant_ctx(argv[3], argv[4], tonumber(argv[8]), argv[9])}
+    h.g.results = {} -- results recorded by this call, for the grants' inputs
     for l in string.gmatch(argv[7], '[^,]+') do h.lanes[l] = true end
     for t in string.gmatch(argv[5], '[^,]+') do h.have[t] = true end
     p.handoff = h
@@ -442,6 +456,7 @@ local function ff_finish(keys, argv)
       elseif argv[i + 3] == 'ok' then
         leave_indexes(p, c)
         local af, av = attempt_end(c, 'success', '', now)
+        if h then h.g.results[c.u] = argv[i + 4] end
         local public = to_terminal(p, c, 'success', nil, now, 'result', argv[i + 4], af, av)
         items[#items + 1] = ok(public, 0)
       else

@@ -246,3 +246,40 @@ func TestHandoffStaleAndInvalid(t *testing.T) {
 	e.wantState(a.ExecutionID, StateActive)
 	e.wantState(r.Nodes[1].ExecutionID, StatePending)
 }
+
+// Two upstreams of a join-any member finishing in one hand-off call fire
+// it once: one grant, one attempt, consistent indexes.
+func TestHandoffJoinAnyFiresOnce(t *testing.T) {
+	t.Parallel()
+	e := onePartition(t)
+	f := flowOf("any", execs("a", "b", "c"), "a->c", "b->c")
+	f.Execs[2].Join = plan.Join{Kind: plan.JoinAny}
+	f.Execs[2].InputFrom = plan.InputNone
+	r := e.stage(f, `{}`)
+	g := e.claimAll(worker1, 2, time.Minute)
+	if len(g) != 2 {
+		t.Fatalf("claimed %v, want a and b", grantIDs(g))
+	}
+	res, grants, err := e.s.FinishHandoff(e.ctx, []Finish{
+		{Lease: g[0].Lease, Result: []byte(`1`)}, {Lease: g[1].Lease, Result: []byte(`2`)},
+	}, handoff(2))
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("FinishHandoff = %+v, %v", res, err)
+	}
+	if len(grants) != 1 || grants[0].FlowNode != "c" || grants[0].Attempt != 1 {
+		t.Fatalf("grants = %+v, want c once", grants)
+	}
+	if len(grants[0].Upstreams) != 2 {
+		t.Fatalf("c's upstreams = %q, want both results", grants[0].Upstreams)
+	}
+	e.check(grants[0].ExecutionID)
+	if c := eligibleCount(e, "default"); c != 0 {
+		t.Fatalf("eligible index holds %d, want 0", c)
+	}
+	if _, _, err := e.s.FinishHandoff(e.ctx, []Finish{{Lease: grants[0].Lease, Result: []byte(`3`)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if done := e.run(r.ID); done.State != RunSucceeded {
+		t.Fatalf("run = %+v", done)
+	}
+}
