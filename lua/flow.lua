@@ -33,7 +33,10 @@ end
 -- when its join is satisfied, skipped when it can no longer be.
 local function decide(p, d, ok_edge, now)
   if p.handoff and p.handoff.fired[d] then return end -- fired earlier in this call
-  local dc = read_core(p, d, DOWNSTREAM_FIELDS) -- the one read of the downstream
+  -- The one read of the downstream; while a hand-off may still grant,
+  -- with what a grant needs.
+  local h = p.handoff
+  local dc = read_core(p, d, (h and #h.fresh < h.max) and HANDOFF_FIELDS or DOWNSTREAM_FIELDS)
   if not dc or not is(dc.state, 'runnable') or split(dc).eligibility ~= 'blocked_by_dependencies' then
     return -- gone, or already fired
   end

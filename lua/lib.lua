@@ -294,6 +294,17 @@ local DOWNSTREAM_FIELDS = {
   'deps_total', 'deps_done', 'deps_ok', 'join_need', 'out', 'handled',
 }
 
+-- The fields of a downstream member that a hand-off may grant: those of
+-- DOWNSTREAM_FIELDS, then what a grant reads on top (CLAIM_FIELDS), so
+-- that decide() and the grant read the member once.
+local HANDOFF_FIELDS = {
+  'state', 'ns', 'lane', 'attempt_count', 'deadline_at', 'flow_id',
+  'priority', 'created_at',
+  'deps_total', 'deps_done', 'deps_ok', 'join_need', 'out', 'handled',
+  'caps', 'kind', 'lease_epoch', 'retry_attempts', 'attempt_timeout_ms', 'payload', 'tags',
+  'flow_node', 'started_at', 'input_from', 'ups', 'budgets', 'quotas',
+}
+
 -- read_core returns the fence fields of an execution as a table, or nil
 -- when it does not exist. c.v is the split state (vec), filled by split().
 -- fields, when given, is another list to read instead: FINISH_FIELDS
@@ -313,6 +324,16 @@ local function read_core(p, u, fields)
       deadline_at = v[5] or '', flow_id = v[6] or '', priority = v[7] or '', created_at = v[8] or '',
       deps_total = v[9] or '', deps_done = v[10] or '', deps_ok = v[11] or '', join_need = v[12] or '',
       out = v[13] or '', handled = v[14] or ''}
+  end
+  if fields == HANDOFF_FIELDS then
+    -- claim: the values in CLAIM_FIELDS order, for grant().
+    return {key = key, u = u, more = true,
+      state = v[1], ns = v[2] or '', lane = v[3] or '', attempt_count = v[4] or '',
+      deadline_at = v[5] or '', flow_id = v[6] or '', priority = v[7] or '', created_at = v[8] or '',
+      deps_total = v[9] or '', deps_done = v[10] or '', deps_ok = v[11] or '', join_need = v[12] or '',
+      out = v[13] or '', handled = v[14] or '',
+      claim = {v[1], v[15], v[16], v[7], v[4], v[17], v[18], v[19], v[20], v[21], v[6], v[22], v[23], v[5],
+        v[24], v[25], v[26], v[27], v[13]}}
   end
   if fields == FINISH_FIELDS then
     return {key = key, u = u,

@@ -386,7 +386,7 @@ local function settle_handoff(p, now)
         h.heads[eligible] = head
       end
       if not head or tonumber(f.score) <= head then
-        local v = redis.call('HMGET', c.key, unpack(CLAIM_FIELDS))
+        local v = c.claim or redis.call('HMGET', c.key, unpack(CLAIM_FIELDS))
         if covers(h.have, v[2]) and (v[17] or '') == '' and (v[18] or '') == ''
             and not (v[14] and v[14] ~= '' and tonumber(v[14]) <= now) then
           f.extra[#f.extra + 1] = 'eligible_at'

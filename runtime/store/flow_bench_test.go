@@ -199,7 +199,50 @@ func BenchmarkFlowPhases(b *testing.B) {
 		}
 	}
 	plainFinish := fcallMicros(b, c)
+	// Chains walked by hand-offs, 8 members per finish call (as a busy
+	// worker reports): roots claimed, every other member handed off.
+	for range runs {
+		if _, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Input: []byte(`{}`)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var held []Lease
+	for {
+		g, err := s.Claim(ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: w, Max: 64})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(g) == 0 {
+			break
+		}
+		for _, x := range g {
+			held = append(held, x.Lease)
+		}
+	}
+	fcallMicros(b, c)
+	walked := 0
+	for len(held) > 0 {
+		k := min(8, len(held))
+		items := make([]Finish, k)
+		for i, l := range held[:k] {
+			items[i] = Finish{Lease: l, Result: []byte(`{"v":1}`)}
+		}
+		held = held[k:]
+		_, g, err := s.FinishHandoff(ctx, items, &Handoff{Worker: w, Lanes: []string{"default"}, Max: k})
+		if err != nil {
+			b.Fatal(err)
+		}
+		walked += k
+		for _, x := range g {
+			held = append(held, x.Lease)
+		}
+	}
+	if walked != runs*10 {
+		b.Fatalf("hand-offs walked %d members, want %d", walked, runs*10)
+	}
+	handoff := fcallMicros(b, c)
 	b.ReportMetric(stage/n, "stage-µs/exec")
+	b.ReportMetric(handoff/n, "handoff-finish-µs/exec")
 	b.ReportMetric(claim/n, "claim-µs/exec")
 	b.ReportMetric(finish/n, "finish-µs/exec")
 	b.ReportMetric(plainClaim/n, "plain-claim-µs/task")
