@@ -28,6 +28,7 @@ func TestSpecExamples(t *testing.T) {
 		"CreateExecution": func() any { return new(wire.CreateExecution) },
 		"Execution":       func() any { return new(wire.Execution) },
 		"ClaimRequest":    func() any { return new(wire.ClaimRequest) },
+		"CompleteRequest": func() any { return new(wire.CompleteRequest) },
 		"Task":            func() any { return new(wire.Task) },
 		"StageFlow":       func() any { return new(wire.StageFlow) },
 		"FlowRun":         func() any { return new(wire.FlowRun) },
