@@ -44,8 +44,10 @@
 // a plan whose schema version is not plan.SchemaVersion, or that has a
 // field the package plan of the program does not know (it was generated
 // by an incompatible ffc), is an error naming the flow, never a plan with
-// parts silently dropped. StagePublish and RegisterPublish return that
-// error wrapped.
+// parts silently dropped. RegisterPublish returns that error wrapped.
+// StagePublish sends PublishPlanJSON as it is (client.Stager's
+// StageFlowJSON), leaving the checks to the server, which keeps the plans
+// it validated: staging costs no decoding of the plan on either side.
 //
 // Each exec is a method named after it: ctx first, then in (the exec's
 // input) unless it takes none, then up unless none of its upstreams

@@ -127,12 +127,10 @@ func (g *generator) genStage(f *jen.File, fl *plan.Flow, n goname.Flow) error {
 	fail := jen.If(jen.Err().Op("!=").Nil()).Block(
 		jen.Return(jen.Nil(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit(escapeVerbs("stage flow "+fl.Name+": ")+"%w"), jen.Err())),
 	)
-	decl(f, "%s starts a run of flow %q through c, with the plan returned by %s, whose error it returns wrapped. %s", n.Stage, fl.Name, n.Plan, inDoc)
+	decl(f, "%s starts a run of flow %q through c, sending %s as it is (c.StageFlowJSON): the plan is not decoded on the way, and the server validates it. %s", n.Stage, fl.Name, n.PlanJSON, inDoc)
 	f.Func().Id(n.Stage).Params(params...).Params(jen.Op("*").Id(n.Run), jen.Error()).Block(
-		jen.List(jen.Id("p"), jen.Err()).Op(":=").Id(n.Plan).Call(),
-		fail.Clone(),
-		jen.List(jen.Id("r"), jen.Err()).Op(":=").Id("c").Dot("StageFlow").Call(
-			jen.Id("ctx"), jen.Id("p"), input, jen.Id("opts").Op("..."),
+		jen.List(jen.Id("r"), jen.Err()).Op(":=").Id("c").Dot("StageFlowJSON").Call(
+			jen.Id("ctx"), jen.Index().Byte().Parens(jen.Id(n.PlanJSON)), input, jen.Id("opts").Op("..."),
 		),
 		fail.Clone(),
 		jen.Return(jen.Op("&").Id(n.Run).Values(jen.Dict{jen.Id("Run"): jen.Id("r")}), jen.Nil()),

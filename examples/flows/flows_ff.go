@@ -558,15 +558,11 @@ func AskPlan() (*plan.Flow, error) {
 	return bind.DecodePlan("ask", AskPlanJSON)
 }
 
-// StageAsk starts a run of flow "ask" through c, with the plan returned by
-// AskPlan, whose error it returns wrapped. The input in (.ff type Question) is
-// sent as JSON.
+// StageAsk starts a run of flow "ask" through c, sending AskPlanJSON as it is
+// (c.StageFlowJSON): the plan is not decoded on the way, and the server
+// validates it. The input in (.ff type Question) is sent as JSON.
 func StageAsk(ctx context.Context, c client.Stager, in Question, opts ...client.StageOption) (*AskRun, error) {
-	p, err := AskPlan()
-	if err != nil {
-		return nil, fmt.Errorf("stage flow ask: %w", err)
-	}
-	r, err := c.StageFlow(ctx, p, in, opts...)
+	r, err := c.StageFlowJSON(ctx, []byte(AskPlanJSON), in, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("stage flow ask: %w", err)
 	}
@@ -1267,15 +1263,12 @@ func FulfilOrderPlan() (*plan.Flow, error) {
 	return bind.DecodePlan("fulfil_order", FulfilOrderPlanJSON)
 }
 
-// StageFulfilOrder starts a run of flow "fulfil_order" through c, with the plan
-// returned by FulfilOrderPlan, whose error it returns wrapped. The input in
-// (.ff type Order) is sent as JSON.
+// StageFulfilOrder starts a run of flow "fulfil_order" through c, sending
+// FulfilOrderPlanJSON as it is (c.StageFlowJSON): the plan is not decoded on
+// the way, and the server validates it. The input in (.ff type Order) is sent
+// as JSON.
 func StageFulfilOrder(ctx context.Context, c client.Stager, in Order, opts ...client.StageOption) (*FulfilOrderRun, error) {
-	p, err := FulfilOrderPlan()
-	if err != nil {
-		return nil, fmt.Errorf("stage flow fulfil_order: %w", err)
-	}
-	r, err := c.StageFlow(ctx, p, in, opts...)
+	r, err := c.StageFlowJSON(ctx, []byte(FulfilOrderPlanJSON), in, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("stage flow fulfil_order: %w", err)
 	}
@@ -1818,15 +1811,12 @@ func NightlyETLPlan() (*plan.Flow, error) {
 	return bind.DecodePlan("nightly_etl", NightlyETLPlanJSON)
 }
 
-// StageNightlyETL starts a run of flow "nightly_etl" through c, with the plan
-// returned by NightlyETLPlan, whose error it returns wrapped. The input in (.ff
-// type Batch) is sent as JSON.
+// StageNightlyETL starts a run of flow "nightly_etl" through c, sending
+// NightlyETLPlanJSON as it is (c.StageFlowJSON): the plan is not decoded on the
+// way, and the server validates it. The input in (.ff type Batch) is sent as
+// JSON.
 func StageNightlyETL(ctx context.Context, c client.Stager, in Batch, opts ...client.StageOption) (*NightlyETLRun, error) {
-	p, err := NightlyETLPlan()
-	if err != nil {
-		return nil, fmt.Errorf("stage flow nightly_etl: %w", err)
-	}
-	r, err := c.StageFlow(ctx, p, in, opts...)
+	r, err := c.StageFlowJSON(ctx, []byte(NightlyETLPlanJSON), in, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("stage flow nightly_etl: %w", err)
 	}
@@ -2271,15 +2261,12 @@ func PublishPlan() (*plan.Flow, error) {
 	return bind.DecodePlan("publish", PublishPlanJSON)
 }
 
-// StagePublish starts a run of flow "publish" through c, with the plan returned
-// by PublishPlan, whose error it returns wrapped. The input in (.ff type Clip)
-// is sent as JSON.
+// StagePublish starts a run of flow "publish" through c, sending
+// PublishPlanJSON as it is (c.StageFlowJSON): the plan is not decoded on the
+// way, and the server validates it. The input in (.ff type Clip) is sent as
+// JSON.
 func StagePublish(ctx context.Context, c client.Stager, in Clip, opts ...client.StageOption) (*PublishRun, error) {
-	p, err := PublishPlan()
-	if err != nil {
-		return nil, fmt.Errorf("stage flow publish: %w", err)
-	}
-	r, err := c.StageFlow(ctx, p, in, opts...)
+	r, err := c.StageFlowJSON(ctx, []byte(PublishPlanJSON), in, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("stage flow publish: %w", err)
 	}

@@ -26,18 +26,32 @@ const (
 // errors. An empty body is an error unless optional is set, in which case v
 // keeps its zero value. Routes added by other packages use it too.
 func Decode(c echo.Context, limit int64, optional bool, v any) error {
+	data, err := readBody(c, limit)
+	if err != nil {
+		return err
+	}
+	return decodeBody(data, optional, v)
+}
+
+// readBody reads the request body, at most limit bytes.
+func readBody(c echo.Context, limit int64) ([]byte, error) {
 	req := c.Request()
 	if req.ContentLength > limit {
-		return tooLarge(limit)
+		return nil, tooLarge(limit)
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return tooLarge(limit)
+			return nil, tooLarge(limit)
 		}
-		return Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "read body: %v", err)
+		return nil, Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "read body: %v", err)
 	}
+	return data, nil
+}
+
+// decodeBody decodes a request body read by readBody into v, as Decode.
+func decodeBody(data []byte, optional bool, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		if optional {
 			return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/flowinput"
+	"github.com/flowfabric/ff/runtime/internal/jsonscan"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -46,6 +47,9 @@ type FlowService interface {
 
 // FlowRequest is a validated request to stage a run.
 type FlowRequest struct {
+	// Flow is read only: the API hands the same plan to every run of a
+	// template, and of a plan whose JSON text it has seen before, possibly
+	// at once.
 	Flow           *plan.Flow
 	Input          json.RawMessage
 	Namespace      string
@@ -58,6 +62,7 @@ type flows struct {
 	svc       FlowService
 	templates map[string]*plan.Flow
 	names     []string // sorted
+	plans     planCache
 }
 
 // AddFlows serves the flow routes (/v1/flows) over svc and the given
@@ -147,15 +152,56 @@ func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, in json.RawMessage, 
 	return c.JSON(status, run)
 }
 
+// stage serves POST /v1/flows. The plan is cut out of the body and looked
+// up in the cache of plans by its text; a plan not seen before is decoded
+// and validated, then cached. The rest of the body is decoded on its own.
+// Anything that fails on this path decodes the body again as
+// wire.StageFlow, whose errors (and their field paths) are the route's.
 func (f *flows) stage(c echo.Context) error {
+	data, err := readBody(c, f.s.limit(BodyLimitFlow))
+	if err != nil {
+		return err
+	}
+	if fl, req := f.cachedStage(data); fl != nil {
+		return f.stageChecked(c, fl, req.Input, req.Namespace, req.IdempotencyKey)
+	}
 	var req wire.StageFlow
-	if err := Decode(c, f.s.limit(BodyLimitFlow), false, &req); err != nil {
+	if err := decodeBody(data, false, &req); err != nil {
 		return err
 	}
 	if e := checkPlan(req.Plan); e != nil {
 		return e
 	}
 	return f.stageChecked(c, req.Plan, req.Input, req.Namespace, req.IdempotencyKey)
+}
+
+// cachedStage decodes a stage body through the cache of plans: the plan's
+// text (found by jsonscan.Member) comes from the cache or is decoded
+// strictly and validated, and the body with null in place of the plan is decoded
+// strictly as a stageBody, where a second plan member shows. When both
+// succeed, the body decodes as wire.StageFlow to the same plan and fields;
+// otherwise it returns a nil plan.
+func (f *flows) cachedStage(data []byte) (*plan.Flow, stageBody) {
+	var req stageBody
+	start, end, ok := jsonscan.Member(data, "plan")
+	if !ok {
+		return nil, req
+	}
+	rest := make([]byte, 0, len(data)-(end-start)+len("null"))
+	rest = append(append(append(rest, data[:start]...), "null"...), data[end:]...)
+	if decodeBody(rest, false, &req) != nil || req.Plan != 1 {
+		return nil, req
+	}
+	text := data[start:end]
+	if fl := f.plans.get(text); fl != nil {
+		return fl, req
+	}
+	fl, ok := decodePlan(text)
+	if !ok || checkPlan(fl) != nil {
+		return nil, req
+	}
+	f.plans.add(text, fl)
+	return fl, req
 }
 
 func (f *flows) get(c echo.Context) error {

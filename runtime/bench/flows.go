@@ -233,6 +233,12 @@ func runFlowScenario(ctx context.Context, cfg FlowConfig, name string, f *plan.F
 	if err != nil {
 		return FlowResult{}, err
 	}
+	// Runs are staged as generated Stage<Flow> functions stage them: the
+	// plan's JSON, encoded once, sent as it is.
+	planJSON, err := json.Marshal(f)
+	if err != nil {
+		return FlowResult{}, fmt.Errorf("encode plan: %w", err)
+	}
 	proc0 := processCPU()
 	lat := make([]time.Duration, runs)
 	var next atomic.Int64
@@ -256,7 +262,7 @@ func runFlowScenario(ctx context.Context, cfg FlowConfig, name string, f *plan.F
 				if cfg.Template {
 					run, err = c.StageTemplate(ctx, f.Name, in)
 				} else {
-					run, err = c.StageFlow(ctx, f, in)
+					run, err = c.StageFlowJSON(ctx, planJSON, in)
 				}
 				var out json.RawMessage
 				if err == nil && hops != nil {

@@ -23,8 +23,10 @@ import (
 
 // Stager starts runs of compiled flows. *Client implements it; generated
 // Stage<Flow> functions accept the interface so callers can substitute it.
+// They call StageFlowJSON with the plan as the generated code embeds it.
 type Stager interface {
 	StageFlow(ctx context.Context, flow *plan.Flow, input any, opts ...StageOption) (*Run, error)
+	StageFlowJSON(ctx context.Context, planJSON []byte, input any, opts ...StageOption) (*Run, error)
 }
 
 // StageOption customises one StageFlow call.
@@ -126,7 +128,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		u.RawQuery = query.Encode()
 	}
 	var body io.Reader
-	if in != nil {
+	if b, ok := in.(encodedBody); ok {
+		body = bytes.NewReader(b)
+	} else if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return 0, fmt.Errorf("client: encode %s %s: %w", method, path, err)

@@ -50,6 +50,8 @@ const (
 
 // StageRequest asks for a run of a compiled flow.
 type StageRequest struct {
+	// Flow is read only: callers share one plan between runs, concurrently
+	// (the API's templates and its cache of plans).
 	Flow           *plan.Flow
 	Namespace      string // "" = the flow's namespace
 	Input          []byte // the run's input (JSON), at most MaxPayloadBytes

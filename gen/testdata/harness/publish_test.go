@@ -218,9 +218,10 @@ func TestNoInputNoOutputExec(t *testing.T) {
 
 // stager is a fake client.Stager that records what it was asked to stage.
 type stager struct {
-	flow  *plan.Flow
-	input any
-	opts  client.StageOptions
+	flow     *plan.Flow
+	planJSON []byte
+	input    any
+	opts     client.StageOptions
 }
 
 func (s *stager) StageFlow(ctx context.Context, flow *plan.Flow, input any, opts ...client.StageOption) (*client.Run, error) {
@@ -231,25 +232,38 @@ func (s *stager) StageFlow(ctx context.Context, flow *plan.Flow, input any, opts
 	return &client.Run{ID: "run-1", Flow: flow.Name}, nil
 }
 
+func (s *stager) StageFlowJSON(ctx context.Context, planJSON []byte, input any, opts ...client.StageOption) (*client.Run, error) {
+	s.planJSON, s.input = planJSON, input
+	for _, o := range opts {
+		o(&s.opts)
+	}
+	return &client.Run{ID: "run-1", Flow: "publish"}, nil
+}
+
 func TestStagePublish(t *testing.T) {
 	s := &stager{}
 	run, err := media.StagePublish(context.Background(), s, sample, client.WithIdempotencyKey("k1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.ID != "run-1" || s.flow.Name != "publish" || s.opts.IdempotencyKey != "k1" {
-		t.Fatalf("run %+v flow %q opts %+v", run.Run, s.flow.Name, s.opts)
+	// StagePublish sends the embedded plan as it is, through StageFlowJSON.
+	if run.ID != "run-1" || s.flow != nil || string(s.planJSON) != media.PublishPlanJSON || s.opts.IdempotencyKey != "k1" {
+		t.Fatalf("run %+v flow %v plan %.40q opts %+v", run.Run, s.flow, s.planJSON, s.opts)
 	}
 	if in, ok := s.input.(media.Clip); !ok || in.ID != "c1" {
 		t.Fatalf("input = %#v", s.input)
 	}
-	// StagePublish stages the plan PublishPlan returns.
+	// The plan sent is the one PublishPlan returns.
 	want, err := media.PublishPlan()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(s.flow, want) {
-		t.Fatalf("staged plan differs from PublishPlan():\n got %+v\nwant %+v", s.flow, want)
+	var sent plan.Flow
+	if err := json.Unmarshal(s.planJSON, &sent); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&sent, want) {
+		t.Fatalf("staged plan differs from PublishPlan():\n got %+v\nwant %+v", &sent, want)
 	}
 	// Each call returns a fresh plan: changing one does not change the next.
 	want.Execs[0].Name = "changed"

@@ -1,0 +1,116 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"sync"
+
+	"github.com/flowfabric/ff/compiler/plan"
+)
+
+// Limits of the cache of staged plans.
+const (
+	// planCacheMaxBytes bounds the JSON of a plan the stage route caches:
+	// larger plans are decoded and validated on every call.
+	planCacheMaxBytes = 256 << 10
+	// planCacheMaxEntries bounds the plans the stage route caches.
+	planCacheMaxEntries = 128
+	// planCacheMaxTotalBytes bounds the JSON of all the cached plans
+	// together (their decoded values take a few times more).
+	planCacheMaxTotalBytes = 8 << 20
+)
+
+// stageBody is the body of POST /v1/flows as the stage route decodes it
+// once the plan is cut out: wire.StageFlow without the plan, whose members
+// it counts (TestStageBodyMatchesWire keeps the two types in step).
+type stageBody struct {
+	Plan           planCount       `json:"plan"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	Namespace      string          `json:"namespace,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+}
+
+// planCount counts the plan members of a body (JSON object keys match
+// field names regardless of case): a body naming the plan twice is left to
+// the decoding of wire.StageFlow, which merges the two.
+type planCount int
+
+// UnmarshalJSON counts one member.
+func (n *planCount) UnmarshalJSON([]byte) error {
+	*n++
+	return nil
+}
+
+// planCache holds plans that decoded and validated, keyed by their exact
+// JSON text: staging the same plan again skips both. Only valid plans are
+// cached, so a bad plan is refused with the same error every time.
+//
+// A cached *plan.Flow is shared by every run staged from the same text,
+// concurrently: nothing downstream of the stage route (input checks,
+// FlowService.StageFlow, the store) may modify a plan it is given.
+type planCache struct {
+	mu    sync.Mutex
+	plans map[string]*plan.Flow
+	bytes int // of the keys
+}
+
+// get returns the valid plan whose JSON is text, or nil.
+func (pc *planCache) get(text []byte) *plan.Flow {
+	if len(text) > planCacheMaxBytes {
+		return nil
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.plans[string(text)]
+}
+
+// add caches fl, a valid plan decoded from text, making room when the
+// cache is full.
+func (pc *planCache) add(text []byte, fl *plan.Flow) {
+	if len(text) > planCacheMaxBytes {
+		return
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.plans == nil {
+		pc.plans = make(map[string]*plan.Flow, planCacheMaxEntries)
+	}
+	if _, ok := pc.plans[string(text)]; ok {
+		return
+	}
+	// Evict plans, whichever the map yields first, until this one fits.
+	for k := range pc.plans {
+		if len(pc.plans) < planCacheMaxEntries && pc.bytes+len(text) <= planCacheMaxTotalBytes {
+			break
+		}
+		delete(pc.plans, k)
+		pc.bytes -= len(k)
+	}
+	pc.plans[string(text)] = fl
+	pc.bytes += len(text)
+}
+
+// len returns the number of cached plans.
+func (pc *planCache) len() int {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return len(pc.plans)
+}
+
+// decodePlan decodes the JSON text of a plan as strictly as the body
+// decoding of wire.StageFlow does (no unknown field). It reports only
+// success: on failure the caller decodes the whole body again for the
+// error to give.
+func decodePlan(text []byte) (*plan.Flow, bool) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	var fl *plan.Flow
+	if err := dec.Decode(&fl); err != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	return fl, fl != nil
+}
