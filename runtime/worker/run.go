@@ -34,7 +34,6 @@ const (
 	retryDelayMin       = 50 * time.Millisecond
 	requestSlack        = 15 * time.Second // bound of a request beyond its long-poll wait
 	retryDelayMax       = 5 * time.Second
-	reportsInFlight     = 2 // report requests a worker has in flight at once
 )
 
 // Config configures a Worker.
@@ -571,15 +570,11 @@ func (w *Worker) lose(r *running, cause error) {
 // reportLoop sends outcomes, coalescing whatever finished while the
 // previous request was in flight into one request per kind of outcome.
 func (w *Worker) reportLoop(ctx context.Context) {
-	sem := make(chan struct{}, reportsInFlight)
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
 	for {
 		var first report
 		select {
 		case first = <-w.reports:
 		case <-w.quit:
-			inflight.Wait()
 			for {
 				select {
 				case r := <-w.reports:
@@ -589,12 +584,7 @@ func (w *Worker) reportLoop(ctx context.Context) {
 				}
 			}
 		}
-		sem <- struct{}{}
-		batch := append([]report{first}, w.queued()...)
-		inflight.Go(func() {
-			defer func() { <-sem }()
-			w.send(ctx, batch)
-		})
+		w.send(ctx, append([]report{first}, w.queued()...))
 	}
 }
 
