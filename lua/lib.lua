@@ -394,7 +394,6 @@ end
 local function leave_indexes(p, c)
   local u = c.u
   if is(c.state, 'active') then
-    zrem(p, lane_key(p, c.ns, c.lane, 'active'), u)
     zrem(p, p.leases, u)
     if c.attempt_timeout_ms ~= '' and c.attempt_timeout_ms ~= '0' then
       zrem(p, p.timeouts, u)

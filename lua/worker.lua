@@ -56,13 +56,13 @@ end
 
 -- grant leases execution u, whose CLAIM_FIELDS are v, to the worker of
 -- grant context g at time now (now_s its string): the attempt starts, the
--- execution enters its lane's active index (active) and the lease index,
+-- execution enters the partition's lease index,
 -- and the grant is appended to g.list. qheld, when set, is the quota
 -- admission the attempt holds ("<attempt>#<token>"). The caller has
 -- checked that u is eligible and that the worker may run it, and removes
 -- it from the index it was in. extra, when set, holds more field/value
 -- pairs to write (a hand-off: what to_eligible would have written).
-local function grant(p, g, u, v, lane, active, now, now_s, qheld, extra)
+local function grant(p, g, u, v, lane, now, now_s, qheld, extra)
   local key = p.xp .. u
   local attempt = num(v[5]) + 1
   local epoch = num(v[6]) + 1
@@ -96,7 +96,6 @@ local function grant(p, g, u, v, lane, active, now, now_s, qheld, extra)
     -- The attempt holds the quota slots admitted for it until it ends.
     redis.call('HSET', key, 'qheld', qheld)
   end
-  zadd(p, active, now_s, u)
   zadd(p, p.leases, g.expires_s, u)
   local payload = v[9] or ''
   local ups = NONE -- shared by the grants of standalone executions
@@ -135,8 +134,8 @@ end
 -- KEYS[1]  partition anchor
 -- KEYS[2]  <prefix>ff:{fp:N}:leases
 -- KEYS[3]  <prefix>ff:{fp:N}:timeouts
--- KEYS[4..] pairs per lane: <prefix>ff:{fp:N}:q:<ns>:<lane>:eligible, …:active,
---          then per lane: …:blocked
+-- KEYS[4..] per lane: <prefix>ff:{fp:N}:q:<ns>:<lane>:eligible, then per
+--          lane: …:blocked
 -- ARGV[1]  worker id
 -- ARGV[2]  worker instance id
 -- ARGV[3]  worker capabilities, comma-separated ('' = none)
@@ -213,7 +212,7 @@ local function ff_claim(keys, argv)
       return cands
     end
     for i = 1, nlanes do
-      local r = redis.call('ZRANGE', keys[2 + 2 * i], from, to, 'WITHSCORES')
+      local r = redis.call('ZRANGE', keys[3 + i], from, to, 'WITHSCORES')
       for j = 1, #r, 2 do
         cands[#cands + 1] = {u = r[j], score = tonumber(r[j + 1]), lane = i}
       end
@@ -241,7 +240,7 @@ local function ff_claim(keys, argv)
     local u = cand.u
     local key = p.xp .. u
     local v = redis.call('HMGET', key, unpack(CLAIM_FIELDS))
-    local eligible, active = keys[2 + 2 * cand.lane], keys[3 + 2 * cand.lane]
+    local eligible = keys[3 + cand.lane]
     -- v: 1 state, 2 caps, 3 kind, 4 priority, 5 attempt_count, 6 lease_epoch,
     -- 7 retry_attempts, 8 attempt_timeout_ms, 9 payload, 10 tags, 11 flow_id,
     -- 12 flow_node, 13 started_at, 14 deadline_at, 15 input_from, 16 ups,
@@ -267,7 +266,7 @@ local function ff_claim(keys, argv)
           'state', sv('runnable', 'unowned', 'blocked_by_route', 'waiting_for_capable_worker', 'none',
             NEXT_STATE[next_attempt(v[1])]))
         zrem(p, eligible, u)
-        zadd(p, keys[3 + 2 * nlanes + cand.lane], now_s, u)
+        zadd(p, keys[3 + nlanes + cand.lane], now_s, u)
       end
     elseif over(v[17]) then
       local b = breached[over(v[17])]
@@ -289,7 +288,7 @@ local function ff_claim(keys, argv)
       local qheld
       if v[18] and v[18] ~= '' then qheld = itoa(num(v[5]) + 1) .. '#' .. admitted[u][2] end
       zrem(p, eligible, u)
-      grant(p, g, u, v, argv[lane0 + cand.lane], active, now, now_s, qheld)
+      grant(p, g, u, v, argv[lane0 + cand.lane], now, now_s, qheld)
     end
   end
 
@@ -301,7 +300,7 @@ local function ff_claim(keys, argv)
     for _, u in ipairs(admitted_list) do
       if #grants >= max then break end
       local li = lane_of[redis.call('HGET', p.xp .. u, 'lane') or '']
-      if li and redis.call('ZSCORE', keys[2 + 2 * li], u) then
+      if li and redis.call('ZSCORE', keys[3 + li], u) then
         tried[u] = true
         try({u = u, lane = li})
       end
@@ -393,7 +392,7 @@ local function settle_handoff(p, now)
           f.extra[#f.extra + 1] = ''
           f.extra[#f.extra + 1] = 'blocking_detail'
           f.extra[#f.extra + 1] = ''
-          grant(p, h.g, c.u, v, c.lane, lane_key(p, c.ns, c.lane, 'active'), now, now_s, nil, f.extra)
+          grant(p, h.g, c.u, v, c.lane, now, now_s, nil, f.extra)
           granted = true
         end
       end

@@ -258,9 +258,28 @@ func TestListFiltersAndPages(t *testing.T) {
 	if err != nil || len(active.Executions) != 1 || active.Executions[0].Lane != "b" {
 		t.Fatalf("active: %+v %v", active, err)
 	}
-	other, err := c.ListExecutions(ctx, client.ListOptions{Namespace: "other"})
-	if err != nil || len(other.Executions) != 1 {
-		t.Fatalf("namespace other: %+v %v", other, err)
+	// Running executions are listed from the partition's lease index,
+	// which holds every lane and namespace: each listing keeps its own.
+	claimOne(t, env, wire.ClaimRequest{Namespace: "other"})
+	for _, tc := range []struct {
+		opts client.ListOptions
+		want int
+	}{
+		{client.ListOptions{State: "active", Lane: "a"}, 0},
+		{client.ListOptions{State: "active", Lane: "b"}, 1},
+		{client.ListOptions{State: "active"}, 1},
+		{client.ListOptions{State: "active", Namespace: "other"}, 1},
+		{client.ListOptions{Namespace: "other"}, 1},
+	} {
+		l, err := c.ListExecutions(ctx, tc.opts)
+		if err != nil || len(l.Executions) != tc.want {
+			t.Fatalf("list %+v: %+v %v, want %d", tc.opts, l, err, tc.want)
+		}
+		for _, e := range l.Executions {
+			if e.State != "active" && tc.opts.State == "active" {
+				t.Fatalf("list %+v: %s is %s", tc.opts, e.ID, e.State)
+			}
+		}
 	}
 }
 

@@ -659,6 +659,11 @@ func (s *Store) ListExecutions(ctx context.Context, req ListRequest) (*ListPage,
 			}
 			n := int64(limit - len(page.Executions))
 			key := s.k.lane(src.p, req.Namespace, src.lane, indexes[src.index])
+			if indexes[src.index] == indexActive {
+				// Running executions are in the partition's lease index
+				// only: read it, keep this lane's.
+				key = s.k.leases(src.p)
+			}
 			var cmd valkey.Completed
 			if indexes[src.index] == indexTerminal {
 				cmd = s.c.B().Zrange().Key(key).Min(strconv.FormatInt(offset, 10)).Max(strconv.FormatInt(offset+n-1, 10)).Rev().Build()
@@ -679,6 +684,9 @@ func (s *Store) ListExecutions(ctx context.Context, req ListRequest) (*ListPage,
 				return nil, err
 			}
 			for _, e := range execs {
+				if indexes[src.index] == indexActive && (e.Namespace != req.Namespace || e.Lane != src.lane) {
+					continue
+				}
 				if req.State == "" || e.State.Public == req.State {
 					page.Executions = append(page.Executions, e)
 				}

@@ -15,7 +15,6 @@ import (
 //	B:idem:<ns>:<key>                    STRING idempotency key -> uuid (PX)
 //	B:q:<ns>:<lane>:eligible             ZSET   eligible; score = priority then age
 //	B:q:<ns>:<lane>:delayed              ZSET   delayed; score = due ms
-//	B:q:<ns>:<lane>:active               ZSET   running; score = claim ms
 //	B:q:<ns>:<lane>:terminal             ZSET   finished; score = end ms
 //	B:q:<ns>:<lane>:pending              ZSET   flows: waiting for upstreams (issue 4)
 //	B:q:<ns>:<lane>:blocked              ZSET   waiting for a capable worker; score = block ms
@@ -36,7 +35,7 @@ import (
 const (
 	indexEligible = "eligible"
 	indexDelayed  = "delayed"
-	indexActive   = "active"
+	indexActive   = "active" // no key: listings read B:leases for it
 	indexTerminal = "terminal"
 	indexPending  = "pending"
 	indexBlocked  = "blocked" // waiting for a capable worker

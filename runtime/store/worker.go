@@ -86,7 +86,7 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 	args = append(append(append(args, strconv.Itoa(len(admitted)/3)), admitted...), req.Lanes...)
 	keys := []string{s.k.anchor(p), s.k.leases(p), s.k.timeouts(p)}
 	for _, l := range req.Lanes {
-		keys = append(keys, s.k.lane(p, req.Worker.Namespace, l, indexEligible), s.k.lane(p, req.Worker.Namespace, l, indexActive))
+		keys = append(keys, s.k.lane(p, req.Worker.Namespace, l, indexEligible))
 	}
 	for _, l := range req.Lanes {
 		keys = append(keys, s.k.lane(p, req.Worker.Namespace, l, indexBlocked))
