@@ -302,7 +302,7 @@ local HANDOFF_FIELDS = {
   'priority', 'created_at',
   'deps_total', 'deps_done', 'deps_ok', 'join_need', 'out', 'handled',
   'caps', 'kind', 'lease_epoch', 'retry_attempts', 'attempt_timeout_ms', 'payload', 'tags',
-  'flow_node', 'started_at', 'input_from', 'ups', 'budgets', 'quotas',
+  'flow_node', 'started_at', 'input_from', 'ups', 'budgets', 'quotas', 'handoff',
 }
 
 -- read_core returns the fence fields of an execution as a table, or nil
@@ -333,7 +333,7 @@ local function read_core(p, u, fields)
       deps_total = v[9] or '', deps_done = v[10] or '', deps_ok = v[11] or '', join_need = v[12] or '',
       out = v[13] or '', handled = v[14] or '',
       claim = {v[1], v[15], v[16], v[7], v[4], v[17], v[18], v[19], v[20], v[21], v[6], v[22], v[23], v[5],
-        v[24], v[25], v[26], v[27], v[13]}}
+        v[24], v[25], v[26], v[27], v[28]}}
   end
   if fields == FINISH_FIELDS then
     return {key = key, u = u,

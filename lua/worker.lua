@@ -5,7 +5,7 @@ local CLAIM_FIELDS = {
   'state', 'caps', 'kind', 'priority', 'attempt_count',
   'lease_epoch', 'retry_attempts', 'attempt_timeout_ms', 'payload', 'tags',
   'flow_id', 'flow_node', 'started_at', 'deadline_at', 'input_from', 'ups',
-  'budgets', 'quotas', 'out',
+  'budgets', 'quotas', 'handoff',
 }
 
 -- An empty table, shared by replies (never written): the upstreams of a
@@ -126,7 +126,7 @@ local function grant(p, g, u, v, lane, now, now_s, qheld, extra)
   g.list[#g.list + 1] = {
     u, lane, v[3] or '', v[4] or '0', attempt, atype, lease_id, epoch, expires,
     attempt_deadline, v[7] or '1', payload, v[10] or '', v[11] or '', v[12] or '', ups,
-    (v[19] and v[19] ~= '') and 1 or 0,
+    v[19] == '1' and 1 or 0,
   }
 end
 
@@ -168,8 +168,10 @@ end
 --        flow_node, upstreams, downstream} where upstreams = {name,
 --        result, ...} of a flow member's upstreams that have a result (a
 --        member's payload is the result of its feeding upstream,
---        input_from) and downstream is 1 when the member has outgoing
---        edges (its completion may hand work off, ff_finish). Each need is
+--        input_from) and downstream is 1 when its success alone fires a
+--        downstream member (field handoff, written at staging: an edge
+--        on success or done into a member whose join needs one edge), so
+--        that its completion may hand work off (ff_finish). Each need is
 --        {uuid, lane, next attempt, quota references (comma-joined)}.
 local function ff_claim(keys, argv)
   local p = part(keys[1])
@@ -244,7 +246,7 @@ local function ff_claim(keys, argv)
     -- v: 1 state, 2 caps, 3 kind, 4 priority, 5 attempt_count, 6 lease_epoch,
     -- 7 retry_attempts, 8 attempt_timeout_ms, 9 payload, 10 tags, 11 flow_id,
     -- 12 flow_node, 13 started_at, 14 deadline_at, 15 input_from, 16 ups,
-    -- 17 budgets, 18 quotas, 19 out
+    -- 17 budgets, 18 quotas, 19 handoff
     if not now then
       now = now_ms()
       now_s = ts(now)

@@ -416,18 +416,9 @@ func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map
 		return nil, invalid(field, "timeouts must not be negative")
 	}
 	ups := g.ups[x.Name]
-	need := len(ups)
-	switch x.Join.Kind {
-	case plan.JoinAll, "":
-	case plan.JoinAny:
-		need = min(1, len(ups))
-	case plan.JoinCount:
-		if x.Join.N < 1 || x.Join.N > len(ups) {
-			return nil, invalid(field+".join.n", "%d is outside 1..%d (its upstreams)", x.Join.N, len(ups))
-		}
-		need = x.Join.N
-	default:
-		return nil, invalid(field+".join.kind", "%q: want all, any or count", x.Join.Kind)
+	need, jerr := joinNeed(x, len(ups))
+	if jerr != nil {
+		return nil, invalid(field+".join."+jerr.field, "%s", jerr.msg)
 	}
 	inputFrom := ""
 	switch {
@@ -451,10 +442,19 @@ func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map
 		upList = append(upList, u+"="+uuids[u])
 	}
 	handled := "0"
+	handoff := ""
 	for _, e := range g.out[x.Name] {
 		outList = append(outList, uuids[e.To]+":"+e.On)
 		if e.On != plan.OnSuccess {
 			handled = "1"
+		}
+		// The success of x alone fires a downstream whose join needs one
+		// edge: a hand-off may grant it (ff_claim's downstream flag).
+		if e.On != plan.OnFailure {
+			to := f.Execs[g.index[e.To]]
+			if n, jerr := joinNeed(to, len(g.ups[e.To])); jerr == nil && n == 1 {
+				handoff = "1"
+			}
 		}
 	}
 	var budgetIDs, quotaSubjects []string
@@ -494,7 +494,7 @@ func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map
 		"kind", kind,
 	}
 	for _, kv := range [][2]string{
-		{"caps", caps}, {"budgets", budgets}, {"quotas", quotas},
+		{"caps", caps}, {"budgets", budgets}, {"quotas", quotas}, {"handoff", handoff},
 		{"retry_attempts", nonDefault(strconv.Itoa(retry.Attempts), "1")},
 		{"retry_backoff", nonDefault(retry.Backoff, BackoffFixed)},
 		{"retry_delay_ms", nonDefault(ms(retry.Delay), "0")},
@@ -507,6 +507,26 @@ func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map
 		}
 	}
 	return item, nil
+}
+
+// joinError is a bad join of an exec: the field under "join" and why.
+type joinError struct{ field, msg string }
+
+// joinNeed returns how many of its n incoming edges must hold for exec x
+// to run.
+func joinNeed(x plan.Exec, n int) (int, *joinError) {
+	switch x.Join.Kind {
+	case plan.JoinAll, "":
+		return n, nil
+	case plan.JoinAny:
+		return min(1, n), nil
+	case plan.JoinCount:
+		if x.Join.N < 1 || x.Join.N > n {
+			return 0, &joinError{"n", fmt.Sprintf("%d is outside 1..%d (its upstreams)", x.Join.N, n)}
+		}
+		return x.Join.N, nil
+	}
+	return 0, &joinError{"kind", fmt.Sprintf("%q: want all, any or count", x.Join.Kind)}
 }
 
 // RunState returns just the state of run id (one HGET, no member reads):

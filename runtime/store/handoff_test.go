@@ -283,3 +283,45 @@ func TestHandoffJoinAnyFiresOnce(t *testing.T) {
 		t.Fatalf("run = %+v", done)
 	}
 }
+
+// A grant says Downstream only when the member's success alone can fire a
+// downstream member: an edge on success or done into a join that needs one
+// edge. A fan-in (join all of several) or a failure branch cannot.
+func TestHandoffDownstreamFlag(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		flow  func() *plan.Flow
+		roots map[string]bool // root name -> Downstream
+	}{
+		{"chain", func() *plan.Flow { return flowOf("f", execs("a", "b"), "a->b") }, map[string]bool{"a": true}},
+		{"fan-in", func() *plan.Flow { return flowOf("f", execs("a", "b", "c"), "a->c", "b->c") }, map[string]bool{"a": false, "b": false}},
+		{"join any", func() *plan.Flow {
+			f := flowOf("f", execs("a", "b", "c"), "a->c", "b->c")
+			f.Execs[2].Join = plan.Join{Kind: plan.JoinAny}
+			return f
+		}, map[string]bool{"a": true, "b": true}},
+		{"join count 1", func() *plan.Flow {
+			f := flowOf("f", execs("a", "b", "c"), "a->c", "b->c")
+			f.Execs[2].Join = plan.Join{Kind: plan.JoinCount, N: 1}
+			return f
+		}, map[string]bool{"a": true, "b": true}},
+		{"on failure only", func() *plan.Flow { return flowOf("f", execs("a", "b"), "a->b on failure") }, map[string]bool{"a": false}},
+		{"on done", func() *plan.Flow { return flowOf("f", execs("a", "b"), "a->b on done") }, map[string]bool{"a": true}},
+		{"leaf", func() *plan.Flow { return flowOf("f", execs("a")) }, map[string]bool{"a": false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := onePartition(t)
+			e.stage(tc.flow(), `{}`)
+			got := map[string]bool{}
+			for _, g := range e.claimAll(worker1, 10, time.Minute) {
+				got[g.FlowNode] = g.Downstream
+			}
+			if diff := cmp.Diff(tc.roots, got); diff != "" {
+				t.Fatalf("Downstream of the roots (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
