@@ -484,8 +484,9 @@ type Grant struct {
 	// Upstreams holds the outputs of a flow member's upstream executions by
 	// exec name (flows; nil for standalone executions).
 	Upstreams map[string][]byte `json:"upstreams,omitempty"`
-	// Downstream is true for a flow member with outgoing edges: completing
-	// it may make downstream members eligible, which a Handoff can grant.
+	// Downstream is true for a flow member whose success alone makes a
+	// downstream member eligible (staged with handoff=1): a Handoff can
+	// grant that member when this one completes.
 	Downstream bool `json:"downstream,omitempty"`
 }
 

@@ -196,9 +196,10 @@ type Task struct {
 	Tags           map[string]string          `json:"tags,omitempty"`
 	Input          json.RawMessage            `json:"input,omitempty"`
 	Upstreams      map[string]json.RawMessage `json:"upstreams,omitempty"`
-	// Downstream is true for a flow member with outgoing edges: its
-	// completion may make other members eligible, which a Handoff in the
-	// complete request can have granted at once.
+	// Downstream is true for a flow member whose success alone makes a
+	// downstream member eligible (an edge on success or done into a join
+	// that needs one edge), which a Handoff in the complete request can
+	// have granted at once.
 	Downstream bool `json:"downstream,omitempty"`
 }
 
