@@ -34,10 +34,13 @@ local function next_attempt(st)
   return 'initial'
 end
 
--- Candidates looked at beyond max, so that executions needing capabilities
--- the worker lacks do not hide the ones it can run. Issue 5 replaces this
--- with moving such executions to the blocked index.
-local CLAIM_LOOKAHEAD = 32
+-- Candidates a claim looks at beyond the first max, when it passed some
+-- over, so that executions needing capabilities the worker lacks (which
+-- other connected workers have, so they stay eligible) do not hide the
+-- ones it can run. They are read in chunks, and only their caps until one
+-- fits: a deep look costs an HGET per candidate, not a full read.
+local CLAIM_LOOKAHEAD = 512
+local CLAIM_CHUNK = 64
 
 -- covers reports whether the worker capability set has every token of the
 -- comma-separated list required.
@@ -196,8 +199,8 @@ local function ff_claim(keys, argv)
   local lane0 = ai - 1 -- argv[lane0 + i] is lane i
 
   -- Candidates from every lane, best score first. The first pass reads
-  -- max per lane; executions the worker cannot run (capabilities) make a
-  -- second pass read CLAIM_LOOKAHEAD more.
+  -- max per lane; executions the worker cannot run (capabilities) make
+  -- later passes read up to CLAIM_LOOKAHEAD more.
   local nlanes = #argv - lane0
   local union
   if argv[7] ~= '*' then
@@ -318,12 +321,21 @@ local function ff_claim(keys, argv)
     seen = seen + 1
     if not tried[cand.u] then try(cand) end
   end
-  if #grants < max and seen >= max then
-    -- Some candidates were passed over: look further down each lane.
-    for _, cand in ipairs(candidates(max, max + CLAIM_LOOKAHEAD - 1)) do
+  -- Some candidates were passed over: look further down each lane. The
+  -- indexes do not change before flush, so positions are stable.
+  local from = max
+  while #grants < max and seen >= from and from < max + CLAIM_LOOKAHEAD do
+    for _, cand in ipairs(candidates(from, from + CLAIM_CHUNK - 1)) do
       if #grants >= max then break end
-      if not tried[cand.u] then try(cand) end
+      seen = seen + 1
+      if not tried[cand.u] then
+        local caps = redis.call('HGET', p.xp .. cand.u, 'caps')
+        -- Fully tried: what this worker can run, and what no connected
+        -- worker can (parked); what another worker can run is left.
+        if not caps or covers(have, caps) or (union and not covers(union, caps)) then try(cand) end
+      end
     end
+    from = from + CLAIM_CHUNK
   end
   flush(p)
   return ok(grants, needs)

@@ -93,3 +93,38 @@ func TestRouteBlockingAndUnblock(t *testing.T) {
 		t.Fatalf("gpu worker granted %v", grantIDs(g))
 	}
 }
+
+// A claim finds work it can run deep behind work only other connected
+// workers can run: 300 executions needing gpu, then one a cpu worker can
+// run, and one needing a capability nobody has (parked on the way).
+func TestClaimLooksPastOthersWork(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	var reqs []CreateRequest
+	for range 300 {
+		reqs = append(reqs, CreateRequest{Kind: "k", Priority: 500, RequiredCapabilities: []string{"gpu"}})
+	}
+	if _, err := e.s.CreateMany(e.ctx, reqs); err != nil {
+		t.Fatal(err)
+	}
+	nobody := e.create(CreateRequest{Priority: 400, RequiredCapabilities: []string{"tpu"}})
+	mine := e.create(CreateRequest{Priority: 300})
+	g, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker1, Max: 4,
+		RouteBlocking: true, NamespaceCapabilities: []string{"gpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]ExecutionID{mine.ID}, grantIDs(g)); diff != "" {
+		t.Fatalf("grants (-want +got):\n%s", diff)
+	}
+	e.wantState(nobody.ID, StateBlocked)
+	// The gpu work stays for the gpu workers, in order.
+	gpu := WorkerIdentity{WorkerID: "g", InstanceID: "g-1", Namespace: "default", Capabilities: []string{"gpu"}}
+	claimed := 0
+	for range 2 {
+		claimed += len(e.claimAll(gpu, 150, time.Minute))
+	}
+	if claimed != 300 {
+		t.Fatalf("gpu worker claimed %d, want 300", claimed)
+	}
+}
