@@ -6,24 +6,26 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/server/servertest"
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
-// chain returns a flow of n execs a0 -> a1 -> ...; each takes the output
+// chainOf returns a flow of n execs a0 -> a1 -> ...; each takes the output
 // of the one before (a list of the names that ran) and the run's result is
 // the last one's.
-func chain(n int) *plan.Flow {
+func chainOf(n int) *plan.Flow {
 	list := &plan.TypeRef{Kind: plan.KindList, Elem: &plan.TypeRef{Kind: plan.KindString}}
 	f := &plan.Flow{Schema: plan.SchemaVersion, Name: "walk", Namespace: "default", Lane: "default",
 		Input: list, Output: list}
 	for i := range n {
-		x := plan.Exec{Name: "a" + string(rune('0'+i)), Lane: "default", Priority: 100, Input: list, Output: list,
+		x := plan.Exec{Name: "a" + strconv.Itoa(i), Lane: "default", Priority: 100, Input: list, Output: list,
 			InputFrom: plan.InputFlow, Join: plan.Join{Kind: plan.JoinAll}, Retry: plan.Retry{Attempts: 1, Backoff: plan.BackoffFixed}}
 		x.Kind = "walk." + x.Name
 		if i > 0 {
@@ -82,7 +84,7 @@ func runChain(t *testing.T, n int, tr *counting, noHandoff bool) {
 		c.NoHandoff = noHandoff
 		c.HTTPClient = &http.Client{Transport: tr}
 	})
-	for _, x := range chain(n).Execs {
+	for _, x := range chainOf(n).Execs {
 		name := x.Name
 		if err := w.Handle(x.Kind, func(_ context.Context, task *worker.Task) (json.RawMessage, error) {
 			var seen []string
@@ -95,7 +97,7 @@ func runChain(t *testing.T, n int, tr *counting, noHandoff bool) {
 		}
 	}
 	run(t, w)
-	r, err := env.Client.StageFlow(ctxT(t), chain(n), []string{})
+	r, err := env.Client.StageFlow(ctxT(t), chainOf(n), []string{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,5 +150,63 @@ func TestHandoffRefusedFallsBack(t *testing.T) {
 	}
 	if got := tr.claims.Load(); got < 5 {
 		t.Errorf("%d claims for a chain of 5, want at least 5", got)
+	}
+}
+
+// A worker stopped while it walks a chain by hand-offs drains cleanly: the
+// member running finishes and is recorded, nothing more is handed to it,
+// and another worker finishes the run.
+func TestHandoffDrain(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	const n = 8
+	f := chainOf(n)
+	var ran atomic.Int64
+	register := func(w *worker.Worker) {
+		for _, x := range f.Execs {
+			name := x.Name
+			if err := w.Handle(x.Kind, func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+				ran.Add(1)
+				time.Sleep(20 * time.Millisecond)
+				var seen []string
+				if err := json.Unmarshal(task.Input(), &seen); err != nil {
+					return nil, worker.Permanent(err)
+				}
+				return json.Marshal(append(seen, name))
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	first := newWorker(t, env, func(c *worker.Config) { c.Concurrency = 1 })
+	register(first)
+	stop := run(t, first)
+	r, err := env.Client.StageFlow(ctxT(t), f, []string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ran.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	stoppedAt := ran.Load()
+	if stoppedAt >= n {
+		t.Fatalf("the stopped worker ran all %d members", stoppedAt)
+	}
+	second := newWorker(t, env, func(c *worker.Config) { c.Concurrency = 1; c.Name = "second" })
+	register(second)
+	run(t, second)
+	out, err := r.Result(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	if err := json.Unmarshal(out, &seen); err != nil || len(seen) != n {
+		t.Fatalf("result %s (%v), want %d names", out, err, n)
+	}
+	if got := ran.Load(); got != n {
+		t.Fatalf("%d handler calls for %d members: a member ran twice or not at all", got, n)
 	}
 }
