@@ -30,25 +30,7 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 	if req.Partition < 0 || req.Partition >= s.cfg.FlowPartitions {
 		return nil, invalid("partition", "%d is outside 0..%d", req.Partition, s.cfg.FlowPartitions-1)
 	}
-	if err := req.Worker.validate(); err != nil {
-		return nil, err
-	}
-	if len(req.Lanes) == 0 {
-		return nil, invalid("lanes", "at least one lane is required")
-	}
-	for _, l := range req.Lanes {
-		if err := checkName("lanes", l); err != nil {
-			return nil, err
-		}
-	}
-	if req.Max < 1 || req.Max > MaxClaim {
-		return nil, invalid("max", "%d is outside 1..%d", req.Max, MaxClaim)
-	}
-	ttl, err := leaseTTL(req.LeaseTTL)
-	if err != nil {
-		return nil, err
-	}
-	caps, err := normCapabilities("capabilities", req.Worker.Capabilities)
+	ttl, caps, err := checkTaker(&req.Worker, req.Lanes, req.Max, req.LeaseTTL, "")
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +142,36 @@ func parseGrants(p int, ns string, gv []valkey.ValkeyMessage, fn string) ([]Gran
 		grants = append(grants, g)
 	}
 	return grants, nil
+}
+
+// checkTaker validates what a claim and a hand-off share: the worker
+// (filling in its namespace), its lanes, how many grants it takes and the
+// lease it asks for. It returns the lease duration and the normalised
+// capabilities; field names of errors start with prefix.
+func checkTaker(w *WorkerIdentity, lanes []string, max int, lease time.Duration, prefix string) (time.Duration, string, error) {
+	if err := w.validate(); err != nil {
+		return 0, "", err
+	}
+	if len(lanes) == 0 {
+		return 0, "", invalid(prefix+"lanes", "at least one lane is required")
+	}
+	for _, l := range lanes {
+		if err := checkName(prefix+"lanes", l); err != nil {
+			return 0, "", err
+		}
+	}
+	if max < 1 || max > MaxClaim {
+		return 0, "", invalid(prefix+"max", "%d is outside 1..%d", max, MaxClaim)
+	}
+	ttl, err := leaseTTL(lease)
+	if err != nil {
+		return 0, "", err
+	}
+	caps, err := normCapabilities(prefix+"capabilities", w.Capabilities)
+	if err != nil {
+		return 0, "", err
+	}
+	return ttl, caps, nil
 }
 
 func leaseTTL(d time.Duration) (time.Duration, error) {
@@ -375,25 +387,7 @@ func (s *Store) handoffArgs(h *Handoff) ([]string, error) {
 	if h == nil {
 		return []string{seed, "0", "", "", "", "", "", "0", ""}, nil
 	}
-	if err := h.Worker.validate(); err != nil {
-		return nil, err
-	}
-	if h.Max < 1 || h.Max > MaxClaim {
-		return nil, invalid("handoff.max", "%d is outside 1..%d", h.Max, MaxClaim)
-	}
-	if len(h.Lanes) == 0 {
-		return nil, invalid("handoff.lanes", "at least one lane is required")
-	}
-	for _, l := range h.Lanes {
-		if err := checkName("handoff.lanes", l); err != nil {
-			return nil, err
-		}
-	}
-	ttl, err := leaseTTL(h.LeaseTTL)
-	if err != nil {
-		return nil, err
-	}
-	caps, err := normCapabilities("handoff.capabilities", h.Worker.Capabilities)
+	ttl, caps, err := checkTaker(&h.Worker, h.Lanes, h.Max, h.LeaseTTL, "handoff.")
 	if err != nil {
 		return nil, err
 	}

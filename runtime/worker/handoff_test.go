@@ -74,19 +74,15 @@ func (c *counting) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.base.RoundTrip(r)
 }
 
-// runChain runs one chain of n through a worker of one slot over tr and
-// checks the result.
-func runChain(t *testing.T, n int, tr *counting, noHandoff bool) {
+// handleChain registers on w a handler for every exec of f that appends
+// its name to its input (after delay) and counts its calls in ran.
+func handleChain(t *testing.T, w *worker.Worker, f *plan.Flow, delay time.Duration, ran *atomic.Int64) {
 	t.Helper()
-	env := servertest.Start(t)
-	w := newWorker(t, env, func(c *worker.Config) {
-		c.Concurrency = 1
-		c.NoHandoff = noHandoff
-		c.HTTPClient = &http.Client{Transport: tr}
-	})
-	for _, x := range chainOf(n).Execs {
+	for _, x := range f.Execs {
 		name := x.Name
 		if err := w.Handle(x.Kind, func(_ context.Context, task *worker.Task) (json.RawMessage, error) {
+			ran.Add(1)
+			time.Sleep(delay)
 			var seen []string
 			if err := json.Unmarshal(task.Input(), &seen); err != nil {
 				return nil, worker.Permanent(err)
@@ -96,60 +92,55 @@ func runChain(t *testing.T, n int, tr *counting, noHandoff bool) {
 			t.Fatal(err)
 		}
 	}
-	run(t, w)
-	r, err := env.Client.StageFlow(ctxT(t), chainOf(n), []string{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := r.Result(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `["a0","a1","a2","a3","a4"]`
-	if string(out) != want {
-		t.Fatalf("result %s, want %s", out, want)
-	}
 }
 
-// A worker completing a chain member gets the next member in the same
-// request: one claim for the root, none after it.
-func TestHandoffSavesClaims(t *testing.T) {
+// TestHandoffRequests runs a chain of 5 through a worker of one slot and
+// counts its requests: with hand-offs one claim serves the root and every
+// completion but the last asks for the next member; with NoHandoff, or
+// against a server that refuses the field (the worker asks once, then
+// completes without), every member is claimed. The result is right in
+// every case.
+func TestHandoffRequests(t *testing.T) {
 	t.Parallel()
-	tr := &counting{base: http.DefaultTransport}
-	runChain(t, 5, tr, false)
-	if got := tr.handoffs.Load(); got != 4 {
-		t.Errorf("%d completes asked for a hand-off, want 4 (every member but the last)", got)
+	tests := []struct {
+		name                 string
+		noHandoff, refuse    bool
+		handoffs             int64
+		minClaims, maxClaims int64
+	}{
+		// At most 2 claims: the root's, and the long-poll parked after the last member.
+		{name: "hand-off", handoffs: 4, minClaims: 1, maxClaims: 2},
+		{name: "NoHandoff", noHandoff: true, handoffs: 0, minClaims: 5, maxClaims: 1 << 30},
+		{name: "refused", refuse: true, handoffs: 1, minClaims: 5, maxClaims: 1 << 30},
 	}
-	// The root's claim, and the long-poll parked after the last member.
-	if got := tr.claims.Load(); got > 2 {
-		t.Errorf("%d claims for a chain of 5, want at most 2", got)
-	}
-}
-
-// With NoHandoff every member is claimed.
-func TestNoHandoffClaimsEveryMember(t *testing.T) {
-	t.Parallel()
-	tr := &counting{base: http.DefaultTransport}
-	runChain(t, 5, tr, true)
-	if got := tr.handoffs.Load(); got != 0 {
-		t.Errorf("%d completes asked for a hand-off with NoHandoff", got)
-	}
-	if got := tr.claims.Load(); got < 5 {
-		t.Errorf("%d claims for a chain of 5, want at least 5", got)
-	}
-}
-
-// A server that refuses the hand-off field gets the completion again
-// without it, and no more hand-off requests: the chain still completes.
-func TestHandoffRefusedFallsBack(t *testing.T) {
-	t.Parallel()
-	tr := &counting{base: http.DefaultTransport, refuseHandoff: true}
-	runChain(t, 5, tr, false)
-	if got := tr.handoffs.Load(); got != 1 {
-		t.Errorf("%d completes asked for a hand-off, want exactly 1 (then none)", got)
-	}
-	if got := tr.claims.Load(); got < 5 {
-		t.Errorf("%d claims for a chain of 5, want at least 5", got)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tr := &counting{base: http.DefaultTransport, refuseHandoff: tc.refuse}
+			env := servertest.Start(t)
+			w := newWorker(t, env, func(c *worker.Config) {
+				c.Concurrency = 1
+				c.NoHandoff = tc.noHandoff
+				c.HTTPClient = &http.Client{Transport: tr}
+			})
+			var ran atomic.Int64
+			handleChain(t, w, chainOf(5), 0, &ran)
+			run(t, w)
+			r, err := env.Client.StageFlow(ctxT(t), chainOf(5), []string{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := r.Result(ctxT(t))
+			if err != nil || string(out) != `["a0","a1","a2","a3","a4"]` {
+				t.Fatalf("result %s, %v", out, err)
+			}
+			if got := tr.handoffs.Load(); got != tc.handoffs {
+				t.Errorf("%d completes asked for a hand-off, want %d", got, tc.handoffs)
+			}
+			if got := tr.claims.Load(); got < tc.minClaims || got > tc.maxClaims {
+				t.Errorf("%d claims, want %d..%d", got, tc.minClaims, tc.maxClaims)
+			}
+		})
 	}
 }
 
@@ -162,24 +153,8 @@ func TestHandoffDrain(t *testing.T) {
 	const n = 8
 	f := chainOf(n)
 	var ran atomic.Int64
-	register := func(w *worker.Worker) {
-		for _, x := range f.Execs {
-			name := x.Name
-			if err := w.Handle(x.Kind, func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
-				ran.Add(1)
-				time.Sleep(20 * time.Millisecond)
-				var seen []string
-				if err := json.Unmarshal(task.Input(), &seen); err != nil {
-					return nil, worker.Permanent(err)
-				}
-				return json.Marshal(append(seen, name))
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	first := newWorker(t, env, func(c *worker.Config) { c.Concurrency = 1 })
-	register(first)
+	handleChain(t, first, f, 20*time.Millisecond, &ran)
 	stop := run(t, first)
 	r, err := env.Client.StageFlow(ctxT(t), f, []string{})
 	if err != nil {
@@ -196,7 +171,7 @@ func TestHandoffDrain(t *testing.T) {
 		t.Fatalf("the stopped worker ran all %d members", stoppedAt)
 	}
 	second := newWorker(t, env, func(c *worker.Config) { c.Concurrency = 1; c.Name = "second" })
-	register(second)
+	handleChain(t, second, f, 20*time.Millisecond, &ran)
 	run(t, second)
 	out, err := r.Result(ctxT(t))
 	if err != nil {
