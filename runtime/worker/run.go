@@ -166,7 +166,7 @@ type Worker struct {
 	draining atomic.Bool    // claiming stopped: no more hand-offs
 	// handoffOff: the server refused a hand-off; report without.
 	handoffOff atomic.Bool
-	base       context.Context
+	base       context.Context // parent of handler contexts, set by Run
 }
 
 // running is one task this worker holds a lease for.
@@ -280,10 +280,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	var side sync.WaitGroup
 	renewDone := make(chan struct{})
 	side.Go(func() { w.renewLoop(bg, renewDone) })
+	w.base = handlerBase // where hand-offs start their handlers
 	reporterDone := make(chan struct{})
 	go func() { w.reportLoop(bg); close(reporterDone) }()
 
-	w.base = handlerBase
 	w.log.InfoContext(ctx, "worker started", slog.String(attrInstance, w.instance),
 		slog.Int("concurrency", w.cfg.Concurrency), slog.Any("lanes", w.cfg.Lanes))
 	w.claimLoop(ctx, handlerBase)
