@@ -430,7 +430,30 @@ local function ff_replay_run(keys, argv)
   return ok(reset)
 end
 
+-- ff_run_outcome: what a run's result needs, in one call: the run record
+-- and, for a run that succeeded with no failed or cancelled member, its
+-- result exec's name and result (the members need not be read). Read-only.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  run uuid
+-- Reply: {1, fields, result_name, result} with fields the run record as
+--        HGETALL gives it; result_name '' and result nil unless read |
+--        {0, 'not_found'}
+local function ff_run_outcome(keys, argv)
+  local p = part(keys[1])
+  local f = redis.call('HGETALL', p.base .. ':f:' .. argv[1])
+  if #f == 0 then return refuse('not_found') end
+  local r = {}
+  for i = 1, #f, 2 do r[f[i]] = f[i + 1] end
+  if r.state == 'succeeded' and num(r.failed) == 0 and num(r.cancelled) == 0
+      and (r.result_node or '') ~= '' and r.result_outcome == 'success' then
+    local v = redis.call('HMGET', p.xp .. r.result_node, 'flow_node', 'result')
+    return ok(f, v[1] or '', v[2])
+  end
+  return ok(f, '', false)
+end
+
 redis.register_function('ff_stage_flow', ff_stage_flow)
+redis.register_function{function_name = 'ff_run_outcome', callback = ff_run_outcome, flags = {'no-writes'}}
 redis.register_function('ff_stage_chunk', ff_stage_chunk)
 redis.register_function('ff_commit_flow', ff_commit_flow)
 redis.register_function('ff_cancel_run', ff_cancel_run)

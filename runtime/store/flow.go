@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -529,6 +530,49 @@ func joinNeed(x plan.Exec, n int) (int, *joinError) {
 	return 0, &joinError{"kind", fmt.Sprintf("%q: want all, any or count", x.Join.Kind)}
 }
 
+// runOf is a run as its record f says, without members.
+func runOf(id RunID, f map[string]string) *Run {
+	return &Run{
+		ID: id, Namespace: f["ns"], Flow: f["flow"], State: RunState(f["state"]),
+		Total: atoi(f["total"]), Done: atoi(f["done"]), Succeeded: atoi(f["succeeded"]), Failed: atoi(f["failed"]),
+		Skipped: atoi(f["skipped"]), Cancelled: atoi(f["cancelled"]),
+		CreatedAt: fromMs(f["created_at"]), EndedAt: fromMs(f["ended_at"]),
+	}
+}
+
+// runOutcome reads run uuid of partition p with ff_run_outcome: the run,
+// without members, when it succeeded with no failed or cancelled member
+// (with its result), else nil.
+func (s *Store) runOutcome(ctx context.Context, p int, uuid string, id RunID) (*Run, error) {
+	items, err := s.single(ctx, call{fn: "ff_run_outcome", partition: p, args: []string{uuid}}, ExecutionID(id), "read run")
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("%w: run %s", ErrNotFound, id)
+		}
+		return nil, err
+	}
+	if len(items) != 3 {
+		return nil, fmt.Errorf("store: ff_run_outcome: malformed reply of %d items", len(items))
+	}
+	kv, err := items[0].ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("store: ff_run_outcome: %w", err)
+	}
+	f := make(map[string]string, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		f[str(kv[i])] = str(kv[i+1])
+	}
+	run := runOf(id, f)
+	if run.State != RunSucceeded || run.Failed != 0 || run.Cancelled != 0 {
+		return nil, nil
+	}
+	run.ResultNode = str(items[1])
+	if res, err := items[2].ToString(); err == nil {
+		run.Result = []byte(res)
+	}
+	return run, nil
+}
+
 // RunState returns just the state of run id (one HGET, no member reads):
 // the cheap "has it ended" check of a result wait. ErrNotFound when the run
 // does not exist.
@@ -565,6 +609,12 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 	if err != nil {
 		return nil, err
 	}
+	if !members {
+		// A clean success needs one call; any other run is read in full.
+		if run, err := s.runOutcome(ctx, p, uuid, id); err != nil || run != nil {
+			return run, err
+		}
+	}
 	runKey := s.k.run(p, uuid)
 	resps := s.c.DoMulti(ctx,
 		s.c.B().Hgetall().Key(runKey).Build(),
@@ -580,31 +630,8 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 	if err != nil {
 		return nil, fmt.Errorf("store: read run %s: %w", id, err)
 	}
-	run := &Run{
-		ID: id, Namespace: f["ns"], Flow: f["flow"], State: RunState(f["state"]),
-		Total: atoi(f["total"]), Done: atoi(f["done"]), Succeeded: atoi(f["succeeded"]), Failed: atoi(f["failed"]),
-		Skipped: atoi(f["skipped"]), Cancelled: atoi(f["cancelled"]),
-		CreatedAt: fromMs(f["created_at"]), EndedAt: fromMs(f["ended_at"]),
-	}
+	run := runOf(id, f)
 	withResult := f["result_node"] != "" && f["result_outcome"] == string(OutcomeSuccess)
-	if !members && run.State == RunSucceeded && run.Failed == 0 && run.Cancelled == 0 {
-		// No member failed or was cancelled: nothing but the result to read.
-		for name, u := range nodes {
-			if u == f["result_node"] {
-				run.ResultNode = name
-			}
-		}
-		if withResult && run.ResultNode != "" {
-			res, err := s.c.Do(ctx, s.c.B().Hget().Key(s.k.core(p, f["result_node"])).Field("result").Build()).ToString()
-			if err != nil && !valkey.IsValkeyNil(err) {
-				return nil, fmt.Errorf("store: read run result %s: %w", id, err)
-			}
-			if err == nil {
-				run.Result = []byte(res)
-			}
-		}
-		return run, nil
-	}
 	names := make([]string, 0, len(nodes))
 	for name := range nodes {
 		names = append(names, name)

@@ -749,4 +749,17 @@ func TestFlowRunOutcome(t *testing.T) {
 	if got.State != RunSucceeded || got.Failed != 1 || string(got.Result) != "out-quarantine" || len(got.Nodes) != 3 {
 		t.Fatalf("outcome of a run with a handled failure = %+v", got)
 	}
+
+	// A flow without a result exec; an unknown run.
+	r = e.stage(flowOf("pair", execs("a", "b"), "a->b"), "")
+	e.drive(func(g Grant) outcome { return outcome{result: []byte("x")} })
+	got, err = e.s.GetRunOutcome(e.ctx, r.ID)
+	if err != nil || got.State != RunSucceeded || got.ResultNode != "" || got.Result != nil || got.Nodes != nil {
+		t.Fatalf("outcome of a clean run without a result exec = %+v, %v", got, err)
+	}
+	rp, _ := ExecutionID(r.ID).Partition()
+	missing := RunID(makeID(rp, newUUID()))
+	if _, err := e.s.GetRunOutcome(e.ctx, missing); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("outcome of an unknown run: %v, want ErrNotFound", err)
+	}
 }
