@@ -69,6 +69,12 @@ type Client struct {
 	hc    *http.Client
 }
 
+// CloseIdleConnections closes the connections the client keeps open but
+// is not using. A server shutting down waits for connections that never
+// carried a request (a pool may hold one it dialled but did not need) for
+// seconds; programs that stop talking to the server call this.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
 // New returns a Client for the server at baseURL (for example
 // "http://127.0.0.1:8080").
 func New(baseURL string, opts ...Option) (*Client, error) {

@@ -313,6 +313,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	close(renewDone)
 	stopBG()
 	side.Wait()
+	w.c.CloseIdleConnections()
 	w.log.InfoContext(ctx, "worker stopped")
 	return err
 }
