@@ -52,6 +52,15 @@ local function covers(have, required)
   return true
 end
 
+-- kind_set returns the set of a comma-separated list of kinds, or nil for
+-- '' (any kind).
+local function kind_set(list)
+  if list == '' then return nil end
+  local set = {}
+  for kind in string.gmatch(list, '[^,]+') do set[kind] = true end
+  return set
+end
+
 -- A grant context: what the grants of one call share, and the grants.
 local function grant_ctx(worker, instance, ttl, prefix)
   return {worker = worker, instance = instance, ttl = ttl, prefix = prefix, list = {}}
@@ -150,8 +159,10 @@ end
 --          this worker cannot run is left for others when the union covers
 --          it, and moved to the blocked index (blocked_by_route,
 --          waiting_for_capable_worker) when not.
--- ARGV[8]  n, the number of budgets at a hard limit that follow
--- ARGV[9..8+3n] per breached budget: id, on_hard_limit ('block' | 'fail'),
+-- ARGV[8]  the kinds the worker has handlers for, comma-separated ('' =
+--          any). A candidate of another kind is left for other workers.
+-- ARGV[9]  n, the number of budgets at a hard limit that follow
+-- ARGV[10..9+3n] per breached budget: id, on_hard_limit ('block' | 'fail'),
 --          detail. A candidate counting against one is not granted: it is
 --          blocked (blocked_by_budget, waiting_for_budget, the detail) or,
 --          with 'fail', fails ('budget_exceeded: <detail>').
@@ -182,9 +193,10 @@ local function ff_claim(keys, argv)
   local ttl = tonumber(argv[5])
   local have = {}
   for token in string.gmatch(argv[3], '[^,]+') do have[token] = true end
+  local kinds = kind_set(argv[8])
   local breached = {}
-  local ai = 9
-  for _ = 1, tonumber(argv[8]) do
+  local ai = 10
+  for _ = 1, tonumber(argv[9]) do
     breached[argv[ai]] = {argv[ai + 1], argv[ai + 2]}
     ai = ai + 3
   end
@@ -258,6 +270,8 @@ local function ff_claim(keys, argv)
       zrem(p, eligible, u) -- a stale index entry: heal it
     elseif v[14] and v[14] ~= '' and tonumber(v[14]) <= now then
       expire_deadline(p, read_core(p, u), now) -- never start past the deadline
+    elseif kinds and not kinds[v[3] or ''] then
+      -- A kind the worker has no handler for: left for a worker that has.
     elseif not covers(have, v[2]) then
       if union and not covers(union, v[2]) then
         -- No connected worker of the namespace can run it: park it so it
@@ -329,10 +343,14 @@ local function ff_claim(keys, argv)
       if #grants >= max then break end
       seen = seen + 1
       if not tried[cand.u] then
-        local caps = redis.call('HGET', p.xp .. cand.u, 'caps')
+        local ck = redis.call('HMGET', p.xp .. cand.u, 'caps', 'kind')
+        local caps = ck[1]
         -- Fully tried: what this worker can run, and what no connected
         -- worker can (parked); what another worker can run is left.
-        if not caps or covers(have, caps) or (union and not covers(union, caps)) then try(cand) end
+        if (not kinds or kinds[ck[2] or '']) and
+            (not caps or covers(have, caps) or (union and not covers(union, caps))) then
+          try(cand)
+        end
       end
     end
     from = from + CLAIM_CHUNK
@@ -381,7 +399,8 @@ end
 -- settle_handoff decides, for each downstream member the call made
 -- eligible in a lane of the hand-off (p.handoff, see ff_finish), whether
 -- the finishing worker gets it at once: while grants are left, when the
--- worker covers its capabilities, it counts against no budget or quota,
+-- worker has a handler for its kind (when it said which) and covers its
+-- capabilities, it counts against no budget or quota,
 -- its deadline has not passed, and it is not behind the head of its lane
 -- (a claim of the partition would take it next anyway, so priority and
 -- age order hold). The others enter the eligible index and wake claimers.
@@ -401,7 +420,8 @@ local function settle_handoff(p, now)
       if not head or tonumber(f.score) <= head then
         local v = c.claim or redis.call('HMGET', c.key, unpack(CLAIM_FIELDS))
         if covers(h.have, v[2]) and (v[17] or '') == '' and (v[18] or '') == ''
-            and not (v[14] and v[14] ~= '' and tonumber(v[14]) <= now) then
+            and not (v[14] and v[14] ~= '' and tonumber(v[14]) <= now)
+            and (not h.kinds or h.kinds[v[3] or '']) then
           f.extra[#f.extra + 1] = 'eligible_at'
           f.extra[#f.extra + 1] = ''
           f.extra[#f.extra + 1] = 'blocking_detail'
@@ -433,7 +453,8 @@ end
 -- ARGV[7]  hand-off: lanes, comma-separated
 -- ARGV[8]  hand-off: lease duration, ms
 -- ARGV[9]  hand-off: lease id prefix (random, unique per call)
--- ARGV[10..] groups of 5: uuid, lease id, lease epoch, kind, data where
+-- ARGV[10] hand-off: the worker's kinds, comma-separated ('' = any)
+-- ARGV[11..] groups of 5: uuid, lease id, lease epoch, kind, data where
 --           kind is 'ok' (data = result), 'retry' or 'fail' (data = error
 --           message; 'retry' asks for a retry if attempts remain)
 -- Reply: {1, items, grants}; item = {1, public_state, retry_at}
@@ -447,7 +468,7 @@ local function ff_finish(keys, argv)
   local max = tonumber(argv[2])
   local h
   if max > 0 then
-    h = {max = max, ns = argv[6], lanes = {}, have = {}, fresh = {}, fired = {}, heads = {},
+    h = {max = max, ns = argv[6], lanes = {}, have = {}, fresh = {}, fired = {}, heads = {}, kinds = kind_set(argv[10]),
       g = grant_ctx(argv[3], argv[4], tonumber(argv[8]), argv[9])}
     h.g.results = {} -- results recorded by this call, for the grants' inputs
     for l in string.gmatch(argv[7], '[^,]+') do h.lanes[l] = true end
@@ -455,7 +476,7 @@ local function ff_finish(keys, argv)
     p.handoff = h
   end
   local items = {}
-  for i = 10, #argv, 5 do
+  for i = 11, #argv, 5 do
     local c = read_core(p, argv[i], FINISH_FIELDS)
     if not c then
       items[#items + 1] = refuse('not_found')

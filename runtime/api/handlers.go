@@ -224,6 +224,9 @@ func (s *Server) checkClaim(req *wire.ClaimRequest) *Error {
 	if e := workerIdentity(req.WorkerID, &req.InstanceID, &req.Namespace, &req.Lanes, req.Capabilities); e != nil {
 		return e
 	}
+	if e := checkKinds("kinds", req.Kinds); e != nil {
+		return e
+	}
 	if req.Max == 0 {
 		req.Max = 1
 	}
@@ -301,6 +304,9 @@ func (s *Server) checkHandoff(workerID string, h *wire.Handoff, n int) *Error {
 			e.Details["field"] = "handoff." + f
 			e.Message = "handoff." + e.Message
 		}
+		return e
+	}
+	if e := checkKinds("handoff.kinds", h.Kinds); e != nil {
 		return e
 	}
 	if h.Max < 1 || h.Max > n {

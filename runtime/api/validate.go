@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -60,6 +61,23 @@ func checkIdent(field, v string, limit int, noColon bool) *Error {
 func checkCapabilities(field string, caps []string) *Error {
 	if err := plan.ValidateCapabilities(caps); err != nil {
 		return invalid(field, "%v", err)
+	}
+	return nil
+}
+
+// checkKinds validates the kinds a worker has handlers for.
+func checkKinds(field string, kinds []string) *Error {
+	if len(kinds) > store.MaxKinds {
+		return invalid(field, "has %d kinds, the limit is %d", len(kinds), store.MaxKinds)
+	}
+	for i, k := range kinds {
+		f := field + "[" + strconv.Itoa(i) + "]"
+		if e := checkIdent(f, k, KindMaxBytes, false); e != nil {
+			return e
+		}
+		if strings.Contains(k, ",") {
+			return invalid(f, "%q contains a comma", k)
+		}
 	}
 	return nil
 }

@@ -111,6 +111,7 @@ type Request struct {
 	Max      int
 	LeaseTTL time.Duration
 	Wait     time.Duration // 0: one attempt, no waiting
+	Kinds    []string      // the worker's kinds (store.ClaimRequest.Kinds); nil: any
 }
 
 // Scheduler grants claims. Start it before use; Stop releases every waiting
@@ -330,7 +331,11 @@ func (s *Scheduler) group(req Request) *group {
 	caps := slices.Clone(req.Worker.Capabilities)
 	slices.Sort(caps)
 	caps = slices.Compact(caps)
-	sig := req.Worker.Namespace + "\x00" + strings.Join(lanes, "\x01") + "\x00" + strings.Join(caps, "\x01")
+	kinds := slices.Clone(req.Kinds)
+	slices.Sort(kinds)
+	kinds = slices.Compact(kinds)
+	sig := req.Worker.Namespace + "\x00" + strings.Join(lanes, "\x01") + "\x00" + strings.Join(caps, "\x01") +
+		"\x00" + strings.Join(kinds, "\x01")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.groups[sig]
@@ -422,6 +427,7 @@ func (s *Scheduler) claimPartition(ctx context.Context, p int, req Request, want
 		Worker:                req.Worker,
 		Max:                   want,
 		LeaseTTL:              req.LeaseTTL,
+		Kinds:                 req.Kinds,
 		BreachedBudgets:       a.breached,
 		RouteBlocking:         a.route,
 		NamespaceCapabilities: a.union,

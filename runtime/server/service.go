@@ -177,6 +177,7 @@ func (s *service) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task
 		Max:      req.Max,
 		LeaseTTL: time.Duration(req.LeaseMs) * time.Millisecond,
 		Wait:     time.Duration(req.WaitMs) * time.Millisecond,
+		Kinds:    req.Kinds,
 	})
 	if err != nil {
 		return nil, mapError(err)
@@ -229,6 +230,7 @@ func (s *service) Complete(ctx context.Context, req wire.CompleteRequest) ([]wir
 			Lanes:    x.Lanes,
 			Max:      x.Max,
 			LeaseTTL: time.Duration(x.LeaseMs) * time.Millisecond,
+			Kinds:    x.Kinds,
 		}
 	}
 	res, grants, err := s.finishHandoff(ctx, ids, fs, h)

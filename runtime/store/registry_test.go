@@ -128,3 +128,69 @@ func TestClaimLooksPastOthersWork(t *testing.T) {
 		t.Fatalf("gpu worker claimed %d, want 300", claimed)
 	}
 }
+
+// A claim naming its kinds is granted only those, even deep behind other
+// kinds; one naming none takes any; a hand-off honours the kinds too.
+func TestClaimByKind(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	var reqs []CreateRequest
+	for range 100 {
+		reqs = append(reqs, CreateRequest{Kind: "resize", Priority: 500})
+	}
+	if _, err := e.s.CreateMany(e.ctx, reqs); err != nil {
+		t.Fatal(err)
+	}
+	mail := e.create(CreateRequest{Kind: "mail", Priority: 400})
+	claim := func(kinds ...string) []Grant {
+		t.Helper()
+		g, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker1, Max: 4, Kinds: kinds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	if diff := cmp.Diff([]ExecutionID{mail.ID}, grantIDs(claim("mail", "other"))); diff != "" {
+		t.Fatalf("a mail worker's grants (-want +got):\n%s", diff)
+	}
+	if g := claim("mail"); len(g) != 0 {
+		t.Fatalf("a mail worker with no mail left got %v", grantIDs(g))
+	}
+	for _, x := range claim() {
+		if x.Kind != "resize" {
+			t.Fatalf("a worker naming no kinds got %+v", x)
+		}
+	}
+	if _, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker1, Max: 1,
+		Kinds: []string{"a,b"}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a kind with a comma: %v, want ErrInvalid", err)
+	}
+
+	// Hand-off: b's kind is not the finishing worker's. (b has a lane of
+	// its own: the resize backlog would otherwise be ahead of it.)
+	f := flowOf("two", execs("a", "b"), "a->b")
+	f.Execs[0].Lane, f.Execs[1].Lane = "first", "second"
+	r := e.stage(f, `{}`)
+	a, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"first"}, Worker: worker1, Max: 1})
+	if err != nil || len(a) != 1 {
+		t.Fatalf("claim a = %v, %v", a, err)
+	}
+	h := handoff(1, "second")
+	h.Kinds = []string{"two.a"}
+	if got := e.finishOK(a[0], `1`, h); len(got) != 0 {
+		t.Fatalf("handed off %v to a worker without its kind", grantIDs(got))
+	}
+	e.wantState(r.Nodes[1].ExecutionID, StateWaiting)
+	// A worker with b's kind gets it (once the first b, older, is gone).
+	if g, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"second"}, Worker: worker1, Max: 1}); err != nil || len(g) != 1 {
+		t.Fatalf("claim the first b = %v, %v", g, err)
+	}
+	r = e.stage(f, `{}`)
+	if a, err = e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"first"}, Worker: worker1, Max: 1}); err != nil || len(a) != 1 {
+		t.Fatalf("claim a = %v, %v", a, err)
+	}
+	h.Kinds = []string{"two.a", "two.b"}
+	if got := e.finishOK(a[0], `1`, h); len(got) != 1 || got[0].ExecutionID != r.Nodes[1].ExecutionID {
+		t.Fatalf("handed off %v, want b", grantIDs(got))
+	}
+}

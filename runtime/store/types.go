@@ -19,6 +19,8 @@ const (
 	MaxNameBytes = 64
 	// MaxKindBytes bounds an execution kind.
 	MaxKindBytes = 128
+	// MaxKinds bounds the kinds a claim or a hand-off may name.
+	MaxKinds = 1024
 	// MaxTags bounds the number of tags of an execution.
 	MaxTags = 64
 	// MaxTagBytes bounds a tag key or value.
@@ -428,6 +430,10 @@ type ClaimRequest struct {
 	Worker    WorkerIdentity
 	Max       int           // 1..MaxClaim
 	LeaseTTL  time.Duration // 0 = LeaseTTLDefault
+	// Kinds, when set, are the kinds the worker has handlers for: a
+	// candidate of another kind is left for another worker (at most
+	// MaxKinds).
+	Kinds []string
 
 	// RouteBlocking says that NamespaceCapabilities is the union of the
 	// capabilities of the namespace's connected workers (CapabilityUnion).
@@ -502,6 +508,7 @@ type Handoff struct {
 	Lanes    []string
 	Max      int           // 1..MaxClaim
 	LeaseTTL time.Duration // 0 = LeaseTTLDefault
+	Kinds    []string      // as in ClaimRequest
 }
 
 // RenewResult is the outcome of renewing one lease.

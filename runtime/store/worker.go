@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,10 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 	if err != nil {
 		return nil, err
 	}
+	kinds, err := normKinds("kinds", req.Kinds)
+	if err != nil {
+		return nil, err
+	}
 	union := "*"
 	if req.RouteBlocking {
 		if union, err = normCapabilities("namespace_capabilities", req.NamespaceCapabilities); err != nil {
@@ -43,7 +48,7 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 	p := req.Partition
 	args := []string{
 		req.Worker.WorkerID, req.Worker.InstanceID, caps, strconv.Itoa(req.Max), ms(ttl), randomToken(8), union,
-		strconv.Itoa(len(req.BreachedBudgets)),
+		kinds, strconv.Itoa(len(req.BreachedBudgets)),
 	}
 	for _, b := range req.BreachedBudgets {
 		mode := plan.OnHardLimitBlock
@@ -172,6 +177,22 @@ func checkTaker(w *WorkerIdentity, lanes []string, max int, lease time.Duration,
 		return 0, "", err
 	}
 	return ttl, caps, nil
+}
+
+// normKinds checks the kinds a worker has handlers for and returns them
+// sorted, unique and comma-joined (empty: any kind).
+func normKinds(field string, kinds []string) (string, error) {
+	if len(kinds) > MaxKinds {
+		return "", invalid(field, "%d kinds, at most %d", len(kinds), MaxKinds)
+	}
+	for _, k := range kinds {
+		if err := checkToken(field, k, MaxKindBytes); err != nil {
+			return "", err
+		}
+	}
+	ks := slices.Clone(kinds)
+	slices.Sort(ks)
+	return strings.Join(slices.Compact(ks), ","), nil
 }
 
 func leaseTTL(d time.Duration) (time.Duration, error) {
@@ -385,14 +406,18 @@ func (s *Store) FinishHandoff(ctx context.Context, items []Finish, h *Handoff) (
 func (s *Store) handoffArgs(h *Handoff) ([]string, error) {
 	seed := strconv.Itoa(rand.IntN(1_000_000_000))
 	if h == nil {
-		return []string{seed, "0", "", "", "", "", "", "0", ""}, nil
+		return []string{seed, "0", "", "", "", "", "", "0", "", ""}, nil
 	}
 	ttl, caps, err := checkTaker(&h.Worker, h.Lanes, h.Max, h.LeaseTTL, "handoff.")
 	if err != nil {
 		return nil, err
 	}
+	kinds, err := normKinds("handoff.kinds", h.Kinds)
+	if err != nil {
+		return nil, err
+	}
 	return []string{seed, strconv.Itoa(h.Max), h.Worker.WorkerID, h.Worker.InstanceID, caps,
-		h.Worker.Namespace, strings.Join(h.Lanes, ","), ms(ttl), randomToken(8)}, nil
+		h.Worker.Namespace, strings.Join(h.Lanes, ","), ms(ttl), randomToken(8), kinds}, nil
 }
 
 // EligibleCounts returns, per partition, the number of eligible executions

@@ -160,9 +160,12 @@ type ClaimRequest struct {
 	Namespace    string   `json:"namespace,omitempty"`   // default plan.DefaultNamespace
 	Lanes        []string `json:"lanes,omitempty"`       // default [plan.DefaultLane]
 	Capabilities []string `json:"capabilities,omitempty"`
-	Max          int      `json:"max,omitempty"`     // default 1, at most ClaimMaxLimit
-	WaitMs       int64    `json:"wait_ms,omitempty"` // 0 = do not wait; at most ClaimWaitMaxMs
-	LeaseMs      int64    `json:"lease_ms,omitempty"`
+	// Kinds, when set, are the kinds the worker has handlers for: only
+	// tasks of those kinds are granted, others are left for other workers.
+	Kinds   []string `json:"kinds,omitempty"`
+	Max     int      `json:"max,omitempty"`     // default 1, at most ClaimMaxLimit
+	WaitMs  int64    `json:"wait_ms,omitempty"` // 0 = do not wait; at most ClaimWaitMaxMs
+	LeaseMs int64    `json:"lease_ms,omitempty"`
 }
 
 // Limits of ClaimRequest and the batched lease calls.
@@ -244,6 +247,7 @@ type Handoff struct {
 	Namespace    string   `json:"namespace,omitempty"`   // default plan.DefaultNamespace
 	Lanes        []string `json:"lanes,omitempty"`       // default [plan.DefaultLane]
 	Capabilities []string `json:"capabilities,omitempty"`
+	Kinds        []string `json:"kinds,omitempty"`    // as in ClaimRequest
 	Max          int      `json:"max"`                // 1..the number of completions
 	LeaseMs      int64    `json:"lease_ms,omitempty"` // as in ClaimRequest
 }

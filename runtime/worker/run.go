@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,6 +169,7 @@ type Worker struct {
 	// handoffOff: the server refused a hand-off; report without.
 	handoffOff atomic.Bool
 	base       context.Context // parent of handler contexts, set by Run
+	kinds      []string        // the kinds with a handler, sorted; set by Run
 }
 
 // running is one task this worker holds a lease for.
@@ -255,6 +258,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("worker: no handlers registered")
 	}
 	w.running = true
+	w.kinds = slices.Sorted(maps.Keys(w.handlers))
 	w.mu.Unlock()
 
 	if err := w.connect(ctx); err != nil {
@@ -338,6 +342,7 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) {
 			Namespace:    w.cfg.Namespace,
 			Lanes:        w.cfg.Lanes,
 			Capabilities: w.cfg.Capabilities,
+			Kinds:        w.kinds,
 			Max:          free,
 			WaitMs:       w.cfg.ClaimWait.Milliseconds(),
 			LeaseMs:      w.cfg.LeaseTTL.Milliseconds(),
@@ -669,7 +674,7 @@ func (w *Worker) complete(ctx context.Context, comps []wire.Completion, held int
 	if held > 0 && !w.handoffOff.Load() {
 		req.Handoff = &wire.Handoff{
 			InstanceID: w.instance, Namespace: w.cfg.Namespace, Lanes: w.cfg.Lanes,
-			Capabilities: w.cfg.Capabilities, Max: held, LeaseMs: w.cfg.LeaseTTL.Milliseconds(),
+			Capabilities: w.cfg.Capabilities, Kinds: w.kinds, Max: held, LeaseMs: w.cfg.LeaseTTL.Milliseconds(),
 		}
 	}
 	res, tasks, err := w.c.CompleteHandoff(ctx, req)

@@ -468,3 +468,45 @@ func testRevokedLease(t *testing.T, slots int) {
 		t.Fatalf("result %+v", r)
 	}
 }
+
+// Two workers with handlers for different kinds share a lane: each gets
+// only its own kinds, so no task fails for want of a handler.
+func TestWorkersShareALaneByKind(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	var wrong atomic.Int64
+	start := func(name, kind string) {
+		w := newWorker(t, env, func(c *worker.Config) { c.Name = name })
+		if err := w.Handle(kind, func(_ context.Context, task *worker.Task) (json.RawMessage, error) {
+			if task.Kind() != kind {
+				wrong.Add(1)
+			}
+			return json.Marshal(name)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		run(t, w)
+	}
+	start("mailer", "mail")
+	start("resizer", "resize")
+	var ids []string
+	want := map[string]string{}
+	for i := range 40 {
+		kind, by := "mail", `"mailer"`
+		if i%2 == 1 {
+			kind, by = "resize", `"resizer"`
+		}
+		id := create(t, env, wire.CreateExecution{Kind: kind, Retry: &plan.Retry{Attempts: 1}})
+		ids = append(ids, id)
+		want[id] = by
+	}
+	for _, id := range ids {
+		r := waitResult(t, env, id)
+		if r.State != "completed" || string(r.Result) != want[id] {
+			t.Fatalf("%s: %+v, want completed by %s", id, r, want[id])
+		}
+	}
+	if n := wrong.Load(); n != 0 {
+		t.Fatalf("%d tasks reached a handler of another kind", n)
+	}
+}
