@@ -163,6 +163,8 @@ func TestBadInputsWriteNothing(t *testing.T) {
 		{"empty batch", "POST", "/v1/executions/batch", `{"executions":[]}`, 400, wire.CodeValidation},
 		{"claim unknown field", "POST", "/v1/worker/claim", `{"worker_id":"w","lanes":["a"],"bogus":1}`, 400, wire.CodeUnknownField},
 		{"claim max too big", "POST", "/v1/worker/claim", `{"worker_id":"w","max":100000}`, 400, wire.CodeValidation},
+		{"claim kind with a comma", "POST", "/v1/worker/claim", `{"worker_id":"w","kinds":["a,b"]}`, 400, wire.CodeValidation},
+		{"claim empty kind", "POST", "/v1/worker/claim", `{"worker_id":"w","kinds":[""]}`, 400, wire.CodeValidation},
 		{"complete malformed", "POST", "/v1/worker/complete", `{"completions":[{]}`, 400, wire.CodeInvalidJSON},
 		{"complete no lease", "POST", "/v1/worker/complete", `{"completions":[{"execution_id":"0.x"}]}`, 400, wire.CodeValidation},
 		{"list bad limit", "GET", "/v1/executions?limit=0", ``, 400, wire.CodeValidation},

@@ -70,6 +70,7 @@ func TestCompleteHandoffErrors(t *testing.T) {
 		{"bad lane", `{"worker_id":"w","completions":[%s],"handoff":{"max":1,"lanes":["a b"]}}`, "handoff.lanes[0]"},
 		{"bad capability", `{"worker_id":"w","completions":[%s],"handoff":{"max":1,"capabilities":["a,b"]}}`, "handoff.capabilities"},
 		{"lease too short", `{"worker_id":"w","completions":[%s],"handoff":{"max":1,"lease_ms":1}}`, "handoff.lease_ms"},
+		{"bad kind", `{"worker_id":"w","completions":[%s],"handoff":{"max":1,"kinds":["a b"]}}`, "handoff.kinds[0]"},
 		{"unknown field", `{"worker_id":"w","completions":[%s],"handoff":{"max":1,"maxx":1}}`, "maxx"},
 	}
 	for _, tc := range tests {
