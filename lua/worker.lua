@@ -36,9 +36,10 @@ end
 
 -- Candidates a claim looks at beyond the first max, when it passed some
 -- over, so that executions needing capabilities the worker lacks (which
--- other connected workers have, so they stay eligible) do not hide the
--- ones it can run. They are read in chunks, and only their caps until one
--- fits: a deep look costs an HGET per candidate, not a full read.
+-- other connected workers have, so they stay eligible) or of kinds it has
+-- no handler for do not hide the ones it can run. They are read in
+-- chunks, and only their caps and kind until one fits: a deep look costs
+-- a two-field HMGET per candidate, not a full read.
 local CLAIM_LOOKAHEAD = 512
 local CLAIM_CHUNK = 64
 
