@@ -102,13 +102,16 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	log := cfg.Logger
 	vk, err := valkey.NewClient(valkey.ClientOption{
-		InitAddress:       []string{cfg.ValkeyAddr},
-		Password:          cfg.ValkeyPassword,
-		DisableCache:      true,
-		ConnWriteTimeout:  ConnectTimeoutDefault,
-		Dialer:            net.Dialer{Timeout: ConnectTimeoutDefault},
-		BlockingPoolSize:  8,
-		PipelineMultiplex: 2,
+		InitAddress:      []string{cfg.ValkeyAddr},
+		Password:         cfg.ValkeyPassword,
+		DisableCache:     true,
+		ConnWriteTimeout: ConnectTimeoutDefault,
+		Dialer:           net.Dialer{Timeout: ConnectTimeoutDefault},
+		BlockingPoolSize: 8,
+		// 2^4 = 16 pipelined connections: the chain benchmark measured
+		// ~3 % more throughput than with 8 or 32, with two report
+		// requests in flight per worker.
+		PipelineMultiplex: 4,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: connect to valkey at %s: %w", cfg.ValkeyAddr, err)

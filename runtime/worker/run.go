@@ -36,6 +36,12 @@ const (
 	retryDelayMin       = 50 * time.Millisecond
 	requestSlack        = 15 * time.Second // bound of a request beyond its long-poll wait
 	retryDelayMax       = 5 * time.Second
+	// reportsInFlight is how many report requests a worker has in flight
+	// at once. With one, a task that finishes while a report is in flight
+	// waits for that round trip before its own: a chain step cost about one
+	// and a half. Two measured 8-12 % more chain throughput (ffbench, eight
+	// alternating rounds) at the same Valkey CPU per plain task; three less.
+	reportsInFlight = 2
 )
 
 // Config configures a Worker.
@@ -573,14 +579,19 @@ func (w *Worker) lose(r *running, cause error) {
 	r.cancel(cause)
 }
 
-// reportLoop sends outcomes, coalescing whatever finished while the
-// previous request was in flight into one request per kind of outcome.
+// reportLoop sends outcomes, up to reportsInFlight requests at once,
+// coalescing whatever finished while they were in flight into one request
+// per kind of outcome.
 func (w *Worker) reportLoop(ctx context.Context) {
+	sem := make(chan struct{}, reportsInFlight)
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
 	for {
 		var first report
 		select {
 		case first = <-w.reports:
 		case <-w.quit:
+			inflight.Wait()
 			for {
 				select {
 				case r := <-w.reports:
@@ -590,7 +601,12 @@ func (w *Worker) reportLoop(ctx context.Context) {
 				}
 			}
 		}
-		w.send(ctx, append([]report{first}, w.queued()...))
+		sem <- struct{}{}
+		batch := append([]report{first}, w.queued()...)
+		inflight.Go(func() {
+			defer func() { <-sem }()
+			w.send(ctx, batch)
+		})
 	}
 }
 
