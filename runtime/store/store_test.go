@@ -710,6 +710,9 @@ func TestValidationWritesNothing(t *testing.T) {
 	if _, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker1, Max: 0}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("claim max 0: %v", err)
 	}
+	if diff := cmp.Diff(before, e.keys()); diff != "" {
+		t.Errorf("refused creates and claims changed keys (-before +after):\n%s", diff)
+	}
 	x := e.create(CreateRequest{})
 	g := e.claim(x.ID, worker1, time.Minute)
 	before = e.keys()
