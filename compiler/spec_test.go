@@ -95,7 +95,7 @@ func TestSpecGrammar(t *testing.T) {
 // exactly dsl.Codes, with the same severities and summaries.
 func TestSpecDiagnostics(t *testing.T) {
 	_, text := readFences(t)
-	row := regexp.MustCompile("(?m)^\\| (FF\\d{4}) \\| (error|warning) \\| (.*) \\|$")
+	row := regexp.MustCompile(`(?m)^\| (FF\d{4}) \| (error|warning) \| (.*) \|$`)
 	var got []string
 	for _, m := range row.FindAllStringSubmatch(text, -1) {
 		got = append(got, m[1]+" "+m[2]+" "+m[3])

@@ -17,8 +17,8 @@ func TestStartAndShared(t *testing.T) {
 			t.Fatalf("%s: PING = %q, %v", name, got, err)
 		}
 	}
-	if Shared(t) != Shared(t) {
-		t.Fatal("Shared returned two different servers")
+	if a, b := Shared(t), Shared(t); a != b {
+		t.Fatalf("Shared returned two different servers: %s and %s", a, b)
 	}
 	p1, p2 := Prefix(t), Prefix(t)
 	if p1 == p2 || strings.ContainsAny(p1, "{}") {
