@@ -19,10 +19,11 @@ test: deps lint check-generated ## Run every test against a real server (what CI
 	$(GO) test -race -timeout 9m ./...
 
 .PHONY: lint
-lint: ## gofmt and go vet.
+lint: ## gofmt, go vet and staticcheck (a pinned version, fetched through the Go proxy).
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v /testdata/)); \
 	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 .PHONY: generate
 generate: ## Regenerate committed generated code (examples).
