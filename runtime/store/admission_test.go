@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -587,6 +588,16 @@ func TestConcurrencyCapNeverExceededByWorkers(t *testing.T) {
 
 func TestQuotaReleasedOnEveryEnding(t *testing.T) {
 	t.Parallel()
+	// scanned ends the attempt by a scanner pass once one is due.
+	scanned := func(what string, scan func(s *Store, ctx context.Context, p, limit int) (ScanResult, error)) func(e *env, g Grant) {
+		return func(e *env, g Grant) {
+			p, _ := g.ExecutionID.Partition()
+			waitUntil(e.t, 2*time.Second, what, func() bool {
+				r, _ := scan(e.s, e.ctx, p, 10)
+				return r.Processed == 1
+			})
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		req  CreateRequest
@@ -598,27 +609,9 @@ func TestQuotaReleasedOnEveryEnding(t *testing.T) {
 		{"fail and retry", CreateRequest{Retry: RetryPolicy{Attempts: 2}}, func(e *env, g Grant) { e.s.Fail(e.ctx, g.Lease, "x", true) }, StateWaiting},
 		{"cancel", CreateRequest{}, func(e *env, g Grant) { e.s.Cancel(e.ctx, g.ExecutionID, "stop") }, StateCancelled},
 		{"revoke", CreateRequest{}, func(e *env, g Grant) { e.s.RevokeLease(e.ctx, g.ExecutionID, "") }, StateWaiting},
-		{"lease expiry", CreateRequest{}, func(e *env, g Grant) {
-			p, _ := g.ExecutionID.Partition()
-			waitUntil(e.t, 2*time.Second, "lease expiry", func() bool {
-				r, _ := e.s.ExpireLeases(e.ctx, p, 10)
-				return r.Processed == 1
-			})
-		}, StateWaiting},
-		{"attempt timeout", CreateRequest{AttemptTimeout: 20 * time.Millisecond}, func(e *env, g Grant) {
-			p, _ := g.ExecutionID.Partition()
-			waitUntil(e.t, 2*time.Second, "attempt timeout", func() bool {
-				r, _ := e.s.TimeoutAttempts(e.ctx, p, 10)
-				return r.Processed == 1
-			})
-		}, StateFailed},
-		{"deadline", CreateRequest{Deadline: 100 * time.Millisecond}, func(e *env, g Grant) {
-			p, _ := g.ExecutionID.Partition()
-			waitUntil(e.t, 2*time.Second, "deadline", func() bool {
-				r, _ := e.s.ExpireDeadlines(e.ctx, p, 10)
-				return r.Processed == 1
-			})
-		}, StateExpired},
+		{"lease expiry", CreateRequest{}, scanned("lease expiry", (*Store).ExpireLeases), StateWaiting},
+		{"attempt timeout", CreateRequest{AttemptTimeout: 20 * time.Millisecond}, scanned("attempt timeout", (*Store).TimeoutAttempts), StateFailed},
+		{"deadline", CreateRequest{Deadline: 100 * time.Millisecond}, scanned("deadline", (*Store).ExpireDeadlines), StateExpired},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
