@@ -338,10 +338,12 @@ local function ff_claim(keys, argv)
   end
   -- Some candidates were passed over: look further down each lane. The
   -- indexes do not change before flush, so positions are stable.
+  -- Candidates waiting for a quota admission (needs) count as found: the
+  -- admitted claim that follows grants them.
   local from = max
-  while #grants < max and seen >= from and from < max + CLAIM_LOOKAHEAD do
+  while #grants + #needs < max and seen >= from and from < max + CLAIM_LOOKAHEAD do
     for _, cand in ipairs(candidates(from, from + CLAIM_CHUNK - 1)) do
-      if #grants >= max then break end
+      if #grants + #needs >= max then break end
       seen = seen + 1
       if not tried[cand.u] then
         local ck = redis.call('HMGET', p.xp .. cand.u, 'caps', 'kind')

@@ -996,3 +996,25 @@ func TestFlowBudgetHardLimitMidFlow(t *testing.T) {
 		t.Fatalf("run %s", run.State)
 	}
 }
+
+// A claim reports at most max candidates waiting for a quota admission:
+// they count as found, so it does not read further down the lane (its
+// deep lookahead is for work other workers can run).
+func TestClaimNeedsAtMostMax(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	if _, err := e.s.UpsertQuota(e.ctx, QuotaSpec{ID: "default/q", Concurrency: 100}); err != nil {
+		t.Fatal(err)
+	}
+	for range 60 {
+		e.create(CreateRequest{Quotas: []string{"q"}})
+	}
+	var needs []Candidate
+	g, err := e.s.claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker1, Max: 4}, &needs)
+	if err != nil || len(g) != 0 {
+		t.Fatalf("claim without admissions = %v, %v", grantIDs(g), err)
+	}
+	if len(needs) != 4 {
+		t.Fatalf("%d candidates need an admission, want 4 (max)", len(needs))
+	}
+}
