@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,37 +68,18 @@ func BenchmarkStoreAdmission(b *testing.B) {
 	})
 	for w := range 16 {
 		wg.Go(func() {
-			id := WorkerIdentity{WorkerID: "bench", InstanceID: "bench-" + strconv.Itoa(w), Namespace: "default"}
-			p := w % s.FlowPartitions()
 			var breached []BudgetBreach
-			for i := 0; done.Load() < int64(n); i++ {
-				if i%16 == 0 {
+			i := 0
+			benchWorker(b, s, w, int64(n), &done, nil, 100*time.Microsecond, func(p int, id WorkerIdentity) ([]Grant, error) {
+				if i%16 == 0 { // as the scheduler does once per scan cycle
 					var err error
 					if breached, err = s.BreachedBudgets(ctx); err != nil {
-						b.Error(err)
-						return
+						return nil, err
 					}
 				}
-				grants, err := s.ClaimAdmitted(ctx, ClaimRequest{Partition: p, Lanes: []string{"default"}, Worker: id, Max: 16, BreachedBudgets: breached})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				p = (p + 1) % s.FlowPartitions()
-				if len(grants) == 0 {
-					time.Sleep(100 * time.Microsecond)
-					continue
-				}
-				items := make([]Finish, len(grants))
-				for i, g := range grants {
-					items[i] = Finish{Lease: g.Lease}
-				}
-				if _, err := s.FinishMany(ctx, items); err != nil {
-					b.Error(err)
-					return
-				}
-				done.Add(int64(len(grants)))
-			}
+				i++
+				return s.ClaimAdmitted(ctx, ClaimRequest{Partition: p, Lanes: []string{"default"}, Worker: id, Max: 16, BreachedBudgets: breached})
+			})
 		})
 	}
 	wg.Wait()

@@ -65,36 +65,9 @@ func BenchmarkStoreLifecycle(b *testing.B) {
 	}
 	for w := range workers {
 		wg.Go(func() {
-			id := WorkerIdentity{WorkerID: "bench", InstanceID: "bench-" + strconv.Itoa(w), Namespace: "default"}
-			p := w % s.FlowPartitions()
-			for done.Load() < int64(n) {
-				grants, err := s.Claim(ctx, ClaimRequest{Partition: p, Lanes: []string{"default"}, Worker: id, Max: batch})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				p = (p + 1) % s.FlowPartitions()
-				if len(grants) == 0 {
-					time.Sleep(100 * time.Microsecond)
-					continue
-				}
-				items := make([]Finish, len(grants))
-				for i, g := range grants {
-					items[i] = Finish{Lease: g.Lease}
-				}
-				res, err := s.FinishMany(ctx, items)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				for _, r := range res {
-					if r.Err != nil {
-						b.Error(r.Err)
-						return
-					}
-				}
-				done.Add(int64(len(grants)))
-			}
+			benchWorker(b, s, w, int64(n), &done, nil, 100*time.Microsecond, func(p int, id WorkerIdentity) ([]Grant, error) {
+				return s.Claim(ctx, ClaimRequest{Partition: p, Lanes: []string{"default"}, Worker: id, Max: batch})
+			})
 		})
 	}
 	wg.Wait()
@@ -103,6 +76,45 @@ func BenchmarkStoreLifecycle(b *testing.B) {
 	cpu := serverCPU(b, c) - cpu0
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "tasks/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "server-µs/task")
+}
+
+// benchWorker is one benchmark worker: it claims with claim, round robin
+// over the partitions from its own, sleeping idle after an empty claim,
+// and finishes every grant with result in one FinishMany, until done
+// reaches total.
+func benchWorker(b *testing.B, s *Store, w int, total int64, done *atomic.Int64, result []byte, idle time.Duration,
+	claim func(p int, id WorkerIdentity) ([]Grant, error)) {
+	ctx := context.Background()
+	id := WorkerIdentity{WorkerID: "bench", InstanceID: "bench-" + strconv.Itoa(w), Namespace: "default"}
+	p := w % s.FlowPartitions()
+	for done.Load() < total {
+		grants, err := claim(p, id)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		p = (p + 1) % s.FlowPartitions()
+		if len(grants) == 0 {
+			time.Sleep(idle)
+			continue
+		}
+		items := make([]Finish, len(grants))
+		for i, g := range grants {
+			items[i] = Finish{Lease: g.Lease, Result: result}
+		}
+		res, err := s.FinishMany(ctx, items)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				b.Error(r.Err)
+				return
+			}
+		}
+		done.Add(int64(len(grants)))
+	}
 }
 
 // fcallMicros returns the server time spent in FCALL so far (INFO

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,29 +33,9 @@ func runFlows(b *testing.B, s *Store, flows []*plan.Flow) time.Duration {
 	var wg sync.WaitGroup
 	for w := range 16 {
 		wg.Go(func() {
-			id := WorkerIdentity{WorkerID: "bench", InstanceID: "bench-" + strconv.Itoa(w), Namespace: "default"}
-			p := w % s.FlowPartitions()
-			for done.Load() < total {
-				g, err := s.Claim(ctx, ClaimRequest{Partition: p, Lanes: []string{"default"}, Worker: id, Max: 16})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				p = (p + 1) % s.FlowPartitions()
-				if len(g) == 0 {
-					time.Sleep(50 * time.Microsecond)
-					continue
-				}
-				items := make([]Finish, len(g))
-				for i, x := range g {
-					items[i] = Finish{Lease: x.Lease, Result: []byte(`{}`)}
-				}
-				if _, err := s.FinishMany(ctx, items); err != nil {
-					b.Error(err)
-					return
-				}
-				done.Add(int64(len(g)))
-			}
+			benchWorker(b, s, w, total, &done, []byte(`{}`), 50*time.Microsecond, func(p int, id WorkerIdentity) ([]Grant, error) {
+				return s.Claim(ctx, ClaimRequest{Partition: p, Lanes: []string{"default"}, Worker: id, Max: 16})
+			})
 		})
 	}
 	wg.Wait()
