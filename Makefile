@@ -41,4 +41,4 @@ bench: deps ## Run the benchmarks (not part of the tests).
 
 .PHONY: update-golden
 update-golden: ## Rewrite golden files after an intended change.
-	$(GO) test ./dsl/... ./compiler/... ./gen/... -update
+	$(GO) test ./compiler ./gen ./internal/ffc -update
