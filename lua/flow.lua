@@ -45,7 +45,8 @@ local function decide(p, d, ok_edge, now)
   if okc >= need then
     leave_indexes(p, dc)
     dc.fresh = true -- a hand-off may grant it (to_eligible)
-    to_eligible(p, dc, 'pending_first_attempt', now, 'deps_done', itoa(done), 'deps_ok', itoa(okc))
+    -- Its own attempt state: a member a replay put back is pending a replay.
+    to_eligible(p, dc, split(dc).attempt, now, 'deps_done', itoa(done), 'deps_ok', itoa(okc))
   elseif total - (done - okc) < need then
     leave_indexes(p, dc)
     to_terminal(p, dc, 'skipped', 'its join can no longer be satisfied', now, 'deps_done', itoa(done), 'deps_ok', itoa(okc))

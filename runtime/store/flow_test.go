@@ -450,6 +450,10 @@ func TestFlowReplay(t *testing.T) {
 		if g.FlowNode == "load" && (g.AttemptType != AttemptReplay || string(g.Payload) != "r-extract") {
 			t.Errorf("load grant = %+v", g)
 		}
+		// report waited for load after the replay: its claim is a replay too.
+		if g.FlowNode == "report" && (g.AttemptType != AttemptReplay || g.Attempt != 1) {
+			t.Errorf("report grant = %+v", g)
+		}
 		return outcome{result: []byte("r-" + g.FlowNode)}
 	})
 	if diff := cmp.Diff([]string{"load", "report"}, ran); diff != "" {

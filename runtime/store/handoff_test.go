@@ -325,3 +325,48 @@ func TestHandoffDownstreamFlag(t *testing.T) {
 		})
 	}
 }
+
+// A member that a replay put back to wait for its upstreams keeps its
+// pending replay: handed off, its attempt is a replay; declined (a kind the
+// worker has no handler for), it waits to be claimed as a replay.
+func TestHandoffAfterReplay(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		h    *Handoff
+	}{
+		{"granted", handoff(1)},
+		{"declined", &Handoff{Worker: worker1, Lanes: []string{"default"}, Max: 1, LeaseTTL: time.Minute, Kinds: []string{"other"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := onePartition(t)
+			f := flowOf("chain", execs("a", "b", "c"), "a->b", "b->c")
+			f.Result = "c"
+			r := e.stage(f, `{}`)
+			// b fails, so c is skipped and the run fails.
+			e.drive(func(g Grant) outcome { return outcome{result: []byte(`1`), fail: g.FlowNode == "b"} })
+			if _, err := e.s.ReplayRun(e.ctx, r.ID); err != nil {
+				t.Fatal(err)
+			}
+			b := e.claimAll(worker1, 10, time.Minute)
+			if len(b) != 1 || b[0].FlowNode != "b" || b[0].AttemptType != AttemptReplay {
+				t.Fatalf("claim after replay = %+v, want b, a replay", b)
+			}
+			c := e.finishOK(b[0], `2`, tc.h)
+			if tc.h.Kinds == nil {
+				if len(c) != 1 || c[0].FlowNode != "c" || c[0].AttemptType != AttemptReplay || c[0].Attempt != 1 {
+					t.Fatalf("hand-off after replay = %+v, want c, a replay", c)
+				}
+				return
+			}
+			if len(c) != 0 {
+				t.Fatalf("handed off %+v to a worker without c's kind", c)
+			}
+			c = e.claimAll(worker1, 10, time.Minute)
+			if len(c) != 1 || c[0].FlowNode != "c" || c[0].AttemptType != AttemptReplay || c[0].Attempt != 1 {
+				t.Fatalf("claim of c = %+v, want a replay", c)
+			}
+		})
+	}
+}
