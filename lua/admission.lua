@@ -19,39 +19,38 @@ local function ff_worker_heartbeat(keys, argv)
   local now = now_ms()
   local expires = now + tonumber(argv[6])
   local fresh = redis.call('ZSCORE', keys[1], argv[2])
-  local status = 'refreshed'
+  local now_s, expires_s = ts(now), ts(expires)
+  local status, connected = 'refreshed', NONE
   if not fresh or tonumber(fresh) <= now then
-    status = 'registered'
-    redis.call('HSET', keys[2], 'connected_at', now)
+    status, connected = 'registered', {'connected_at', now_s}
   end
-  redis.call('HSET', keys[2], 'worker_id', argv[3], 'lanes', argv[4], 'caps', argv[5], 'seen_at', now,
-    'expires_at', expires)
-  redis.call('PEXPIREAT', keys[2], expires)
-  redis.call('ZADD', keys[1], expires, argv[2])
-  redis.call('ZREMRANGEBYSCORE', keys[1], '-inf', now)
+  redis.call('HSET', keys[2], 'worker_id', argv[3], 'lanes', argv[4], 'caps', argv[5], 'seen_at', now_s,
+    'expires_at', expires_s, unpack(connected))
+  redis.call('PEXPIREAT', keys[2], expires_s)
+  redis.call('ZADD', keys[1], expires_s, argv[2])
+  redis.call('ZREMRANGEBYSCORE', keys[1], '-inf', now_s)
   return ok(status, expires)
 end
 
 -- ff_unblock_route: make executions waiting for a capable worker eligible
 -- again when the namespace's connected workers now cover them.
 -- KEYS[1]  partition anchor
--- ARGV[1]  namespace
--- ARGV[2]  the union of the capabilities of its connected workers
--- ARGV[3]  limit
+-- ARGV[1]  limit
+-- ARGV[2]  namespace
+-- ARGV[3]  the union of the capabilities of its connected workers
 -- Reply: {1, processed, more}
 local function ff_unblock_route(keys, argv)
   local p = part(keys[1])
-  local ns = argv[1]
-  local limit = tonumber(argv[3])
+  local limit = tonumber(argv[1])
+  local ns = argv[2]
   local union = {}
-  for token in string.gmatch(argv[2], '[^,]+') do union[token] = true end
+  for token in string.gmatch(argv[3], '[^,]+') do union[token] = true end
   local now = now_ms()
   local n, seen = 0, 0
-  for _, m in ipairs(redis.call('SMEMBERS', p.anchor)) do
+  for _, l in ipairs(lane_list(p)) do
     if seen >= limit then break end
-    local mns, lane = string.match(m, '^([^:]+):(.+)$')
-    if mns == ns then
-      local key = lane_key(p, ns, lane, 'blocked')
+    if l[1] == ns then
+      local key = lane_key(p, ns, l[2], 'blocked')
       local list = redis.call('ZRANGE', key, 0, limit - seen - 1)
       seen = seen + #list
       for _, u in ipairs(list) do
@@ -59,12 +58,7 @@ local function ff_unblock_route(keys, argv)
         if not c or not is(c.state, 'runnable') or RUNNABLE_INDEX[split(c).eligibility] ~= 'blocked' then
           zrem(p, key, u) -- not blocked any more: heal the index
         elseif c.v.reason == 'waiting_for_capable_worker' then
-          local caps = redis.call('HGET', c.key, 'caps') or ''
-          local covered = true
-          for token in string.gmatch(caps, '[^,]+') do
-            if not union[token] then covered = false end
-          end
-          if covered then
+          if covers(union, redis.call('HGET', c.key, 'caps')) then
             leave_indexes(p, c)
             to_eligible(p, c, c.v.attempt, now)
             n = n + 1

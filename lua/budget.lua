@@ -183,7 +183,7 @@ local function ff_budget_resets(keys, argv)
   local base = string.sub(keys[1], 1, -8) -- strip ':resets'
   local limit = tonumber(argv[1])
   local now = now_ms()
-  local list = redis.call('ZRANGEBYSCORE', keys[1], '-inf', now, 'LIMIT', 0, limit)
+  local list = due(keys[1], now, limit)
   local n = 0
   for _, id in ipairs(list) do
     local k = budget_keys(base .. ':budget:' .. id)

@@ -159,7 +159,7 @@ end
 -- KEYS[1]  partition anchor
 -- ARGV[1]  uuid
 -- ARGV[2]  reason
--- Reply: {1, public_state, changed (1|0)}
+-- Reply: {1, public_state}
 --        {0, 'not_found'}
 --        {0, 'wrong_state', public_state}  (terminal, not cancelled)
 local function ff_cancel(keys, argv)
@@ -167,23 +167,15 @@ local function ff_cancel(keys, argv)
   local c = read_core(p, argv[1])
   if not c then return refuse('not_found') end
   if is(c.state, 'terminal') then
-    if split(c).outcome == 'cancelled' then return ok(c.v.public, 0) end
+    if split(c).outcome == 'cancelled' then return ok(c.v.public) end
     return refuse('wrong_state', public_of(c.state))
   end
   local now = now_ms()
   local reason = argv[2]
   if reason == '' then reason = 'cancelled' end
-  local active = is(c.state, 'active')
-  leave_indexes(p, c)
-  local public
-  if active then
-    local af, av = attempt_end(c, 'cancelled', reason, now)
-    public = to_terminal(p, c, 'cancelled', reason, now, 'cancel_reason', clip(reason), af, av)
-  else
-    public = to_terminal(p, c, 'cancelled', reason, now, 'cancel_reason', clip(reason))
-  end
+  local public = end_execution(p, c, 'cancelled', reason, now, 'cancel_reason', clip(reason))
   flush(p)
-  return ok(public, 1)
+  return ok(public)
 end
 
 -- ff_change_priority: change the priority of a runnable execution.

@@ -337,14 +337,7 @@ local function ff_cancel_run(keys, argv)
   for _, u in ipairs(redis.call('HVALS', runkey .. ':nodes')) do
     local c = read_core(p, u)
     if c and not is(c.state, 'terminal') then
-      local active = is(c.state, 'active')
-      leave_indexes(p, c)
-      if active then
-        local af, av = attempt_end(c, 'cancelled', reason, now)
-        to_terminal(p, c, 'cancelled', reason, now, 'cancel_reason', clip(reason), af, av)
-      else
-        to_terminal(p, c, 'cancelled', reason, now, 'cancel_reason', clip(reason))
-      end
+      end_execution(p, c, 'cancelled', reason, now, 'cancel_reason', clip(reason))
       n = n + 1
     end
   end
@@ -400,14 +393,14 @@ local function ff_replay_run(keys, argv)
       else
         zrem(p, lane_key(p, c.ns, c.lane, 'terminal'), c.u)
         redis.call('HDEL', c.key, 'result')
-        local common = {'deps_done', done, 'deps_ok', okc, 'charged_attempts', 0, 'deadline_at', '',
-          'ended_at', '', 'failure_reason', '', 'last_error', '', 'eligible_at', '', 'updated_at', now}
+        local common = {'deps_done', itoa(done), 'deps_ok', itoa(okc), 'charged_attempts', '0', 'deadline_at', '',
+          'ended_at', '', 'failure_reason', '', 'last_error', '', 'eligible_at', '', 'updated_at', ts(now)}
         if okc >= c.join_need then
           redis.call('HSET', c.key, 'state',
             sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_replay_attempt'),
             unpack(common))
           more(c)
-          zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), eligible_score(num(c.priority), num(c.created_at)), c.u)
+          zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), ts(eligible_score(num(c.priority), num(c.created_at))), c.u)
           wake(p, c.ns, c.lane)
         else
           redis.call('HSET', c.key, 'state',
@@ -423,9 +416,9 @@ local function ff_replay_run(keys, argv)
   if reset == 0 then return refuse('wrong_state', r[1]) end
   local succeeded = 0
   for _ in pairs(kept) do succeeded = succeeded + 1 end
-  redis.call('HSET', runkey, 'state', 'running', 'done', succeeded + skipped, 'succeeded', succeeded,
-    'failed', 0, 'skipped', skipped, 'cancelled', 0, 'unhandled', 0, 'cancelling', '',
-    'result_outcome', kept[r[2]] and 'success' or '', 'ended_at', '', 'updated_at', now)
+  redis.call('HSET', runkey, 'state', 'running', 'done', itoa(succeeded + skipped), 'succeeded', itoa(succeeded),
+    'failed', '0', 'skipped', itoa(skipped), 'cancelled', '0', 'unhandled', '0', 'cancelling', '',
+    'result_outcome', kept[r[2]] and 'success' or '', 'ended_at', '', 'updated_at', ts(now))
   zrem(p, p.base .. ':runs:ended', run)
   flush(p)
   return ok(reset)

@@ -554,15 +554,22 @@ local function jitter_frac(seed, i)
   return ((num(seed) + i * 7919) % 1000003) / 1000003
 end
 
--- expire_deadline ends a non-terminal execution whose deadline passed.
-local function expire_deadline(p, c, now)
+-- end_execution ends a non-terminal execution with outcome and reason from
+-- the outside (a cancel, a deadline): a running attempt ends with it. The
+-- varargs are more field/value pairs to write. Returns the public state.
+local function end_execution(p, c, outcome, reason, now, ...)
   local active = is(c.state, 'active')
   leave_indexes(p, c)
   if active then
-    local af, av = attempt_end(c, 'expired', 'execution deadline passed', now)
-    return to_terminal(p, c, 'expired', 'execution deadline passed', now, af, av)
+    local af, av = attempt_end(c, outcome, reason, now)
+    return to_terminal(p, c, outcome, reason, now, af, av, ...)
   end
-  return to_terminal(p, c, 'expired', 'execution deadline passed', now)
+  return to_terminal(p, c, outcome, reason, now, ...)
+end
+
+-- expire_deadline ends a non-terminal execution whose deadline passed.
+local function expire_deadline(p, c, now)
+  return end_execution(p, c, 'expired', 'execution deadline passed', now)
 end
 
 -- drop_staged deletes the members of a flow run staged in chunks and never

@@ -66,7 +66,7 @@ local function ff_quota_admit(keys, argv)
   for i = 4, #argv do
     local holder = argv[i]
     local extra = 0
-    if jitter > 0 then extra = math.floor((((num(argv[2]) + i * 7919) % 1000003) / 1000003) * jitter) end
+    if jitter > 0 then extra = math.floor(jitter_frac(argv[2], i) * jitter) end
     if redis.call('ZSCORE', keys[3], holder) then
       items[#items + 1] = {'already', '', 0, in_window, active}
     elseif cap > 0 and active >= cap then

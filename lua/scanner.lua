@@ -8,7 +8,7 @@
 
 -- due returns up to limit members of a time-scored index due at now.
 local function due(key, now, limit)
-  return redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', 0, limit)
+  return redis.call('ZRANGEBYSCORE', key, '-inf', ts(now), 'LIMIT', '0', itoa(limit))
 end
 
 -- sweep is the step of a scanner over one time-scored index of a
@@ -57,8 +57,9 @@ end
 -- ARGV[2]  jitter seed
 local function ff_timeout_attempts(keys, argv)
   return sweep(keys, argv, 'timeouts', function(c)
+    if not is(c.state, 'active') then return nil end -- stale: no need to read more
     local deadline = num(more(c).attempt_deadline_at)
-    return is(c.state, 'active') and deadline ~= 0 and deadline or nil
+    return deadline ~= 0 and deadline or nil
   end, function(p, c, now, i)
     after_attempt(p, c, 'timed_out', 'attempt timed out', now, true, true, jitter_frac(argv[2], i))
   end)
@@ -163,7 +164,7 @@ local function ff_purge_terminal(keys, argv)
   -- Stagings of large runs never committed (a crashed stager): their
   -- members go.
   if seen < limit then
-    local stale = redis.call('ZRANGEBYSCORE', p.base .. ':staging', '-inf', now, 'LIMIT', 0, limit - seen)
+    local stale = due(p.base .. ':staging', now, limit - seen)
     seen = seen + #stale
     for _, run in ipairs(stale) do drop_staged(p, run) end
   end

@@ -21,12 +21,6 @@ local NEXT_ATTEMPT = {
   {' pending_replay_attempt ', 'replay'},
 }
 
--- The attempt state that leads to each attempt type.
-local NEXT_STATE = {
-  initial = 'pending_first_attempt', retry = 'pending_retry_attempt',
-  reclaim = 'pending_reclaim_attempt', replay = 'pending_replay_attempt',
-}
-
 local function next_attempt(st)
   for _, t in ipairs(NEXT_ATTEMPT) do
     if string.find(st, t[1], 1, true) then return t[2] end
@@ -70,12 +64,12 @@ end
 -- grant leases execution u, whose CLAIM_FIELDS are v, to the worker of
 -- grant context g at time now (now_s its string): the attempt starts, the
 -- execution enters the partition's lease index,
--- and the grant is appended to g.list. qheld, when set, is the quota
--- admission the attempt holds ("<attempt>#<token>"). The caller has
--- checked that u is eligible and that the worker may run it, and removes
--- it from the index it was in. extra, when set, holds more field/value
--- pairs to write (a hand-off: what to_eligible would have written).
-local function grant(p, g, u, v, lane, now, now_s, qheld, extra)
+-- and the grant is appended to g.list. The caller has checked that u is
+-- eligible and that the worker may run it, and removes it from the index
+-- it was in. extra, when set, holds more field/value pairs to write: the
+-- quota admission the attempt holds (qheld = "<attempt>#<token>", a
+-- claim), or what to_eligible would have written (a hand-off).
+local function grant(p, g, u, v, lane, now, now_s, extra)
   local key = p.xp .. u
   local attempt = num(v[5]) + 1
   local epoch = num(v[6]) + 1
@@ -104,10 +98,6 @@ local function grant(p, g, u, v, lane, now, now_s, qheld, extra)
     redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
       'lease_expires_at', g.expires_s, 'updated_at', now_s, 'started_at', started,
       'att:' .. itoa(attempt), av, 'state', g.running, unpack(extra))
-  end
-  if qheld then
-    -- The attempt holds the quota slots admitted for it until it ends.
-    redis.call('HSET', key, 'qheld', qheld)
   end
   zadd(p, p.leases, g.expires_s, u)
   local payload = v[9] or ''
@@ -187,7 +177,7 @@ end
 --        downstream member (field handoff, written at staging: an edge
 --        on success or done into a member whose join needs one edge), so
 --        that its completion may hand work off (ff_finish). Each need is
---        {uuid, lane, next attempt, quota references (comma-joined)}.
+--        {uuid, next attempt, quota references (comma-joined)}.
 local function ff_claim(keys, argv)
   local p = part(keys[1])
   local max = tonumber(argv[4])
@@ -245,12 +235,12 @@ local function ff_claim(keys, argv)
   local now, now_s
   local g = grant_ctx(argv[1], argv[2], ttl, argv[6])
   local grants, needs = g.list, {}
-  -- over returns the first budget of a comma-separated list that is at a
-  -- hard limit.
+  -- over returns {on_hard_limit, detail} of the first budget of a
+  -- comma-separated list that is at a hard limit.
   local function over(list)
     if not list or list == '' then return nil end
     for id in string.gmatch(list, '[^,]+') do
-      if breached[id] then return id end
+      if breached[id] then return breached[id] end
     end
     return nil
   end
@@ -267,6 +257,7 @@ local function ff_claim(keys, argv)
       now = now_ms()
       now_s = ts(now)
     end
+    local b = over(v[17])
     if not v[1] or not string.find(v[1], ' eligible_now ', 1, true) then
       zrem(p, eligible, u) -- a stale index entry: heal it
     elseif v[14] and v[14] ~= '' and tonumber(v[14]) <= now then
@@ -284,12 +275,11 @@ local function ff_claim(keys, argv)
         redis.call('HSET', key, 'updated_at', now_s,
           'blocking_detail', 'no connected worker has ' .. table.concat(missing, ','),
           'state', sv('runnable', 'unowned', 'blocked_by_route', 'waiting_for_capable_worker', 'none',
-            NEXT_STATE[next_attempt(v[1])]))
+            vec(v[1]).attempt))
         zrem(p, eligible, u)
         zadd(p, keys[3 + nlanes + cand.lane], now_s, u)
       end
-    elseif over(v[17]) then
-      local b = breached[over(v[17])]
+    elseif b then
       local c = read_core(p, u)
       if b[1] == 'fail' then
         leave_indexes(p, c)
@@ -297,18 +287,22 @@ local function ff_claim(keys, argv)
       else
         redis.call('HSET', key, 'updated_at', now_s, 'blocking_detail', b[2],
           'state', sv('runnable', 'unowned', 'blocked_by_budget', 'waiting_for_budget', 'none',
-            NEXT_STATE[next_attempt(v[1])]))
+            vec(v[1]).attempt))
         zrem(p, eligible, u)
         zadd(p, lane_key(p, c.ns, c.lane, 'blocked_budget'), now_s, u)
       end
     elseif v[18] and v[18] ~= '' and (not admitted[u] or admitted[u][1] ~= num(v[5]) + 1) then
       -- Needs a quota admission for this attempt first.
-      needs[#needs + 1] = {u, argv[lane0 + cand.lane], num(v[5]) + 1, v[18]}
+      needs[#needs + 1] = {u, num(v[5]) + 1, v[18]}
     else
-      local qheld
-      if v[18] and v[18] ~= '' then qheld = itoa(num(v[5]) + 1) .. '#' .. admitted[u][2] end
       zrem(p, eligible, u)
-      grant(p, g, u, v, argv[lane0 + cand.lane], now, now_s, qheld)
+      if v[18] and v[18] ~= '' then
+        -- The attempt holds the quota slots admitted for it until it ends.
+        grant(p, g, u, v, argv[lane0 + cand.lane], now, now_s,
+          {'qheld', itoa(num(v[5]) + 1) .. '#' .. admitted[u][2]})
+      else
+        grant(p, g, u, v, argv[lane0 + cand.lane], now, now_s)
+      end
     end
   end
 
@@ -425,20 +419,17 @@ local function settle_handoff(p, now)
         if covers(h.have, v[2]) and (v[17] or '') == '' and (v[18] or '') == ''
             and not (v[14] and v[14] ~= '' and tonumber(v[14]) <= now)
             and (not h.kinds or h.kinds[v[3] or '']) then
-          f.extra[#f.extra + 1] = 'eligible_at'
-          f.extra[#f.extra + 1] = ''
-          f.extra[#f.extra + 1] = 'blocking_detail'
-          f.extra[#f.extra + 1] = ''
-          grant(p, h.g, c.u, v, c.lane, now, now_s, nil, f.extra)
+          -- A member blocked by its dependencies has no eligible_at or
+          -- blocking_detail to clear (staged without them; a replay
+          -- resets only terminal members, which have none).
+          grant(p, h.g, c.u, v, c.lane, now, now_s, f.extra)
           granted = true
         end
       end
     end
     if not granted then
-      redis.call('HSET', c.key, 'eligible_at', '', 'updated_at', now_s, 'blocking_detail', '',
-        'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', f.attempt), unpack(f.extra))
-      zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), f.score, c.u)
-      wake(p, c.ns, c.lane)
+      c.fresh = nil -- to_eligible indexes it and wakes claimers
+      to_eligible(p, c, f.attempt, now, unpack(f.extra))
     end
   end
 end

@@ -15,7 +15,6 @@ import (
 // needs quota admission for its next attempt.
 type Candidate struct {
 	ExecutionID ExecutionID
-	Lane        string
 	Attempt     int      // the attempt a grant would start
 	Quotas      []string // its quota subjects
 }
@@ -180,12 +179,10 @@ func (s *Store) Unblock(ctx context.Context, p int, reason BlockingReason, ids [
 
 // BlockedExecution is an execution waiting in a blocked index.
 type BlockedExecution struct {
-	ID        ExecutionID
-	Namespace string
-	Lane      string
-	Reason    BlockingReason
-	Budgets   []string
-	Quotas    []string
+	ID      ExecutionID
+	Reason  BlockingReason
+	Budgets []string
+	Quotas  []string
 }
 
 // AdmissionUnblock configures UnblockAdmission.
@@ -270,7 +267,7 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 			if st.BlockingReason != WaitingForBudget && st.BlockingReason != WaitingForQuota {
 				continue
 			}
-			blocked = append(blocked, BlockedExecution{ID: makeID(p, uuids[i]), Namespace: ns, Lane: lane,
+			blocked = append(blocked, BlockedExecution{ID: makeID(p, uuids[i]),
 				Reason: st.BlockingReason, Budgets: splitList(str(v[1])), Quotas: splitList(str(v[2]))})
 		}
 	}

@@ -659,7 +659,7 @@ func TestQuotaBlocksAndUnblocksAndReconciles(t *testing.T) {
 	if g[0].ExecutionID == b.ID { // created in the same millisecond: either may go first
 		a, b = b, a
 	}
-	_ = a
+	e.wantState(a.ID, StateActive) // holds the one slot
 	x := e.wantState(b.ID, StateBlocked)
 	if x.State.BlockingReason != WaitingForQuota || x.State.BlockingDetail != "quota default/one: concurrency limit reached (1 running)" {
 		t.Fatalf("blocked vector %+v", x.State)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,11 +19,8 @@ import (
 // partitionFor is the partition of a new standalone execution or run with
 // an idempotency key: derived from the key, so that a repeat lands on the
 // same partition and finds the first one. Without a key both are placed
-// in streaks instead (see PlacementStreak).
+// in streaks instead (see PlacementStreak), so idemKey is never empty.
 func (s *Store) partitionFor(ns, idemKey string) int {
-	if idemKey == "" {
-		return rand.IntN(s.cfg.FlowPartitions)
-	}
 	h := fnv.New32a()
 	h.Write([]byte(ns))
 	h.Write([]byte{0})

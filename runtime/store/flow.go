@@ -139,10 +139,7 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	}
 	head := []string{runUUID, ns, f.Name, uuids[f.Result], req.IdempotencyKey, ms(s.cfg.IdempotencyTTL), string(req.Input)}
 	id := RunID(makeID(p, runUUID))
-	refs, err := newStageRefs(f, ns, id, req.Input)
-	if err != nil {
-		return nil, false, err
-	}
+	refs := newStageRefs(f, ns, id, req.Input)
 	members := make([][]string, len(f.Execs))
 	for i, x := range f.Execs {
 		if members[i], err = s.memberArgs(f, x, i, g, uuids, refs); err != nil {
@@ -212,7 +209,8 @@ type stageRefs struct {
 	usedQ   map[string]bool // quota names referenced
 }
 
-func newStageRefs(f *plan.Flow, ns string, run RunID, input []byte) (*stageRefs, error) {
+// newStageRefs returns the resolver of flow f's names for run.
+func newStageRefs(f *plan.Flow, ns string, run RunID, input []byte) *stageRefs {
 	r := &stageRefs{ns: ns, run: run, input: input, budgets: map[string]plan.Budget{}, quotas: map[string]plan.Quota{},
 		used: map[string]bool{}, usedQ: map[string]bool{}}
 	for _, b := range f.BudgetDefs {
@@ -221,7 +219,7 @@ func newStageRefs(f *plan.Flow, ns string, run RunID, input []byte) (*stageRefs,
 	for _, q := range f.QuotaDefs {
 		r.quotas[q.Name] = q
 	}
-	return r, nil
+	return r
 }
 
 // budget returns the budget id of a name referenced by a member: run-scoped

@@ -511,7 +511,7 @@ func TestFlowAbandonedStagingIsInvisibleAndPurged(t *testing.T) {
 	run := newUUID()
 	args := []string{run, "default", "in", "50"} // staging lifetime: 50 ms
 	for i, x := range f.Execs {
-		refs, _ := newStageRefs(f, "default", RunID("0."+run), []byte("in"))
+		refs := newStageRefs(f, "default", RunID("0."+run), []byte("in"))
 		m, err := e.s.memberArgs(f, x, i, g, uuids, refs)
 		if err != nil {
 			t.Fatal(err)

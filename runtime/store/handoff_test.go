@@ -106,9 +106,9 @@ func TestHandoffDeclines(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name   string
-		setup  func(e *env, f *plan.Flow) // before staging
-		before func(e *env)               // before staging
-		after  func(e *env)               // after claiming a, before finishing it
+		setup  func(f *plan.Flow) // before staging
+		before func(e *env)       // before staging
+		after  func(e *env)       // after claiming a, before finishing it
 		h      *Handoff
 		want   int // grants
 	}{
@@ -116,14 +116,14 @@ func TestHandoffDeclines(t *testing.T) {
 		{name: "other lanes", h: handoff(1, "elsewhere")},
 		{name: "other namespace", h: &Handoff{Worker: WorkerIdentity{WorkerID: "w1", InstanceID: "w1-a", Namespace: "other"},
 			Lanes: []string{"default"}, Max: 1}},
-		{name: "missing capability", h: handoff(1), setup: func(_ *env, f *plan.Flow) {
+		{name: "missing capability", h: handoff(1), setup: func(f *plan.Flow) {
 			f.Execs[1].Requires = []string{"gpu"}
 		}},
-		{name: "quota", h: handoff(1), setup: func(_ *env, f *plan.Flow) {
+		{name: "quota", h: handoff(1), setup: func(f *plan.Flow) {
 			f.Execs[1].Quotas = []string{"q"}
 			f.QuotaDefs = []plan.Quota{{Name: "q", Concurrency: 5}}
 		}},
-		{name: "budget", h: handoff(1), setup: func(_ *env, f *plan.Flow) {
+		{name: "budget", h: handoff(1), setup: func(f *plan.Flow) {
 			f.Execs[1].Budgets = []string{"b"}
 			f.BudgetDefs = []plan.Budget{{Name: "b", Dimensions: []plan.Dimension{{Name: "tokens", Hard: 10}},
 				OnHardLimit: plan.OnHardLimitBlock, Scope: plan.ScopeShared}}
@@ -134,7 +134,7 @@ func TestHandoffDeclines(t *testing.T) {
 		{name: "older waits", h: handoff(1), before: func(e *env) {
 			e.create(CreateRequest{Priority: plan.PriorityDefault})
 		}},
-		{name: "deadline passed", h: handoff(1), setup: func(_ *env, f *plan.Flow) {
+		{name: "deadline passed", h: handoff(1), setup: func(f *plan.Flow) {
 			f.Execs[1].DeadlineMs = 1
 		}, after: func(*env) { time.Sleep(5 * time.Millisecond) }},
 		{name: "newer waits", h: handoff(1), want: 1, after: func(e *env) {
@@ -147,7 +147,7 @@ func TestHandoffDeclines(t *testing.T) {
 		{name: "capability covered", want: 1,
 			h: &Handoff{Worker: WorkerIdentity{WorkerID: "w1", InstanceID: "w1-a", Capabilities: []string{"gpu", "x"}},
 				Lanes: []string{"default"}, Max: 1},
-			setup: func(_ *env, f *plan.Flow) { f.Execs[1].Requires = []string{"gpu"} }},
+			setup: func(f *plan.Flow) { f.Execs[1].Requires = []string{"gpu"} }},
 		{name: "one of several lanes", h: handoff(2, "x", "default"), want: 1},
 	}
 	for _, tc := range cases {
@@ -159,7 +159,7 @@ func TestHandoffDeclines(t *testing.T) {
 			f := flowOf("two", execs("a", "b"), "a->b")
 			f.Execs[0].Lane = "first"
 			if tc.setup != nil {
-				tc.setup(e, f)
+				tc.setup(f)
 			}
 			if tc.before != nil {
 				tc.before(e)

@@ -18,6 +18,7 @@ import (
 //	B:q:<ns>:<lane>:terminal             ZSET   finished; score = end ms
 //	B:q:<ns>:<lane>:pending              ZSET   flows: waiting for upstreams (issue 4)
 //	B:q:<ns>:<lane>:blocked              ZSET   waiting for a capable worker; score = block ms
+//	                                            (a claim) or recheck ms (ff_block)
 //	B:q:<ns>:<lane>:blocked_budget       ZSET   waiting for a budget; score = recheck ms
 //	B:q:<ns>:<lane>:blocked_quota        ZSET   waiting for a quota; score = recheck ms
 //	B:leases                             ZSET   running; score = lease expiry ms
@@ -25,6 +26,8 @@ import (
 //	B:deadlines                          ZSET   non-terminal with a deadline; score = due ms
 //	B:f:<uuid>                           HASH   flow run record
 //	B:f:<uuid>:nodes                     HASH   exec name -> execution uuid
+//	B:f:<uuid>:staged                    SET    members of a chunked staging not committed yet
+//	B:staging                            ZSET   uncommitted chunked stagings; score = deadline ms
 //	B:fidem:<ns>:<key>                   STRING run idempotency key -> run uuid (PX)
 //	B:runs:ended                         ZSET   ended runs; score = end ms
 //	<prefix>ff:{w:<ns>}:workers          ZSET   connected worker instances; score = expiry ms

@@ -151,17 +151,5 @@ func (s *Store) UnblockRoute(ctx context.Context, partition int, namespace strin
 	if err != nil {
 		return ScanResult{}, err
 	}
-	if partition < 0 || partition >= s.cfg.FlowPartitions {
-		return ScanResult{}, invalid("partition", "%d is outside 0..%d", partition, s.cfg.FlowPartitions-1)
-	}
-	if limit < 1 || limit > ScanLimitMax {
-		return ScanResult{}, invalid("limit", "%d is outside 1..%d", limit, ScanLimitMax)
-	}
-	items, err := s.single(ctx, call{fn: "ff_unblock_route", partition: partition, args: []string{namespace, union, strconv.Itoa(limit)}}, "", "unblock")
-	if err != nil {
-		return ScanResult{}, err
-	}
-	n, _ := items[0].AsInt64()
-	more, _ := items[1].AsInt64()
-	return ScanResult{Processed: int(n), More: more == 1}, nil
+	return s.scan(ctx, "ff_unblock_route", partition, limit, namespace, union)
 }

@@ -156,7 +156,11 @@ func TestClaimByKind(t *testing.T) {
 	if g := claim("mail"); len(g) != 0 {
 		t.Fatalf("a mail worker with no mail left got %v", grantIDs(g))
 	}
-	for _, x := range claim() {
+	g := claim()
+	if len(g) != 4 {
+		t.Fatalf("a worker naming no kinds got %d grants, want 4", len(g))
+	}
+	for _, x := range g {
 		if x.Kind != "resize" {
 			t.Fatalf("a worker naming no kinds got %+v", x)
 		}

@@ -89,11 +89,11 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 		nv, _ := items[1].ToArray()
 		for _, it := range nv {
 			v, err := it.ToArray()
-			if err != nil || len(v) < 4 {
+			if err != nil || len(v) != 3 {
 				return nil, fmt.Errorf("store: ff_claim: malformed admission candidate: %v", err)
 			}
-			*needs = append(*needs, Candidate{ExecutionID: makeID(p, str(v[0])), Lane: str(v[1]),
-				Attempt: atoi(str(v[2])), Quotas: splitList(str(v[3]))})
+			*needs = append(*needs, Candidate{ExecutionID: makeID(p, str(v[0])),
+				Attempt: atoi(str(v[1])), Quotas: splitList(str(v[2]))})
 		}
 	}
 	gv, err := items[0].ToArray()
@@ -103,13 +103,17 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 	return parseGrants(p, req.Worker.Namespace, gv, "ff_claim")
 }
 
+// grantFields is the length of a grant of ff_claim and ff_finish (grant()
+// in lua/worker.lua).
+const grantFields = 17
+
 // parseGrants decodes the grants of ff_claim or ff_finish (partition p).
 func parseGrants(p int, ns string, gv []valkey.ValkeyMessage, fn string) ([]Grant, error) {
 	grants := make([]Grant, 0, len(gv))
 	for _, it := range gv {
 		v, err := it.ToArray()
-		if err != nil || len(v) < 15 {
-			return nil, fmt.Errorf("store: %s: malformed grant: %v", fn, err)
+		if err != nil || len(v) != grantFields {
+			return nil, fmt.Errorf("store: %s: malformed grant of %d fields: %v", fn, len(v), err)
 		}
 		id := makeID(p, str(v[0]))
 		g := Grant{
@@ -132,18 +136,14 @@ func parseGrants(p int, ns string, gv []valkey.ValkeyMessage, fn string) ([]Gran
 		if t := str(v[12]); t != "" {
 			json.Unmarshal([]byte(t), &g.Tags)
 		}
-		if len(v) > 15 {
-			ups, _ := v[15].ToArray()
-			for i := 0; i+1 < len(ups); i += 2 {
-				if g.Upstreams == nil {
-					g.Upstreams = map[string][]byte{}
-				}
-				g.Upstreams[str(ups[i])] = []byte(str(ups[i+1]))
+		ups, _ := v[15].ToArray()
+		for i := 0; i+1 < len(ups); i += 2 {
+			if g.Upstreams == nil {
+				g.Upstreams = map[string][]byte{}
 			}
+			g.Upstreams[str(ups[i])] = []byte(str(ups[i+1]))
 		}
-		if len(v) > 16 {
-			g.Downstream = str(v[16]) == "1"
-		}
+		g.Downstream = str(v[16]) == "1"
 		grants = append(grants, g)
 	}
 	return grants, nil
