@@ -69,18 +69,23 @@ func mermaidText(s string) string {
 }
 
 // writeMermaid writes flows as one Mermaid flowchart with a subgraph per
-// flow. Node ids are "n_<flow>__<exec>", so that flows sharing exec names
-// stay apart and no id is a Mermaid keyword such as "end".
+// flow. Node ids are "n<flow index>_<exec index>": unique whatever the
+// names (flows sharing exec names stay apart, and names holding "_" cannot
+// make two ids equal), and never a Mermaid keyword such as "end".
 func writeMermaid(w io.Writer, flows []plan.Flow) error {
 	var b strings.Builder
 	b.WriteString("flowchart LR\n")
-	for _, f := range flows {
+	for fi, f := range flows {
 		indent := "  "
 		if len(flows) > 1 {
 			fmt.Fprintf(&b, "  subgraph g_%s [\"%s\"]\n", f.Name, mermaidText(f.Name))
 			indent = "    "
 		}
-		id := func(exec string) string { return "n_" + f.Name + "__" + exec }
+		ids := make(map[string]string, len(f.Execs))
+		for xi, x := range f.Execs {
+			ids[x.Name] = fmt.Sprintf("n%d_%d", fi, xi)
+		}
+		id := func(exec string) string { return ids[exec] }
 		for _, x := range f.Execs {
 			lines := nodeLines(x)
 			for i := range lines {
