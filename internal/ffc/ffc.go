@@ -78,23 +78,15 @@ func version() string {
 }
 
 // newFlags returns a flag set for a subcommand whose usage goes to stderr.
+// Every subcommand has flags, so the usage always lists them.
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("ffc "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: ffc %s %s\n", name, synopsis)
-		if hasFlags(fs) {
-			fmt.Fprintln(stderr, "\nflags:")
-			fs.PrintDefaults()
-		}
+		fmt.Fprintf(stderr, "usage: ffc %s %s\n\nflags:\n", name, synopsis)
+		fs.PrintDefaults()
 	}
 	return fs
-}
-
-func hasFlags(fs *flag.FlagSet) bool {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	return n > 0
 }
 
 // parseFlags parses args and requires at least one path. It returns the
@@ -291,7 +283,8 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 }
 
 // defaultPackage derives a Go package name from the output file's
-// directory.
+// directory: its letters, digits and "_", lower-cased, without leading
+// digits; "flows" if nothing is left.
 func defaultPackage(out string) string {
 	abs, err := filepath.Abs(out)
 	if err != nil {
@@ -299,11 +292,11 @@ func defaultPackage(out string) string {
 	}
 	base := filepath.Base(filepath.Dir(abs))
 	var b strings.Builder
-	for i, r := range base {
+	for _, r := range base {
 		switch {
 		case r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z':
 			b.WriteRune(r)
-		case '0' <= r && r <= '9' && i > 0:
+		case '0' <= r && r <= '9' && b.Len() > 0: // a name cannot start with a digit
 			b.WriteRune(r)
 		}
 	}
