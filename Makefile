@@ -11,7 +11,7 @@ deps: ## Install a Valkey/Redis server if none is on PATH (Debian).
 	@./scripts/install-deps.sh
 
 .PHONY: demo
-demo: deps ## Run a flow end to end: ffrun dev (own Redis child), a worker, a staged run.
+demo: deps ## Run the example flows end to end: ffrun dev (own Redis child), the example workers, two staged runs.
 	$(GO) run ./cmd/ffdemo
 
 .PHONY: test

@@ -112,7 +112,7 @@ var Codes = []CodeInfo{
 	{CodeBadValue, SeverityError, "a keyword setting with a value it does not accept (backoff, on_hard_limit, scope, on)"},
 	{CodeRetry, SeverityError, "a retry policy out of range (attempts, or max_delay below delay)"},
 	{CodeDurationRange, SeverityError, "a duration that must be positive is zero"},
-	{CodeEmptyString, SeverityError, "an empty string where a name is required (kind, lane, namespace) or one with control characters"},
+	{CodeEmptyString, SeverityError, "a kind, lane or namespace that is empty, longer than 255 bytes, not valid UTF-8, or holds white space or a control character"},
 	{CodeBudgetLimits, SeverityError, "budget limits that make no sense: a negative limit, soft above hard, no dimension"},
 	{CodeQuotaLimits, SeverityError, "quota limits that make no sense: zero rate or concurrency, or neither"},
 	{CodeUnreachable, SeverityWarning, "an exec that can never run because its edges demand contradictory outcomes"},
