@@ -20,8 +20,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestStage runs the command against a real ffrun with the example
-// workers: a run that succeeds (exit 0, typed result) and one that fails
-// (exit 1, the run's error).
+// workers: runs of every flow that succeed (exit 0, typed result), one
+// that fails (exit 1, the run's error) and an unknown flow.
 func TestStage(t *testing.T) {
 	env := servertest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -40,6 +40,8 @@ func TestStage(t *testing.T) {
 		code int
 		want string
 	}{
+		{[]string{"-flow", "publish"}, 0, `"url": "s3://raw/clip-7.h264.mp4"`},
+		{[]string{"-flow", "ask"}, 0, `"question_id": "q-7"`},
 		{[]string{"-flow", "fulfil_order"}, 0, `"order_id": "o-7"`},
 		{[]string{"-flow", "nightly_etl", "-source", "corrupt-feed"}, 1, "failed: result exec load ended skipped; validate failed"},
 		{[]string{"-flow", "nope"}, 1, `unknown flow "nope"`},
