@@ -54,6 +54,9 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("internal error: %s", d)
 			}
 			CheckRange(t, src, d.Range)
+			for _, r := range d.Related {
+				CheckRange(t, src, r.Range)
+			}
 		}
 		if !diags.HasErrors() {
 			checkPositions(t, src, reflect.ValueOf(file))
