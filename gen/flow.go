@@ -120,19 +120,18 @@ func (g *generator) genStage(f *jen.File, fl *plan.Flow, n goname.Flow) error {
 		}
 		params = append(params, jen.Id("in").Add(typ))
 		input = jen.Id("in")
-		inDoc = fmt.Sprintf("The input in (.ff type %s) is sent as JSON.", describe(fl.Input))
+		inDoc = fmt.Sprintf("The input in (.ff type %s) is sent as JSON.", plan.TypeString(fl.Input))
 	}
 	params = append(params, jen.Id("opts").Op("...").Qual(pathClient, "StageOption"))
 
-	fail := jen.If(jen.Err().Op("!=").Nil()).Block(
-		jen.Return(jen.Nil(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit(escapeVerbs("stage flow "+fl.Name+": ")+"%w"), jen.Err())),
-	)
 	decl(f, "%s starts a run of flow %q through c, sending %s as it is (c.StageFlowJSON): the plan is not decoded on the way, and the server validates it. %s", n.Stage, fl.Name, n.PlanJSON, inDoc)
 	f.Func().Id(n.Stage).Params(params...).Params(jen.Op("*").Id(n.Run), jen.Error()).Block(
 		jen.List(jen.Id("r"), jen.Err()).Op(":=").Id("c").Dot("StageFlowJSON").Call(
 			jen.Id("ctx"), jen.Index().Byte().Parens(jen.Id(n.PlanJSON)), input, jen.Id("opts").Op("..."),
 		),
-		fail.Clone(),
+		jen.If(jen.Err().Op("!=").Nil()).Block(
+			jen.Return(jen.Nil(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit(escapeVerbs("stage flow "+fl.Name+": ")+"%w"), jen.Err())),
+		),
 		jen.Return(jen.Op("&").Id(n.Run).Values(jen.Dict{jen.Id("Run"): jen.Id("r")}), jen.Nil()),
 	)
 	f.Line()
@@ -156,7 +155,7 @@ func (g *generator) genStage(f *jen.File, fl *plan.Flow, n goname.Flow) error {
 	if err != nil {
 		return fmt.Errorf("gen: flow %q: output: %w", fl.Name, err)
 	}
-	decl(f, "Result waits until the run is terminal and returns its result (.ff type %s), decoded from JSON. A run that did not succeed yields the error of client.Run.Result.", describe(fl.Output))
+	decl(f, "Result waits until the run is terminal and returns its result (.ff type %s), decoded from JSON. A run that did not succeed yields the error of client.Run.Result.", plan.TypeString(fl.Output))
 	f.Func().Params(recv).Id("Result").Params(ctxParam).Params(typ.Clone(), jen.Error()).Block(
 		jen.Var().Id("out").Add(typ.Clone()),
 		jen.List(jen.Id("raw"), jen.Err()).Op(":=").Id("r").Dot("Run").Dot("Result").Call(jen.Id("ctx")),
@@ -185,7 +184,8 @@ type method struct {
 
 // method returns the method of ex by the rule bind.Register calls it by.
 func (g *generator) method(fl *plan.Flow, ex *plan.Exec, n goname.Flow) method {
-	bm := bind.MethodOf(ex, g.flowOutputs(fl))
+	outputs := g.flowOutputs(fl)
+	bm := bind.MethodOf(ex, outputs)
 	m := method{name: bm.Name}
 	if bm.In {
 		m.in = ex.Input
@@ -195,7 +195,9 @@ func (g *generator) method(fl *plan.Flow, ex *plan.Exec, n goname.Flow) method {
 	}
 	if len(bm.Upstreams) > 0 {
 		m.up = n.Upstream(ex.Name)
-		m.ups = g.upstreamFields(fl, ex)
+		for _, name := range bm.Upstreams {
+			m.ups = append(m.ups, upstreamField{Name: name, Output: outputs[name]})
+		}
 	}
 	return m
 }
@@ -243,7 +245,7 @@ func (g *generator) genHandlers(f *jen.File, fl *plan.Flow, n goname.Flow) error
 		}
 		words := []string{fmt.Sprintf("%s runs exec %q (kind %q).", m.name, ex.Name, ex.Kind)}
 		if m.in != nil {
-			words = append(words, fmt.Sprintf("Its input in (%s) is %s.", describe(m.in), inputSource(ex)))
+			words = append(words, fmt.Sprintf("Its input in (%s) is %s.", plan.TypeString(m.in), inputSource(ex)))
 		} else {
 			words = append(words, "It takes no input.")
 		}
@@ -259,7 +261,7 @@ func (g *generator) genHandlers(f *jen.File, fl *plan.Flow, n goname.Flow) error
 			}
 		}
 		if m.out != nil {
-			words = append(words, fmt.Sprintf("It returns its output (%s).", describe(m.out)))
+			words = append(words, fmt.Sprintf("It returns its output (%s).", plan.TypeString(m.out)))
 		} else {
 			words = append(words, "It has no output.")
 		}

@@ -60,23 +60,6 @@ func (g *generator) goType(ref *plan.TypeRef) (*jen.Statement, error) {
 	}
 }
 
-// describe renders ref in .ff syntax for doc comments and messages.
-func describe(ref *plan.TypeRef) string {
-	if ref == nil {
-		return "nothing"
-	}
-	switch ref.Kind {
-	case plan.KindList:
-		return "[" + describe(ref.Elem) + "]"
-	case plan.KindMap:
-		return "{string: " + describe(ref.Elem) + "}"
-	case plan.KindNamed:
-		return ref.Name
-	default:
-		return ref.Kind
-	}
-}
-
 // pointerWhenOptional reports whether an optional field of this kind is a
 // pointer, so that absence can be told apart from the zero value. Slices,
 // maps and json.RawMessage are left as they are: nil already means absent.
