@@ -6,6 +6,7 @@ package compiler
 import (
 	"fmt"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,10 +26,7 @@ func CompileFiles(paths ...string) (*plan.Package, dsl.Diagnostics) {
 		diags.Sort()
 		return nil, diags
 	}
-	pkg, more := Compile(srcs)
-	diags = append(diags, more...)
-	diags.Sort()
-	return pkg, diags
+	return Compile(srcs) // ReadSources reports only errors: there is nothing to merge
 }
 
 // ReadSources reads the .ff files named by paths (files or directories).
@@ -150,7 +148,6 @@ type checker struct {
 	planTypes   map[string]*plan.Type
 	planBudgets map[string]*plan.Budget
 	planQuotas  map[string]*plan.Quota
-	badTypes    map[string]bool // declared types whose fields have errors
 	quotaKeys   map[string]*dsl.Path
 }
 
@@ -164,7 +161,6 @@ func newChecker() *checker {
 		planTypes:   map[string]*plan.Type{},
 		planBudgets: map[string]*plan.Budget{},
 		planQuotas:  map[string]*plan.Quota{},
-		badTypes:    map[string]bool{},
 		quotaKeys:   map[string]*dsl.Path{},
 	}
 }
@@ -217,23 +213,23 @@ func (c *checker) check(files []*dsl.File) *plan.Package {
 	if pkgName != nil {
 		pkg.Package = pkgName.Name
 	}
-	for _, name := range sortedKeys(c.types) {
+	for _, name := range slices.Sorted(maps.Keys(c.types)) {
 		c.checkType(c.types[name])
 	}
 	c.checkRecursiveTypes()
-	for _, name := range sortedKeys(c.budgets) {
+	for _, name := range slices.Sorted(maps.Keys(c.budgets)) {
 		c.checkBudget(c.budgets[name])
 	}
-	for _, name := range sortedKeys(c.quotas) {
+	for _, name := range slices.Sorted(maps.Keys(c.quotas)) {
 		c.checkQuota(c.quotas[name])
 	}
-	for _, name := range sortedKeys(c.planTypes) {
+	for _, name := range slices.Sorted(maps.Keys(c.planTypes)) {
 		pkg.Types = append(pkg.Types, *c.planTypes[name])
 	}
-	for _, name := range sortedKeys(c.planBudgets) {
+	for _, name := range slices.Sorted(maps.Keys(c.planBudgets)) {
 		pkg.Budgets = append(pkg.Budgets, *c.planBudgets[name])
 	}
-	for _, name := range sortedKeys(c.planQuotas) {
+	for _, name := range slices.Sorted(maps.Keys(c.planQuotas)) {
 		pkg.Quotas = append(pkg.Quotas, *c.planQuotas[name])
 	}
 	for _, fd := range c.flows {
@@ -300,15 +296,6 @@ func (c *checker) checkIdentLen(id *dsl.Ident) bool {
 // isGoIdent reports whether s is usable as a Go package name.
 func isGoIdent(s string) bool { return s != "_" && token.IsIdentifier(s) }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // unknown reports an unknown name with a suggestion from candidates.
 func (c *checker) unknown(id *dsl.Ident, code dsl.Code, what string, candidates []string, context string) {
 	if c.broken[id.Name] {
@@ -372,11 +359,4 @@ func (s *seenSet) first(kw string, r dsl.Range, block string) bool {
 	}
 	s.seen[kw] = r
 	return true
-}
-
-func kwRange(pos dsl.Position, kw string) dsl.Range {
-	end := pos
-	end.Col += len(kw)
-	end.Offset += len(kw)
-	return dsl.Range{Start: pos, End: end}
 }

@@ -103,6 +103,10 @@ flow f() {
   exec %[1]s() {}           // ERROR FF0107 "name is 129 bytes long"
   exec %[2]s() {}
 }
+budget b {
+  dimension %[1]s { hard 1 } // ERROR FF0107 "name is 129 bytes long"
+  dimension %[2]s { hard 1 }
+}
 `, long, ok))},
 		{Name: "capabilities.ff", Data: []byte(fmt.Sprintf(`
 flow f() {

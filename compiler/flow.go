@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -110,7 +111,7 @@ func (c *checker) readRetry(rb *dsl.RetryBlock, s *settings) {
 	seen := c.newSeen()
 	for _, it := range rb.Items {
 		kw := it.Keyword()
-		if !seen.first(kw, kwRange(dsl.ToPosition(it.Pos), kw), "retry block") {
+		if !seen.first(kw, it.Range(), "retry block") {
 			continue
 		}
 		switch kw {
@@ -320,7 +321,7 @@ func (fc *flowCheck) lookupExec(id *dsl.Ident, context string) (int, bool) {
 	if i, ok := fc.byName[id.Name]; ok {
 		return i, true
 	}
-	fc.unknown(id, dsl.CodeUnknownExec, "exec", sortedKeys(fc.byName), context)
+	fc.unknown(id, dsl.CodeUnknownExec, "exec", slices.Sorted(maps.Keys(fc.byName)), context)
 	return 0, false
 }
 
@@ -460,7 +461,7 @@ func resolveRefs[V any](c *checker, ids []*dsl.Ident, what string, unknown dsl.C
 		}
 		seen[id.Name] = id
 		if _, ok := declared[id.Name]; !ok {
-			c.unknown(id, unknown, what, sortedKeys(declared), "")
+			c.unknown(id, unknown, what, slices.Sorted(maps.Keys(declared)), "")
 			continue
 		}
 		out = append(out, id)
@@ -571,9 +572,28 @@ func (fc *flowCheck) checkQuotaKey(ei *execInfo, q *dsl.Ident) {
 			With(keyAt, "key declared here")
 		return
 	}
-	t, why := fc.fieldAt(ei.in, strings.Split(pq.Key, "."))
-	if t == nil {
-		fc.diags.Errorf(q.Range(), dsl.CodeQuotaKey, "quota %q is keyed by %q, but in the input of exec %q %s", q.Name, pq.Key, name, why).
+	parts := strings.Split(pq.Key, ".")
+	t, n := plan.FieldAt(ei.in, parts, func(typ string) *plan.Type { return fc.planTypes[typ] })
+	if n < len(parts) {
+		var why string
+		switch {
+		case t.Kind != plan.KindNamed && n == 0:
+			why = fmt.Sprintf("exec %q takes %s, not a record type", name, plan.TypeString(t))
+		case t.Kind != plan.KindNamed:
+			why = fmt.Sprintf("in the input of exec %q %q is %s, not a record type", name, strings.Join(parts[:n], "."), plan.TypeString(t))
+		case fc.planTypes[t.Name] == nil:
+			why = fmt.Sprintf("in the input of exec %q type %s is not known", name, t.Name)
+		default:
+			why = fmt.Sprintf("in the input of exec %q type %s has no field %q", name, t.Name, parts[n])
+			var fields []string
+			for _, f := range fc.planTypes[t.Name].Fields {
+				fields = append(fields, f.Name)
+			}
+			if s := dsl.Suggest(parts[n], fields); s != "" {
+				why += fmt.Sprintf("; did you mean %q?", s)
+			}
+		}
+		fc.diags.Errorf(q.Range(), dsl.CodeQuotaKey, "quota %q is keyed by %q, but %s", q.Name, pq.Key, why).
 			With(keyAt, "key declared here")
 		return
 	}
@@ -586,7 +606,7 @@ func (fc *flowCheck) checkQuotaKey(ei *execInfo, q *dsl.Ident) {
 // checkDataFlow decides where an exec's input comes from and checks the
 // types and the join.
 func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
-	x := ei.exec
+	x := ei.exec // built by buildExec, Upstreams sorted
 	name := x.Name
 	s := ei.set
 	nUp := len(ei.ups)
@@ -628,16 +648,11 @@ func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
 				}
 			}
 			if edge == nil {
-				ups := make([]string, 0, nUp)
-				for _, e := range ei.ups {
-					ups = append(ups, fc.execs[e.from].decl.Name.Name)
-				}
 				msg := fmt.Sprintf("input %q of exec %q is not one of its upstreams", sel.Name, name)
-				if len(ups) == 0 {
+				if nUp == 0 {
 					msg += "; it has none: add an edge " + sel.Name + " -> " + name
 				} else {
-					sort.Strings(ups)
-					msg += " (" + strings.Join(ups, ", ") + ")"
+					msg += " (" + strings.Join(x.Upstreams, ", ") + ")"
 				}
 				fc.diags.Errorf(sel.Range(), dsl.CodeNotUpstream, "%s", msg)
 			}
@@ -670,13 +685,8 @@ func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
 	case 1:
 		fc.useInput(ei, ei.ups[0], ei.decl.Input.Range())
 	default:
-		ups := make([]string, 0, nUp)
-		for _, e := range ei.ups {
-			ups = append(ups, fc.execs[e.from].decl.Name.Name)
-		}
-		sort.Strings(ups)
 		fc.diags.Errorf(ei.decl.Input.Range(), dsl.CodeMissingInput, "exec %q takes %s and has %d upstreams (%s): say which one feeds it with `input NAME`",
-			name, plan.TypeString(ei.in), nUp, strings.Join(ups, ", "))
+			name, plan.TypeString(ei.in), nUp, strings.Join(x.Upstreams, ", "))
 	}
 }
 
@@ -819,17 +829,17 @@ func (fc *flowCheck) closure() {
 			quotas[q] = true
 		}
 	}
-	for _, n := range sortedKeys(types) {
+	for _, n := range slices.Sorted(maps.Keys(types)) {
 		if t := fc.planTypes[n]; t != nil {
 			f.Types = append(f.Types, *t)
 		}
 	}
-	for _, n := range sortedKeys(budgets) {
+	for _, n := range slices.Sorted(maps.Keys(budgets)) {
 		if b := fc.planBudgets[n]; b != nil {
 			f.BudgetDefs = append(f.BudgetDefs, *b)
 		}
 	}
-	for _, n := range sortedKeys(quotas) {
+	for _, n := range slices.Sorted(maps.Keys(quotas)) {
 		if q := fc.planQuotas[n]; q != nil {
 			f.QuotaDefs = append(f.QuotaDefs, *q)
 		}

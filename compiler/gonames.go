@@ -1,10 +1,9 @@
 package compiler
 
 import (
-	"cmp"
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/dsl"
@@ -60,7 +59,7 @@ func (c *checker) checkGoNames(flows []plan.Flow) {
 		byName[flows[i].Name] = &flows[i]
 	}
 	pkg := &goScope{as: "the Go identifier %s"}
-	for _, name := range sortedKeys(c.types) {
+	for _, name := range slices.Sorted(maps.Keys(c.types)) {
 		td := c.types[name]
 		ident, ok := c.goIdent(goClaim{id: td.Name, kind: "type"})
 		if !ok {
@@ -152,10 +151,7 @@ func (c *checker) goIdent(cl goClaim) (string, bool) {
 // names of the later declarations it reported.
 func (c *checker) goClashes(s *goScope) map[*dsl.Ident]bool {
 	slices.SortStableFunc(s.claims, func(a, b goClaim) int {
-		if c := strings.Compare(a.id.Pos.Filename, b.id.Pos.Filename); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id.Pos.Offset, b.id.Pos.Offset)
+		return dsl.ToPosition(a.id.Pos).Compare(dsl.ToPosition(b.id.Pos))
 	})
 	owner := make(map[string]goClaim, len(s.claims))
 	reported := map[[2]*dsl.Ident]bool{}

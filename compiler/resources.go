@@ -13,7 +13,6 @@ func (c *checker) checkBudget(bd *dsl.BudgetDecl) {
 	seen := c.newSeen()
 	dims := map[string]*dsl.Ident{}
 	for _, it := range bd.Items {
-		pos := dsl.ToPosition(it.Pos)
 		switch {
 		case it.Dimension != nil:
 			d := it.Dimension
@@ -23,10 +22,11 @@ func (c *checker) checkBudget(bd *dsl.BudgetDecl) {
 				continue
 			}
 			dims[d.Name.Name] = d.Name
+			c.checkIdentLen(d.Name)
 			dim := plan.Dimension{Name: d.Name.Name}
 			lseen := c.newSeen()
 			for _, l := range d.Limits {
-				if !lseen.first(l.Kind, kwRange(dsl.ToPosition(l.Pos), l.Kind), "dimension") {
+				if !lseen.first(l.Kind, l.Range(), "dimension") {
 					continue
 				}
 				v, ok := c.intValue(l.Value)
@@ -48,11 +48,11 @@ func (c *checker) checkBudget(bd *dsl.BudgetDecl) {
 			}
 			b.Dimensions = append(b.Dimensions, dim)
 		case it.Reset != nil:
-			if seen.first("reset", kwRange(pos, "reset"), "budget") {
+			if seen.first("reset", it.Range(), "budget") {
 				b.ResetMs, _ = c.durationValue(it.Reset, "reset", true)
 			}
 		case it.OnHardLimit != nil:
-			if seen.first("on_hard_limit", kwRange(pos, "on_hard_limit"), "budget") {
+			if seen.first("on_hard_limit", it.Range(), "budget") {
 				switch v := it.OnHardLimit.Name; v {
 				case plan.OnHardLimitBlock, plan.OnHardLimitFail:
 					b.OnHardLimit = v
@@ -61,7 +61,7 @@ func (c *checker) checkBudget(bd *dsl.BudgetDecl) {
 				}
 			}
 		case it.Scope != nil:
-			if seen.first("scope", kwRange(pos, "scope"), "budget") {
+			if seen.first("scope", it.Range(), "budget") {
 				switch v := it.Scope.Name; v {
 				case plan.ScopeShared, plan.ScopeRun:
 					b.Scope = v
@@ -71,7 +71,7 @@ func (c *checker) checkBudget(bd *dsl.BudgetDecl) {
 			}
 		}
 	}
-	if len(b.Dimensions) == 0 && len(dims) == 0 {
+	if len(b.Dimensions) == 0 {
 		c.diags.Errorf(bd.Name.Range(), dsl.CodeBudgetLimits, "budget %q has no dimension: add `dimension NAME { hard N }`", b.Name)
 	}
 	c.planBudgets[b.Name] = b
@@ -105,10 +105,9 @@ func (c *checker) checkQuota(qd *dsl.QuotaDecl) {
 	q := &plan.Quota{Name: qd.Name.Name}
 	seen := c.newSeen()
 	for _, it := range qd.Items {
-		pos := dsl.ToPosition(it.Pos)
 		switch {
 		case it.Rate != nil:
-			if !seen.first("rate", kwRange(pos, "rate"), "quota") {
+			if !seen.first("rate", it.Range(), "quota") {
 				continue
 			}
 			if n, ok := c.intValue(it.Rate.Count); ok {
@@ -120,7 +119,7 @@ func (c *checker) checkQuota(qd *dsl.QuotaDecl) {
 			}
 			q.WindowMs, _ = c.durationValue(it.Rate.Window, "rate window", true)
 		case it.Concurrency != nil:
-			if !seen.first("concurrency", kwRange(pos, "concurrency"), "quota") {
+			if !seen.first("concurrency", it.Range(), "quota") {
 				continue
 			}
 			if n, ok := c.intValue(it.Concurrency); ok {
@@ -131,11 +130,11 @@ func (c *checker) checkQuota(qd *dsl.QuotaDecl) {
 				}
 			}
 		case it.Jitter != nil:
-			if seen.first("jitter", kwRange(pos, "jitter"), "quota") {
+			if seen.first("jitter", it.Range(), "quota") {
 				q.JitterMs, _ = c.durationValue(it.Jitter, "jitter", false)
 			}
 		case it.Key != nil:
-			if seen.first("key", kwRange(pos, "key"), "quota") {
+			if seen.first("key", it.Range(), "quota") {
 				parts := make([]string, len(it.Key.Parts))
 				for i, p := range it.Key.Parts {
 					parts[i] = p.Name

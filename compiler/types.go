@@ -1,6 +1,8 @@
 package compiler
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/flowfabric/ff/compiler/plan"
@@ -21,7 +23,6 @@ func (c *checker) checkType(td *dsl.TypeDecl) {
 		c.checkIdentLen(f.Name)
 		ref, ok := c.resolveType(f.Type)
 		if !ok {
-			c.badTypes[td.Name.Name] = true
 			continue
 		}
 		t.Fields = append(t.Fields, plan.Field{Name: f.Name.Name, Type: *ref, Optional: f.Optional})
@@ -64,7 +65,7 @@ func (c *checker) resolveType(te *dsl.TypeExpr) (*plan.TypeRef, bool) {
 			c.diags.Errorf(te.Named.Range(), dsl.CodeUnknownType, "%q is a %s, not a type", name, d.kind)
 			return nil, false
 		}
-		c.unknown(te.Named, dsl.CodeUnknownType, "type", append(sortedKeys(c.types), builtinTypes...), "")
+		c.unknown(te.Named, dsl.CodeUnknownType, "type", append(slices.Sorted(maps.Keys(c.types)), builtinTypes...), "")
 		return nil, false
 	}
 	return nil, false
@@ -112,43 +113,11 @@ func (c *checker) checkRecursiveTypes() {
 		stack = stack[:len(stack)-1]
 		color[name] = black
 	}
-	for _, name := range sortedKeys(c.types) {
+	for _, name := range slices.Sorted(maps.Keys(c.types)) {
 		if color[name] == white {
 			visit(name)
 		}
 	}
-}
-
-// fieldAt follows a dotted path through the fields of t. It returns the
-// field's type, or a description of why the path does not resolve.
-func (c *checker) fieldAt(t *plan.TypeRef, parts []string) (*plan.TypeRef, string) {
-	cur := t
-	for i, p := range parts {
-		if cur == nil || cur.Kind != plan.KindNamed {
-			return nil, "\"" + strings.Join(parts[:i], ".") + "\" is not a record type"
-		}
-		pt := c.planTypes[cur.Name]
-		if pt == nil {
-			return nil, "type " + cur.Name + " is not known"
-		}
-		var next *plan.TypeRef
-		var names []string
-		for j := range pt.Fields {
-			names = append(names, pt.Fields[j].Name)
-			if pt.Fields[j].Name == p {
-				next = &pt.Fields[j].Type
-			}
-		}
-		if next == nil {
-			msg := "type " + cur.Name + " has no field \"" + p + "\""
-			if s := dsl.Suggest(p, names); s != "" {
-				msg += "; did you mean \"" + s + "\"?"
-			}
-			return nil, msg
-		}
-		cur = next
-	}
-	return cur, ""
 }
 
 // typeClosure adds name and every named type it reaches to set.

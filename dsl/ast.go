@@ -119,6 +119,24 @@ type BudgetItem struct {
 	Scope       *Ident       `parser:"| 'scope' @@"`
 }
 
+// Keyword returns the keyword that starts the item.
+func (b *BudgetItem) Keyword() string {
+	switch {
+	case b.Dimension != nil:
+		return "dimension"
+	case b.Reset != nil:
+		return "reset"
+	case b.OnHardLimit != nil:
+		return "on_hard_limit"
+	case b.Scope != nil:
+		return "scope"
+	}
+	return ""
+}
+
+// Range returns the range of the item's keyword.
+func (b *BudgetItem) Range() Range { return keywordRange(b.Pos, b.Keyword()) }
+
 // Dimension is `dimension NAME { hard N soft N }`.
 type Dimension struct {
 	Pos    lexer.Position
@@ -132,6 +150,9 @@ type Limit struct {
 	Kind  string  `parser:"@('hard' | 'soft')"`
 	Value *IntLit `parser:"@@"`
 }
+
+// Range returns the range of the limit's keyword.
+func (l *Limit) Range() Range { return keywordRange(l.Pos, l.Kind) }
 
 // QuotaDecl is `quota NAME { ... }`.
 type QuotaDecl struct {
@@ -148,6 +169,24 @@ type QuotaItem struct {
 	Jitter      *DurationLit `parser:"| 'jitter' @@"`
 	Key         *Path        `parser:"| 'key' @@"`
 }
+
+// Keyword returns the keyword that starts the item.
+func (q *QuotaItem) Keyword() string {
+	switch {
+	case q.Rate != nil:
+		return "rate"
+	case q.Concurrency != nil:
+		return "concurrency"
+	case q.Jitter != nil:
+		return "jitter"
+	case q.Key != nil:
+		return "key"
+	}
+	return ""
+}
+
+// Range returns the range of the item's keyword.
+func (q *QuotaItem) Range() Range { return keywordRange(q.Pos, q.Keyword()) }
 
 // Rate is `N per DURATION`.
 type Rate struct {
@@ -251,8 +290,11 @@ func (s *Setting) Keyword() string {
 }
 
 // Range returns the range of the setting's keyword.
-func (s *Setting) Range() Range {
-	return tokenRange(lexer.Token{Pos: s.Pos, Value: s.Keyword()})
+func (s *Setting) Range() Range { return keywordRange(s.Pos, s.Keyword()) }
+
+// keywordRange is the range of keyword kw starting at pos.
+func keywordRange(pos lexer.Position, kw string) Range {
+	return tokenRange(lexer.Token{Pos: pos, Value: kw})
 }
 
 // RetryBlock is `retry { attempts N backoff B delay D max_delay D jitter }`.
@@ -285,6 +327,9 @@ func (r *RetryItem) Keyword() string {
 	}
 	return "jitter"
 }
+
+// Range returns the range of the item's keyword.
+func (r *RetryItem) Range() Range { return keywordRange(r.Pos, r.Keyword()) }
 
 // StringList is `["a", "b"]`; a trailing comma is allowed.
 type StringList struct {

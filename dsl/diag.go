@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -41,12 +42,13 @@ func (p Position) lexer() lexer.Position {
 	return lexer.Position{Filename: p.File, Offset: p.Offset, Line: p.Line, Column: p.Col}
 }
 
-// Before reports whether p comes before q (file name, then offset).
-func (p Position) Before(q Position) bool {
-	if p.File != q.File {
-		return p.File < q.File
+// Compare orders positions by file name, then offset: it returns -1, 0 or
+// +1 as p comes before, at or after q.
+func (p Position) Compare(q Position) int {
+	if c := strings.Compare(p.File, q.File); c != 0 {
+		return c
 	}
-	return p.Offset < q.Offset
+	return cmp.Compare(p.Offset, q.Offset)
 }
 
 // Range is a half-open span of source text: End is just past its last byte.
@@ -146,10 +148,7 @@ func (ds Diagnostics) Count() (errors, warnings int) {
 // usually cascade from one mistake.
 func (ds *Diagnostics) Sort() {
 	slices.SortStableFunc(*ds, func(a, b Diagnostic) int {
-		if c := strings.Compare(a.Range.Start.File, b.Range.Start.File); c != 0 {
-			return c
-		}
-		if c := a.Range.Start.Offset - b.Range.Start.Offset; c != 0 {
+		if c := a.Range.Start.Compare(b.Range.Start); c != 0 {
 			return c
 		}
 		if c := int(a.Severity) - int(b.Severity); c != 0 {

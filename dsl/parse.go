@@ -82,38 +82,39 @@ func Parse(filename string, src []byte) (f *File, diags Diagnostics) {
 	}
 	toks := scan(filename, src, &diags)
 	for _, chunk := range splitDecls(toks) {
-		// The chunk's last token stands in for EOF: swap it in for the
-		// parse, which copies the tokens, and put the original back.
+		// The chunk's last token is the first of the next chunk: an EOF
+		// token stands in for it while this chunk is parsed (and its syntax
+		// errors reported), then the original is put back.
 		last := chunk[len(chunk)-1]
 		chunk[len(chunk)-1] = lexer.EOFToken(last.Pos)
-		peek, err := lexer.Upgrade(&sliceLexer{toks: chunk})
-		chunk[len(chunk)-1] = last
-		if err != nil {
-			diags.Errorf(tokenRange(chunk[0]), CodeSyntax, "internal error: %v", err)
-			continue
-		}
-		chunk[len(chunk)-1] = lexer.EOFToken(last.Pos) // for error reporting
-		part, err := p.ParseFromLexer(peek)
-		if part != nil {
-			if err != nil {
-				for _, d := range part.Decls {
-					if d != nil {
-						d.Bad = true
-					}
-				}
-			}
-			for _, d := range part.Decls {
-				if d != nil {
-					f.Decls = append(f.Decls, d)
-				}
-			}
-		}
-		if err != nil {
-			diags = append(diags, syntaxDiagnostic(p, err, chunk))
-		}
+		parseChunk(p, chunk, f, &diags)
 		chunk[len(chunk)-1] = last
 	}
 	return f, diags
+}
+
+// parseChunk parses the declarations of one chunk, which ends in an EOF
+// token, into f.
+func parseChunk(p *participle.Parser[File], chunk []lexer.Token, f *File, diags *Diagnostics) {
+	peek, err := lexer.Upgrade(&sliceLexer{toks: chunk})
+	if err != nil {
+		diags.Errorf(tokenRange(chunk[0]), CodeSyntax, "internal error: %v", err)
+		return
+	}
+	part, err := p.ParseFromLexer(peek)
+	if part != nil {
+		for _, d := range part.Decls {
+			if d != nil {
+				if err != nil {
+					d.Bad = true
+				}
+				f.Decls = append(f.Decls, d)
+			}
+		}
+	}
+	if err != nil {
+		*diags = append(*diags, syntaxDiagnostic(p, err, chunk))
+	}
 }
 
 // splitDecls cuts the token stream into top-level declarations. Each chunk

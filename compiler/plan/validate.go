@@ -412,30 +412,45 @@ func (v *flowValidator) checkExecs() {
 
 // keyProblem describes why key does not name a string or int field of t.
 func (v *flowValidator) keyProblem(t *TypeRef, key string) string {
-	cur := t
-	for _, part := range strings.Split(key, ".") {
-		if cur == nil || cur.Kind != KindNamed {
-			return "the input is not a record"
-		}
-		td := v.types[cur.Name]
-		if td == nil {
-			return "type " + cur.Name + " is missing"
-		}
-		var next *TypeRef
-		for i := range td.Fields {
-			if td.Fields[i].Name == part {
-				next = &td.Fields[i].Type
-			}
-		}
-		if next == nil {
-			return "type " + cur.Name + " has no field " + part
-		}
-		cur = next
+	parts := strings.Split(key, ".")
+	cur, n := FieldAt(t, parts, func(name string) *Type { return v.types[name] })
+	switch {
+	case n == len(parts):
+	case cur == nil || cur.Kind != KindNamed:
+		return "the input is not a record"
+	case v.types[cur.Name] == nil:
+		return "type " + cur.Name + " is missing"
+	default:
+		return "type " + cur.Name + " has no field " + parts[n]
 	}
 	if cur.Kind != KindString && cur.Kind != KindInt {
 		return "the field is " + TypeString(cur) + ", not string or int"
 	}
 	return ""
+}
+
+// FieldAt follows path, a list of field names, from t through record
+// types, finding the declaration of a named type with lookup. It returns
+// the type of the last field and len(path); or, when step i cannot be
+// taken, the type reached before it and i: that type is nil or not a named
+// type, lookup does not know it, or it has no field path[i].
+func FieldAt(t *TypeRef, path []string, lookup func(name string) *Type) (*TypeRef, int) {
+	cur := t
+	for i, name := range path {
+		if cur == nil || cur.Kind != KindNamed {
+			return cur, i
+		}
+		td := lookup(cur.Name)
+		if td == nil {
+			return cur, i
+		}
+		j := slices.IndexFunc(td.Fields, func(f Field) bool { return f.Name == name })
+		if j < 0 {
+			return cur, i
+		}
+		cur = &td.Fields[j].Type
+	}
+	return cur, len(path)
 }
 
 func (v *flowValidator) checkEdges() {

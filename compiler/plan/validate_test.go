@@ -103,6 +103,8 @@ func TestValidate(t *testing.T) {
 		}, []string{"budget_defs[0].dimensions[0].soft: soft limit 20 is above hard limit 10", "budget_defs[0].on_hard_limit", "budget_defs[0].scope"}},
 		{"quota missing", func(f *Flow) { f.QuotaDefs = nil }, []string{`execs[0].quotas[0]: quota "per_tenant" is not in quota_defs`}},
 		{"quota key", func(f *Flow) { f.QuotaDefs[0].Key = "owner" }, []string{`execs[0].quotas[0]: quota "per_tenant" is keyed by "owner": type Clip has no field owner`}},
+		{"quota key path", func(f *Flow) { f.QuotaDefs[0].Key = "tenant.id" }, []string{`execs[0].quotas[0]: quota "per_tenant" is keyed by "tenant.id": the input is not a record`}},
+		{"quota key type", func(f *Flow) { f.Types[0].Fields[1].Type = TypeRef{Kind: KindFloat} }, []string{`execs[0].quotas[0]: quota "per_tenant" is keyed by "tenant": the field is float, not string or int`}},
 		{"quota limits", func(f *Flow) { f.QuotaDefs[0].Concurrency = 0; f.QuotaDefs[0].Rate = 0 }, []string{"quota_defs[0]: quota limits nothing"}},
 		{"quota window", func(f *Flow) { f.QuotaDefs[0].Rate = 5 }, []string{"quota_defs[0].window_ms: a rate needs a window"}},
 	}
@@ -169,6 +171,37 @@ func TestValidateCapabilities(t *testing.T) {
 		}
 		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
 			t.Errorf("ValidateCapabilities(%.40q) = %q, want %q", tt.tokens, got, tt.want)
+		}
+	}
+}
+
+func TestFieldAt(t *testing.T) {
+	owner := TypeRef{Kind: KindNamed, Name: "Owner"}
+	types := map[string]*Type{
+		"Job":   {Name: "Job", Fields: []Field{{Name: "owner", Type: owner}, {Name: "size", Type: TypeRef{Kind: KindFloat}}}},
+		"Owner": {Name: "Owner", Fields: []Field{{Name: "id", Type: TypeRef{Kind: KindInt}}}},
+	}
+	lookup := func(name string) *Type { return types[name] }
+	job := &TypeRef{Kind: KindNamed, Name: "Job"}
+	tests := []struct {
+		t    *TypeRef
+		path string
+		want string // TypeString of the type returned
+		n    int
+	}{
+		{job, "owner.id", "int", 2},
+		{job, "owner", "Owner", 1},
+		{job, "size.x", "float", 1},                                // not a record
+		{job, "owner.name", "Owner", 1},                            // no such field
+		{job, "ghost", "Job", 0},                                   // no such field
+		{&TypeRef{Kind: KindNamed, Name: "Gone"}, "id", "Gone", 0}, // unknown type
+		{&TypeRef{Kind: KindList, Elem: job}, "owner", "[Job]", 0}, // a list is not a record
+		{nil, "owner", "no value", 0},
+	}
+	for _, tt := range tests {
+		got, n := FieldAt(tt.t, strings.Split(tt.path, "."), lookup)
+		if TypeString(got) != tt.want || n != tt.n {
+			t.Errorf("FieldAt(%s, %q) = %s, %d; want %s, %d", TypeString(tt.t), tt.path, TypeString(got), n, tt.want, tt.n)
 		}
 	}
 }

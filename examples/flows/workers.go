@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -40,7 +41,7 @@ func WorkerConfigs(base worker.Config) []worker.Config {
 		}
 	}
 	var out []worker.Config
-	for _, ns := range sortedKeys(lanes) {
+	for _, ns := range slices.Sorted(maps.Keys(lanes)) {
 		c := base
 		c.Namespace = ns
 		c.Lanes = compact(lanes[ns])
@@ -51,15 +52,6 @@ func WorkerConfigs(base worker.Config) []worker.Config {
 		out = append(out, c)
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func compact(s []string) []string {
