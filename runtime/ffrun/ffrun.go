@@ -21,8 +21,10 @@ import (
 
 	"github.com/flowfabric/ff/compiler"
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/devserver"
 	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/wire"
 )
 
 // Env is what Run reads from and writes to besides its arguments.
@@ -206,6 +208,14 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	o.bodyLimit = int64(bodyLimit)
+	// The API refuses these too, but only once Valkey is reached: a bad
+	// flag must be a usage error whatever the state of the server.
+	if o.leaseDefault < wire.LeaseMsMin*time.Millisecond || o.leaseDefault > wire.LeaseMsMax*time.Millisecond {
+		return fmt.Errorf("%w: --lease %s is outside %dms..%dms", errUsage, o.leaseDefault, wire.LeaseMsMin, wire.LeaseMsMax)
+	}
+	if o.bodyLimit < 0 || o.bodyLimit > api.BodyLimitMax {
+		return fmt.Errorf("%w: --body-limit %d is outside 0..%d", errUsage, o.bodyLimit, api.BodyLimitMax)
+	}
 	if !dev && o.valkey == "" {
 		return fmt.Errorf("%w: ffrun serve needs --valkey ADDR (or FF_VALKEY_ADDR); for a local server of its own, use ffrun dev", errUsage)
 	}
@@ -292,11 +302,8 @@ func loadTemplates(dir string, stderr io.Writer, log *slog.Logger) ([]*plan.Flow
 	out := make([]*plan.Flow, len(pkg.Flows))
 	names := make([]string, len(pkg.Flows))
 	for i := range pkg.Flows {
-		out[i] = &pkg.Flows[i]
+		out[i] = &pkg.Flows[i] // validated by api.Server.AddFlows
 		names[i] = out[i].Name
-		if err := out[i].Validate(); err != nil {
-			return nil, fmt.Errorf("--flows %s: flow %s: compiled plan is invalid: %w", dir, out[i].Name, err)
-		}
 	}
 	log.Info("serving flow templates", slog.String("dir", dir), slog.String("templates", strings.Join(names, ",")))
 	return out, nil

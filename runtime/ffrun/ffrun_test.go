@@ -103,7 +103,7 @@ func TestDevStartsServesAndStopsItsChild(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", r.valkey, 200*time.Millisecond); err == nil {
 		t.Fatalf("the dev child at %s still listens after ffrun stopped", r.valkey)
 	}
-	if !strings.Contains(r.stderr.String(), "FF_API_TOKEN") && strings.Contains(r.stderr.String(), "ANYONE") {
+	if strings.Contains(r.stderr.String(), "ANYONE") {
 		t.Fatal("warned about a missing token although one was set")
 	}
 
@@ -163,6 +163,11 @@ func TestUsageErrors(t *testing.T) {
 		{"bad env duration", []string{"serve", "--valkey", "x:1"}, map[string]string{"FF_LEASE": "forever"}, "FF_LEASE"},
 		{"bad log level", []string{"serve", "--valkey", "x:1", "--log-level", "loud"}, nil, "log level"},
 		{"extra args", []string{"dev", "extra"}, nil, "unexpected arguments"},
+		// Refused before any connection: 127.0.0.1:1 would fail to dial.
+		{"lease too short", []string{"serve", "--valkey", "127.0.0.1:1", "--lease", "10ms"}, nil, "--lease 10ms is outside"},
+		{"lease too long in env", []string{"serve", "--valkey", "127.0.0.1:1"}, map[string]string{"FF_LEASE": "1000h"}, "--lease 1000h0m0s is outside"},
+		{"negative body limit", []string{"serve", "--valkey", "127.0.0.1:1", "--body-limit", "-1"}, nil, "--body-limit -1 is outside"},
+		{"body limit too large", []string{"dev", "--body-limit", "1000000000"}, nil, "--body-limit 1000000000 is outside"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,6 +185,10 @@ func TestUsageErrors(t *testing.T) {
 	out.Reset()
 	if code := ffrun.Main([]string{"serve"}, nil, &out, &out); code != 2 {
 		t.Fatalf("serve without valkey: exit %d, want 2 (%s)", code, out.String())
+	}
+	out.Reset()
+	if code := ffrun.Main([]string{"serve", "--valkey", "127.0.0.1:1", "--lease", "10ms"}, nil, &out, &out); code != 2 {
+		t.Fatalf("serve --lease 10ms: exit %d, want 2 (%s)", code, out.String())
 	}
 }
 
