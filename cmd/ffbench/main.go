@@ -68,7 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if *scenario == "caps" {
 		cc := bench.CapsConfig{Tasks: cfg.Tasks, Workers: *capsWorkers, Sets: *capsSets, Concurrency: cfg.Concurrency,
-			Unroutable: *capsUnroutable, Partitions: cfg.Partitions, ValkeyBin: cfg.ValkeyBin}
+			Unroutable: *capsUnroutable, Partitions: cfg.Partitions, ValkeyBin: cfg.ValkeyBin, AOF: cfg.AOF}
 		if _, err := bench.RunCaps(ctx, cc, stdout); err != nil {
 			fmt.Fprintln(stderr, "ffbench:", err)
 			return 1
@@ -81,7 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fc.Scenarios = nil // both
 		}
 		fc.Stats = cfg.Stats
-		fc.Producers, fc.Workers, fc.Concurrency, fc.Partitions, fc.ValkeyBin = cfg.Producers, cfg.Workers, cfg.Concurrency, cfg.Partitions, cfg.ValkeyBin
+		fc.Producers, fc.Workers, fc.Concurrency, fc.Partitions, fc.ValkeyBin, fc.AOF = cfg.Producers, cfg.Workers, cfg.Concurrency, cfg.Partitions, cfg.ValkeyBin, cfg.AOF
 		if _, err := bench.RunFlows(ctx, fc, stdout); err != nil {
 			fmt.Fprintln(stderr, "ffbench:", err)
 			return 1

@@ -29,6 +29,7 @@ type CapsConfig struct {
 	Partitions  int
 	Timeout     time.Duration
 	ValkeyBin   string
+	AOF         bool // run the server with append-only persistence
 }
 
 func (c CapsConfig) withDefaults() CapsConfig {
@@ -70,10 +71,10 @@ func RunCaps(ctx context.Context, cfg CapsConfig, out io.Writer) (CapsResult, er
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	fmt.Fprintf(out, "ffbench caps: %d tasks, %d workers x %d slots over %d capability sets, %d unroutable\n",
-		cfg.Tasks, cfg.Workers, cfg.Concurrency, cfg.Sets, cfg.Unroutable)
+	fmt.Fprintf(out, "ffbench caps: %d tasks, %d workers x %d slots over %d capability sets, %d unroutable, aof=%v\n",
+		cfg.Tasks, cfg.Workers, cfg.Concurrency, cfg.Sets, cfg.Unroutable, cfg.AOF)
 	printLoad(out)
-	st, err := startStack(ctx, stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions})
+	st, err := startStack(ctx, stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions, AOF: cfg.AOF})
 	if err != nil {
 		return CapsResult{}, err
 	}

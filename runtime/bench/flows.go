@@ -32,6 +32,7 @@ type FlowConfig struct {
 	Partitions  int           // flow partitions (0 = store default)
 	Timeout     time.Duration // per scenario
 	ValkeyBin   string
+	AOF         bool      // run the server with append-only persistence
 	Stats       io.Writer // when set, receives Valkey's INFO commandstats after each scenario
 	// Template stages chain runs by template name (the server holds the
 	// compiled flow, as with ffrun --flows) instead of sending the plan
@@ -132,8 +133,8 @@ func compileFlow(name, src string) (*plan.Flow, error) {
 // line per scenario to out.
 func RunFlows(ctx context.Context, cfg FlowConfig, out io.Writer) ([]FlowResult, error) {
 	cfg = cfg.withDefaults()
-	fmt.Fprintf(out, "ffbench flows: chain %d runs x %d execs (%d in flight), diamond 1 -> %d -> 1, %d workers x %d slots\n",
-		cfg.Runs, cfg.Length, cfg.Producers, cfg.Width, cfg.Workers, cfg.Concurrency)
+	fmt.Fprintf(out, "ffbench flows: chain %d runs x %d execs (%d in flight), diamond 1 -> %d -> 1, %d workers x %d slots, aof=%v\n",
+		cfg.Runs, cfg.Length, cfg.Producers, cfg.Width, cfg.Workers, cfg.Concurrency, cfg.AOF)
 	printLoad(out)
 	var results []FlowResult
 	for _, sc := range cfg.Scenarios {
@@ -165,7 +166,7 @@ func RunFlows(ctx context.Context, cfg FlowConfig, out io.Writer) ([]FlowResult,
 func runFlowScenario(ctx context.Context, cfg FlowConfig, name string, f *plan.Flow, runs, producers int) (FlowResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	scfg := stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions}
+	scfg := stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions, AOF: cfg.AOF}
 	if cfg.Template {
 		scfg.Templates = []*plan.Flow{f}
 	}
