@@ -106,8 +106,8 @@ func resourceID(id, ns, name string) (string, *Error) {
 		if e := checkName("id", id[:i]); e != nil {
 			return "", e
 		}
-		if strings.ContainsAny(id[i+1:], "@=") {
-			return "", invalid("id", "%q: the name must not contain '@' or '='", id)
+		if e := checkResourceName("id", id[i+1:]); e != nil {
+			return "", e
 		}
 		return id, nil
 	}
@@ -118,11 +118,17 @@ func resourceID(id, ns, name string) (string, *Error) {
 	if name == "" {
 		return "", invalid("name", "is required (or give id)")
 	}
-	if strings.ContainsAny(name, "/@=") {
-		return "", invalid("name", "%q must not contain '/', '@' or '='", name)
-	}
-	if e := checkIdent("name", name, NameMaxBytes, true); e != nil {
+	if e := checkResourceName("name", name); e != nil {
 		return "", e
 	}
 	return ns + "/" + name, nil
+}
+
+// checkResourceName checks the name of a budget or quota, given alone or
+// as the part of an id after its last '/'.
+func checkResourceName(field, name string) *Error {
+	if strings.ContainsAny(name, "/@=") {
+		return invalid(field, "%q must not contain '/', '@' or '='", name)
+	}
+	return checkName(field, name)
 }

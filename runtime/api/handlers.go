@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -30,7 +31,7 @@ func (s *Server) create(c echo.Context) error {
 	}
 	r := res[0]
 	if r.Error != nil {
-		return &Error{Status: statusOf(r.Error.Code), Code: r.Error.Code, Message: r.Error.Message, Details: r.Error.Details}
+		return errorOf(r.Error)
 	}
 	status := http.StatusOK
 	if r.Created {
@@ -82,14 +83,8 @@ func (s *Server) list(c echo.Context) error {
 		Cursor:    c.QueryParam("cursor"),
 		Limit:     ListLimitDef,
 	}
-	for k := range c.QueryParams() {
-		switch k {
-		case "namespace", "lane", "state", "cursor", "limit":
-		default:
-			e := Errorf(http.StatusBadRequest, wire.CodeUnknownField, "unknown query parameter %q", k)
-			e.Details = map[string]any{"field": k}
-			return e
-		}
+	if e := onlyQuery(c, "namespace", "lane", "state", "cursor", "limit"); e != nil {
+		return e
 	}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -192,36 +187,49 @@ func (s *Server) claim(c echo.Context) error {
 // workerIdentity validates the identity fields shared by claims and
 // heartbeats (worker_id, instance_id, namespace, lanes, capabilities) and
 // fills in their defaults: instance_id is worker_id, namespace
-// plan.DefaultNamespace, lanes [plan.DefaultLane].
-func workerIdentity(workerID string, instanceID, namespace *string, lanes *[]string, caps []string) *Error {
-	if e := checkIdent("worker_id", workerID, WorkerIDMaxBytes, false); e != nil {
+// plan.DefaultNamespace, lanes [plan.DefaultLane]. prefix starts the
+// field names of its errors ("handoff." for a hand-off's).
+func workerIdentity(prefix, workerID string, instanceID, namespace *string, lanes *[]string, caps []string) *Error {
+	if e := checkWorkerID(prefix+"worker_id", workerID); e != nil {
 		return e
 	}
 	*instanceID = cmp.Or(*instanceID, workerID)
-	if e := checkIdent("instance_id", *instanceID, WorkerIDMaxBytes, false); e != nil {
+	if e := checkWorkerID(prefix+"instance_id", *instanceID); e != nil {
 		return e
 	}
 	*namespace = cmp.Or(*namespace, plan.DefaultNamespace)
-	if e := checkName("namespace", *namespace); e != nil {
+	if e := checkName(prefix+"namespace", *namespace); e != nil {
 		return e
 	}
 	if len(*lanes) == 0 {
 		*lanes = []string{plan.DefaultLane}
 	}
 	if len(*lanes) > 64 {
-		return invalid("lanes", "has %d lanes, the limit is 64", len(*lanes))
+		return invalid(prefix+"lanes", "has %d lanes, the limit is 64", len(*lanes))
 	}
 	for i, l := range *lanes {
-		if e := checkName("lanes["+strconv.Itoa(i)+"]", l); e != nil {
+		if e := checkName(prefix+"lanes["+strconv.Itoa(i)+"]", l); e != nil {
 			return e
 		}
 	}
-	return checkCapabilities("capabilities", caps)
+	return checkCapabilities(prefix+"capabilities", caps)
+}
+
+// checkWorkerID checks a worker or instance id: an identifier that may
+// hold ':' but, as the store requires, no comma.
+func checkWorkerID(field, id string) *Error {
+	if e := checkIdent(field, id, WorkerIDMaxBytes, false); e != nil {
+		return e
+	}
+	if strings.Contains(id, ",") {
+		return invalid(field, "%q contains a comma", id)
+	}
+	return nil
 }
 
 // checkClaim validates a claim and fills in its defaults.
 func (s *Server) checkClaim(req *wire.ClaimRequest) *Error {
-	if e := workerIdentity(req.WorkerID, &req.InstanceID, &req.Namespace, &req.Lanes, req.Capabilities); e != nil {
+	if e := workerIdentity("", req.WorkerID, &req.InstanceID, &req.Namespace, &req.Lanes, req.Capabilities); e != nil {
 		return e
 	}
 	if e := checkKinds("kinds", req.Kinds); e != nil {
@@ -299,11 +307,7 @@ func (s *Server) checkHandoff(workerID string, h *wire.Handoff, n int) *Error {
 	if workerID == "" {
 		return invalid("worker_id", "is required with a handoff")
 	}
-	if e := workerIdentity(workerID, &h.InstanceID, &h.Namespace, &h.Lanes, h.Capabilities); e != nil {
-		if f, ok := e.Details["field"].(string); ok {
-			e.Details["field"] = "handoff." + f
-			e.Message = "handoff." + e.Message
-		}
+	if e := workerIdentity("handoff.", workerID, &h.InstanceID, &h.Namespace, &h.Lanes, h.Capabilities); e != nil {
 		return e
 	}
 	if e := checkKinds("handoff.kinds", h.Kinds); e != nil {
@@ -353,7 +357,7 @@ func single(c echo.Context, res []wire.LeaseResult, err error) error {
 	}
 	r := res[0]
 	if r.Error != nil {
-		return &Error{Status: statusOf(r.Error.Code), Code: r.Error.Code, Message: r.Error.Message, Details: r.Error.Details}
+		return errorOf(r.Error)
 	}
 	return c.JSON(http.StatusOK, r)
 }
@@ -399,6 +403,12 @@ func (s *Server) failOne(c echo.Context) error {
 	}
 	res, err := s.cfg.Service.Fail(c.Request().Context(), []wire.Failure{{Lease: l, Message: cutMessage(req.Message), Retryable: req.Retryable}})
 	return single(c, res, err)
+}
+
+// errorOf turns the error of one item of a batch into the error of a
+// single-item route, with the status of its code.
+func errorOf(b *wire.ErrorBody) *Error {
+	return &Error{Status: statusOf(b.Code), Code: b.Code, Message: b.Message, Details: b.Details}
 }
 
 // statusOf maps a stable error code to its HTTP status.

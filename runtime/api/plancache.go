@@ -1,9 +1,7 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"sync"
 
 	"github.com/flowfabric/ff/compiler/plan"
@@ -99,17 +97,12 @@ func (pc *planCache) len() int {
 }
 
 // decodePlan decodes the JSON text of a plan as strictly as the body
-// decoding of wire.StageFlow does (no unknown field). It reports only
-// success: on failure the caller decodes the whole body again for the
-// error to give.
+// decoding of wire.StageFlow does (decodeBody: no unknown field, no
+// trailing data). It reports only success: on failure the caller decodes
+// the whole body again for the error to give.
 func decodePlan(text []byte) (*plan.Flow, bool) {
-	dec := json.NewDecoder(bytes.NewReader(text))
-	dec.DisallowUnknownFields()
 	var fl *plan.Flow
-	if err := dec.Decode(&fl); err != nil {
-		return nil, false
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	if err := decodeBody(text, false, &fl); err != nil {
 		return nil, false
 	}
 	return fl, fl != nil

@@ -15,7 +15,7 @@ func (a *admission) heartbeat(c echo.Context) error {
 	if err := Decode(c, a.s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err
 	}
-	if e := workerIdentity(req.WorkerID, &req.InstanceID, &req.Namespace, &req.Lanes, req.Capabilities); e != nil {
+	if e := workerIdentity("", req.WorkerID, &req.InstanceID, &req.Namespace, &req.Lanes, req.Capabilities); e != nil {
 		return e
 	}
 	if req.TTLMs != 0 && (req.TTLMs < wire.LeaseMsMin || req.TTLMs > wire.LeaseMsMax) {
@@ -29,12 +29,8 @@ func (a *admission) heartbeat(c echo.Context) error {
 }
 
 func (a *admission) workers(c echo.Context) error {
-	for k := range c.QueryParams() {
-		if k != "namespace" {
-			e := Errorf(http.StatusBadRequest, wire.CodeUnknownField, "unknown query parameter %q", k)
-			e.Details = map[string]any{"field": k}
-			return e
-		}
+	if e := onlyQuery(c, "namespace"); e != nil {
+		return e
 	}
 	ns := cmp.Or(c.QueryParam("namespace"), plan.DefaultNamespace)
 	if e := checkName("namespace", ns); e != nil {

@@ -840,25 +840,33 @@ func TestAdmissionBadInputs(t *testing.T) {
 	budgets := []struct {
 		name string
 		req  wire.PutBudget
+		want string // in the message when set
 	}{
-		{"no dimension", wire.PutBudget{Name: "b1"}},
-		{"bad on_hard_limit", wire.PutBudget{Name: "b1", OnHardLimit: "explode", Dimensions: []wire.BudgetDimension{{Name: "d", Hard: 1}}}},
-		{"soft above hard", wire.PutBudget{Name: "b1", Dimensions: []wire.BudgetDimension{{Name: "d", Hard: 1, Soft: 2}}}},
-		{"negative", wire.PutBudget{Name: "b1", Dimensions: []wire.BudgetDimension{{Name: "d", Hard: -1}}}},
-		{"duplicate dimension", wire.PutBudget{Name: "b1", Dimensions: []wire.BudgetDimension{{Name: "d"}, {Name: "d"}}}},
-		{"id and name", wire.PutBudget{ID: "default/b1", Name: "b1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}},
-		{"id without name", wire.PutBudget{ID: "default/", Dimensions: []wire.BudgetDimension{{Name: "d"}}}},
-		{"bad name", wire.PutBudget{Name: "b 1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}},
-		{"run-scoped id", wire.PutBudget{ID: "default/b1@run", Dimensions: []wire.BudgetDimension{{Name: "d"}}}},
-		{"dimension with comma", wire.PutBudget{Name: "b1", Dimensions: []wire.BudgetDimension{{Name: "a,b"}}}},
+		{"no dimension", wire.PutBudget{Name: "b1"}, ""},
+		{"bad on_hard_limit", wire.PutBudget{Name: "b1", OnHardLimit: "explode", Dimensions: []wire.BudgetDimension{{Name: "d", Hard: 1}}}, ""},
+		{"soft above hard", wire.PutBudget{Name: "b1", Dimensions: []wire.BudgetDimension{{Name: "d", Hard: 1, Soft: 2}}}, ""},
+		{"negative", wire.PutBudget{Name: "b1", Dimensions: []wire.BudgetDimension{{Name: "d", Hard: -1}}}, ""},
+		{"duplicate dimension", wire.PutBudget{Name: "b1", Dimensions: []wire.BudgetDimension{{Name: "d"}, {Name: "d"}}}, ""},
+		{"id and name", wire.PutBudget{ID: "default/b1", Name: "b1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, ""},
+		{"id without name", wire.PutBudget{ID: "default/", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, ""},
+		{"bad name", wire.PutBudget{Name: "b 1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, ""},
+		{"run-scoped id", wire.PutBudget{ID: "default/b1@run", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, ""},
+		// The name part of an id obeys the rules of name.
+		{"name with colon", wire.PutBudget{Name: "b:1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, `name: "b:1" contains ':'`},
+		{"id name with colon", wire.PutBudget{ID: "default/b:1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, `id: "b:1" contains ':'`},
+		{"name too long", wire.PutBudget{Name: strings.Repeat("b", 65), Dimensions: []wire.BudgetDimension{{Name: "d"}}}, "name: is 65 bytes, the limit is 64"},
+		{"id name too long", wire.PutBudget{ID: "default/" + strings.Repeat("b", 65), Dimensions: []wire.BudgetDimension{{Name: "d"}}}, "id: is 65 bytes, the limit is 64"},
+		{"name with at", wire.PutBudget{Name: "b@1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, `name: "b@1" must not contain '/', '@' or '='`},
+		{"id name with at", wire.PutBudget{ID: "default/b@1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, `id: "b@1" must not contain '/', '@' or '='`},
+		{"dimension with comma", wire.PutBudget{Name: "b1", Dimensions: []wire.BudgetDimension{{Name: "a,b"}}}, ""},
 	}
 	for _, tc := range budgets {
 		_, _, err := c.PutBudget(ctx, tc.req)
-		if ae := apiErr(t, err); ae.Status != http.StatusBadRequest {
-			t.Errorf("%s: %d %s, want 400", tc.name, ae.Status, ae.Code)
+		if ae := apiErr(t, err); ae.Status != http.StatusBadRequest || !strings.Contains(ae.Message, tc.want) {
+			t.Errorf("%s: %d %s %q, want 400 mentioning %q", tc.name, ae.Status, ae.Code, ae.Message, tc.want)
 		}
 	}
-	for _, id := range []string{"default/b1", "default/b 1"} {
+	for _, id := range []string{"default/b1", "default/b 1", "default/b:1", "default/" + strings.Repeat("b", 65)} {
 		if _, err := c.GetBudget(ctx, id); apiErr(t, err).Status/100 != 4 {
 			t.Errorf("budget %q exists after bad requests: %v", id, err)
 		}
@@ -866,16 +874,19 @@ func TestAdmissionBadInputs(t *testing.T) {
 	quotas := []struct {
 		name string
 		req  wire.PutQuota
+		want string // in the message when set
 	}{
-		{"no limit", wire.PutQuota{Name: "q1"}},
-		{"negative rate", wire.PutQuota{Name: "q1", Rate: -1}},
-		{"window without rate", wire.PutQuota{Name: "q1", Concurrency: 1, WindowMs: 1000}},
-		{"bad key", wire.PutQuota{Name: "q1", Concurrency: 1, Key: "a..b"}},
+		{"no limit", wire.PutQuota{Name: "q1"}, ""},
+		{"negative rate", wire.PutQuota{Name: "q1", Rate: -1}, ""},
+		{"window without rate", wire.PutQuota{Name: "q1", Concurrency: 1, WindowMs: 1000}, ""},
+		{"bad key", wire.PutQuota{Name: "q1", Concurrency: 1, Key: "a..b"}, ""},
+		{"id name with colon", wire.PutQuota{ID: "default/q:1", Concurrency: 1}, `id: "q:1" contains ':'`},
+		{"id name too long", wire.PutQuota{ID: "default/" + strings.Repeat("q", 65), Concurrency: 1}, "id: is 65 bytes, the limit is 64"},
 	}
 	for _, tc := range quotas {
 		_, _, err := c.PutQuota(ctx, tc.req)
-		if ae := apiErr(t, err); ae.Status != http.StatusBadRequest {
-			t.Errorf("%s: %d %s, want 400", tc.name, ae.Status, ae.Code)
+		if ae := apiErr(t, err); ae.Status != http.StatusBadRequest || !strings.Contains(ae.Message, tc.want) {
+			t.Errorf("%s: %d %s %q, want 400 mentioning %q", tc.name, ae.Status, ae.Code, ae.Message, tc.want)
 		}
 	}
 	if _, err := c.GetQuota(ctx, "default/q1"); apiErr(t, err).Status != http.StatusNotFound {

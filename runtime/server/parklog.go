@@ -8,12 +8,9 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/scanner"
 	"github.com/flowfabric/ff/runtime/store"
 )
-
-// parkLogIntervalDefault is how often the park log looks for newly parked
-// executions.
-const parkLogIntervalDefault = time.Second
 
 // parkLog logs (info) every execution that admission parked — waiting for a
 // budget, a quota or a capable worker — once, with the reason and the
@@ -35,7 +32,7 @@ const parkLogPage = store.ListLimitMax
 
 func newParkLog(st *store.Store, log *slog.Logger, interval time.Duration) *parkLog {
 	if interval <= 0 {
-		interval = parkLogIntervalDefault
+		interval = scanner.UnblockIntervalDefault // it runs with the unblock scanner
 	}
 	return &parkLog{st: st, log: log, interval: interval, parked: map[store.ExecutionID]string{}}
 }

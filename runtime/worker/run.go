@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/client"
@@ -48,7 +50,7 @@ const (
 type Config struct {
 	URL          string   // ffrun base URL; required
 	Token        string   // bearer token, when the server requires one
-	Name         string   // worker id; default the host name
+	Name         string   // worker id (up to 115 bytes; ':' allowed, ',' not); default the host name
 	Namespace    string   // default plan.DefaultNamespace
 	Lanes        []string // default [plan.DefaultLane]
 	Capabilities []string // advertised capabilities
@@ -122,14 +124,17 @@ func (c Config) validate() error {
 	if c.DrainTimeout < 0 {
 		return fmt.Errorf("worker: Config.DrainTimeout %s is negative", c.DrainTimeout)
 	}
-	if err := checkName("Config.Name", c.Name, 256); err != nil {
+	if err := checkName("Config.Name", c.Name, nameMaxBytes, false); err != nil {
 		return err
 	}
-	if err := checkName("Config.Namespace", c.Namespace, 64); err != nil {
+	if strings.Contains(c.Name, ",") {
+		return fmt.Errorf("worker: Config.Name %q contains a comma", c.Name)
+	}
+	if err := checkName("Config.Namespace", c.Namespace, 64, true); err != nil {
 		return err
 	}
 	for i, l := range c.Lanes {
-		if err := checkName(fmt.Sprintf("Config.Lanes[%d]", i), l, 64); err != nil {
+		if err := checkName(fmt.Sprintf("Config.Lanes[%d]", i), l, 64, true); err != nil {
 			return err
 		}
 	}
@@ -139,16 +144,33 @@ func (c Config) validate() error {
 	return nil
 }
 
-func checkName(field, v string, limit int) error {
+// Limits of Config.Name: the server takes worker and instance ids of up to
+// 128 bytes (api.WorkerIDMaxBytes), and the instance id is the name, '-'
+// and 2*instanceSuffixBytes hex digits.
+const (
+	instanceSuffixBytes = 6
+	nameMaxBytes        = 128 - 1 - 2*instanceSuffixBytes
+)
+
+// checkName applies the server's rules for identifiers (runtime/api
+// checkIdent): not empty, at most limit bytes, valid UTF-8, no whitespace
+// or control character, and no ':' when noColon (namespaces and lanes).
+func checkName(field, v string, limit int, noColon bool) error {
 	if v == "" {
 		return fmt.Errorf("worker: %s must not be empty", field)
 	}
 	if len(v) > limit {
 		return fmt.Errorf("worker: %s is %d bytes, the limit is %d", field, len(v), limit)
 	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("worker: %s is not valid UTF-8", field)
+	}
 	for _, r := range v {
-		if r <= ' ' || r == 0x7f || r == ':' {
-			return fmt.Errorf("worker: %s %q contains whitespace, a control character or ':'", field, v)
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return fmt.Errorf("worker: %s %q contains whitespace or a control character", field, v)
+		}
+		if noColon && r == ':' {
+			return fmt.Errorf("worker: %s %q contains ':'", field, v)
 		}
 	}
 	return nil
@@ -216,7 +238,7 @@ func New(cfg Config) (*Worker, error) {
 			return nil, fmt.Errorf("worker: %w", err)
 		}
 	}
-	var b [6]byte
+	var b [instanceSuffixBytes]byte
 	_, _ = rand.Read(b[:])
 	return &Worker{
 		cfg:      cfg,

@@ -148,6 +148,16 @@ func TestConfigValidation(t *testing.T) {
 		{"lease", worker.Config{URL: "http://x", LeaseTTL: time.Millisecond}, "Config.LeaseTTL"},
 		{"renew", worker.Config{URL: "http://x", LeaseTTL: time.Second, RenewInterval: 2 * time.Second}, "Config.RenewInterval"},
 		{"lane", worker.Config{URL: "http://x", Lanes: []string{"a:b"}}, "Config.Lanes[0]"},
+		// The server's rules (runtime/api checkIdent): Unicode whitespace
+		// and control characters, UTF-8, ':' only in the worker id.
+		{"lane with line separator", worker.Config{URL: "http://x", Lanes: []string{"a\u2028b"}}, "Config.Lanes[0]"},
+		{"namespace with colon", worker.Config{URL: "http://x", Namespace: "a:b"}, `Config.Namespace "a:b" contains ':'`},
+		{"name with space", worker.Config{URL: "http://x", Name: "a b"}, "Config.Name"},
+		{"name with no-break space", worker.Config{URL: "http://x", Name: "a\u00a0b"}, "Config.Name"},
+		{"name with C1 control", worker.Config{URL: "http://x", Name: "a\u0085b"}, "Config.Name"},
+		{"name not UTF-8", worker.Config{URL: "http://x", Name: "a\xffb"}, "Config.Name is not valid UTF-8"},
+		{"name too long", worker.Config{URL: "http://x", Name: strings.Repeat("n", 116)}, "Config.Name is 116 bytes, the limit is 115"},
+		{"name with comma", worker.Config{URL: "http://x", Name: "a,b"}, `Config.Name "a,b" contains a comma`},
 		{"scheme", worker.Config{URL: "ftp://x"}, "scheme"},
 	}
 	for _, tt := range tests {
@@ -157,6 +167,30 @@ func TestConfigValidation(t *testing.T) {
 				t.Fatalf("New: %v, want an error mentioning %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestWorkerNameAsServerAllows: a worker id may hold ':' and be as long as
+// the instance id derived from it (name, '-', 12 hex digits) may be.
+func TestWorkerNameAsServerAllows(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	name := "host:1234-" + strings.Repeat("n", 115-len("host:1234-"))
+	w := newWorker(t, env, func(c *worker.Config) { c.Name = name })
+	_ = w.Handle("job", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		return json.RawMessage(`"ok"`), nil
+	})
+	run(t, w)
+	id := create(t, env, wire.CreateExecution{Kind: "job"})
+	if r := waitResult(t, env, id); r.State != "completed" || string(r.Result) != `"ok"` {
+		t.Fatalf("result %+v", r)
+	}
+	ws, err := env.Client.Workers(ctxT(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws.Workers) != 1 || ws.Workers[0].WorkerID != name || len(ws.Workers[0].InstanceID) != 128 {
+		t.Fatalf("workers: %+v", ws)
 	}
 }
 
@@ -393,11 +427,14 @@ func TestStoppedWorkerMidTask(t *testing.T) {
 
 	hung := make(chan struct{})
 	release := make(chan struct{})
-	defer close(release)
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce)
+	returned := make(chan struct{})
 	a := newWorker(t, env, func(c *worker.Config) {
 		c.Name, c.LeaseTTL, c.DrainTimeout = "a", 300*time.Millisecond, 50*time.Millisecond
 	})
 	_ = a.Handle("job", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		defer close(returned)
 		close(hung)
 		<-release // ignores ctx: a stuck handler
 		return json.RawMessage(`"from a"`), nil
@@ -418,6 +455,19 @@ func TestStoppedWorkerMidTask(t *testing.T) {
 	r := waitResult(t, env, id)
 	if r.State != "completed" || string(r.Result) != `"from b"` || runs.Load() != 1 {
 		t.Fatalf("result %+v after %d runs of b", r, runs.Load())
+	}
+
+	// The hung handler returns now: its late result must not replace b's.
+	releaseOnce()
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the released handler did not return")
+	}
+	time.Sleep(200 * time.Millisecond) // time for a late report, were one sent
+	r = waitResult(t, env, id)
+	if r.State != "completed" || string(r.Result) != `"from b"` || runs.Load() != 1 {
+		t.Fatalf("after a's late result: %+v, %d runs of b", r, runs.Load())
 	}
 }
 
