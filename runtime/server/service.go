@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/scheduler"
 	"github.com/flowfabric/ff/runtime/store"
@@ -23,8 +25,8 @@ type service struct {
 	vk    valkey.Client
 	st    *store.Store
 	sched *scheduler.Scheduler
-	// onClaim, when set, sees every valid claim first (the worker
-	// registry: admission.go).
+	// onClaim sees every valid claim first (the worker registry:
+	// admission.go).
 	onClaim func(context.Context, wire.ClaimRequest)
 }
 
@@ -113,10 +115,7 @@ func (s *service) Result(ctx context.Context, id string) (*wire.ExecutionResult,
 }
 
 func (s *service) List(ctx context.Context, q api.ListQuery) (*wire.ExecutionList, error) {
-	req := store.ListRequest{Namespace: q.Namespace, Lane: q.Lane, Limit: q.Limit, Cursor: q.Cursor}
-	if req.Namespace == "" {
-		req.Namespace = "default"
-	}
+	req := store.ListRequest{Namespace: cmp.Or(q.Namespace, plan.DefaultNamespace), Lane: q.Lane, Limit: q.Limit, Cursor: q.Cursor}
 	if q.State != "" {
 		st, err := store.ParsePublicState(q.State)
 		if err != nil {
@@ -136,20 +135,22 @@ func (s *service) List(ctx context.Context, q api.ListQuery) (*wire.ExecutionLis
 }
 
 func (s *service) Cancel(ctx context.Context, id, reason string) (*wire.Execution, error) {
-	return s.mutate(ctx, id, func(eid store.ExecutionID) (*store.Execution, error) { return s.st.Cancel(ctx, eid, reason) })
+	return mutate(id, func(eid store.ExecutionID) (*store.Execution, error) { return s.st.Cancel(ctx, eid, reason) })
 }
 
 func (s *service) SetPriority(ctx context.Context, id string, priority int) (*wire.Execution, error) {
-	return s.mutate(ctx, id, func(eid store.ExecutionID) (*store.Execution, error) {
+	return mutate(id, func(eid store.ExecutionID) (*store.Execution, error) {
 		return s.st.ChangePriority(ctx, eid, priority)
 	})
 }
 
 func (s *service) RevokeLease(ctx context.Context, id, reason string) (*wire.Execution, error) {
-	return s.mutate(ctx, id, func(eid store.ExecutionID) (*store.Execution, error) { return s.st.RevokeLease(ctx, eid, reason) })
+	return mutate(id, func(eid store.ExecutionID) (*store.Execution, error) { return s.st.RevokeLease(ctx, eid, reason) })
 }
 
-func (s *service) mutate(_ context.Context, id string, f func(store.ExecutionID) (*store.Execution, error)) (*wire.Execution, error) {
+// mutate runs f on the execution id names and returns the execution f
+// left.
+func mutate(id string, f func(store.ExecutionID) (*store.Execution, error)) (*wire.Execution, error) {
 	eid, err := parseID(id)
 	if err != nil {
 		return nil, err
@@ -163,9 +164,7 @@ func (s *service) mutate(_ context.Context, id string, f func(store.ExecutionID)
 }
 
 func (s *service) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task, error) {
-	if s.onClaim != nil {
-		s.onClaim(ctx, req)
-	}
+	s.onClaim(ctx, req)
 	grants, err := s.sched.Claim(ctx, scheduler.Request{
 		Worker: store.WorkerIdentity{
 			WorkerID:     req.WorkerID,
@@ -182,11 +181,7 @@ func (s *service) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task
 	if err != nil {
 		return nil, mapError(err)
 	}
-	tasks := make([]wire.Task, len(grants))
-	for i, g := range grants {
-		tasks[i] = toTask(g)
-	}
-	return tasks, nil
+	return toTasks(grants), nil
 }
 
 func (s *service) Renew(ctx context.Context, leases []wire.Lease, ttl time.Duration) ([]wire.LeaseResult, error) {
@@ -213,10 +208,8 @@ func (s *service) Renew(ctx context.Context, leases []wire.Lease, ttl time.Durat
 
 func (s *service) Complete(ctx context.Context, req wire.CompleteRequest) ([]wire.LeaseResult, []wire.Task, error) {
 	fs := make([]store.Finish, len(req.Completions))
-	ids := make([]string, len(req.Completions))
 	for i, it := range req.Completions {
 		fs[i] = store.Finish{Lease: storeLease(it.Lease), Result: []byte(it.Output)}
-		ids[i] = it.ExecutionID
 	}
 	var h *store.Handoff
 	if x := req.Handoff; x != nil {
@@ -233,38 +226,25 @@ func (s *service) Complete(ctx context.Context, req wire.CompleteRequest) ([]wir
 			Kinds:    x.Kinds,
 		}
 	}
-	res, grants, err := s.finishHandoff(ctx, ids, fs, h)
+	res, grants, err := s.finishHandoff(ctx, fs, h)
 	if err != nil {
 		return nil, nil, err
 	}
-	var tasks []wire.Task
-	if len(grants) > 0 {
-		tasks = make([]wire.Task, len(grants))
-		for i, g := range grants {
-			tasks[i] = toTask(g)
-		}
-	}
-	return res, tasks, nil
+	return res, toTasks(grants), nil
 }
 
 func (s *service) Fail(ctx context.Context, items []wire.Failure) ([]wire.LeaseResult, error) {
 	fs := make([]store.Finish, len(items))
-	ids := make([]string, len(items))
 	for i, it := range items {
 		fs[i] = store.Finish{Lease: storeLease(it.Lease), Failed: true, Error: it.Message, Retryable: it.Retryable}
-		ids[i] = it.ExecutionID
 	}
-	return s.finish(ctx, ids, fs)
-}
-
-func (s *service) finish(ctx context.Context, ids []string, fs []store.Finish) ([]wire.LeaseResult, error) {
-	res, _, err := s.finishHandoff(ctx, ids, fs, nil)
+	res, _, err := s.finishHandoff(ctx, fs, nil)
 	return res, err
 }
 
 // finishHandoff records the end of attempts and returns the hand-off
 // grants h asked for (none when h is nil).
-func (s *service) finishHandoff(ctx context.Context, ids []string, fs []store.Finish, h *store.Handoff) ([]wire.LeaseResult, []store.Grant, error) {
+func (s *service) finishHandoff(ctx context.Context, fs []store.Finish, h *store.Handoff) ([]wire.LeaseResult, []store.Grant, error) {
 	// A finished attempt must be recorded even if the worker hangs up now.
 	ctx = context.WithoutCancel(ctx)
 	res, grants, err := s.st.FinishHandoff(ctx, fs, h)
@@ -273,7 +253,7 @@ func (s *service) finishHandoff(ctx context.Context, ids []string, fs []store.Fi
 	}
 	out := make([]wire.LeaseResult, len(fs))
 	for i, r := range res {
-		out[i] = wire.LeaseResult{ExecutionID: ids[i], OK: r.Err == nil, State: string(r.State)}
+		out[i] = wire.LeaseResult{ExecutionID: string(fs[i].Lease.ExecutionID), OK: r.Err == nil, State: string(r.State)}
 		if r.Err != nil {
 			out[i].Error = s.itemError(ctx, "finish", r.Err)
 		}
@@ -383,6 +363,18 @@ func toExecution(ex *store.Execution) wire.Execution {
 		w.LeaseExpiresAt = timePtr(ex.Lease.ExpiresAt)
 	}
 	return w
+}
+
+// toTasks converts grants to tasks; nil when there are none.
+func toTasks(grants []store.Grant) []wire.Task {
+	if len(grants) == 0 {
+		return nil
+	}
+	tasks := make([]wire.Task, len(grants))
+	for i, g := range grants {
+		tasks[i] = toTask(g)
+	}
+	return tasks
 }
 
 func toTask(g store.Grant) wire.Task {
