@@ -4,8 +4,8 @@
 //
 // Waiting is driven by the store's wake-up channel (Valkey pub/sub published
 // from Lua when executions become eligible), never by polling on the hot
-// path. Waiting claims with the same namespace, lanes and capabilities form
-// a group; a wake-up rouses one waiter per group, which passes the baton to
+// path. Waiting claims with the same namespace, lanes, capabilities and
+// kinds form a group; a wake-up rouses one waiter per group, which passes the baton to
 // the next when it may have left work behind. So N idle workers do not all
 // stampede Valkey for one new task.
 //
@@ -42,9 +42,8 @@ import (
 // Store is what the scheduler needs from runtime/store.
 type Store interface {
 	FlowPartitions() int
-	Claim(ctx context.Context, req store.ClaimRequest) ([]store.Grant, error)
-	// ClaimAdmitted is Claim with quota admission (and budget blocking
-	// when the request lists breached budgets).
+	// ClaimAdmitted is the store's claim with quota admission (and budget
+	// blocking when the request lists breached budgets).
 	ClaimAdmitted(ctx context.Context, req store.ClaimRequest) ([]store.Grant, error)
 	EligibleCounts(ctx context.Context, namespace string, lanes []string) ([]int64, error)
 	// BreachedBudgets lists the budgets at a hard limit now.
@@ -138,8 +137,8 @@ type Scheduler struct {
 
 type laneKey struct{ ns, lane string }
 
-// group is every claim with one namespace, lane set and capability set: its
-// waiters and its partition hints.
+// group is every claim with one namespace, lane set, capability set and
+// kind set: its waiters and its partition hints.
 type group struct {
 	sig      string
 	ns       string
