@@ -165,9 +165,6 @@ func launch(ctx context.Context, cfg Config, dir string, port int) (*Server, err
 	}
 }
 
-// Pid returns the child's process id.
-func (s *Server) Pid() int { return s.cmd.Process.Pid }
-
 // Exited is closed when the child has exited.
 func (s *Server) Exited() <-chan struct{} { return s.exited }
 

@@ -67,13 +67,6 @@ func Flow(f *plan.Flow, root string, input []byte) error {
 	return v.check(root, f.Input, val, 0)
 }
 
-// Value checks the JSON value data against t, resolving named types in
-// types.
-func Value(types []plan.Type, t *plan.TypeRef, root string, data []byte) error {
-	f := &plan.Flow{Name: "value", Input: t, Types: types}
-	return Flow(f, root, data)
-}
-
 type checker struct {
 	types map[string]*plan.Type
 }

@@ -121,7 +121,7 @@ func TestScalarRoots(t *testing.T) {
 		{elem(plan.KindMap, ref(plan.KindBool)), `{"a":true,"b":0}`, false},
 		{named("Nope"), `{}`, false},
 	} {
-		err := flowinput.Value(nil, &tt.t, "input", []byte(tt.input))
+		err := flowinput.Flow(&plan.Flow{Name: "value", Input: &tt.t}, "input", []byte(tt.input))
 		if (err == nil) != tt.ok {
 			t.Errorf("%s %s: err = %v, want ok=%v", plan.TypeString(&tt.t), tt.input, err, tt.ok)
 		}

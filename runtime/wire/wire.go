@@ -195,7 +195,6 @@ type Task struct {
 	Epoch          int64                      `json:"epoch"`
 	LeaseExpiresAt time.Time                  `json:"lease_expires_at"`
 	DeadlineAt     *time.Time                 `json:"deadline_at,omitempty"`
-	CreatedAt      *time.Time                 `json:"created_at,omitempty"`
 	Tags           map[string]string          `json:"tags,omitempty"`
 	Input          json.RawMessage            `json:"input,omitempty"`
 	Upstreams      map[string]json.RawMessage `json:"upstreams,omitempty"`
