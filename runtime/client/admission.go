@@ -12,7 +12,7 @@ import (
 // existing budget keeps its usage. created is false for a replacement.
 func (c *Client) PutBudget(ctx context.Context, req wire.PutBudget) (b *wire.Budget, created bool, err error) {
 	var out wire.PutBudgetResponse
-	if _, err := c.do(ctx, http.MethodPut, "/v1/budgets", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPut, "/v1/budgets", nil, req, &out); err != nil {
 		return nil, false, err
 	}
 	return &out.Budget, out.Created, nil
@@ -22,7 +22,7 @@ func (c *Client) PutBudget(ctx context.Context, req wire.PutBudget) (b *wire.Bud
 // are "<namespace>/<name>" (run-scoped: "<namespace>/<name>@<run id>").
 func (c *Client) GetBudget(ctx context.Context, id string) (*wire.Budget, error) {
 	var out wire.Budget
-	if _, err := c.do(ctx, http.MethodGet, "/v1/budgets/"+id, nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/budgets/"+id, nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -32,7 +32,7 @@ func (c *Client) GetBudget(ctx context.Context, id string) (*wire.Budget, error)
 // eligible again.
 func (c *Client) ResetBudget(ctx context.Context, id string) (*wire.Budget, error) {
 	var out wire.Budget
-	if _, err := c.do(ctx, http.MethodPost, "/v1/budgets/"+id+"/reset", nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/budgets/"+id+"/reset", nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -42,7 +42,7 @@ func (c *Client) ResetBudget(ctx context.Context, id string) (*wire.Budget, erro
 // worker reports through its task, worker.Task.ReportUsage).
 func (c *Client) ReportBudgetUsage(ctx context.Context, id string, req wire.BudgetUsageReport) (*wire.UsageResult, error) {
 	var out wire.UsageResponse
-	if _, err := c.do(ctx, http.MethodPost, "/v1/budgets/"+id+"/usage", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/budgets/"+id+"/usage", nil, req, &out); err != nil {
 		return nil, err
 	}
 	if len(out.Results) == 0 {
@@ -55,7 +55,7 @@ func (c *Client) ReportBudgetUsage(ctx context.Context, id string, req wire.Budg
 // (409 stale_lease when the lease is no longer the execution's).
 func (c *Client) ReportExecutionUsage(ctx context.Context, executionID string, req wire.ExecutionUsageReport) ([]wire.UsageResult, error) {
 	var out wire.UsageResponse
-	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(executionID)+"/usage", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(executionID)+"/usage", nil, req, &out); err != nil {
 		return nil, err
 	}
 	return out.Results, nil
@@ -64,7 +64,7 @@ func (c *Client) ReportExecutionUsage(ctx context.Context, executionID string, r
 // PutQuota creates a quota or replaces its definition.
 func (c *Client) PutQuota(ctx context.Context, req wire.PutQuota) (q *wire.Quota, created bool, err error) {
 	var out wire.PutQuotaResponse
-	if _, err := c.do(ctx, http.MethodPut, "/v1/quotas", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPut, "/v1/quotas", nil, req, &out); err != nil {
 		return nil, false, err
 	}
 	return &out.Quota, out.Created, nil
@@ -74,7 +74,7 @@ func (c *Client) PutQuota(ctx context.Context, req wire.PutQuota) (q *wire.Quota
 // its window and active counts.
 func (c *Client) GetQuota(ctx context.Context, id string) (*wire.Quota, error) {
 	var out wire.Quota
-	if _, err := c.do(ctx, http.MethodGet, "/v1/quotas/"+id, nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/quotas/"+id, nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -84,7 +84,7 @@ func (c *Client) GetQuota(ctx context.Context, id string) (*wire.Quota, error) {
 // capabilities; a bad capability is a 400 validation_failed.
 func (c *Client) Heartbeat(ctx context.Context, req wire.WorkerHeartbeat) (*wire.WorkerHeartbeatResponse, error) {
 	var out wire.WorkerHeartbeatResponse
-	if _, err := c.do(ctx, http.MethodPost, "/v1/workers/heartbeat", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/workers/heartbeat", nil, req, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -98,7 +98,7 @@ func (c *Client) Workers(ctx context.Context, namespace string) (*wire.WorkerLis
 		q = url.Values{"namespace": {namespace}}
 	}
 	var out wire.WorkerList
-	if _, err := c.do(ctx, http.MethodGet, "/v1/workers", q, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/workers", q, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

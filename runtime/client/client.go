@@ -126,8 +126,7 @@ func IsCode(err error, code string) bool {
 var ErrFlowsUnsupported = errors.New("flows are not supported by this server yet")
 
 // do sends one request and decodes a 2xx JSON answer into out (when non-nil).
-// It returns the HTTP status.
-func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) (int, error) {
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
 	u := *c.base
 	u.Path = c.base.Path + path
 	if query != nil {
@@ -139,13 +138,13 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	} else if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return 0, fmt.Errorf("client: encode %s %s: %w", method, path, err)
+			return fmt.Errorf("client: encode %s %s: %w", method, path, err)
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return 0, fmt.Errorf("client: %s %s: %w", method, path, err)
+		return fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -156,22 +155,22 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("client: %s %s: %w", method, path, err)
+		return fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return resp.StatusCode, fmt.Errorf("client: %s %s: read body: %w", method, path, err)
+		return fmt.Errorf("client: %s %s: read body: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, decodeError(resp.StatusCode, data)
+		return decodeError(resp.StatusCode, data)
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("client: %s %s: decode answer: %w", method, path, err)
+			return fmt.Errorf("client: %s %s: decode answer: %w", method, path, err)
 		}
 	}
-	return resp.StatusCode, nil
+	return nil
 }
 
 func decodeError(status int, data []byte) error {
@@ -191,14 +190,14 @@ func decodeError(status int, data []byte) error {
 
 // Health calls /healthz: nil when the process is up.
 func (c *Client) Health(ctx context.Context) error {
-	_, err := c.do(ctx, http.MethodGet, "/healthz", nil, nil, nil)
+	err := c.do(ctx, http.MethodGet, "/healthz", nil, nil, nil)
 	return err
 }
 
 // Ready calls /readyz: nil when the server can reach Valkey and its library
 // is loaded.
 func (c *Client) Ready(ctx context.Context) error {
-	_, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
+	err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
 	return err
 }
 
@@ -206,7 +205,7 @@ func (c *Client) Ready(ctx context.Context) error {
 // idempotency key matched an earlier execution, which is returned.
 func (c *Client) CreateExecution(ctx context.Context, req wire.CreateExecution) (exec *wire.Execution, created bool, err error) {
 	var out wire.CreateExecutionResponse
-	if _, err := c.do(ctx, http.MethodPost, "/v1/executions", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/executions", nil, req, &out); err != nil {
 		return nil, false, err
 	}
 	return &out.Execution, out.Created, nil
@@ -217,7 +216,7 @@ func (c *Client) CreateExecution(ctx context.Context, req wire.CreateExecution) 
 // results are in request order.
 func (c *Client) CreateExecutions(ctx context.Context, reqs []wire.CreateExecution) ([]wire.CreateBatchResult, error) {
 	var out wire.CreateBatchResponse
-	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/batch", nil, wire.CreateBatchRequest{Executions: reqs}, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/executions/batch", nil, wire.CreateBatchRequest{Executions: reqs}, &out); err != nil {
 		return nil, err
 	}
 	return out.Results, nil
@@ -226,7 +225,7 @@ func (c *Client) CreateExecutions(ctx context.Context, reqs []wire.CreateExecuti
 // GetExecution returns one execution.
 func (c *Client) GetExecution(ctx context.Context, id string) (*wire.Execution, error) {
 	var out wire.Execution
-	if _, err := c.do(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id), nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id), nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -257,7 +256,7 @@ func (c *Client) ListExecutions(ctx context.Context, o ListOptions) (*wire.Execu
 		q.Set("limit", fmt.Sprint(o.Limit))
 	}
 	var out wire.ExecutionList
-	if _, err := c.do(ctx, http.MethodGet, "/v1/executions", q, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/executions", q, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -266,7 +265,7 @@ func (c *Client) ListExecutions(ctx context.Context, o ListOptions) (*wire.Execu
 // CancelExecution cancels an execution; a running one loses its lease.
 func (c *Client) CancelExecution(ctx context.Context, id, reason string) (*wire.Execution, error) {
 	var out wire.Execution
-	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/cancel", nil, wire.Cancel{Reason: reason}, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/cancel", nil, wire.Cancel{Reason: reason}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -275,7 +274,7 @@ func (c *Client) CancelExecution(ctx context.Context, id, reason string) (*wire.
 // SetPriority changes the priority of a waiting execution.
 func (c *Client) SetPriority(ctx context.Context, id string, priority int) (*wire.Execution, error) {
 	var out wire.Execution
-	if _, err := c.do(ctx, http.MethodPut, "/v1/executions/"+url.PathEscape(id)+"/priority", nil, wire.SetPriority{Priority: &priority}, &out); err != nil {
+	if err := c.do(ctx, http.MethodPut, "/v1/executions/"+url.PathEscape(id)+"/priority", nil, wire.SetPriority{Priority: &priority}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -285,7 +284,7 @@ func (c *Client) SetPriority(ctx context.Context, id string, priority int) (*wir
 // is interrupted and the execution becomes eligible again.
 func (c *Client) RevokeLease(ctx context.Context, id, reason string) (*wire.Execution, error) {
 	var out wire.Execution
-	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/revoke-lease", nil, wire.RevokeLease{Reason: reason}, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/revoke-lease", nil, wire.RevokeLease{Reason: reason}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -295,7 +294,7 @@ func (c *Client) RevokeLease(ctx context.Context, id, reason string) (*wire.Exec
 // execution ends it fails with code wire.CodeNotTerminal.
 func (c *Client) ExecutionResult(ctx context.Context, id string) (*wire.ExecutionResult, error) {
 	var out wire.ExecutionResult
-	if _, err := c.do(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id)+"/result", nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id)+"/result", nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -326,7 +325,7 @@ func (c *Client) WaitResult(ctx context.Context, id string, interval time.Durati
 // Claim long-polls for up to req.Max tasks.
 func (c *Client) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task, error) {
 	var out wire.ClaimResponse
-	if _, err := c.do(ctx, http.MethodPost, "/v1/worker/claim", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/worker/claim", nil, req, &out); err != nil {
 		return nil, err
 	}
 	return out.Tasks, nil
@@ -335,7 +334,7 @@ func (c *Client) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task,
 // Renew extends many leases in one request; one result per lease.
 func (c *Client) Renew(ctx context.Context, req wire.RenewRequest) ([]wire.LeaseResult, error) {
 	var out wire.LeaseResults
-	if _, err := c.do(ctx, http.MethodPost, "/v1/worker/renew", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/worker/renew", nil, req, &out); err != nil {
 		return nil, err
 	}
 	return out.Results, nil
@@ -343,11 +342,8 @@ func (c *Client) Renew(ctx context.Context, req wire.RenewRequest) ([]wire.Lease
 
 // Complete reports many successful attempts in one request.
 func (c *Client) Complete(ctx context.Context, req wire.CompleteRequest) ([]wire.LeaseResult, error) {
-	var out wire.LeaseResults
-	if _, err := c.do(ctx, http.MethodPost, "/v1/worker/complete", nil, req, &out); err != nil {
-		return nil, err
-	}
-	return out.Results, nil
+	res, _, err := c.CompleteHandoff(ctx, req)
+	return res, err
 }
 
 // CompleteHandoff reports many successful attempts in one request, like
@@ -355,7 +351,7 @@ func (c *Client) Complete(ctx context.Context, req wire.CompleteRequest) ([]wire
 // worker now holds.
 func (c *Client) CompleteHandoff(ctx context.Context, req wire.CompleteRequest) ([]wire.LeaseResult, []wire.Task, error) {
 	var out wire.LeaseResults
-	if _, err := c.do(ctx, http.MethodPost, "/v1/worker/complete", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/worker/complete", nil, req, &out); err != nil {
 		return nil, nil, err
 	}
 	return out.Results, out.Tasks, nil
@@ -364,7 +360,7 @@ func (c *Client) CompleteHandoff(ctx context.Context, req wire.CompleteRequest) 
 // Fail reports many failed attempts in one request.
 func (c *Client) Fail(ctx context.Context, req wire.FailRequest) ([]wire.LeaseResult, error) {
 	var out wire.LeaseResults
-	if _, err := c.do(ctx, http.MethodPost, "/v1/worker/fail", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/worker/fail", nil, req, &out); err != nil {
 		return nil, err
 	}
 	return out.Results, nil
@@ -375,7 +371,7 @@ func (c *Client) Fail(ctx context.Context, req wire.FailRequest) ([]wire.LeaseRe
 func (c *Client) CompleteOne(ctx context.Context, l wire.Lease, output json.RawMessage) (*wire.LeaseResult, error) {
 	var out wire.LeaseResult
 	body := wire.SingleComplete{LeaseID: l.LeaseID, Epoch: l.Epoch, Output: output}
-	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(l.ExecutionID)+"/complete", nil, body, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(l.ExecutionID)+"/complete", nil, body, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -385,7 +381,7 @@ func (c *Client) CompleteOne(ctx context.Context, l wire.Lease, output json.RawM
 func (c *Client) FailOne(ctx context.Context, l wire.Lease, message string, retryable bool) (*wire.LeaseResult, error) {
 	var out wire.LeaseResult
 	body := wire.SingleFail{LeaseID: l.LeaseID, Epoch: l.Epoch, Message: message, Retryable: retryable}
-	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(l.ExecutionID)+"/fail", nil, body, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(l.ExecutionID)+"/fail", nil, body, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -395,7 +391,7 @@ func (c *Client) FailOne(ctx context.Context, l wire.Lease, message string, retr
 func (c *Client) RenewOne(ctx context.Context, l wire.Lease, lease time.Duration) (*wire.LeaseResult, error) {
 	var out wire.LeaseResult
 	body := wire.SingleRenew{LeaseID: l.LeaseID, Epoch: l.Epoch, LeaseMs: lease.Milliseconds()}
-	if _, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(l.ExecutionID)+"/renew", nil, body, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(l.ExecutionID)+"/renew", nil, body, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -32,7 +32,7 @@ func (c *Client) StageFlow(ctx context.Context, flow *plan.Flow, input any, opts
 	}
 	req := wire.StageFlow{Plan: flow, Input: raw, Namespace: o.Namespace, IdempotencyKey: o.IdempotencyKey}
 	var out wire.FlowRun
-	if _, err := c.do(ctx, http.MethodPost, "/v1/flows", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/flows", nil, req, &out); err != nil {
 		return nil, flowsError("stage flow "+flow.Name, err)
 	}
 	return c.newRun(&out, flow.Name), nil
@@ -73,7 +73,7 @@ func (c *Client) StageFlowJSON(ctx context.Context, planJSON []byte, input any, 
 	}
 	b = append(b, '}')
 	var out wire.FlowRun
-	if _, err := c.do(ctx, http.MethodPost, "/v1/flows", nil, encodedBody(b), &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/flows", nil, encodedBody(b), &out); err != nil {
 		return nil, flowsError("stage flow "+name, err)
 	}
 	return c.newRun(&out, name), nil
@@ -108,7 +108,7 @@ func (c *Client) StageTemplate(ctx context.Context, name string, input any, opts
 	}
 	req := wire.StageTemplate{Input: raw, Namespace: o.Namespace, IdempotencyKey: o.IdempotencyKey}
 	var out wire.FlowRun
-	if _, err := c.do(ctx, http.MethodPost, "/v1/templates/"+url.PathEscape(name)+"/runs", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/templates/"+url.PathEscape(name)+"/runs", nil, req, &out); err != nil {
 		return nil, flowsError("stage template "+name, err)
 	}
 	return c.newRun(&out, name), nil
@@ -147,7 +147,7 @@ func (c *Client) Run(id string) *Run { return &Run{ID: id, c: c} }
 // GetRun returns a run with the state of every member.
 func (c *Client) GetRun(ctx context.Context, id string) (*wire.FlowRun, error) {
 	var out wire.FlowRun
-	if _, err := c.do(ctx, http.MethodGet, "/v1/flows/"+url.PathEscape(id), nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/flows/"+url.PathEscape(id), nil, nil, &out); err != nil {
 		return nil, flowsError("get run "+id, err)
 	}
 	return &out, nil
@@ -162,7 +162,7 @@ func (c *Client) RunResult(ctx context.Context, id string, wait time.Duration) (
 		q = url.Values{"wait_ms": {fmt.Sprint(wait.Milliseconds())}}
 	}
 	var out wire.FlowRun
-	if _, err := c.do(ctx, http.MethodGet, "/v1/flows/"+url.PathEscape(id)+"/result", q, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/flows/"+url.PathEscape(id)+"/result", q, nil, &out); err != nil {
 		return nil, flowsError("run "+id+" result", err)
 	}
 	return &out, nil
@@ -177,7 +177,7 @@ func (c *Client) CancelRun(ctx context.Context, id, reason string) (*wire.FlowRu
 		body = wire.Cancel{Reason: reason}
 	}
 	var out wire.FlowRun
-	if _, err := c.do(ctx, http.MethodPost, "/v1/flows/"+url.PathEscape(id)+"/cancel", nil, body, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/flows/"+url.PathEscape(id)+"/cancel", nil, body, &out); err != nil {
 		return nil, flowsError("cancel run "+id, err)
 	}
 	return &out, nil
@@ -187,7 +187,7 @@ func (c *Client) CancelRun(ctx context.Context, id, reason string) (*wire.FlowRu
 // and skipped members; members that succeeded keep their results.
 func (c *Client) ReplayRun(ctx context.Context, id string) (*wire.FlowRun, error) {
 	var out wire.FlowRun
-	if _, err := c.do(ctx, http.MethodPost, "/v1/flows/"+url.PathEscape(id)+"/replay", nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/flows/"+url.PathEscape(id)+"/replay", nil, nil, &out); err != nil {
 		return nil, flowsError("replay run "+id, err)
 	}
 	return &out, nil
@@ -196,7 +196,7 @@ func (c *Client) ReplayRun(ctx context.Context, id string) (*wire.FlowRun, error
 // Templates lists the flows the server serves by name.
 func (c *Client) Templates(ctx context.Context) ([]wire.Template, error) {
 	var out wire.TemplateList
-	if _, err := c.do(ctx, http.MethodGet, "/v1/templates", nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/templates", nil, nil, &out); err != nil {
 		return nil, flowsError("list templates", err)
 	}
 	return out.Templates, nil
@@ -205,7 +205,7 @@ func (c *Client) Templates(ctx context.Context) ([]wire.Template, error) {
 // Template returns one template with its whole plan.
 func (c *Client) Template(ctx context.Context, name string) (*wire.Template, error) {
 	var out wire.Template
-	if _, err := c.do(ctx, http.MethodGet, "/v1/templates/"+url.PathEscape(name), nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/templates/"+url.PathEscape(name), nil, nil, &out); err != nil {
 		return nil, flowsError("template "+name, err)
 	}
 	return &out, nil
