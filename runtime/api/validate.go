@@ -18,7 +18,7 @@ import (
 const (
 	NameMaxBytes     = store.MaxNameBytes           // namespace, lane
 	KindMaxBytes     = store.MaxKindBytes           // kind
-	WorkerIDMaxBytes = 2 * store.MaxNameBytes       // worker and instance id (the store's checkToken limit)
+	WorkerIDMaxBytes = store.MaxWorkerIDBytes       // worker and instance id
 	IdemKeyMaxBytes  = store.MaxIdempotencyKeyBytes // idempotency key
 	TagsMax          = store.MaxTags                // tags per execution
 	TagMaxBytes      = store.MaxTagBytes            // key or value of a tag

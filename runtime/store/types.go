@@ -17,6 +17,8 @@ const (
 	MaxErrorBytes = 4096
 	// MaxNameBytes bounds a namespace, lane or kind.
 	MaxNameBytes = 64
+	// MaxWorkerIDBytes bounds a worker id and a worker instance id.
+	MaxWorkerIDBytes = 2 * MaxNameBytes
 	// MaxKindBytes bounds an execution kind.
 	MaxKindBytes = 128
 	// MaxKinds bounds the kinds a claim or a hand-off may name.

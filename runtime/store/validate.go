@@ -185,10 +185,10 @@ func checkIdempotencyKey(k string) error {
 }
 
 func (w *WorkerIdentity) validate() error {
-	if err := checkToken("worker_id", w.WorkerID, MaxNameBytes*2); err != nil {
+	if err := checkToken("worker_id", w.WorkerID, MaxWorkerIDBytes); err != nil {
 		return err
 	}
-	if err := checkToken("worker_instance_id", w.InstanceID, MaxNameBytes*2); err != nil {
+	if err := checkToken("worker_instance_id", w.InstanceID, MaxWorkerIDBytes); err != nil {
 		return err
 	}
 	if w.Namespace == "" {
