@@ -31,6 +31,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Partitions, "partitions", 0, "flow partitions (0 = default)")
 	fs.IntVar(&cfg.IdleRate, "idle-rate", 2000, "idle variant: total submissions per second")
 	fs.BoolVar(&cfg.AOF, "aof", false, "run Valkey with append-only persistence")
+	fs.BoolVar(&cfg.TCP, "tcp", false, "ffrun reaches Valkey over TCP loopback instead of its Unix socket (as with a remote Valkey)")
 	fs.StringVar(&cfg.ValkeyBin, "valkey-bin", "", "server program (default valkey-server or redis-server on PATH)")
 	cpuprofile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file")
 	stats := fs.Bool("stats", false, "print Valkey INFO commandstats after each variant")
@@ -68,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if *scenario == "caps" {
 		cc := bench.CapsConfig{Tasks: cfg.Tasks, Workers: *capsWorkers, Sets: *capsSets, Concurrency: cfg.Concurrency,
-			Unroutable: *capsUnroutable, Partitions: cfg.Partitions, ValkeyBin: cfg.ValkeyBin, AOF: cfg.AOF}
+			Unroutable: *capsUnroutable, Partitions: cfg.Partitions, ValkeyBin: cfg.ValkeyBin, AOF: cfg.AOF, TCP: cfg.TCP}
 		if _, err := bench.RunCaps(ctx, cc, stdout); err != nil {
 			fmt.Fprintln(stderr, "ffbench:", err)
 			return 1
@@ -81,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fc.Scenarios = nil // both
 		}
 		fc.Stats = cfg.Stats
-		fc.Producers, fc.Workers, fc.Concurrency, fc.Partitions, fc.ValkeyBin, fc.AOF = cfg.Producers, cfg.Workers, cfg.Concurrency, cfg.Partitions, cfg.ValkeyBin, cfg.AOF
+		fc.Producers, fc.Workers, fc.Concurrency, fc.Partitions, fc.ValkeyBin, fc.AOF, fc.TCP = cfg.Producers, cfg.Workers, cfg.Concurrency, cfg.Partitions, cfg.ValkeyBin, cfg.AOF, cfg.TCP
 		if _, err := bench.RunFlows(ctx, fc, stdout); err != nil {
 			fmt.Fprintln(stderr, "ffbench:", err)
 			return 1

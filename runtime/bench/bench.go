@@ -39,6 +39,7 @@ type Config struct {
 	IdleRate    int           // idle variant: total submissions per second (paced, single creates)
 	Timeout     time.Duration // per variant
 	AOF         bool          // run the server with append-only persistence
+	TCP         bool          // reach Valkey over TCP loopback, not its Unix socket
 	Stats       io.Writer     // when set, receives Valkey's INFO commandstats after each variant
 	ValkeyBin   string
 }
@@ -102,8 +103,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 	if cfg.Payload < 16 {
 		return nil, errors.New("bench: payload must be at least 16 bytes (it carries the enqueue time)")
 	}
-	fmt.Fprintf(out, "ffbench: %d tasks, %d producers, %d workers x %d slots, %d-byte payload, backlog batch %d, idle rate %d/s, aof=%v\n",
-		cfg.Tasks, cfg.Producers, cfg.Workers, cfg.Concurrency, cfg.Payload, cfg.Batch, cfg.IdleRate, cfg.AOF)
+	fmt.Fprintf(out, "ffbench: %d tasks, %d producers, %d workers x %d slots, %d-byte payload, backlog batch %d, idle rate %d/s, aof=%v, valkey over %s\n",
+		cfg.Tasks, cfg.Producers, cfg.Workers, cfg.Concurrency, cfg.Payload, cfg.Batch, cfg.IdleRate, cfg.AOF, transport(cfg.TCP))
 	printLoad(out)
 	var results []Result
 	for _, v := range cfg.Variants {
@@ -123,7 +124,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 func runVariant(ctx context.Context, cfg Config, variant string) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	st, err := startStack(ctx, stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions, AOF: cfg.AOF})
+	st, err := startStack(ctx, stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions, AOF: cfg.AOF, TCP: cfg.TCP})
 	if err != nil {
 		return Result{}, err
 	}

@@ -30,6 +30,7 @@ type CapsConfig struct {
 	Timeout     time.Duration
 	ValkeyBin   string
 	AOF         bool // run the server with append-only persistence
+	TCP         bool // reach Valkey over TCP loopback, not its Unix socket
 }
 
 func (c CapsConfig) withDefaults() CapsConfig {
@@ -71,10 +72,10 @@ func RunCaps(ctx context.Context, cfg CapsConfig, out io.Writer) (CapsResult, er
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	fmt.Fprintf(out, "ffbench caps: %d tasks, %d workers x %d slots over %d capability sets, %d unroutable, aof=%v\n",
-		cfg.Tasks, cfg.Workers, cfg.Concurrency, cfg.Sets, cfg.Unroutable, cfg.AOF)
+	fmt.Fprintf(out, "ffbench caps: %d tasks, %d workers x %d slots over %d capability sets, %d unroutable, aof=%v, valkey over %s\n",
+		cfg.Tasks, cfg.Workers, cfg.Concurrency, cfg.Sets, cfg.Unroutable, cfg.AOF, transport(cfg.TCP))
 	printLoad(out)
-	st, err := startStack(ctx, stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions, AOF: cfg.AOF})
+	st, err := startStack(ctx, stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions, AOF: cfg.AOF, TCP: cfg.TCP})
 	if err != nil {
 		return CapsResult{}, err
 	}

@@ -33,6 +33,7 @@ type FlowConfig struct {
 	Timeout     time.Duration // per scenario
 	ValkeyBin   string
 	AOF         bool      // run the server with append-only persistence
+	TCP         bool      // reach Valkey over TCP loopback, not its Unix socket
 	Stats       io.Writer // when set, receives Valkey's INFO commandstats after each scenario
 	// Template stages chain runs by template name (the server holds the
 	// compiled flow, as with ffrun --flows) instead of sending the plan
@@ -133,8 +134,8 @@ func compileFlow(name, src string) (*plan.Flow, error) {
 // line per scenario to out.
 func RunFlows(ctx context.Context, cfg FlowConfig, out io.Writer) ([]FlowResult, error) {
 	cfg = cfg.withDefaults()
-	fmt.Fprintf(out, "ffbench flows: chain %d runs x %d execs (%d in flight), diamond 1 -> %d -> 1, %d workers x %d slots, aof=%v\n",
-		cfg.Runs, cfg.Length, cfg.Producers, cfg.Width, cfg.Workers, cfg.Concurrency, cfg.AOF)
+	fmt.Fprintf(out, "ffbench flows: chain %d runs x %d execs (%d in flight), diamond 1 -> %d -> 1, %d workers x %d slots, aof=%v, valkey over %s\n",
+		cfg.Runs, cfg.Length, cfg.Producers, cfg.Width, cfg.Workers, cfg.Concurrency, cfg.AOF, transport(cfg.TCP))
 	printLoad(out)
 	var results []FlowResult
 	for _, sc := range cfg.Scenarios {
@@ -166,7 +167,7 @@ func RunFlows(ctx context.Context, cfg FlowConfig, out io.Writer) ([]FlowResult,
 func runFlowScenario(ctx context.Context, cfg FlowConfig, name string, f *plan.Flow, runs, producers int) (FlowResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	scfg := stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions, AOF: cfg.AOF}
+	scfg := stackConfig{ValkeyBin: cfg.ValkeyBin, Partitions: cfg.Partitions, AOF: cfg.AOF, TCP: cfg.TCP}
 	if cfg.Template {
 		scfg.Templates = []*plan.Flow{f}
 	}

@@ -28,6 +28,7 @@ type stackConfig struct {
 	ValkeyBin  string
 	Partitions int
 	AOF        bool              // persistence on the Valkey child
+	TCP        bool              // ffrun reaches the child over TCP loopback, not its Unix socket
 	Templates  []*plan.Flow      // served as templates
 	Transport  http.RoundTripper // the client's transport; nil = pooledTransport()
 }
@@ -61,9 +62,15 @@ func startStack(ctx context.Context, cfg stackConfig) (_ *stack, err error) {
 	}
 	s.onClose(func() { child.Stop(context.Background()) })
 
+	// As ffrun dev does, ffrun reaches its co-located child over the Unix
+	// socket unless told otherwise.
+	valkeyAddr := child.ClientAddr()
+	if cfg.TCP {
+		valkeyAddr = child.Addr
+	}
 	srvCtx, stopSrv := context.WithCancel(ctx)
 	srv, err := server.Open(srvCtx, server.Config{
-		ValkeyAddr: child.Addr, FlowPartitions: cfg.Partitions, Token: benchToken, Templates: cfg.Templates,
+		ValkeyAddr: valkeyAddr, FlowPartitions: cfg.Partitions, Token: benchToken, Templates: cfg.Templates,
 		Logger: s.Logger,
 	})
 	if err != nil {
@@ -107,6 +114,14 @@ func (s *stack) Close() {
 // pooledTransport is the transport request-counting wrappers sit on.
 func pooledTransport() http.RoundTripper {
 	return &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}
+}
+
+// transport names how ffrun reaches Valkey, for the report header.
+func transport(tcp bool) string {
+	if tcp {
+		return "tcp"
+	}
+	return "unix socket"
 }
 
 // printLoad writes the load average: the machine's other work moves every

@@ -25,6 +25,14 @@ func TestStartStop(t *testing.T) {
 		t.Fatalf("dial %s: %v", s.Addr, err)
 	}
 	conn.Close()
+	// And on the Unix socket in the data directory.
+	if want := filepath.Join(dir, "valkey.sock"); s.Socket != want || s.ClientAddr() != "unix:"+want {
+		t.Fatalf("socket %q, client address %q; want %s", s.Socket, s.ClientAddr(), want)
+	}
+	if conn, err = net.Dial("unix", s.Socket); err != nil {
+		t.Fatalf("dial %s: %v", s.Socket, err)
+	}
+	conn.Close()
 	if err := s.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +56,27 @@ func TestStartStop(t *testing.T) {
 	if !strings.Contains(strings.Join(names, " "), "appendonly") {
 		t.Fatalf("no append-only file in %s: %v", dir, names)
 	}
+}
+
+// TestLongDirNoSocket: a data directory too deep for a socket path gets
+// none, and clients are sent to the TCP port.
+func TestLongDirNoSocket(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 100))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := devserver.Start(ctx, devserver.Config{Dir: dir, NoPersistence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	if s.Socket != "" || s.ClientAddr() != s.Addr {
+		t.Fatalf("socket %q, client address %q; want none and %s", s.Socket, s.ClientAddr(), s.Addr)
+	}
+	conn, err := net.Dial("tcp", s.ClientAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
 }
 
 func TestStartFailsClearly(t *testing.T) {

@@ -177,7 +177,7 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 		fs.str(&o.data, "data", "FF_DATA_DIR", ".ffrun", "data directory of the dev Valkey (created)")
 		fs.str(&o.valkeyBin, "valkey-bin", "FF_VALKEY_BIN", "", "server program (default: valkey-server or redis-server on PATH)")
 	} else {
-		fs.str(&o.valkey, "valkey", "FF_VALKEY_ADDR", "", "Valkey/Redis address host:port (required)")
+		fs.str(&o.valkey, "valkey", "FF_VALKEY_ADDR", "", "Valkey/Redis address: host:port, or unix:PATH for a Unix socket (required)")
 	}
 	fs.str(&o.listen, "listen", "FF_LISTEN", ":8080", "API listen address")
 	fs.str(&o.flows, "flows", "FF_FLOWS", "", "directory of .ff files whose flows are served as templates (compiled at start; errors refuse to start)")
@@ -238,7 +238,9 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 				log.Warn("stop dev valkey", slog.Any("error", err))
 			}
 		}()
-		o.valkey = child.Addr
+		// The co-located child is reached over its Unix socket when it
+		// has one: cheaper than TCP loopback for both processes.
+		o.valkey = child.ClientAddr()
 		// If the child dies, stop serving rather than fail every request.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)

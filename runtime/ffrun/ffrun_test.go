@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/ffrun"
+	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -100,7 +101,12 @@ func TestDevStartsServesAndStopsItsChild(t *testing.T) {
 	if err := r.stop(); err != nil {
 		t.Fatalf("ffrun dev returned %v\n%s", err, r.stderr)
 	}
-	if _, err := net.DialTimeout("tcp", r.valkey, 200*time.Millisecond); err == nil {
+	// ffrun talks to its child over the child's Unix socket.
+	network, address, err := server.ValkeyNetwork(r.valkey)
+	if err != nil || network != "unix" {
+		t.Fatalf("dev valkey address %q: want unix:PATH (%v)", r.valkey, err)
+	}
+	if _, err := net.DialTimeout(network, address, 200*time.Millisecond); err == nil {
 		t.Fatalf("the dev child at %s still listens after ffrun stopped", r.valkey)
 	}
 	if strings.Contains(r.stderr.String(), "ANYONE") {
