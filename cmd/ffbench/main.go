@@ -41,6 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&fc.Runs, "runs", 100, "chain: runs in total")
 	fs.IntVar(&fc.Length, "length", 10, "chain: execs per run")
 	fs.IntVar(&fc.Width, "width", 1000, "diamond: execs between the source and the sink")
+	fs.BoolVar(&fc.SeparateResult, "separate-result", false, "chain: stage without waiting, then ask for the result in a second request (default: the staging request waits for the run)")
 	fs.BoolVar(&fc.Template, "template", false, "flows: stage runs by template name (server-side plan) instead of sending the plan each time")
 	capsWorkers := fs.Int("caps-workers", 100, "caps: worker SDK instances")
 	capsSets := fs.Int("caps-sets", 10, "caps: capability sets the workers and tasks are spread over")

@@ -25,7 +25,8 @@ const (
 	// BodyLimitFlow bounds POST /v1/flows: a plan of up to 10,000 execs
 	// with the run's input.
 	BodyLimitFlow = 16 << 20
-	// RunWaitMaxMs bounds the wait_ms of GET /v1/flows/{id}/result.
+	// RunWaitMaxMs bounds the wait_ms of GET /v1/flows/{id}/result and of
+	// the staging routes.
 	RunWaitMaxMs = 60_000
 )
 
@@ -128,7 +129,34 @@ func checkInput(f *plan.Flow, input json.RawMessage) *Error {
 	return invalid("input", "%v", err)
 }
 
+// waitParam reads the wait_ms query parameter of a route that may wait for
+// a run to end (0 when absent).
+func waitParam(c echo.Context) (time.Duration, *Error) {
+	v := c.QueryParam("wait_ms")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > RunWaitMaxMs {
+		return 0, invalid("wait_ms", "%q is not an integer in 0..%d", v, RunWaitMaxMs)
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+// stageChecked stages a run of fl (a valid plan) with input in, once the
+// input, namespace and key are valid. With wait_ms the answer waits up to
+// that long for the run to end and is then what GET /v1/flows/{id}/result
+// answers (no members); a run still running after the wait is answered as
+// without wait_ms. A wait never turns a staged run into an error: the run
+// exists, and its result can still be asked for.
 func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, in json.RawMessage, ns, key string) error {
+	if e := onlyQuery(c, "wait_ms"); e != nil {
+		return e
+	}
+	wait, e := waitParam(c)
+	if e != nil {
+		return e
+	}
 	if ns != "" {
 		if e := checkName("namespace", ns); e != nil {
 			return e
@@ -144,11 +172,16 @@ func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, in json.RawMessage, 
 	if err != nil {
 		return err
 	}
-	run.Created = &created
 	status := http.StatusCreated
 	if !created {
 		status = http.StatusOK
 	}
+	if wait > 0 {
+		if ended, err := f.svc.RunResult(c.Request().Context(), run.ID, wait); err == nil && ended.State != wire.RunRunning {
+			run = ended
+		}
+	}
+	run.Created = &created
 	return c.JSON(status, run)
 }
 
@@ -219,13 +252,9 @@ func (f *flows) result(c echo.Context) error {
 	if e := onlyQuery(c, "wait_ms"); e != nil {
 		return e
 	}
-	var wait time.Duration
-	if v := c.QueryParam("wait_ms"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > RunWaitMaxMs {
-			return invalid("wait_ms", "%q is not an integer in 0..%d", v, RunWaitMaxMs)
-		}
-		wait = time.Duration(n) * time.Millisecond
+	wait, e := waitParam(c)
+	if e != nil {
+		return e
 	}
 	run, err := f.svc.RunResult(c.Request().Context(), c.Param("id"), wait)
 	if err != nil {

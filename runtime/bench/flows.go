@@ -39,6 +39,10 @@ type FlowConfig struct {
 	// compiled flow, as with ffrun --flows) instead of sending the plan
 	// with every run, to measure what the plan costs.
 	Template bool
+	// SeparateResult stages each chain run without waiting and asks for
+	// its result in a second request (Run.Result's long-poll), instead of
+	// letting the staging request wait for the run (client.WithWait).
+	SeparateResult bool
 }
 
 func (c FlowConfig) withDefaults() FlowConfig {
@@ -241,6 +245,12 @@ func runFlowScenario(ctx context.Context, cfg FlowConfig, name string, f *plan.F
 	if err != nil {
 		return FlowResult{}, fmt.Errorf("encode plan: %w", err)
 	}
+	// As a caller that wants the result does: the staging request waits
+	// for the run to end, and Result answers from its answer.
+	stageOpts := []client.StageOption{client.WithWait(time.Minute)}
+	if cfg.SeparateResult {
+		stageOpts = nil
+	}
 	proc0 := processCPU()
 	lat := make([]time.Duration, runs)
 	var next atomic.Int64
@@ -262,12 +272,12 @@ func runFlowScenario(ctx context.Context, cfg FlowConfig, name string, f *plan.F
 				var run *client.Run
 				var err error
 				if cfg.Template {
-					run, err = c.StageTemplate(ctx, f.Name, in)
+					run, err = c.StageTemplate(ctx, f.Name, in, stageOpts...)
 				} else {
-					run, err = c.StageFlowJSON(ctx, planJSON, in)
+					run, err = c.StageFlowJSON(ctx, planJSON, in, stageOpts...)
 				}
 				var out json.RawMessage
-				if err == nil && hops != nil {
+				if err == nil && hops != nil && cfg.SeparateResult {
 					hops.add("stage request", time.Since(t0))
 				}
 				if err == nil {

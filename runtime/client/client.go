@@ -36,6 +36,9 @@ type StageOption func(*StageOptions)
 type StageOptions struct {
 	IdempotencyKey string // a repeat with the same key returns the first run
 	Namespace      string // overrides the flow's namespace when set
+	// Wait lets the staging request itself wait up to this long (at most
+	// a minute) for the run to end; see WithWait.
+	Wait time.Duration
 }
 
 // WithIdempotencyKey makes staging idempotent: staging again with the same
@@ -47,6 +50,16 @@ func WithIdempotencyKey(key string) StageOption {
 // WithNamespace stages the run in namespace ns instead of the flow's own.
 func WithNamespace(ns string) StageOption {
 	return func(o *StageOptions) { o.Namespace = ns }
+}
+
+// WithWait makes the staging request wait on the server up to d (at most
+// a minute) for the run to end. A run that ended by then comes back with
+// its outcome, and the returned Run's Wait and Result answer from it
+// without another request: staging and waiting for a short run cost one
+// round trip instead of two. A run still running after d is returned as
+// without the option.
+func WithWait(d time.Duration) StageOption {
+	return func(o *StageOptions) { o.Wait = d }
 }
 
 // Option configures a Client.

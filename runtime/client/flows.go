@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
@@ -32,7 +34,7 @@ func (c *Client) StageFlow(ctx context.Context, flow *plan.Flow, input any, opts
 	}
 	req := wire.StageFlow{Plan: flow, Input: raw, Namespace: o.Namespace, IdempotencyKey: o.IdempotencyKey}
 	var out wire.FlowRun
-	if err := c.do(ctx, http.MethodPost, "/v1/flows", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/flows", o.query(), req, &out); err != nil {
 		return nil, flowsError("stage flow "+flow.Name, err)
 	}
 	return c.newRun(&out, flow.Name), nil
@@ -73,7 +75,7 @@ func (c *Client) StageFlowJSON(ctx context.Context, planJSON []byte, input any, 
 	}
 	b = append(b, '}')
 	var out wire.FlowRun
-	if err := c.do(ctx, http.MethodPost, "/v1/flows", nil, encodedBody(b), &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/flows", o.query(), encodedBody(b), &out); err != nil {
 		return nil, flowsError("stage flow "+name, err)
 	}
 	return c.newRun(&out, name), nil
@@ -108,7 +110,7 @@ func (c *Client) StageTemplate(ctx context.Context, name string, input any, opts
 	}
 	req := wire.StageTemplate{Input: raw, Namespace: o.Namespace, IdempotencyKey: o.IdempotencyKey}
 	var out wire.FlowRun
-	if err := c.do(ctx, http.MethodPost, "/v1/templates/"+url.PathEscape(name)+"/runs", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/templates/"+url.PathEscape(name)+"/runs", o.query(), req, &out); err != nil {
 		return nil, flowsError("stage template "+name, err)
 	}
 	return c.newRun(&out, name), nil
@@ -122,10 +124,23 @@ func stageOptions(opts []StageOption) StageOptions {
 	return o
 }
 
+// query returns the query of a staging request: wait_ms with WithWait.
+func (o StageOptions) query() url.Values {
+	if o.Wait <= 0 {
+		return nil
+	}
+	return url.Values{"wait_ms": {strconv.FormatInt(max(o.Wait.Milliseconds(), 1), 10)}}
+}
+
+// newRun returns the handle on the run of a staging answer w; a run that
+// had ended (a staging request that waited) is kept for Wait and Result.
 func (c *Client) newRun(w *wire.FlowRun, flow string) *Run {
 	r := &Run{ID: w.ID, Flow: cmp.Or(w.Flow, flow), Namespace: w.Namespace, Created: true, c: c}
 	if w.Created != nil {
 		r.Created = *w.Created
+	}
+	if w.State != "" && w.State != wire.RunRunning {
+		r.ended.Store(w)
 	}
 	return r
 }
@@ -221,6 +236,9 @@ type Run struct {
 	Created bool
 
 	c *Client
+	// ended is the run as it ended, when staging waited for it (WithWait);
+	// a replay clears it.
+	ended atomic.Pointer[wire.FlowRun]
 }
 
 // RunError is the error of a run that ended without success.
@@ -252,6 +270,9 @@ const runResultWait = 30 * time.Second
 func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 	if r.c == nil {
 		return nil, errors.New("client: run: run has no client (construct runs with StageFlow or Client.Run)")
+	}
+	if out := r.ended.Load(); out != nil {
+		return out, nil
 	}
 	for {
 		start := time.Now()
@@ -300,8 +321,12 @@ func (r *Run) Cancel(ctx context.Context, reason string) (*wire.FlowRun, error) 
 	return r.c.CancelRun(ctx, r.ID, reason)
 }
 
-// Replay replays the run (see Client.ReplayRun).
-func (r *Run) Replay(ctx context.Context) (*wire.FlowRun, error) { return r.c.ReplayRun(ctx, r.ID) }
+// Replay replays the run (see Client.ReplayRun). The run runs again, so
+// Wait and Result ask the server from then on.
+func (r *Run) Replay(ctx context.Context) (*wire.FlowRun, error) {
+	r.ended.Store(nil)
+	return r.c.ReplayRun(ctx, r.ID)
+}
 
 // String returns "flow run <id>".
 func (r *Run) String() string { return strings.TrimSpace(r.Flow + " run " + r.ID) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +77,10 @@ func TestFlowRouteErrors(t *testing.T) {
 		{"cancel unknown run", "POST", "/v1/flows/1.00000000-0000-4000-8000-000000000000/cancel", "", 404, wire.CodeNotFound, ""},
 		{"replay unknown run", "POST", "/v1/flows/1.00000000-0000-4000-8000-000000000000/replay", "", 404, wire.CodeNotFound, ""},
 		{"wait too long", "GET", "/v1/flows/1.00000000-0000-4000-8000-000000000000/result?wait_ms=60001", "", 400, wire.CodeValidation, "wait_ms"},
+		{"stage wait too long", "POST", "/v1/flows?wait_ms=60001", stageBody(t, twoStep(), `{"s": "x"}`), 400, wire.CodeValidation, "wait_ms"},
+		{"stage wait not a number", "POST", "/v1/templates/two/runs?wait_ms=soon", `{"input": {"s": "x"}}`, 400, wire.CodeValidation, "wait_ms"},
+		{"stage unknown query", "POST", "/v1/flows?wait=5s", stageBody(t, twoStep(), `{"s": "x"}`), 400, wire.CodeUnknownField, "wait"},
+		{"template unknown query", "POST", "/v1/templates/two/runs?namespace=x", `{"input": {"s": "x"}}`, 400, wire.CodeUnknownField, "namespace"},
 		{"unknown query", "GET", "/v1/flows/1.00000000-0000-4000-8000-000000000000?state=x", "", 400, wire.CodeUnknownField, "state"},
 		{"replay body", "POST", "/v1/flows/1.00000000-0000-4000-8000-000000000000/replay", `{"from": "a"}`, 400, wire.CodeUnknownField, "from"},
 		{"long reason", "POST", "/v1/flows/1.00000000-0000-4000-8000-000000000000/cancel", `{"reason": "` + strings.Repeat("r", 2000) + `"}`, 400, wire.CodeValidation, "reason"},
@@ -202,4 +207,102 @@ func TestShutdownAnswersWaitingResults(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting request never answered")
 	}
+}
+
+// TestStageWaits: a staging request with wait_ms answers with the run's
+// outcome once it ended (no members, as GET .../result), or with the
+// staged run when the wait runs out; through the client, WithWait makes
+// Result answer from the staging answer without another request.
+func TestStageWaits(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{twoStep()} })
+	ctx := ctxT(t)
+
+	// Nobody runs the members: the wait runs out and the run is answered
+	// as staged, with its members.
+	start := time.Now()
+	r := rawDo(t, env, "POST", "/v1/templates/two/runs?wait_ms=150", "", `{"input": {"s": "x"}}`)
+	var run wire.FlowRun
+	if err := json.Unmarshal([]byte(r.body), &run); err != nil || r.status != http.StatusCreated || run.State != wire.RunRunning || len(run.Execs) != 2 || !*run.Created {
+		t.Fatalf("stage with a wait nobody ends: %d %s", r.status, r.body)
+	}
+	if waited := time.Since(start); waited < 150*time.Millisecond {
+		t.Fatalf("answered after %s, before the wait ran out", waited)
+	}
+	if _, err := env.Client.CancelRun(ctx, run.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A worker runs both members while the staging request waits.
+	go driveTwo(t, env)
+	body, err := json.Marshal(twoStep())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests countingTransport
+	c, err := client.New(env.URL, client.WithHTTPClient(&http.Client{Transport: &requests}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	staged, err := c.StageFlowJSON(ctx, body, map[string]string{"s": "y"}, client.WithWait(20*time.Second), client.WithIdempotencyKey("w1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := staged.Result(ctx)
+	if err != nil || string(out) != `{"s":"b saw y"}` || !staged.Created {
+		t.Fatalf("result: %s %v (created %v)", out, err, staged.Created)
+	}
+	if n := requests.n.Load(); n != 1 {
+		t.Fatalf("%d requests to stage and read the result, want 1", n)
+	}
+	// The same key again: the first run, ended, answered at once (200).
+	r = rawDo(t, env, "POST", "/v1/flows?wait_ms=20000", "", `{"plan": `+string(body)+`, "input": {"s": "z"}, "idempotency_key": "w1"}`)
+	var again wire.FlowRun
+	if err := json.Unmarshal([]byte(r.body), &again); err != nil || r.status != http.StatusOK || again.ID != staged.ID ||
+		again.State != wire.RunSucceeded || string(again.Result) != `{"s":"b saw y"}` || len(again.Execs) != 0 || *again.Created {
+		t.Fatalf("repeat with a wait: %d %s", r.status, r.body)
+	}
+	// A replayed handle asks the server again rather than answer the old
+	// outcome.
+	if _, err := staged.Replay(ctx); !client.IsCode(err, wire.CodeConflict) {
+		t.Fatalf("replay of a succeeded run: %v", err)
+	}
+	if _, err := staged.Result(ctx); err != nil || requests.n.Load() != 3 {
+		t.Fatalf("result after replay: %v, %d requests (want 3)", err, requests.n.Load())
+	}
+}
+
+// driveTwo runs the members of twoStep runs as they come: a passes its
+// input on, b answers "b saw <s>".
+func driveTwo(t *testing.T, env *servertest.Env) {
+	ctx := ctxT(t)
+	for range 2 {
+		tasks, err := env.Client.Claim(ctx, wire.ClaimRequest{WorkerID: "w", WaitMs: 10_000})
+		if err != nil || len(tasks) != 1 {
+			t.Errorf("claim: %+v %v", tasks, err)
+			return
+		}
+		task := tasks[0]
+		out := task.Input
+		if task.Kind == "two.b" {
+			var in struct{ S string }
+			if err := json.Unmarshal(task.Input, &in); err != nil {
+				t.Error(err)
+				return
+			}
+			out, _ = json.Marshal(map[string]string{"s": "b saw " + in.S})
+		}
+		if _, err := env.Client.CompleteOne(ctx, wire.Lease{ExecutionID: task.ExecutionID, LeaseID: task.LeaseID, Epoch: task.Epoch}, out); err != nil {
+			t.Error(err)
+			return
+		}
+	}
+}
+
+// countingTransport counts the requests it carries.
+type countingTransport struct{ n atomic.Int64 }
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return http.DefaultTransport.RoundTrip(r)
 }
