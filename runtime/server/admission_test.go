@@ -198,7 +198,11 @@ func TestBudgetHardLimitBlocksThenResetResumes(t *testing.T) {
 		later.Add(1)
 		return task.Input(), nil
 	}
-	runWorker(t, env, worker.Config{Name: "w1", Concurrency: 2}, map[string]worker.Handler{
+	// One slot: no claim is parked while first runs, so the claim after
+	// its completion reads the budgets after the breach. A claim cycle
+	// that read them before may still grant (spec/runtime.md, "The grant
+	// cycle"), which a second slot's parked claim could hit.
+	runWorker(t, env, worker.Config{Name: "w1", Concurrency: 1}, map[string]worker.Handler{
 		"spend.first": spendHandler, "spend.second": laterHandler, "spend.third": laterHandler,
 	})
 	run, err := c.StageFlow(ctx, flows["spend"], map[string]any{"tenant": "acme"})
@@ -270,7 +274,8 @@ func TestBudgetRaisingLimitUnblocks(t *testing.T) {
 	env := startAdmission(t, flows)
 	ctx := context.Background()
 	c := env.Client
-	runWorker(t, env, worker.Config{Name: "w1"}, map[string]worker.Handler{
+	// One slot, for the reason given in TestBudgetHardLimitBlocksThenResetResumes.
+	runWorker(t, env, worker.Config{Name: "w1", Concurrency: 1}, map[string]worker.Handler{
 		"spend.first": func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
 			_, err := task.ReportUsage(ctx, "tokens", 10)
 			return task.Input(), err
@@ -310,7 +315,8 @@ func TestBudgetOnHardLimitFail(t *testing.T) {
 	ctx := context.Background()
 	c := env.Client
 	var second atomic.Int64
-	runWorker(t, env, worker.Config{Name: "w1"}, map[string]worker.Handler{
+	// One slot, for the reason given in TestBudgetHardLimitBlocksThenResetResumes.
+	runWorker(t, env, worker.Config{Name: "w1", Concurrency: 1}, map[string]worker.Handler{
 		"failing.first": func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
 			_, err := task.ReportUsage(ctx, "tokens", 12)
 			return task.Input(), err
