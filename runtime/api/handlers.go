@@ -181,7 +181,8 @@ func (s *Server) claim(c echo.Context) error {
 	if tasks == nil {
 		tasks = []wire.Task{}
 	}
-	return c.JSON(http.StatusOK, wire.ClaimResponse{Tasks: tasks})
+	b, err := wire.AppendClaimResponse(nil, &wire.ClaimResponse{Tasks: tasks})
+	return jsonBlob(c, b, err)
 }
 
 // workerIdentity validates the identity fields shared by claims and
@@ -273,7 +274,8 @@ func (s *Server) renew(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, wire.LeaseResults{Results: res})
+	b, err := wire.AppendLeaseResults(nil, &wire.LeaseResults{Results: res})
+	return jsonBlob(c, b, err)
 }
 
 func (s *Server) complete(c echo.Context) error {
@@ -298,7 +300,8 @@ func (s *Server) complete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, wire.LeaseResults{Results: res, Tasks: tasks})
+	b, err := wire.AppendLeaseResults(nil, &wire.LeaseResults{Results: res, Tasks: tasks})
+	return jsonBlob(c, b, err)
 }
 
 // checkHandoff validates the hand-off of a complete request of n items
@@ -343,7 +346,8 @@ func (s *Server) fail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, wire.LeaseResults{Results: res})
+	b, err := wire.AppendLeaseResults(nil, &wire.LeaseResults{Results: res})
+	return jsonBlob(c, b, err)
 }
 
 // single turns the one result of a batched call into a response: 200 with
@@ -433,4 +437,14 @@ func statusOf(code string) int {
 	default:
 		return http.StatusInternalServerError
 	}
+}
+
+// jsonBlob answers 200 with b, an answer the wire package encoded as
+// encoding/json would (and as c.JSON writes it, with a final newline), or
+// the encoding error.
+func jsonBlob(c echo.Context, b []byte, err error) error {
+	if err != nil {
+		return fmt.Errorf("encode answer: %w", err)
+	}
+	return c.JSONBlob(http.StatusOK, append(b, '\n'))
 }

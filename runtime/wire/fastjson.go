@@ -1,0 +1,677 @@
+package wire
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// The answers every task passes through (the tasks of a claim answer, the
+// results and hand-off tasks of a complete answer) are encoded and decoded
+// here without reflection, several times faster than encoding/json, which
+// stays the definition: the encoders write exactly the bytes json.Marshal
+// writes, and the decoders give exactly what json.Unmarshal gives. Each
+// handles the plain shapes the server sends and hands anything else (an
+// escaped string, a null, an unknown or repeated field, a number with a
+// fraction, an error body) to encoding/json, so the two never disagree;
+// the fuzz tests hold them to that. They are functions, not MarshalJSON
+// and UnmarshalJSON methods: encoding/json re-scans what a method writes
+// (slower than its own encoding), and a method would escape the strict
+// decoding of the spec's examples.
+
+// AppendLeaseResults appends v encoded as json.Marshal encodes it.
+func AppendLeaseResults(b []byte, v *LeaseResults) ([]byte, error) {
+	n := len(b)
+	b = slices.Grow(b, 32+96*len(v.Results)+tasksSize(v.Tasks))
+	b = append(b, `{"results":`...)
+	var ok bool
+	if b, ok = appendList(b, v.Results, appendLeaseResult); ok && len(v.Tasks) > 0 {
+		b = append(b, `,"tasks":`...)
+		b, ok = appendList(b, v.Tasks, appendTask)
+	}
+	if ok {
+		return append(b, '}'), nil
+	}
+	data, err := json.Marshal(v)
+	return append(b[:n], data...), err
+}
+
+// AppendClaimResponse appends v encoded as json.Marshal encodes it.
+func AppendClaimResponse(b []byte, v *ClaimResponse) ([]byte, error) {
+	n := len(b)
+	b = slices.Grow(b, 16+tasksSize(v.Tasks))
+	b = append(b, `{"tasks":`...)
+	b, ok := appendList(b, v.Tasks, appendTask)
+	if ok {
+		return append(b, '}'), nil
+	}
+	data, err := json.Marshal(v)
+	return append(b[:n], data...), err
+}
+
+// tasksSize estimates the encoded size of tasks.
+func tasksSize(tasks []Task) int {
+	n := 0
+	for i := range tasks {
+		t := &tasks[i]
+		n += 320 + len(t.ExecutionID) + len(t.Kind) + len(t.Input)
+		for k, v := range t.Upstreams {
+			n += 4 + len(k) + len(v)
+		}
+		for k, v := range t.Tags {
+			n += 6 + len(k) + len(v)
+		}
+	}
+	return n
+}
+
+// appendList appends the JSON array of list (null when nil), each element
+// by add; ok is false when one of them was not plain.
+func appendList[T any](b []byte, list []T, add func([]byte, *T) ([]byte, bool)) ([]byte, bool) {
+	if list == nil {
+		return append(b, "null"...), true
+	}
+	b = append(b, '[')
+	for i := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = add(b, &list[i]); !ok {
+			return b, false
+		}
+	}
+	return append(b, ']'), true
+}
+
+func appendTask(b []byte, t *Task) ([]byte, bool) {
+	ok := true
+	b = append(b, `{"execution_id":`...)
+	b, ok = appendString(b, t.ExecutionID, ok)
+	b = append(b, `,"kind":`...)
+	b, ok = appendString(b, t.Kind, ok)
+	b = append(b, `,"namespace":`...)
+	b, ok = appendString(b, t.Namespace, ok)
+	b = append(b, `,"lane":`...)
+	b, ok = appendString(b, t.Lane, ok)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(t.Attempt), 10)
+	if t.MaxAttempts != 0 {
+		b = append(b, `,"max_attempts":`...)
+		b = strconv.AppendInt(b, int64(t.MaxAttempts), 10)
+	}
+	b = append(b, `,"lease_id":`...)
+	b, ok = appendString(b, t.LeaseID, ok)
+	b = append(b, `,"epoch":`...)
+	b = strconv.AppendInt(b, t.Epoch, 10)
+	b = append(b, `,"lease_expires_at":`...)
+	b, ok = appendTime(b, t.LeaseExpiresAt, ok)
+	if t.DeadlineAt != nil {
+		b = append(b, `,"deadline_at":`...)
+		b, ok = appendTime(b, *t.DeadlineAt, ok)
+	}
+	if len(t.Tags) > 0 {
+		b = append(b, `,"tags":{`...)
+		for i, k := range sortedKeys(t.Tags) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b, ok = appendString(b, k, ok)
+			b = append(b, ':')
+			b, ok = appendString(b, t.Tags[k], ok)
+		}
+		b = append(b, '}')
+	}
+	if len(t.Input) > 0 {
+		b = append(b, `,"input":`...)
+		b, ok = appendRaw(b, t.Input, ok)
+	}
+	if len(t.Upstreams) > 0 {
+		b = append(b, `,"upstreams":{`...)
+		for i, k := range sortedKeys(t.Upstreams) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b, ok = appendString(b, k, ok)
+			b = append(b, ':')
+			b, ok = appendRaw(b, t.Upstreams[k], ok)
+		}
+		b = append(b, '}')
+	}
+	if t.Downstream {
+		b = append(b, `,"downstream":true`...)
+	}
+	return append(b, '}'), ok
+}
+
+func appendLeaseResult(b []byte, r *LeaseResult) ([]byte, bool) {
+	if r.Error != nil {
+		return b, false // details of any type: encoding/json's
+	}
+	ok := true
+	b = append(b, `{"execution_id":`...)
+	b, ok = appendString(b, r.ExecutionID, ok)
+	b = append(b, `,"ok":`...)
+	b = strconv.AppendBool(b, r.OK)
+	if r.LeaseExpiresAt != nil {
+		b = append(b, `,"lease_expires_at":`...)
+		b, ok = appendTime(b, *r.LeaseExpiresAt, ok)
+	}
+	if r.State != "" {
+		b = append(b, `,"state":`...)
+		b, ok = appendString(b, r.State, ok)
+	}
+	return append(b, '}'), ok
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	if len(m) == 1 {
+		for k := range m {
+			return []string{k} // does not escape: no allocation
+		}
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// appendString appends s quoted when encoding/json would write it as it is
+// (printable ASCII without the characters it escapes); ok turns false
+// otherwise.
+func appendString(b []byte, s string, ok bool) ([]byte, bool) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return b, false
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), ok
+}
+
+// appendTime appends t as time.Time.MarshalJSON does, unless that is an
+// error (a year outside 0..9999, a zone offset of a day or more).
+func appendTime(b []byte, t time.Time, ok bool) ([]byte, bool) {
+	n := len(b)
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	if b[n+5] != '-' {
+		return b, false
+	}
+	if last := len(b) - 1; b[last] != 'Z' {
+		if c := b[last-5]; c >= '0' && c <= '9' || (b[last-4]-'0')*10+(b[last-3]-'0') >= 24 {
+			return b, false
+		}
+	}
+	return append(b, '"'), ok
+}
+
+// appendRaw appends a raw JSON value when encoding/json would copy it as it
+// is: compact, without the characters it escapes (<, >, &, U+2028, U+2029:
+// 0xE2 leads both) and valid.
+func appendRaw(b []byte, raw json.RawMessage, ok bool) ([]byte, bool) {
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '<' || c == '>' || c == '&' || c == 0xe2:
+			return b, false
+		case c == '"':
+			inString = !inString
+		case c == '\\':
+			i++ // the escaped character
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return b, false
+		}
+	}
+	if !json.Valid(raw) {
+		return b, false
+	}
+	return append(b, raw...), ok
+}
+
+// UnmarshalClaimResponse decodes data into *v (a zero value) as
+// json.Unmarshal does.
+func UnmarshalClaimResponse(data []byte, v *ClaimResponse) error {
+	if out, ok := fastClaimResponse(data); ok {
+		*v = out
+		return nil
+	}
+	return json.Unmarshal(data, v)
+}
+
+// UnmarshalLeaseResults decodes data into *v (a zero value) as
+// json.Unmarshal does.
+func UnmarshalLeaseResults(data []byte, v *LeaseResults) error {
+	if out, ok := fastLeaseResults(data); ok {
+		*v = out
+		return nil
+	}
+	return json.Unmarshal(data, v)
+}
+
+func fastClaimResponse(data []byte) (ClaimResponse, bool) {
+	d := decoder{b: data}
+	var out ClaimResponse
+	var o object
+	if !d.byte('{') {
+		return out, false
+	}
+	for {
+		key, more := d.member(&o)
+		if !more {
+			break
+		}
+		if string(key) != "tasks" || !d.tasks(&out.Tasks) {
+			return out, false
+		}
+	}
+	return out, d.ok && d.end()
+}
+
+func fastLeaseResults(data []byte) (LeaseResults, bool) {
+	d := decoder{b: data}
+	var out LeaseResults
+	var o object
+	if !d.byte('{') {
+		return out, false
+	}
+	for {
+		key, more := d.member(&o)
+		if !more {
+			break
+		}
+		switch string(key) {
+		case "results":
+			if !d.leaseResults(&out.Results) {
+				return out, false
+			}
+		case "tasks":
+			if !d.tasks(&out.Tasks) {
+				return out, false
+			}
+		default:
+			return out, false
+		}
+	}
+	return out, d.ok && d.end()
+}
+
+// decoder reads the plain JSON the encoders above write. Every method
+// reports false on anything else, and the caller then leaves the whole
+// document to encoding/json.
+type decoder struct {
+	b  []byte
+	i  int
+	ok bool // set by member when an object ended well
+}
+
+func (d *decoder) space() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// byte consumes c, after white space.
+func (d *decoder) byte(c byte) bool {
+	d.space()
+	if d.i < len(d.b) && d.b[d.i] == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
+// end reports whether only white space is left.
+func (d *decoder) end() bool {
+	d.space()
+	return d.i == len(d.b)
+}
+
+// object is the state of one object being read by member: the keys seen.
+type object struct {
+	n    int
+	keys [16][]byte
+}
+
+// member moves to the next member of the object whose '{' was consumed
+// and returns its key, the decoder at its value; more is false at the end
+// of the object, with d.ok saying whether it ended well (a closing brace
+// where one may be; keys plain, at most 16 and each once).
+func (d *decoder) member(o *object) (key []byte, more bool) {
+	d.ok = false
+	if o.n == 0 {
+		if d.byte('}') {
+			d.ok = true
+			return nil, false
+		}
+	} else if d.byte('}') {
+		d.ok = true
+		return nil, false
+	} else if !d.byte(',') {
+		return nil, false
+	}
+	key, ok := d.strBytes()
+	if !ok || o.n == len(o.keys) || !d.byte(':') {
+		return nil, false
+	}
+	for _, k := range o.keys[:o.n] {
+		if string(k) == string(key) {
+			return nil, false
+		}
+	}
+	o.keys[o.n] = key
+	o.n++
+	return key, true
+}
+
+// list moves to the next element of the array whose '[' was consumed;
+// more is false at its end, with d.ok saying whether it ended well.
+func (d *decoder) list(n int) (more bool) {
+	d.ok = false
+	if d.byte(']') {
+		d.ok = true
+		return false
+	}
+	return n == 0 || d.byte(',')
+}
+
+// strBytes reads a string without escapes or control characters, in valid
+// UTF-8 (encoding/json replaces invalid bytes; that path is its own), and
+// returns its bytes in d.b.
+func (d *decoder) strBytes() ([]byte, bool) {
+	if !d.byte('"') {
+		return nil, false
+	}
+	start := d.i
+	for ; d.i < len(d.b); d.i++ {
+		switch c := d.b[d.i]; {
+		case c == '"':
+			s := d.b[start:d.i]
+			d.i++
+			return s, utf8.Valid(s)
+		case c == '\\' || c < 0x20:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// str is strBytes as a string.
+func (d *decoder) str(s *string) bool {
+	b, ok := d.strBytes()
+	*s = string(b)
+	return ok
+}
+
+// int reads an integer literal (no fraction or exponent) that fits bits.
+func (d *decoder) int(bits int) (int64, bool) {
+	d.space()
+	start := d.i
+	if d.i < len(d.b) && d.b[d.i] == '-' {
+		d.i++
+	}
+	digits := d.i
+	for d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9' {
+		d.i++
+	}
+	if d.i == digits || (d.b[digits] == '0' && d.i > digits+1) {
+		return 0, false // no digits, or a leading zero
+	}
+	if d.i < len(d.b) {
+		if c := d.b[d.i]; c == '.' || c == 'e' || c == 'E' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(string(d.b[start:d.i]), 10, bits)
+	return n, err == nil
+}
+
+// bool reads true or false into *v.
+func (d *decoder) bool(v *bool) bool {
+	d.space()
+	rest := d.b[d.i:]
+	switch {
+	case len(rest) >= 4 && string(rest[:4]) == "true":
+		d.i += 4
+		*v = true
+		return true
+	case len(rest) >= 5 && string(rest[:5]) == "false":
+		d.i += 5
+		*v = false
+		return true
+	}
+	return false
+}
+
+// time reads a string as time.Time.UnmarshalJSON does.
+func (d *decoder) time(t *time.Time) bool {
+	d.space()
+	start := d.i
+	if _, ok := d.strBytes(); !ok {
+		return false
+	}
+	return t.UnmarshalJSON(d.b[start:d.i]) == nil
+}
+
+// raw reads any JSON value but null, for a json.RawMessage. It finds the
+// value's end by its brackets and strings, then checks the value.
+func (d *decoder) raw(v *json.RawMessage) bool {
+	d.space()
+	start := d.i
+	if start == len(d.b) {
+		return false
+	}
+	switch d.b[start] {
+	case '"':
+		if !d.skipString() {
+			return false
+		}
+	case '{', '[':
+		depth := 0
+		for d.i < len(d.b) {
+			switch d.b[d.i] {
+			case '"':
+				if !d.skipString() {
+					return false
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+			}
+			d.i++
+			if depth == 0 {
+				break
+			}
+		}
+		if depth != 0 {
+			return false
+		}
+	default: // a number or a literal: up to the next delimiter
+		for d.i < len(d.b) {
+			if c := d.b[d.i]; c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+				break
+			}
+			d.i++
+		}
+	}
+	*v = d.b[start:d.i:d.i]
+	return string(*v) != "null" && json.Valid(*v)
+}
+
+// skipString moves past the string that starts at d.i.
+func (d *decoder) skipString() bool {
+	for d.i++; d.i < len(d.b); d.i++ {
+		switch d.b[d.i] {
+		case '\\':
+			d.i++
+		case '"':
+			d.i++
+			return true
+		}
+	}
+	return false
+}
+
+// tasks reads an array of tasks (encoding/json makes [] an empty slice).
+func (d *decoder) tasks(out *[]Task) bool {
+	if !d.byte('[') {
+		return false
+	}
+	tasks := []Task{}
+	for d.list(len(tasks)) {
+		tasks = append(tasks, Task{})
+		if !d.task(&tasks[len(tasks)-1]) {
+			return false
+		}
+	}
+	*out = tasks
+	return d.ok
+}
+
+func (d *decoder) task(t *Task) bool {
+	var o object
+	if !d.byte('{') {
+		return false
+	}
+	for {
+		key, more := d.member(&o)
+		if !more {
+			return d.ok
+		}
+		ok := false
+		switch string(key) {
+		case "execution_id":
+			ok = d.str(&t.ExecutionID)
+		case "kind":
+			ok = d.str(&t.Kind)
+		case "namespace":
+			ok = d.str(&t.Namespace)
+		case "lane":
+			ok = d.str(&t.Lane)
+		case "attempt":
+			var n int64
+			n, ok = d.int(strconv.IntSize)
+			t.Attempt = int(n)
+		case "max_attempts":
+			var n int64
+			n, ok = d.int(strconv.IntSize)
+			t.MaxAttempts = int(n)
+		case "lease_id":
+			ok = d.str(&t.LeaseID)
+		case "epoch":
+			t.Epoch, ok = d.int(64)
+		case "lease_expires_at":
+			ok = d.time(&t.LeaseExpiresAt)
+		case "deadline_at":
+			t.DeadlineAt = new(time.Time)
+			ok = d.time(t.DeadlineAt)
+		case "tags":
+			t.Tags = map[string]string{}
+			ok = d.stringMap(t.Tags)
+		case "input":
+			ok = d.raw(&t.Input)
+		case "upstreams":
+			t.Upstreams = map[string]json.RawMessage{}
+			ok = d.rawMap(t.Upstreams)
+		case "downstream":
+			ok = d.bool(&t.Downstream)
+		}
+		if !ok {
+			return false
+		}
+	}
+}
+
+// stringMap reads an object of strings into m.
+func (d *decoder) stringMap(m map[string]string) bool {
+	var o object
+	if !d.byte('{') {
+		return false
+	}
+	for {
+		key, more := d.member(&o)
+		if !more {
+			return d.ok
+		}
+		var v string
+		if !d.str(&v) {
+			return false
+		}
+		m[string(key)] = v
+	}
+}
+
+// rawMap reads an object of any values but null into m.
+func (d *decoder) rawMap(m map[string]json.RawMessage) bool {
+	var o object
+	if !d.byte('{') {
+		return false
+	}
+	for {
+		key, more := d.member(&o)
+		if !more {
+			return d.ok
+		}
+		var v json.RawMessage
+		if !d.raw(&v) {
+			return false
+		}
+		m[string(key)] = v
+	}
+}
+
+// leaseResults reads an array of lease results.
+func (d *decoder) leaseResults(out *[]LeaseResult) bool {
+	if !d.byte('[') {
+		return false
+	}
+	results := []LeaseResult{}
+	for d.list(len(results)) {
+		results = append(results, LeaseResult{})
+		if !d.leaseResult(&results[len(results)-1]) {
+			return false
+		}
+	}
+	*out = results
+	return d.ok
+}
+
+func (d *decoder) leaseResult(r *LeaseResult) bool {
+	var o object
+	if !d.byte('{') {
+		return false
+	}
+	for {
+		key, more := d.member(&o)
+		if !more {
+			return d.ok
+		}
+		ok := false
+		switch string(key) {
+		case "execution_id":
+			ok = d.str(&r.ExecutionID)
+		case "ok":
+			ok = d.bool(&r.OK)
+		case "lease_expires_at":
+			r.LeaseExpiresAt = new(time.Time)
+			ok = d.time(r.LeaseExpiresAt)
+		case "state":
+			ok = d.str(&r.State)
+		}
+		if !ok {
+			return false
+		}
+	}
+}

@@ -1,0 +1,270 @@
+package wire
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// sampleTasks are tasks as the server grants them, and some that take the
+// encoders off their fast path.
+func sampleTasks() []Task {
+	at := time.Date(2026, 11, 21, 22, 30, 0, 123456789, time.UTC)
+	deadline := at.Add(time.Hour)
+	east := at.In(time.FixedZone("east", 5*3600+30*60))
+	return []Task{
+		{ExecutionID: "3.0f8c2a9e-6b1d-4c3e-9a2b-7d5e1f0a3b4c", Kind: "chain.step", Namespace: "default", Lane: "default",
+			Attempt: 1, MaxAttempts: 3, LeaseID: "a1b2c3d4e5f6-0", Epoch: 1, LeaseExpiresAt: at,
+			Input:      json.RawMessage(`{"n":3,"at":1763764545123456789,"s":"a \"quoted\" \\ word","l":[1,2.5e3,true,null,{}]}`),
+			Upstreams:  map[string]json.RawMessage{"s3": json.RawMessage(`{"n":3}`), "a": json.RawMessage(`"x"`), "b": json.RawMessage(`17`)},
+			Downstream: true},
+		{ExecutionID: "0.x", Kind: "k", Namespace: "n", Lane: "l", Attempt: 2, LeaseID: "p-1", Epoch: 9, LeaseExpiresAt: east,
+			DeadlineAt: &deadline, Tags: map[string]string{"b": "2", "a": "1", "": ""}, Input: json.RawMessage(`[]`)},
+		{}, // zero: every omitempty field omitted
+		{Kind: "html <b> & co", LeaseExpiresAt: at},                          // escaped by encoding/json
+		{Kind: "naïve", LeaseExpiresAt: at},                                  // not ASCII
+		{LeaseExpiresAt: at, Input: json.RawMessage(`{"a": 1}`)},             // not compact
+		{LeaseExpiresAt: at, Input: json.RawMessage(`"\u2028"`)},             // escaped by encoding/json
+		{LeaseExpiresAt: at, Input: json.RawMessage("\"\u2028\"")},           // raw U+2028
+		{LeaseExpiresAt: at, Tags: map[string]string{"k": "tab\there"}},      // control character
+		{LeaseExpiresAt: at, Upstreams: map[string]json.RawMessage{"a": {}}}, // empty raw: an error
+		{LeaseExpiresAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},       // year out of range: an error
+		{LeaseExpiresAt: at.In(time.FixedZone("far", 24*3600))},              // zone out of range: an error
+		{LeaseExpiresAt: at, Tags: map[string]string{}, Upstreams: map[string]json.RawMessage{}},
+	}
+}
+
+func sampleResults() []LeaseResult {
+	at := time.Date(2026, 11, 21, 22, 30, 0, 0, time.UTC)
+	return []LeaseResult{
+		{ExecutionID: "3.0f8c2a9e-6b1d-4c3e-9a2b-7d5e1f0a3b4c", OK: true, State: "completed"},
+		{ExecutionID: "1.y", OK: true, LeaseExpiresAt: &at},
+		{ExecutionID: "1.z", State: "active", Error: &ErrorBody{Code: CodeStaleLease, Message: "lease expired", Details: map[string]any{"reason": "lease_expired"}}},
+		{},
+	}
+}
+
+// TestFastEncodeMatchesEncodingJSON: the encoders write what
+// encoding/json writes, errors included, and take the fast path for what
+// the server sends.
+func TestFastEncodeMatchesEncodingJSON(t *testing.T) {
+	fast := 0
+	for i, task := range sampleTasks() {
+		checkEncode(t, LeaseResults{Results: []LeaseResult{}, Tasks: []Task{task}})
+		checkEncode(t, ClaimResponse{Tasks: []Task{task}})
+		want, _ := json.Marshal(task)
+		if b, ok := appendTask(nil, &task); ok {
+			fast++
+			if string(b) != string(want) {
+				t.Errorf("task %d: fast path wrote %s, want %s", i, b, want)
+			}
+		}
+	}
+	for i, r := range sampleResults() {
+		checkEncode(t, LeaseResults{Results: []LeaseResult{r}})
+		want, _ := json.Marshal(r)
+		if b, ok := appendLeaseResult(nil, &r); ok {
+			fast++
+			if string(b) != string(want) {
+				t.Errorf("result %d: fast path wrote %s, want %s", i, b, want)
+			}
+		}
+	}
+	// The first two tasks, the empty ones, an escape written as such, and
+	// three of the results.
+	if fast != 8 {
+		t.Errorf("%d samples took the fast path, want 8", fast)
+	}
+	checkEncode(t, LeaseResults{})
+	checkEncode(t, ClaimResponse{})
+	checkEncode(t, LeaseResults{Results: sampleResults(), Tasks: sampleTasks()})
+	checkEncode(t, ClaimResponse{Tasks: sampleTasks()[:3]})
+}
+
+// checkEncode fails t unless the Append function of v's type writes what
+// json.Marshal writes, after a prefix it keeps.
+func checkEncode(t *testing.T, v any) {
+	t.Helper()
+	want, wantErr := json.Marshal(v)
+	var got []byte
+	var err error
+	switch v := v.(type) {
+	case LeaseResults:
+		got, err = AppendLeaseResults([]byte("prefix"), &v)
+	case ClaimResponse:
+		got, err = AppendClaimResponse([]byte("prefix"), &v)
+	}
+	if (err != nil) != (wantErr != nil) || (err == nil && string(got) != "prefix"+string(want)) {
+		t.Fatalf("%+v: wrote %s (%v), want prefix%s (%v)", v, got, err, want, wantErr)
+	}
+}
+
+// TestFastDecodeMatchesEncodingJSON: the answers the server writes decode
+// on the fast path, to what json.Unmarshal gives.
+func TestFastDecodeMatchesEncodingJSON(t *testing.T) {
+	tasks := sampleTasks()[:3]
+	results := sampleResults()
+	results = append(results[:2], results[3])
+	for _, v := range []any{
+		LeaseResults{Results: results, Tasks: tasks},
+		LeaseResults{Results: []LeaseResult{}},
+		ClaimResponse{Tasks: tasks},
+		ClaimResponse{Tasks: []Task{}},
+	} {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = append(data, '\n') // as Echo writes it
+		switch v.(type) {
+		case LeaseResults:
+			if _, ok := fastLeaseResults(data); !ok {
+				t.Errorf("not on the fast path: %s", data)
+			}
+		case ClaimResponse:
+			if _, ok := fastClaimResponse(data); !ok {
+				t.Errorf("not on the fast path: %s", data)
+			}
+		}
+		checkDecode(t, data)
+	}
+}
+
+// checkDecode fails t unless the Unmarshal functions and json.Unmarshal
+// agree on data.
+func checkDecode(t *testing.T, data []byte) {
+	t.Helper()
+	var got, want LeaseResults
+	err, wantErr := UnmarshalLeaseResults(data, &got), json.Unmarshal(data, &want)
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("%q: lease results error %v, encoding/json %v", data, err, wantErr)
+	}
+	if diff := cmp.Diff(want, got); wantErr == nil && diff != "" {
+		t.Fatalf("%q: lease results differ from encoding/json's (-want +got):\n%s", data, diff)
+	}
+	var gotC, wantC ClaimResponse
+	err, wantErr = UnmarshalClaimResponse(data, &gotC), json.Unmarshal(data, &wantC)
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("%q: claim response error %v, encoding/json %v", data, err, wantErr)
+	}
+	if diff := cmp.Diff(wantC, gotC); wantErr == nil && diff != "" {
+		t.Fatalf("%q: claim response differs from encoding/json's (-want +got):\n%s", data, diff)
+	}
+}
+
+// FuzzDecode: on any input the decoders agree with encoding/json.
+func FuzzDecode(f *testing.F) {
+	for _, v := range []any{
+		LeaseResults{Results: sampleResults(), Tasks: sampleTasks()[:3]},
+		ClaimResponse{Tasks: sampleTasks()[:3]},
+	} {
+		data, err := json.Marshal(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, s := range []string{
+		`{"tasks":[{"attempt":01}]}`, `{"tasks":[{"attempt":1.0}]}`, `{"tasks":[{"attempt":-0}]}`,
+		`{"tasks":[{"epoch":9223372036854775808}]}`, `{"tasks":null}`, `{"tasks":[null]}`,
+		`{"tasks":[{"kind":"a","kind":"b"}]}`, `{"tasks":[{"Kind":"a"}]}`, `{"tasks":[{"kind":"\u0041"}]}`,
+		`{"tasks":[{"kind":"` + "\xff" + `"}]}`, `{"tasks":[{"input":{"a":[1,{"b":"]"}]}}]}`,
+		`{"tasks":[{"input":nul}]}`, `{"tasks":[{"input":"\"}"}]}`, `{"tasks":[{"upstreams":{"a":null}}]}`,
+		`{"tasks":[{"lease_expires_at":"2026-11-21T22:30:00+25:00"}]}`, `{"tasks":[{"downstream":truex}]}`,
+		`{"results":[{"ok":true,"error":{"code":"x","message":"y"}}]} `, `{"results":[]} x`, ` {} `, `[]`, ``,
+		`{"tasks":[{"tags":{"a":"1","a":"2"}}]}`, `{"tasks":[{"input":[1,2}]}`, `{"tasks":[{"input":-}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkDecode(t, data)
+	})
+}
+
+// FuzzEncode: tasks built from any values encode as encoding/json encodes
+// them.
+func FuzzEncode(f *testing.F) {
+	f.Add("3.abc", "kind", "tag", `{"n":1}`, int64(1), int64(1763764545123456789), int32(0), true)
+	f.Add("x<y", "naïve", "t\tab", `[1, 2]`, int64(-5), int64(-62135596800000000), int32(-3600), false)
+	f.Fuzz(func(t *testing.T, id, kind, tag, raw string, n, unixNano int64, offset int32, down bool) {
+		task := Task{ExecutionID: id, Kind: kind, Namespace: tag, Lane: tag, Attempt: int(n), MaxAttempts: int(n % 7),
+			LeaseID: id + kind, Epoch: n, LeaseExpiresAt: time.Unix(0, unixNano).In(time.FixedZone("z", int(offset))),
+			Tags: map[string]string{tag: kind, kind: id}, Downstream: down}
+		if json.Valid([]byte(raw)) {
+			task.Input = json.RawMessage(raw)
+			task.Upstreams = map[string]json.RawMessage{tag: task.Input}
+		}
+		if n%3 == 0 {
+			task.DeadlineAt = &task.LeaseExpiresAt
+		}
+		r := LeaseResult{ExecutionID: id, OK: down, State: strings.ToLower(kind)}
+		if n%2 == 0 {
+			r.LeaseExpiresAt = &task.LeaseExpiresAt
+		}
+		checkEncode(t, LeaseResults{Results: []LeaseResult{r}, Tasks: []Task{task}})
+		checkEncode(t, ClaimResponse{Tasks: []Task{task, task}})
+		// What encodes decodes to what encoding/json decodes.
+		if data, err := json.Marshal(LeaseResults{Results: []LeaseResult{r}, Tasks: []Task{task}}); err == nil {
+			checkDecode(t, data)
+		}
+	})
+}
+
+// benchAnswer is a complete answer with four results and four hand-off
+// tasks, the shape of a busy chain worker's.
+func benchAnswer() LeaseResults {
+	var lr LeaseResults
+	task := sampleTasks()[0]
+	task.Input = json.RawMessage(`{"n":3,"at":1763764545123456789}`)
+	task.Upstreams = map[string]json.RawMessage{"s3": task.Input}
+	for range 4 {
+		lr.Results = append(lr.Results, sampleResults()[0])
+		lr.Tasks = append(lr.Tasks, task)
+	}
+	return lr
+}
+
+// BenchmarkLeaseResults compares the fast paths with encoding/json on a
+// complete answer:
+//
+//	go test -run '^$' -bench LeaseResults -benchmem ./runtime/wire/
+func BenchmarkLeaseResults(b *testing.B) {
+	lr := benchAnswer()
+	data, err := json.Marshal(lr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("encode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := AppendLeaseResults(nil, &lr); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encode-encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := json.Marshal(lr); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			var v LeaseResults
+			if err := UnmarshalLeaseResults(data, &v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode-encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			var v LeaseResults
+			if err := json.Unmarshal(data, &v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
