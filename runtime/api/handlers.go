@@ -279,9 +279,18 @@ func (s *Server) renew(c echo.Context) error {
 }
 
 func (s *Server) complete(c echo.Context) error {
-	var req wire.CompleteRequest
-	if err := Decode(c, s.limit(BodyLimitBatch), false, &req); err != nil {
+	data, err := readBody(c, s.limit(BodyLimitBatch))
+	if err != nil {
 		return err
+	}
+	// What the SDK sends takes the fast path; anything else decodes as
+	// every body does, for the value or the error.
+	req, ok := wire.FastCompleteRequest(data)
+	if !ok {
+		req = wire.CompleteRequest{}
+		if err := decodeBody(data, false, &req); err != nil {
+			return err
+		}
 	}
 	if e := checkBatchLen("completions", len(req.Completions)); e != nil {
 		return e

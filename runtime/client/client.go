@@ -375,8 +375,12 @@ func (c *Client) Complete(ctx context.Context, req wire.CompleteRequest) ([]wire
 // Complete, and returns the tasks granted by req.Handoff: leases the
 // worker now holds.
 func (c *Client) CompleteHandoff(ctx context.Context, req wire.CompleteRequest) ([]wire.LeaseResult, []wire.Task, error) {
+	body, err := wire.AppendCompleteRequest(nil, &req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("client: encode complete request: %w", err)
+	}
 	var out wire.LeaseResults
-	if err := c.do(ctx, http.MethodPost, "/v1/worker/complete", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/worker/complete", nil, encodedBody(body), &out); err != nil {
 		return nil, nil, err
 	}
 	return out.Results, out.Tasks, nil

@@ -675,3 +675,218 @@ func (d *decoder) leaseResult(r *LeaseResult) bool {
 		}
 	}
 }
+
+// AppendCompleteRequest appends v encoded as json.Marshal encodes it.
+func AppendCompleteRequest(b []byte, v *CompleteRequest) ([]byte, error) {
+	n := len(b)
+	size := 128
+	for i := range v.Completions {
+		size += 96 + len(v.Completions[i].ExecutionID) + len(v.Completions[i].Output)
+	}
+	b = slices.Grow(b, size)
+	ok := true
+	b = append(b, '{')
+	if v.WorkerID != "" {
+		b = append(b, `"worker_id":`...)
+		b, ok = appendString(b, v.WorkerID, ok)
+		b = append(b, ',')
+	}
+	b = append(b, `"completions":`...)
+	var listOK bool
+	b, listOK = appendList(b, v.Completions, appendCompletion)
+	ok = ok && listOK
+	if h := v.Handoff; h != nil {
+		b = append(b, `,"handoff":{`...)
+		first := true
+		for _, f := range [...]struct {
+			key, value string
+		}{{"instance_id", h.InstanceID}, {"namespace", h.Namespace}} {
+			if f.value != "" {
+				if !first {
+					b = append(b, ',')
+				}
+				first = false
+				b = append(b, '"')
+				b = append(b, f.key...)
+				b = append(b, `":`...)
+				b, ok = appendString(b, f.value, ok)
+			}
+		}
+		for _, f := range [...]struct {
+			key  string
+			list []string
+		}{{"lanes", h.Lanes}, {"capabilities", h.Capabilities}, {"kinds", h.Kinds}} {
+			if len(f.list) > 0 {
+				if !first {
+					b = append(b, ',')
+				}
+				first = false
+				b = append(b, '"')
+				b = append(b, f.key...)
+				b = append(b, `":[`...)
+				for i, s := range f.list {
+					if i > 0 {
+						b = append(b, ',')
+					}
+					b, ok = appendString(b, s, ok)
+				}
+				b = append(b, ']')
+			}
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		b = append(b, `"max":`...)
+		b = strconv.AppendInt(b, int64(h.Max), 10)
+		if h.LeaseMs != 0 {
+			b = append(b, `,"lease_ms":`...)
+			b = strconv.AppendInt(b, h.LeaseMs, 10)
+		}
+		b = append(b, '}')
+	}
+	if ok {
+		return append(b, '}'), nil
+	}
+	data, err := json.Marshal(v)
+	return append(b[:n], data...), err
+}
+
+func appendCompletion(b []byte, c *Completion) ([]byte, bool) {
+	ok := true
+	b = append(b, `{"execution_id":`...)
+	b, ok = appendString(b, c.ExecutionID, ok)
+	b = append(b, `,"lease_id":`...)
+	b, ok = appendString(b, c.LeaseID, ok)
+	b = append(b, `,"epoch":`...)
+	b = strconv.AppendInt(b, c.Epoch, 10)
+	if len(c.Output) > 0 {
+		b = append(b, `,"output":`...)
+		b, ok = appendRaw(b, c.Output, ok)
+	}
+	return append(b, '}'), ok
+}
+
+// FastCompleteRequest reads a complete request in the plain form
+// AppendCompleteRequest writes (any white space between tokens). When ok,
+// v is what a json.Decoder that disallows unknown fields decodes data to,
+// with nothing after the value; otherwise the caller decodes data so, for
+// the value or the error.
+func FastCompleteRequest(data []byte) (v CompleteRequest, ok bool) {
+	d := decoder{b: data}
+	var o object
+	if !d.byte('{') {
+		return v, false
+	}
+	for {
+		key, more := d.member(&o)
+		if !more {
+			break
+		}
+		ok := false
+		switch string(key) {
+		case "worker_id":
+			ok = d.str(&v.WorkerID)
+		case "completions":
+			ok = d.completions(&v.Completions)
+		case "handoff":
+			v.Handoff = new(Handoff)
+			ok = d.handoff(v.Handoff)
+		}
+		if !ok {
+			return v, false
+		}
+	}
+	return v, d.ok && d.end()
+}
+
+func (d *decoder) completions(out *[]Completion) bool {
+	if !d.byte('[') {
+		return false
+	}
+	list := []Completion{}
+	for d.list(len(list)) {
+		list = append(list, Completion{})
+		c := &list[len(list)-1]
+		var o object
+		if !d.byte('{') {
+			return false
+		}
+		for {
+			key, more := d.member(&o)
+			if !more {
+				if !d.ok {
+					return false
+				}
+				break
+			}
+			ok := false
+			switch string(key) {
+			case "execution_id":
+				ok = d.str(&c.ExecutionID)
+			case "lease_id":
+				ok = d.str(&c.LeaseID)
+			case "epoch":
+				c.Epoch, ok = d.int(64)
+			case "output":
+				ok = d.raw(&c.Output)
+			}
+			if !ok {
+				return false
+			}
+		}
+	}
+	*out = list
+	return d.ok
+}
+
+func (d *decoder) handoff(h *Handoff) bool {
+	var o object
+	if !d.byte('{') {
+		return false
+	}
+	for {
+		key, more := d.member(&o)
+		if !more {
+			return d.ok
+		}
+		ok := false
+		switch string(key) {
+		case "instance_id":
+			ok = d.str(&h.InstanceID)
+		case "namespace":
+			ok = d.str(&h.Namespace)
+		case "lanes":
+			ok = d.strings(&h.Lanes)
+		case "capabilities":
+			ok = d.strings(&h.Capabilities)
+		case "kinds":
+			ok = d.strings(&h.Kinds)
+		case "max":
+			var n int64
+			n, ok = d.int(strconv.IntSize)
+			h.Max = int(n)
+		case "lease_ms":
+			h.LeaseMs, ok = d.int(64)
+		}
+		if !ok {
+			return false
+		}
+	}
+}
+
+// strings reads an array of strings.
+func (d *decoder) strings(out *[]string) bool {
+	if !d.byte('[') {
+		return false
+	}
+	list := []string{}
+	for d.list(len(list)) {
+		var s string
+		if !d.str(&s) {
+			return false
+		}
+		list = append(list, s)
+	}
+	*out = list
+	return d.ok
+}

@@ -1,7 +1,10 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +269,95 @@ func BenchmarkLeaseResults(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+}
+
+func sampleCompleteRequests() []CompleteRequest {
+	out := json.RawMessage(`{"n":3,"s":"a \"b\""}`)
+	return []CompleteRequest{
+		{WorkerID: "bench-worker", Completions: []Completion{
+			{Lease: Lease{ExecutionID: "3.0f8c2a9e-6b1d-4c3e-9a2b-7d5e1f0a3b4c", LeaseID: "a1b2-0", Epoch: 1}, Output: out},
+			{Lease: Lease{ExecutionID: "3.x", LeaseID: "a1b2-1", Epoch: 2}},
+		}, Handoff: &Handoff{InstanceID: "i-1", Namespace: "ns", Lanes: []string{"a", "b"}, Capabilities: []string{"gpu"},
+			Kinds: []string{"k1", "k2"}, Max: 2, LeaseMs: 30000}},
+		{Completions: []Completion{}},
+		{},
+		{Completions: []Completion{{Lease: Lease{ExecutionID: "x"}}}, Handoff: &Handoff{Max: 1}},
+		{Completions: []Completion{{Lease: Lease{ExecutionID: "x"}, Output: json.RawMessage(`{"a": "<b>"}`)}}},
+		{WorkerID: "wörker", Completions: []Completion{{Lease: Lease{ExecutionID: "x"}}}},
+		{Completions: []Completion{{Lease: Lease{ExecutionID: "x"}}}, Handoff: &Handoff{Lanes: []string{}, Max: 1}},
+	}
+}
+
+// strictDecode decodes a request body as the API does: unknown fields
+// refused, nothing after the value.
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the value")
+	}
+	return nil
+}
+
+// checkCompleteRequest fails t unless FastCompleteRequest, when it reads
+// data, gives what strict decoding gives.
+func checkCompleteRequest(t *testing.T, data []byte) bool {
+	t.Helper()
+	got, ok := FastCompleteRequest(data)
+	if !ok {
+		return false
+	}
+	var want CompleteRequest
+	if err := strictDecode(data, &want); err != nil {
+		t.Fatalf("%q: read on the fast path, but strict decoding fails: %v", data, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("%q: differs from strict decoding (-want +got):\n%s", data, diff)
+	}
+	return true
+}
+
+// TestCompleteRequestCodec: the encoder writes json.Marshal's bytes, and
+// what the SDK sends decodes on the fast path to the strict decoding.
+func TestCompleteRequestCodec(t *testing.T) {
+	for i, req := range sampleCompleteRequests() {
+		want, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := AppendCompleteRequest([]byte("p"), &req)
+		if err != nil || string(got) != "p"+string(want) {
+			t.Errorf("request %d: wrote %s (%v), want p%s", i, got, err, want)
+		}
+		fast := checkCompleteRequest(t, want)
+		if plain := i != 2; fast != plain { // 2 has "completions":null
+			t.Errorf("request %d: fast path %v, want %v: %s", i, fast, plain, want)
+		}
+	}
+}
+
+// FuzzCompleteRequest: the fast path never reads a body differently from
+// strict decoding, nor one strict decoding refuses.
+func FuzzCompleteRequest(f *testing.F) {
+	for _, req := range sampleCompleteRequests() {
+		data, err := json.Marshal(req)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, s := range []string{
+		`{"completions":[{"execution_id":"x","Lease_ID":"y"}]}`, `{"completions":[]} {}`, `{"completions":[],}`,
+		`{"completions":[{"epoch":1e2}]}`, `{"handoff":null}`, `{"handoff":{"max":1,"max":2}}`, `{"handoff":{"lanes":["a",]}}`,
+		`{"completions":[{"output":{"a":1}}],"worker_id":"w"}`, `{"completions":[{"output":[1,2]]}]}`, "{\"worker_id\":\"w\"}\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkCompleteRequest(t, data)
 	})
 }
