@@ -55,7 +55,27 @@ local function decide(p, d, ok_edge, now)
   end
 end
 
--- finish_run sets the final state of a run whose members all ended.
+-- clean_outcome returns the outcome of a run, f its record as HGETALL
+-- gives it, that succeeded cleanly (no member failed or was cancelled, and
+-- its result exec succeeded): {f, the result exec's name, its result}; or
+-- nil for any other run (read in full by the caller).
+local function clean_outcome(p, f)
+  local r = {}
+  for i = 1, #f, 2 do r[f[i]] = f[i + 1] end
+  if r.state == 'succeeded' and num(r.failed) == 0 and num(r.cancelled) == 0
+      and (r.result_node or '') ~= '' and r.result_outcome == 'success' then
+    local v = redis.call('HMGET', p.xp .. r.result_node, 'flow_node', 'result')
+    return {f, v[1] or '', v[2]}
+  end
+  return nil
+end
+
+-- finish_run sets the final state of a run whose members all ended and
+-- publishes the run-end notice. When the call collects ended runs
+-- (p.ended, ff_finish) and the run succeeded cleanly, its outcome goes
+-- there instead of a notice: the finish's reply carries it to the ffrun
+-- process, which answers its own waiting result requests from it, then
+-- publishes the notice for the others.
 local function finish_run(p, runkey, run, now)
   local r = redis.call('HMGET', runkey, 'cancelling', 'result_node', 'result_outcome', 'unhandled', 'cancelled')
   local state
@@ -70,6 +90,18 @@ local function finish_run(p, runkey, run, now)
   end
   redis.call('HSET', runkey, 'state', state, 'ended_at', ts(now), 'updated_at', ts(now))
   redis.call('ZADD', p.base .. ':runs:ended', ts(now), run)
+  if p.ended and state == 'succeeded' then
+    local o = clean_outcome(p, redis.call('HGETALL', runkey))
+    if o then
+      -- The caller publishes the notice, after its own waiters have the
+      -- outcome (Store.FinishHandoff).
+      p.ended[#p.ended + 1] = run
+      p.ended[#p.ended + 1] = o[1]
+      p.ended[#p.ended + 1] = o[2]
+      p.ended[#p.ended + 1] = o[3]
+      return
+    end
+  end
   local prefix, n = string.match(p.anchor, '^(.*)ff:{fp:(%d+)}:lanes$')
   redis.call('PUBLISH', prefix .. 'ff:runs', n .. '.' .. run .. ':' .. state)
 end
@@ -436,13 +468,8 @@ local function ff_run_outcome(keys, argv)
   local p = part(keys[1])
   local f = redis.call('HGETALL', p.base .. ':f:' .. argv[1])
   if #f == 0 then return refuse('not_found') end
-  local r = {}
-  for i = 1, #f, 2 do r[f[i]] = f[i + 1] end
-  if r.state == 'succeeded' and num(r.failed) == 0 and num(r.cancelled) == 0
-      and (r.result_node or '') ~= '' and r.result_outcome == 'success' then
-    local v = redis.call('HMGET', p.xp .. r.result_node, 'flow_node', 'result')
-    return ok(f, v[1] or '', v[2])
-  end
+  local o = clean_outcome(p, f)
+  if o then return ok(o[1], o[2], o[3]) end
   return ok(f, '', false)
 end
 

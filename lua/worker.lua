@@ -453,6 +453,10 @@ end
 --           message; 'retry' asks for a retry if attempts remain)
 -- Reply: {1, items, grants}; item = {1, public_state, retry_at}
 --        | {0, 'not_found'} | {0, 'stale_lease', reason, public_state};
+--        the success of a flow member that ended its run with a clean
+--        success has four more elements: the run's uuid, and its outcome
+--        as ff_run_outcome answers it (run fields, result exec name,
+--        result);
 --        grants as ff_claim's, made by the hand-off (see settle_handoff):
 --        each such member goes from pending to active in this call and is
 --        never in the eligible index.
@@ -485,8 +489,14 @@ local function ff_finish(keys, argv)
         leave_indexes(p, c)
         local af, av = attempt_end(c, 'success', '', now)
         if h then h.g.results[c.u] = argv[i + 4] end
+        if c.flow_id ~= '' then p.ended = {} end
         local public = to_terminal(p, c, 'success', nil, now, 'result', argv[i + 4], af, av)
-        items[#items + 1] = ok(public, 0)
+        if p.ended and #p.ended > 0 then
+          items[#items + 1] = ok(public, 0, unpack(p.ended))
+        else
+          items[#items + 1] = ok(public, 0)
+        end
+        p.ended = nil
       else
         local public, due = after_attempt(p, c, 'failed', argv[i + 4], now, true,
           argv[i + 3] == 'retry', jitter_frac(argv[1], i))

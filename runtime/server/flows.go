@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowfabric/ff/runtime/api"
@@ -17,15 +18,16 @@ import (
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
-// runPollInterval is how often a waiting result request re-reads its run
+// RunPollDefault is how often a waiting result request re-reads its run
 // when no end notice arrived: the safety net for a lost pub/sub message.
-const runPollInterval = time.Second
+const RunPollDefault = time.Second
 
 // flowService implements api.FlowService over the store. Result requests
 // that wait are woken by the run-end notices the store publishes.
 type flowService struct {
 	st     *store.Store
 	notice *runNotices
+	poll   time.Duration // RunPollDefault when 0
 }
 
 func (f *flowService) StageFlow(ctx context.Context, req api.FlowRequest) (*wire.FlowRun, bool, error) {
@@ -91,14 +93,14 @@ func (f *flowService) RunResult(ctx context.Context, id string, wait time.Durati
 		return orNotTerminal(ended(true))
 	}
 	// Watch first, then read: a run that ends after the read is noticed.
-	notice, release := f.notice.watch(string(rid))
+	watch, release := f.notice.watch(string(rid))
 	defer release()
 	if w, err := ended(true); w != nil || err != nil {
 		return w, err
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	poll := time.NewTicker(runPollInterval)
+	poll := time.NewTicker(cmp.Or(f.poll, RunPollDefault))
 	defer poll.Stop()
 	for {
 		cheap := true
@@ -109,8 +111,12 @@ func (f *flowService) RunResult(ctx context.Context, id string, wait time.Durati
 			return orNotTerminal(ended(true))
 		case <-f.notice.closing():
 			return orNotTerminal(ended(true))
-		case <-notice:
+		case <-watch.ch:
 			// The run ended (or, after a resubscription, may have).
+			if run := watch.run.Load(); run != nil {
+				w := toFlowRun(run, false)
+				return &w, nil
+			}
 			cheap = false
 		case <-poll.C:
 		}
@@ -220,7 +226,7 @@ type runNotices struct {
 	subscribe scheduler.SubscribeFunc
 
 	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{}
+	waiters map[string]map[*runWatch]struct{}
 	cancel  context.CancelFunc
 	done    chan struct{}
 	closed  chan struct{}
@@ -228,7 +234,7 @@ type runNotices struct {
 }
 
 func newRunNotices(subscribe scheduler.SubscribeFunc, log *slog.Logger) *runNotices {
-	return &runNotices{log: log, subscribe: subscribe, waiters: map[string]map[chan struct{}]struct{}{}, closed: make(chan struct{})}
+	return &runNotices{log: log, subscribe: subscribe, waiters: map[string]map[*runWatch]struct{}{}, closed: make(chan struct{})}
 }
 
 // Start subscribes in the background until Stop; safe to call twice.
@@ -285,20 +291,28 @@ func (n *runNotices) Stop(ctx context.Context) error {
 
 func (n *runNotices) closing() <-chan struct{} { return n.closed }
 
-// watch returns a channel signalled when run id ends (or may have ended).
-func (n *runNotices) watch(id string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+// runWatch is one request's watch of a run: ch is signalled when the run
+// ends (or may have ended); run is the run as it ended, when a finish of
+// this process brought its outcome.
+type runWatch struct {
+	ch  chan struct{}
+	run atomic.Pointer[store.Run]
+}
+
+// watch returns a watch of run id, and the function that ends it.
+func (n *runNotices) watch(id string) (*runWatch, func()) {
+	w := &runWatch{ch: make(chan struct{}, 1)}
 	n.mu.Lock()
 	m := n.waiters[id]
 	if m == nil {
-		m = map[chan struct{}]struct{}{}
+		m = map[*runWatch]struct{}{}
 		n.waiters[id] = m
 	}
-	m[ch] = struct{}{}
+	m[w] = struct{}{}
 	n.mu.Unlock()
-	return ch, func() {
+	return w, func() {
 		n.mu.Lock()
-		delete(m, ch)
+		delete(m, w)
 		if len(m) == 0 && n.waiters[id] != nil && len(n.waiters[id]) == 0 {
 			delete(n.waiters, id)
 		}
@@ -306,6 +320,7 @@ func (n *runNotices) watch(id string) (<-chan struct{}, func()) {
 	}
 }
 
+// deliver passes on a run-end notice of the store ("<run id>:<state>").
 func (n *runNotices) deliver(msg string) {
 	i := strings.LastIndexByte(msg, ':')
 	if i < 0 {
@@ -313,8 +328,20 @@ func (n *runNotices) deliver(msg string) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for ch := range n.waiters[msg[:i]] {
-		signal(ch)
+	for w := range n.waiters[msg[:i]] {
+		signal(w.ch)
+	}
+}
+
+// ended passes on a run that a finish of this process ended, with its
+// outcome: its watchers answer from it, without reading the run. The
+// store's notice of the same end follows and finds them gone.
+func (n *runNotices) ended(run *store.Run) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for w := range n.waiters[string(run.ID)] {
+		w.run.Store(run)
+		signal(w.ch)
 	}
 }
 
@@ -324,8 +351,8 @@ func (n *runNotices) wakeAll() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, m := range n.waiters {
-		for ch := range m {
-			signal(ch)
+		for w := range m {
+			signal(w.ch)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
 	"github.com/flowfabric/ff/runtime/wire"
@@ -305,4 +306,43 @@ type countingTransport struct{ n atomic.Int64 }
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestRunEndReachesOtherProcesses: two ffrun processes share a Valkey; a
+// result request waiting on one is answered when a worker of the other
+// completes the run, by the end notice that process publishes: the
+// periodic re-read is off, so only the end of the request's wait (20 s,
+// far beyond what a notice takes) could answer it otherwise.
+func TestRunEndReachesOtherProcesses(t *testing.T) {
+	t.Parallel()
+	addr, prefix := valkeytest.Shared(t), valkeytest.Prefix(t)
+	share := func(c *server.Config) {
+		c.ValkeyAddr, c.KeyPrefix = addr, prefix
+		c.Templates = []*plan.Flow{twoStep()}
+		c.RunPoll = time.Hour
+	}
+	a, b := servertest.Start(t, share), servertest.Start(t, share)
+	ctx := ctxT(t)
+	run, err := a.Client.StageTemplate(ctx, "two", map[string]string{"s": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan *wire.FlowRun, 1)
+	start := time.Now()
+	go func() {
+		res, err := b.Client.RunResult(ctx, run.ID, 20*time.Second)
+		if err != nil {
+			t.Errorf("waiting result on the other process: %v", err)
+		}
+		answered <- res
+	}()
+	time.Sleep(100 * time.Millisecond) // let the request park
+	driveTwo(t, a)
+	res := <-answered
+	if res == nil || res.State != wire.RunSucceeded || string(res.Result) != `{"s":"b saw x"}` {
+		t.Fatalf("result on the other process: %+v", res)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("answered after %s: at the end of its wait, not by the run-end notice", waited)
+	}
 }

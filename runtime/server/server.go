@@ -48,8 +48,11 @@ type Config struct {
 	// DisableScanners runs no scanners (tests of a bare API).
 	DisableScanners bool
 
-	ScanMax         int           // claim calls per claim attempt; 0 = scheduler default
-	ResyncInterval  time.Duration // scheduler hint resync; 0 = default
+	ScanMax        int           // claim calls per claim attempt; 0 = scheduler default
+	ResyncInterval time.Duration // scheduler hint resync; 0 = default
+	// RunPoll is how often a waiting run result request re-reads the run
+	// when no end notice came; 0 = RunPollDefault.
+	RunPoll         time.Duration
 	ShutdownTimeout time.Duration // how long in-flight requests may finish
 	Logger          *slog.Logger
 }
@@ -147,11 +150,16 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: connect to valkey at %s: %w", cfg.ValkeyAddr, err)
 	}
+	// Waiting result requests answer from the outcome a finish of this
+	// process brings (store.Config.RunEnded), else from the store's
+	// run-end notices (subscribed below, once the channel is known).
+	notices := newRunNotices(nil, log)
 	st, err := store.Open(ctx, store.Config{
 		Client:         vk,
 		FlowPartitions: cfg.FlowPartitions,
 		KeyPrefix:      cfg.KeyPrefix,
 		Logger:         log,
+		RunEnded:       notices.ended,
 	})
 	if err != nil {
 		vk.Close()
@@ -169,6 +177,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, vk: vk, store: st, sched: sched}
+	notices.subscribe = scheduler.ValkeySubscriber(vk, st.RunsChannel())
+	s.notices = notices
 	adm := newAdmissionService(log, st, sched)
 	a, err := api.New(api.Config{
 		Service:      &service{log: log, vk: vk, st: st, sched: sched, onClaim: adm.onClaim},
@@ -182,8 +192,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.api = a
-	s.notices = newRunNotices(scheduler.ValkeySubscriber(vk, st.RunsChannel()), log)
-	if err := a.AddFlows(&flowService{st: st, notice: s.notices}, cfg.Templates); err != nil {
+	if err := a.AddFlows(&flowService{st: st, notice: s.notices, poll: cfg.RunPoll}, cfg.Templates); err != nil {
 		vk.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -549,12 +549,23 @@ func (s *Store) runOutcome(ctx context.Context, p int, uuid string, id RunID) (*
 		}
 		return nil, err
 	}
+	run, err := cleanOutcome(id, items)
+	if err != nil {
+		return nil, fmt.Errorf("store: ff_run_outcome: %w", err)
+	}
+	return run, nil
+}
+
+// cleanOutcome decodes an outcome of ff_run_outcome or ff_finish: {run
+// fields, result exec name, result}. It returns the run when it succeeded
+// cleanly (the functions send the fields of other runs too), else nil.
+func cleanOutcome(id RunID, items []valkey.ValkeyMessage) (*Run, error) {
 	if len(items) != 3 {
-		return nil, fmt.Errorf("store: ff_run_outcome: malformed reply of %d items", len(items))
+		return nil, fmt.Errorf("malformed run outcome of %d items", len(items))
 	}
 	kv, err := items[0].ToArray()
 	if err != nil {
-		return nil, fmt.Errorf("store: ff_run_outcome: %w", err)
+		return nil, fmt.Errorf("run outcome: %w", err)
 	}
 	f := make(map[string]string, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {

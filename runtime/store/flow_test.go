@@ -69,6 +69,9 @@ func (e *env) drive(handle func(g Grant) outcome) []string {
 			if r.Err != nil {
 				e.t.Fatal(r.Err)
 			}
+			if r.RunEnded != nil {
+				e.ended = append(e.ended, r.RunEnded)
+			}
 		}
 	}
 	e.t.Fatal("drive did not converge")
@@ -734,6 +737,14 @@ func TestFlowRunOutcome(t *testing.T) {
 		got.Succeeded != 3 || got.EndedAt.IsZero() {
 		t.Fatalf("outcome of a clean run = %+v", got)
 	}
+	// The finish that ended it carried the same outcome, and only that one.
+	if len(e.ended) != 1 {
+		t.Fatalf("%d finishes carried an ended run, want 1", len(e.ended))
+	}
+	if diff := cmp.Diff(got, e.ended[0]); diff != "" {
+		t.Fatalf("outcome carried by the finish differs from GetRunOutcome (-want +got):\n%s", diff)
+	}
+	e.ended = nil
 
 	x := execs("extract", "load", "quarantine")
 	g := flowOf("etl", x, "extract->load", "extract->quarantine on failure")
@@ -752,6 +763,9 @@ func TestFlowRunOutcome(t *testing.T) {
 	}
 	if got.State != RunSucceeded || got.Failed != 1 || string(got.Result) != "out-quarantine" || len(got.Nodes) != 3 {
 		t.Fatalf("outcome of a run with a handled failure = %+v", got)
+	}
+	if len(e.ended) != 0 {
+		t.Fatalf("a run with a failed member was carried by its finish: %+v", e.ended)
 	}
 
 	// A flow without a result exec; an unknown run.

@@ -39,6 +39,8 @@ type env struct {
 	c      valkey.Client
 	s      *Store
 	prefix string
+	// ended collects FinishResult.RunEnded of the finishes drive made.
+	ended []*Run
 }
 
 func newEnv(t testing.TB, mod ...func(*Config)) *env {

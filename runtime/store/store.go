@@ -31,6 +31,12 @@ type Config struct {
 	KeyPrefix      string
 	IdempotencyTTL time.Duration // 0 = IdempotencyTTLDefault
 	Logger         *slog.Logger  // nil = discard
+	// RunEnded, when set, is called with each run that a finish of this
+	// store ended with a clean success (FinishResult.RunEnded), before
+	// the store publishes the run's end notice on RunsChannel: a process
+	// answers its own waiters from the outcome, and no notice can wake
+	// them first and send them to read the run again.
+	RunEnded func(*Run)
 }
 
 func (c Config) withDefaults() Config {

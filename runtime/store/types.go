@@ -533,6 +533,11 @@ type FinishResult struct {
 	State   PublicState // the execution's state afterwards
 	RetryAt time.Time   // when a retry becomes eligible (failure with retry)
 	Err     error       // nil, a *LeaseError, a *ValidationError or ErrNotFound
+	// RunEnded is set when this success ended its flow run with a clean
+	// success: the run as GetRunOutcome would read it now (without
+	// members), so that whoever waits for it needs no further read (see
+	// Config.RunEnded).
+	RunEnded *Run
 }
 
 // ScanResult is what one scanner step did on one partition.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -363,6 +364,8 @@ func (s *Store) FinishHandoff(ctx context.Context, items []Finish, h *Handoff) (
 	if err != nil {
 		return nil, nil, err
 	}
+	// Whatever happens below, the runs read as ended are announced.
+	defer s.announceRunEnds(ctx, out)
 	var grants []Grant
 	for c, msg := range msgs {
 		parts, ref, err := envelope(msg)
@@ -385,6 +388,12 @@ func (s *Store) FinishHandoff(ctx context.Context, items []Finish, h *Handoff) (
 			}
 			out[pos].State = PublicState(str(sub[0]))
 			out[pos].RetryAt = fromMs(str(sub[1]))
+			if len(sub) == 6 {
+				id := RunID(makeID(b.calls[c].partition, str(sub[2])))
+				if out[pos].RunEnded, err = cleanOutcome(id, sub[3:]); err != nil {
+					return nil, nil, fmt.Errorf("store: ff_finish: %w", err)
+				}
+			}
 		}
 		gv, err := parts[1].ToArray()
 		if err != nil {
@@ -399,6 +408,35 @@ func (s *Store) FinishHandoff(ctx context.Context, items []Finish, h *Handoff) (
 		}
 	}
 	return out, grants, nil
+}
+
+// announceRunEnds hands the runs the finishes ended cleanly to
+// Config.RunEnded, then publishes their end notices (ff_finish leaves
+// those to the caller), in the background: the worker's answer does not
+// wait for them, and a lost notice only delays other processes' waiters
+// until their periodic re-read.
+func (s *Store) announceRunEnds(ctx context.Context, results []FinishResult) {
+	var cmds valkey.Commands
+	for _, r := range results {
+		if r.RunEnded == nil {
+			continue
+		}
+		if s.cfg.RunEnded != nil {
+			s.cfg.RunEnded(r.RunEnded)
+		}
+		cmds = append(cmds, s.c.B().Publish().Channel(s.RunsChannel()).Message(string(r.RunEnded.ID)+":"+string(RunSucceeded)).Build())
+	}
+	if len(cmds) == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		for _, resp := range s.c.DoMulti(ctx, cmds...) {
+			if err := resp.Error(); err != nil {
+				s.cfg.Logger.WarnContext(ctx, "store: publish run end", slog.Any("error", err))
+			}
+		}
+	}()
 }
 
 // handoffArgs returns the head of ff_finish's arguments: the jitter seed
