@@ -204,17 +204,25 @@ end
 -- KEYS[1]  partition anchor
 -- ARGV[1]  uuid
 -- ARGV[2]  reason
+-- ARGV[3]  optional: lease id, ARGV[4] lease epoch: revoke only that lease
+--          (a grant the worker never received)
 -- Reply: {1, public_state}
 --        {0, 'not_found'}
 --        {0, 'wrong_state', public_state}  (not active)
+--        {0, 'stale_lease', reason, public_state}  (fenced: another lease)
 local function ff_revoke_lease(keys, argv)
   local p = part(keys[1])
   local c = read_core(p, argv[1])
   if not c then return refuse('not_found') end
   if not is(c.state, 'active') then return refuse('wrong_state', public_of(c.state)) end
+  local now = now_ms()
+  if argv[3] then
+    local why = lease_check(c, argv[3], argv[4], now)
+    if why then return refuse('stale_lease', why, public_of(c.state)) end
+  end
   local reason = argv[2]
   if reason == '' then reason = 'lease revoked' end
-  local public = after_attempt(p, c, 'revoked', reason, now_ms(), false, true, 0)
+  local public = after_attempt(p, c, 'revoked', reason, now, false, true, 0)
   flush(p)
   return ok(public)
 end

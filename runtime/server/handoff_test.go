@@ -1,9 +1,12 @@
 package server_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -86,5 +89,59 @@ func TestCompleteHandoffErrors(t *testing.T) {
 	x, err := env.Client.GetExecution(ctx, a.ExecutionID)
 	if err != nil || x.State != "active" {
 		t.Fatalf("a = %+v, %v; want still active", x, err)
+	}
+}
+
+// TestUndeliveredHandoffRevoked: when the worker's request has ended by
+// the time the hand-off is granted (its answer cannot reach it), the
+// completion stands but the grant is revoked at once: the member is
+// eligible again, its revoked attempt not charged, and the next claim
+// runs it, without waiting for the lease to expire.
+func TestUndeliveredHandoffRevoked(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := ctxT(t)
+	run, err := env.Client.StageFlow(ctx, twoStep(), map[string]string{"s": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := claimOne(t, env, wire.ClaimRequest{WorkerID: "w", InstanceID: "w-1"})
+	body, err := json.Marshal(wire.CompleteRequest{
+		WorkerID:    "w",
+		Completions: []wire.Completion{{Lease: leaseOf(a), Output: json.RawMessage(`{"s":"from a"}`)}},
+		Handoff:     &wire.Handoff{InstanceID: "w-1", Max: 1, LeaseMs: 600_000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The request's context is over before the handler runs: as when the
+	// worker hangs up while its completion is being recorded.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	req := httptest.NewRequestWithContext(gone, http.MethodPost, "/v1/worker/complete", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	env.Server.API().ServeHTTP(httptest.NewRecorder(), req)
+
+	got, err := env.Client.GetExecution(ctx, a.ExecutionID)
+	if err != nil || got.State != "completed" {
+		t.Fatalf("a = %+v, %v; want completed", got, err)
+	}
+	full, err := env.Client.GetRun(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b wire.FlowExec
+	for _, x := range full.Execs {
+		if x.Name == "b" {
+			b = x
+		}
+	}
+	if b.State != "waiting" || b.Attempts != 1 {
+		t.Fatalf("b = %+v; want waiting again after one revoked attempt", b)
+	}
+	// The 10-minute lease is gone: a claim gets b now.
+	next := claimOne(t, env, wire.ClaimRequest{WorkerID: "w2"})
+	if next.ExecutionID != b.ExecutionID || string(next.Input) != `{"s":"from a"}` || next.Attempt != 2 {
+		t.Fatalf("claimed %+v, want b's second attempt with a's output", next)
 	}
 }

@@ -181,7 +181,31 @@ func (s *service) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task
 	if err != nil {
 		return nil, mapError(err)
 	}
+	if s.undelivered(ctx, grants) {
+		return nil, mapError(ctx.Err())
+	}
 	return toTasks(grants), nil
+}
+
+// undelivered reports whether the request of ctx ended (the worker hung
+// up or gave up) while grants were made for it: its answer cannot reach
+// the worker, so the grants are revoked at once (not charged, eligible
+// again) instead of waiting for their leases to expire.
+func (s *service) undelivered(ctx context.Context, grants []store.Grant) bool {
+	if ctx.Err() == nil || len(grants) == 0 {
+		return false
+	}
+	leases := make([]store.Lease, len(grants))
+	for i, g := range grants {
+		leases[i] = g.Lease
+	}
+	n, err := s.st.RevokeGrants(context.WithoutCancel(ctx), leases, "revoked: the worker's request ended before the grant reached it")
+	if err != nil {
+		s.log.WarnContext(ctx, "revoke undelivered grants (their leases will expire)", slog.Int("grants", len(grants)), slog.Any("error", err))
+	} else {
+		s.log.InfoContext(ctx, "revoked undelivered grants", slog.Int("grants", len(grants)), slog.Int("revoked", n))
+	}
+	return true
 }
 
 func (s *service) Renew(ctx context.Context, leases []wire.Lease, ttl time.Duration) ([]wire.LeaseResult, error) {
@@ -229,6 +253,10 @@ func (s *service) Complete(ctx context.Context, req wire.CompleteRequest) ([]wir
 	res, grants, err := s.finishHandoff(ctx, fs, h)
 	if err != nil {
 		return nil, nil, err
+	}
+	if s.undelivered(ctx, grants) {
+		// The completions are recorded; only the hand-off is undone.
+		return nil, nil, mapError(ctx.Err())
 	}
 	return res, toTasks(grants), nil
 }

@@ -454,6 +454,42 @@ func (s *Store) RevokeLease(ctx context.Context, id ExecutionID, reason string) 
 	return s.GetExecution(ctx, id)
 }
 
+// RevokeGrants takes back leases that never reached their worker (its
+// request ended before the answer could be written): each attempt ends
+// as revoked, not charged to the retry policy, and the execution is
+// eligible again at once, instead of waiting for the lease to expire. A
+// lease that is no longer current is left alone. It returns how many were
+// revoked.
+func (s *Store) RevokeGrants(ctx context.Context, leases []Lease, reason string) (int, error) {
+	calls := make([]call, 0, len(leases))
+	for _, l := range leases {
+		p, uuid, err := s.locate(l.ExecutionID)
+		if err != nil {
+			return 0, err
+		}
+		calls = append(calls, call{fn: "ff_revoke_lease", partition: p,
+			args: []string{uuid, clip(reason, MaxErrorBytes), l.ID, strconv.FormatInt(l.Epoch, 10)}})
+	}
+	if len(calls) == 0 {
+		return 0, nil
+	}
+	msgs, err := s.fcallMany(ctx, calls)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, msg := range msgs {
+		_, ref, err := envelope(msg)
+		if err != nil {
+			return n, fmt.Errorf("store: ff_revoke_lease: %w", err)
+		}
+		if ref == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // Result returns the outcome of a terminal execution, and an error
 // matching ErrNotFinished otherwise.
 func (s *Store) Result(ctx context.Context, id ExecutionID) (*ResultInfo, error) {

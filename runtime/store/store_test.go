@@ -596,6 +596,36 @@ func TestRevokeLease(t *testing.T) {
 	}
 }
 
+// TestRevokeGrants: only the lease given is revoked (fenced by id and
+// epoch); the attempt is not charged and the execution is claimable again.
+func TestRevokeGrants(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := e.create(CreateRequest{}) // one attempt: a revoke is not charged
+	g := e.claim(x.ID, worker1, time.Minute)
+	stale := g.Lease
+	stale.Epoch++
+	if n, err := e.s.RevokeGrants(e.ctx, []Lease{stale}, "gone"); err != nil || n != 0 {
+		t.Fatalf("RevokeGrants of another epoch = %d, %v; want 0 revoked", n, err)
+	}
+	e.wantState(x.ID, StateActive)
+	if n, err := e.s.RevokeGrants(e.ctx, []Lease{g.Lease}, "gone"); err != nil || n != 1 {
+		t.Fatalf("RevokeGrants = %d, %v; want 1 revoked", n, err)
+	}
+	e.check(x.ID)
+	r := e.wantState(x.ID, StateWaiting)
+	if r.State.AttemptState != AttemptPendingReclaim || r.Attempts[0].Outcome != AttemptRevoked || r.Attempts[0].Error != "gone" {
+		t.Fatalf("after RevokeGrants: %+v", r)
+	}
+	if n, err := e.s.RevokeGrants(e.ctx, []Lease{g.Lease}, "gone"); err != nil || n != 0 {
+		t.Fatalf("RevokeGrants again = %d, %v; want 0 revoked", n, err)
+	}
+	g2 := e.claim(x.ID, worker2, time.Minute)
+	if err := e.s.Complete(e.ctx, g2.Lease, nil); err != nil {
+		t.Fatalf("complete after revoke: %v", err)
+	}
+}
+
 func TestRenewBatch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
