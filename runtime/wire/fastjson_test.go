@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -360,4 +361,86 @@ func FuzzCompleteRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkCompleteRequest(t, data)
 	})
+}
+
+// fill sets every field of the struct v points to (and of the structs in
+// it) to a value that is not zero, so that a field the fast codecs do not
+// know shows in a comparison with encoding/json.
+func fill(t *testing.T, v reflect.Value) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.Type() == reflect.TypeFor[*ErrorBody]() {
+			return // the codecs leave error bodies to encoding/json
+		}
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem())
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			v.Set(reflect.ValueOf(time.Date(2026, 11, 21, 23, 0, 0, 5, time.UTC)))
+			return
+		}
+		for i := range v.NumField() {
+			fill(t, v.Field(i))
+		}
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Int, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Slice:
+		if v.Type() == reflect.TypeFor[json.RawMessage]() {
+			v.SetBytes([]byte(`{"k":[1,"v"]}`))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		fill(t, s.Index(0))
+		v.Set(s)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		val := reflect.New(v.Type().Elem()).Elem()
+		fill(t, val)
+		m.SetMapIndex(reflect.ValueOf("key"), val)
+		v.Set(m)
+	default:
+		t.Fatalf("fill: no value for kind %s (%s): teach fill and the fast codecs", v.Kind(), v.Type())
+	}
+}
+
+// TestFastCodecsKnowEveryField: with every field set, the fast paths are
+// taken and agree with encoding/json, so a field added to a wire type
+// cannot be dropped by them unnoticed.
+func TestFastCodecsKnowEveryField(t *testing.T) {
+	var lr LeaseResults
+	fill(t, reflect.ValueOf(&lr).Elem())
+	var task Task
+	fill(t, reflect.ValueOf(&task).Elem())
+	if _, ok := appendTask(nil, &task); !ok {
+		t.Fatalf("a full task is not on the fast path: %+v", task)
+	}
+	checkEncode(t, lr)
+	checkEncode(t, ClaimResponse{Tasks: lr.Tasks})
+	data, err := json.Marshal(lr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fastLeaseResults(data); !ok {
+		t.Fatalf("full lease results are not on the fast path: %s", data)
+	}
+	checkDecode(t, data)
+
+	var req CompleteRequest
+	fill(t, reflect.ValueOf(&req).Elem())
+	want, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := AppendCompleteRequest(nil, &req)
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("full complete request: wrote %s (%v), want %s", got, err, want)
+	}
+	if !checkCompleteRequest(t, want) {
+		t.Fatalf("a full complete request is not on the fast path: %s", want)
+	}
 }
