@@ -266,7 +266,7 @@ func fastClaimResponse(data []byte) (ClaimResponse, bool) {
 		if !more {
 			break
 		}
-		if string(key) != "tasks" || !d.tasks(&out.Tasks) {
+		if string(key) != "tasks" || !array(&d, &out.Tasks, (*decoder).task) {
 			return out, false
 		}
 	}
@@ -287,11 +287,11 @@ func fastLeaseResults(data []byte) (LeaseResults, bool) {
 		}
 		switch string(key) {
 		case "results":
-			if !d.leaseResults(&out.Results) {
+			if !array(&d, &out.Results, (*decoder).leaseResult) {
 				return out, false
 			}
 		case "tasks":
-			if !d.tasks(&out.Tasks) {
+			if !array(&d, &out.Tasks, (*decoder).task) {
 				return out, false
 			}
 		default:
@@ -524,22 +524,6 @@ func (d *decoder) skipString() bool {
 	return false
 }
 
-// tasks reads an array of tasks (encoding/json makes [] an empty slice).
-func (d *decoder) tasks(out *[]Task) bool {
-	if !d.byte('[') {
-		return false
-	}
-	tasks := []Task{}
-	for d.list(len(tasks)) {
-		tasks = append(tasks, Task{})
-		if !d.task(&tasks[len(tasks)-1]) {
-			return false
-		}
-	}
-	*out = tasks
-	return d.ok
-}
-
 func (d *decoder) task(t *Task) bool {
 	var o object
 	if !d.byte('{') {
@@ -630,22 +614,6 @@ func (d *decoder) rawMap(m map[string]json.RawMessage) bool {
 		}
 		m[string(key)] = v
 	}
-}
-
-// leaseResults reads an array of lease results.
-func (d *decoder) leaseResults(out *[]LeaseResult) bool {
-	if !d.byte('[') {
-		return false
-	}
-	results := []LeaseResult{}
-	for d.list(len(results)) {
-		results = append(results, LeaseResult{})
-		if !d.leaseResult(&results[len(results)-1]) {
-			return false
-		}
-	}
-	*out = results
-	return d.ok
 }
 
 func (d *decoder) leaseResult(r *LeaseResult) bool {
@@ -787,7 +755,7 @@ func FastCompleteRequest(data []byte) (v CompleteRequest, ok bool) {
 		case "worker_id":
 			ok = d.str(&v.WorkerID)
 		case "completions":
-			ok = d.completions(&v.Completions)
+			ok = array(&d, &v.Completions, (*decoder).completion)
 		case "handoff":
 			v.Handoff = new(Handoff)
 			ok = d.handoff(v.Handoff)
@@ -799,44 +767,31 @@ func FastCompleteRequest(data []byte) (v CompleteRequest, ok bool) {
 	return v, d.ok && d.end()
 }
 
-func (d *decoder) completions(out *[]Completion) bool {
-	if !d.byte('[') {
+func (d *decoder) completion(c *Completion) bool {
+	var o object
+	if !d.byte('{') {
 		return false
 	}
-	list := []Completion{}
-	for d.list(len(list)) {
-		list = append(list, Completion{})
-		c := &list[len(list)-1]
-		var o object
-		if !d.byte('{') {
+	for {
+		key, more := d.member(&o)
+		if !more {
+			return d.ok
+		}
+		ok := false
+		switch string(key) {
+		case "execution_id":
+			ok = d.str(&c.ExecutionID)
+		case "lease_id":
+			ok = d.str(&c.LeaseID)
+		case "epoch":
+			c.Epoch, ok = d.int(64)
+		case "output":
+			ok = d.raw(&c.Output)
+		}
+		if !ok {
 			return false
 		}
-		for {
-			key, more := d.member(&o)
-			if !more {
-				if !d.ok {
-					return false
-				}
-				break
-			}
-			ok := false
-			switch string(key) {
-			case "execution_id":
-				ok = d.str(&c.ExecutionID)
-			case "lease_id":
-				ok = d.str(&c.LeaseID)
-			case "epoch":
-				c.Epoch, ok = d.int(64)
-			case "output":
-				ok = d.raw(&c.Output)
-			}
-			if !ok {
-				return false
-			}
-		}
 	}
-	*out = list
-	return d.ok
 }
 
 func (d *decoder) handoff(h *Handoff) bool {
@@ -856,11 +811,11 @@ func (d *decoder) handoff(h *Handoff) bool {
 		case "namespace":
 			ok = d.str(&h.Namespace)
 		case "lanes":
-			ok = d.strings(&h.Lanes)
+			ok = array(d, &h.Lanes, (*decoder).str)
 		case "capabilities":
-			ok = d.strings(&h.Capabilities)
+			ok = array(d, &h.Capabilities, (*decoder).str)
 		case "kinds":
-			ok = d.strings(&h.Kinds)
+			ok = array(d, &h.Kinds, (*decoder).str)
 		case "max":
 			var n int64
 			n, ok = d.int(strconv.IntSize)
@@ -874,18 +829,19 @@ func (d *decoder) handoff(h *Handoff) bool {
 	}
 }
 
-// strings reads an array of strings.
-func (d *decoder) strings(out *[]string) bool {
+// array reads a JSON array into *out, each element by elem (encoding/json
+// makes [] an empty slice, not nil).
+func array[T any](d *decoder, out *[]T, elem func(*decoder, *T) bool) bool {
 	if !d.byte('[') {
 		return false
 	}
-	list := []string{}
+	list := []T{}
 	for d.list(len(list)) {
-		var s string
-		if !d.str(&s) {
+		var zero T
+		list = append(list, zero)
+		if !elem(d, &list[len(list)-1]) {
 			return false
 		}
-		list = append(list, s)
 	}
 	*out = list
 	return d.ok
