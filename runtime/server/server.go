@@ -74,6 +74,9 @@ func (c Config) validate() error {
 	if _, _, err := ValkeyNetwork(c.ValkeyAddr); err != nil {
 		return fmt.Errorf("server: Config.ValkeyAddr: %w", err)
 	}
+	if c.RunPoll < 0 {
+		return fmt.Errorf("server: Config.RunPoll %s is negative", c.RunPoll)
+	}
 	return nil
 }
 
@@ -292,6 +295,7 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		_ = s.sched.Stop(context.Background())
 		_ = s.notices.Stop(context.Background())
+		s.store.Wait() // run-end notices still being published
 		s.vk.Close()
 	})
 }

@@ -74,12 +74,20 @@ func TestServeOverUnixSocket(t *testing.T) {
 	}
 }
 
-// TestBadValkeyAddressRefused: an address that is neither host:port nor
-// unix:PATH is refused before anything is dialled.
-func TestBadValkeyAddressRefused(t *testing.T) {
+// TestBadConfigRefused: an address that is neither host:port nor
+// unix:PATH, or a negative run poll, is refused before anything is
+// dialled.
+func TestBadConfigRefused(t *testing.T) {
 	t.Parallel()
-	_, err := server.Open(context.Background(), server.Config{ValkeyAddr: "unix:"})
-	if err == nil || !strings.Contains(err.Error(), "no socket path") {
-		t.Fatalf("Open with unix: = %v, want a refusal naming the missing path", err)
+	for _, tc := range []struct {
+		cfg  server.Config
+		want string
+	}{
+		{server.Config{ValkeyAddr: "unix:"}, "no socket path"},
+		{server.Config{ValkeyAddr: "127.0.0.1:1", RunPoll: -time.Second}, "RunPoll -1s is negative"},
+	} {
+		if _, err := server.Open(context.Background(), tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%+v) = %v, want a refusal containing %q", tc.cfg, err, tc.want)
+		}
 	}
 }

@@ -81,7 +81,13 @@ type Store struct {
 	load sync.Mutex // serialises library reloads
 
 	place placement // partitions of new work without an idempotency key
+
+	notices sync.WaitGroup // run-end notices being published (announceRunEnds)
 }
+
+// Wait waits until the run-end notices the store publishes in the
+// background have been sent; call it before closing the client.
+func (s *Store) Wait() { s.notices.Wait() }
 
 // PlacementStreak is how many consecutive placements without an
 // idempotency key (flow runs staged, standalone create calls: a batched

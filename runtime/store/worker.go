@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -412,9 +413,9 @@ func (s *Store) FinishHandoff(ctx context.Context, items []Finish, h *Handoff) (
 
 // announceRunEnds hands the runs the finishes ended cleanly to
 // Config.RunEnded, then publishes their end notices (ff_finish leaves
-// those to the caller), in the background: the worker's answer does not
-// wait for them, and a lost notice only delays other processes' waiters
-// until their periodic re-read.
+// those to the caller), in the background (Wait waits for them): the
+// worker's answer does not wait for them, and a lost notice only delays
+// other processes' waiters until their periodic re-read.
 func (s *Store) announceRunEnds(ctx context.Context, results []FinishResult) {
 	var cmds valkey.Commands
 	for _, r := range results {
@@ -430,13 +431,13 @@ func (s *Store) announceRunEnds(ctx context.Context, results []FinishResult) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	go func() {
+	s.notices.Go(func() {
 		for _, resp := range s.c.DoMulti(ctx, cmds...) {
-			if err := resp.Error(); err != nil {
+			if err := resp.Error(); err != nil && !errors.Is(err, valkey.ErrClosing) {
 				s.cfg.Logger.WarnContext(ctx, "store: publish run end", slog.Any("error", err))
 			}
 		}
-	}()
+	})
 }
 
 // handoffArgs returns the head of ff_finish's arguments: the jitter seed
