@@ -124,7 +124,7 @@ func (g *generator) genStage(f *jen.File, fl *plan.Flow, n goname.Flow) error {
 	}
 	params = append(params, jen.Id("opts").Op("...").Qual(pathClient, "StageOption"))
 
-	decl(f, "%s starts a run of flow %q through c, sending %s as it is (c.StageFlowJSON): the plan is not decoded on the way, and the server validates it. %s", n.Stage, fl.Name, n.PlanJSON, inDoc)
+	decl(f, "%s starts a run of flow %q through c, sending %s as it is (c.StageFlowJSON): the plan is not decoded on the way, and the server validates it. %s With client.WithWait(d) among opts, the staging request waits up to d for the run to end, and Result answers from its answer.", n.Stage, fl.Name, n.PlanJSON, inDoc)
 	f.Func().Id(n.Stage).Params(params...).Params(jen.Op("*").Id(n.Run), jen.Error()).Block(
 		jen.List(jen.Id("r"), jen.Err()).Op(":=").Id("c").Dot("StageFlowJSON").Call(
 			jen.Id("ctx"), jen.Index().Byte().Parens(jen.Id(n.PlanJSON)), input, jen.Id("opts").Op("..."),

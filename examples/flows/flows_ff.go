@@ -560,7 +560,9 @@ func AskPlan() (*plan.Flow, error) {
 
 // StageAsk starts a run of flow "ask" through c, sending AskPlanJSON as it is
 // (c.StageFlowJSON): the plan is not decoded on the way, and the server
-// validates it. The input in (.ff type Question) is sent as JSON.
+// validates it. The input in (.ff type Question) is sent as JSON. With
+// client.WithWait(d) among opts, the staging request waits up to d for the run
+// to end, and Result answers from its answer.
 func StageAsk(ctx context.Context, c client.Stager, in Question, opts ...client.StageOption) (*AskRun, error) {
 	r, err := c.StageFlowJSON(ctx, []byte(AskPlanJSON), in, opts...)
 	if err != nil {
@@ -1266,7 +1268,8 @@ func FulfilOrderPlan() (*plan.Flow, error) {
 // StageFulfilOrder starts a run of flow "fulfil_order" through c, sending
 // FulfilOrderPlanJSON as it is (c.StageFlowJSON): the plan is not decoded on
 // the way, and the server validates it. The input in (.ff type Order) is sent
-// as JSON.
+// as JSON. With client.WithWait(d) among opts, the staging request waits up to
+// d for the run to end, and Result answers from its answer.
 func StageFulfilOrder(ctx context.Context, c client.Stager, in Order, opts ...client.StageOption) (*FulfilOrderRun, error) {
 	r, err := c.StageFlowJSON(ctx, []byte(FulfilOrderPlanJSON), in, opts...)
 	if err != nil {
@@ -1814,7 +1817,8 @@ func NightlyETLPlan() (*plan.Flow, error) {
 // StageNightlyETL starts a run of flow "nightly_etl" through c, sending
 // NightlyETLPlanJSON as it is (c.StageFlowJSON): the plan is not decoded on the
 // way, and the server validates it. The input in (.ff type Batch) is sent as
-// JSON.
+// JSON. With client.WithWait(d) among opts, the staging request waits up to d
+// for the run to end, and Result answers from its answer.
 func StageNightlyETL(ctx context.Context, c client.Stager, in Batch, opts ...client.StageOption) (*NightlyETLRun, error) {
 	r, err := c.StageFlowJSON(ctx, []byte(NightlyETLPlanJSON), in, opts...)
 	if err != nil {
@@ -2264,7 +2268,8 @@ func PublishPlan() (*plan.Flow, error) {
 // StagePublish starts a run of flow "publish" through c, sending
 // PublishPlanJSON as it is (c.StageFlowJSON): the plan is not decoded on the
 // way, and the server validates it. The input in (.ff type Clip) is sent as
-// JSON.
+// JSON. With client.WithWait(d) among opts, the staging request waits up to d
+// for the run to end, and Result answers from its answer.
 func StagePublish(ctx context.Context, c client.Stager, in Clip, opts ...client.StageOption) (*PublishRun, error) {
 	r, err := c.StageFlowJSON(ctx, []byte(PublishPlanJSON), in, opts...)
 	if err != nil {
