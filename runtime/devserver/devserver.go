@@ -54,9 +54,10 @@ type Config struct {
 	NoPersistence bool
 }
 
-// socketPathMax is the longest Unix socket path Linux accepts (sun_path
-// holds 108 bytes, the last one a NUL).
-const socketPathMax = 107
+// socketPathMax is the longest Unix socket path every supported system
+// accepts: sun_path holds 108 bytes on Linux and 104 on macOS and the
+// BSDs, the last one a NUL.
+const socketPathMax = 103
 
 // Server is a running child server.
 type Server struct {
