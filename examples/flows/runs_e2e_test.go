@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
@@ -38,8 +39,15 @@ type e2e struct {
 
 func startE2E(t *testing.T, f Faults) *e2e {
 	t.Helper()
+	return startE2EWith(t, f, Plans())
+}
+
+// startE2EWith serves templates instead of the example flows: quick(Plans())
+// for runs whose retries a test waits through, staged with stageQuick.
+func startE2EWith(t *testing.T, f Faults, templates []*plan.Flow) *e2e {
+	t.Helper()
 	t.Parallel()
-	env := servertest.Start(t, func(c *server.Config) { c.Templates = Plans() })
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = templates })
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	t.Cleanup(cancel)
 	e := &e2e{t: t, ctx: ctx, env: env, c: env.Client, demo: NewDemo(f)}
@@ -58,6 +66,45 @@ func startE2E(t *testing.T, f Faults) *e2e {
 		}
 	})
 	return e
+}
+
+// quick returns the flows with every retry delay cut to milliseconds (5 ms,
+// at most 20 ms), so that a test can wait through retries whose .ff delays
+// are seconds long. Runs of them are staged by template (stageQuick): the
+// generated Stage<Flow> functions send the plans as compiled.
+func quick(flows []*plan.Flow) []*plan.Flow {
+	out := make([]*plan.Flow, len(flows))
+	for i, f := range flows {
+		c := *f
+		c.Execs = slices.Clone(f.Execs)
+		for j := range c.Execs {
+			r := &c.Execs[j].Retry
+			r.DelayMs = min(r.DelayMs, 5)
+			if r.MaxDelayMs > 0 {
+				r.MaxDelayMs = 20
+			}
+		}
+		out[i] = &c
+	}
+	return out
+}
+
+// stageQuick stages a run of the template flow (a quick plan) with input
+// in and returns it once ended: its result decoded into out when it
+// succeeded, else the run's error.
+func (e *e2e) stageQuick(flow string, in, out any) (*client.Run, error) {
+	e.t.Helper()
+	run, err := e.c.StageTemplate(e.ctx, flow, in)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	raw, err := run.Result(e.ctx)
+	if err == nil && out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			e.t.Fatalf("decode the result of %s: %v", flow, err)
+		}
+	}
+	return run, err
 }
 
 // outcomes returns the terminal outcome of every member of run by name.
@@ -149,6 +196,7 @@ func TestE2EPublish(t *testing.T) {
 				t.Errorf("exec %s: attempts %d, started %v, ended %v", x.Name, x.Attempts, x.StartedAt, x.EndedAt)
 			}
 		}
+		checkNotified(t, e.demo, nil) // alert was skipped
 	})
 	t.Run("probe retried: edges wait for its final outcome", func(t *testing.T) {
 		// probe's policy retries after 1s (exponential from 1s): the first
@@ -195,6 +243,56 @@ func TestE2EPublish(t *testing.T) {
 			t.Fatalf("notifications (-want +got):\n%s", diff)
 		}
 	})
+}
+
+func TestE2EAskAllDrafts(t *testing.T) {
+	// Every draft succeeds; the prompt reaches them normalised; the same
+	// question gives the same answer.
+	e := startE2E(t, Faults{})
+	var answers []Answer
+	for range 2 {
+		run, err := StageAsk(e.ctx, e.c, sampleQuestion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ans, err := run.Result(e.ctx)
+		if err != nil {
+			t.Fatalf("Result: %v", err)
+		}
+		answers = append(answers, ans)
+	}
+	ans := answers[0]
+	if ans.QuestionID != "q-1" || len(ans.Drafts) != 3 || len(ans.Scores) != 3 || ans.ChosenModel == "" || ans.TotalTokens <= 0 {
+		t.Fatalf("answer = %+v", ans)
+	}
+	if !strings.Contains(ans.Text, `"Why is the sky blue?"`) {
+		t.Fatalf("prompt not normalised: %q", ans.Text)
+	}
+	if diff := cmp.Diff(answers[0], answers[1]); diff != "" {
+		t.Fatalf("the second run's answer differs (-first +second):\n%s", diff)
+	}
+}
+
+func TestE2EAskEveryDraftFails(t *testing.T) {
+	// Each draft fails after its retries; judge (join all "on done") runs
+	// and fails for good with nothing to judge.
+	e := startE2EWith(t, Faults{Fail: map[string]bool{"ask.draft_small": true, "ask.draft_large": true, "ask.draft_code": true}}, quick(Plans()))
+	run, err := e.stageQuick("ask", sampleQuestion, nil)
+	re := runError(t, err)
+	if re.State != wire.RunFailed || !slices.Contains(re.FailedExecs(), "judge") {
+		t.Fatalf("run error = %+v, want failed with judge among the failures", re)
+	}
+	want := map[string]string{"prepare": success, "draft_small": failure, "draft_large": failure, "draft_code": failure, "judge": failure}
+	if diff := cmp.Diff(want, e.outcomes(run.ID)); diff != "" {
+		t.Fatalf("outcomes (-want +got):\n%s", diff)
+	}
+	full, err := run.Get(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small, judge := execNamed(full, "draft_small"), execNamed(full, "judge"); small.Attempts != 4 || judge.Attempts != 1 {
+		t.Fatalf("draft_small %d attempts (want 4, its retry policy), judge %d (want 1: a permanent failure)", small.Attempts, judge.Attempts)
+	}
 }
 
 func TestE2EAsk(t *testing.T) {
@@ -284,6 +382,49 @@ func TestE2ENightlyETL(t *testing.T) {
 	}
 }
 
+func TestE2ENightlyETLRetries(t *testing.T) {
+	t.Run("load fails after its retries: notify_failure", func(t *testing.T) {
+		e := startE2EWith(t, Faults{Fail: map[string]bool{"nightly_etl.load": true}}, quick(Plans()))
+		run, err := e.stageQuick("nightly_etl", Batch{Source: "clickstream", Day: "2026-11-20"}, nil)
+		if re := runError(t, err); re.State != wire.RunFailed || !slices.Equal(re.FailedExecs(), []string{"load"}) {
+			t.Fatalf("run error = %+v, want failed with load", re)
+		}
+		want := map[string]string{"extract": success, "validate": success, "transform": success, "load": failure,
+			"quarantine": skip, "notify_failure": success, "cleanup": success}
+		if diff := cmp.Diff(want, e.outcomes(run.ID)); diff != "" {
+			t.Fatalf("outcomes (-want +got):\n%s", diff)
+		}
+		full, err := run.Get(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if load := execNamed(full, "load"); load.Attempts != 3 {
+			t.Fatalf("load attempts = %d, want 3 (its retry policy)", load.Attempts)
+		}
+		checkNotified(t, e.demo, []string{"nightly_etl: transform or load failed"})
+	})
+	t.Run("extract retried: the result", func(t *testing.T) {
+		e := startE2EWith(t, Faults{FailTimes: map[string]int{"nightly_etl.extract": 2}}, quick(Plans()))
+		rows := int64(5000)
+		var got Loaded
+		run, err := e.stageQuick("nightly_etl", Batch{Source: "click-stream", Day: "2026-11-20", ExpectedRows: &rows}, &got)
+		if err != nil {
+			t.Fatalf("Result: %v", err)
+		}
+		want := Loaded{Table: "events_click_stream", Day: "2026-11-20", Rows: 5000 - 25, Finished: time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC)}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("result (-want +got):\n%s", diff)
+		}
+		full, err := run.Get(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if extract := execNamed(full, "extract"); extract.Attempts != 3 {
+			t.Fatalf("extract attempts = %d, want 3", extract.Attempts)
+		}
+	})
+}
+
 // checkNotified checks that the demo sent one notification per prefix in
 // want (sorted), in any order: the handlers that notify ran with the upstream data
 // their edges pass.
@@ -330,6 +471,21 @@ func TestE2EFulfilOrder(t *testing.T) {
 			failed: []string{"ship"},
 			notify: []string{"fulfil_order: refunded pay-", "fulfil_order: released res-o-1001"},
 		},
+		{
+			name:   "out of stock: void the authorisation",
+			change: func(o *Order) { o.Items[0].SKU = "OOS-MUG-01" },
+			want: map[string]string{"check_order": success, "reserve_stock": failure, "authorize_payment": success, "capture_payment": skip,
+				"ship": skip, "confirm": skip, "release_stock": skip, "void_authorization": success, "refund_payment": skip},
+			failed: []string{"reserve_stock"},
+			notify: []string{"fulfil_order: voided "},
+		},
+		{
+			name:   "wrong total: nothing else runs",
+			change: func(o *Order) { o.TotalCents = 1 },
+			want: map[string]string{"check_order": failure, "reserve_stock": skip, "authorize_payment": skip, "capture_payment": skip,
+				"ship": skip, "confirm": skip, "release_stock": skip, "void_authorization": skip, "refund_payment": skip},
+			failed: []string{"check_order"},
+		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := startE2E(t, Faults{})
@@ -341,7 +497,8 @@ func TestE2EFulfilOrder(t *testing.T) {
 			}
 			c, err := run.Result(e.ctx)
 			if tt.failed == nil {
-				if err != nil || c.OrderID != "o-1001" || c.PaymentID == "" || !strings.HasPrefix(c.TrackingID, "TRK") {
+				if err != nil || c.OrderID != "o-1001" || c.PaymentID == "" || !strings.HasPrefix(c.TrackingID, "TRK") ||
+					!c.ETA.Equal(o.Placed.Add(72*time.Hour)) {
 					t.Fatalf("Result = %+v, %v", c, err)
 				}
 			} else if re := runError(t, err); re.State != wire.RunFailed || !slices.Equal(re.FailedExecs(), tt.failed) {
