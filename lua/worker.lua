@@ -47,13 +47,31 @@ local function covers(have, required)
   return true
 end
 
+-- Sets built from comma-separated lists (a worker's kinds or
+-- capabilities), by list: a worker sends the same lists with every claim
+-- and hand-off, and building a set of 200 kinds costs about 30 µs. The
+-- cache lives as long as the library's Lua state; it is dropped whole
+-- when it holds SET_CACHE_MAX lists. Callers never change a set.
+local SET_CACHE_MAX = 256
+local SETS, SETS_N = {}, 0
+
+-- token_set returns the set of the tokens of a comma-separated list.
+local function token_set(list)
+  local set = SETS[list]
+  if set then return set end
+  set = {}
+  for token in string.gmatch(list, '[^,]+') do set[token] = true end
+  if SETS_N >= SET_CACHE_MAX then SETS, SETS_N = {}, 0 end
+  SETS[list] = set
+  SETS_N = SETS_N + 1
+  return set
+end
+
 -- kind_set returns the set of a comma-separated list of kinds, or nil for
 -- '' (any kind).
 local function kind_set(list)
   if list == '' then return nil end
-  local set = {}
-  for kind in string.gmatch(list, '[^,]+') do set[kind] = true end
-  return set
+  return token_set(list)
 end
 
 -- A grant context: what the grants of one call share, and the grants.
@@ -182,8 +200,7 @@ local function ff_claim(keys, argv)
   local p = part(keys[1])
   local max = tonumber(argv[4])
   local ttl = tonumber(argv[5])
-  local have = {}
-  for token in string.gmatch(argv[3], '[^,]+') do have[token] = true end
+  local have = token_set(argv[3])
   local kinds = kind_set(argv[8])
   local breached = {}
   local ai = 10
@@ -466,11 +483,9 @@ local function ff_finish(keys, argv)
   local max = tonumber(argv[2])
   local h
   if max > 0 then
-    h = {max = max, ns = argv[6], lanes = {}, have = {}, fresh = {}, fired = {}, heads = {}, kinds = kind_set(argv[10]),
+    h = {max = max, ns = argv[6], lanes = token_set(argv[7]), have = token_set(argv[5]), fresh = {}, fired = {}, heads = {}, kinds = kind_set(argv[10]),
       g = grant_ctx(argv[3], argv[4], tonumber(argv[8]), argv[9])}
     h.g.results = {} -- results recorded by this call, for the grants' inputs
-    for l in string.gmatch(argv[7], '[^,]+') do h.lanes[l] = true end
-    for t in string.gmatch(argv[5], '[^,]+') do h.have[t] = true end
     p.handoff = h
   end
   local items = {}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -196,5 +197,40 @@ func TestClaimByKind(t *testing.T) {
 	h.Kinds = []string{"two.a", "two.b"}
 	if got := e.finishOK(a[0], `1`, h); len(got) != 1 || got[0].ExecutionID != r.Nodes[1].ExecutionID {
 		t.Fatalf("handed off %v, want b", grantIDs(got))
+	}
+}
+
+// TestClaimKindSetsCached: the library keeps the sets it builds from kind
+// and capability lists between calls; many workers' lists (more than the
+// cache holds, so it is dropped and refilled) never mix up what a claim
+// may take.
+func TestClaimKindSetsCached(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	mail := e.create(CreateRequest{Kind: "mail"})
+	resize := e.create(CreateRequest{Kind: "resize", RequiredCapabilities: []string{"gpu"}})
+	claim := func(caps []string, kinds ...string) []Grant {
+		t.Helper()
+		w := worker1
+		w.Capabilities = caps
+		g, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: w, Max: 2, Kinds: kinds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	for i := range 300 {
+		if g := claim([]string{fmt.Sprint("cap", i)}, fmt.Sprint("kind", i), "other"); len(g) != 0 {
+			t.Fatalf("list %d took %v", i, grantIDs(g))
+		}
+		if g := claim(nil, "resize"); len(g) != 0 {
+			t.Fatalf("a worker without gpu took %v", grantIDs(g))
+		}
+	}
+	if diff := cmp.Diff([]ExecutionID{resize.ID}, grantIDs(claim([]string{"gpu"}, "resize", "x"))); diff != "" {
+		t.Fatalf("a gpu resize worker's grants (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]ExecutionID{mail.ID}, grantIDs(claim([]string{"gpu"}, "x", "mail"))); diff != "" {
+		t.Fatalf("a mail worker's grants (-want +got):\n%s", diff)
 	}
 }
