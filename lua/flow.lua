@@ -72,7 +72,8 @@ end
 
 -- finish_run sets the final state of a run whose members all ended and
 -- publishes the run-end notice. When the call collects ended runs
--- (p.ended, ff_finish) and the run succeeded cleanly, its outcome goes
+-- (p.collect_ended, ff_finish) and the run succeeded cleanly, its outcome
+-- goes to p.ended
 -- there instead of a notice: the finish's reply carries it to the ffrun
 -- process, which answers its own waiting result requests from it, then
 -- publishes the notice for the others.
@@ -90,15 +91,12 @@ local function finish_run(p, runkey, run, now)
   end
   redis.call('HSET', runkey, 'state', state, 'ended_at', ts(now), 'updated_at', ts(now))
   redis.call('ZADD', p.base .. ':runs:ended', ts(now), run)
-  if p.ended and state == 'succeeded' then
+  if p.collect_ended and state == 'succeeded' then
     local o = clean_outcome(p, redis.call('HGETALL', runkey))
     if o then
       -- The caller publishes the notice, after its own waiters have the
       -- outcome (Store.FinishHandoff).
-      p.ended[#p.ended + 1] = run
-      p.ended[#p.ended + 1] = o[1]
-      p.ended[#p.ended + 1] = o[2]
-      p.ended[#p.ended + 1] = o[3]
+      p.ended = {run, o[1], o[2], o[3]}
       return
     end
   end

@@ -489,6 +489,9 @@ local function ff_finish(keys, argv)
     p.handoff = h
   end
   local items = {}
+  -- A success that ends its run cleanly returns the outcome with its item
+  -- (finish_run sets p.ended) instead of publishing the run-end notice.
+  p.collect_ended = true
   for i = 11, #argv, 5 do
     local c = read_core(p, argv[i], FINISH_FIELDS)
     if not c then
@@ -504,14 +507,13 @@ local function ff_finish(keys, argv)
         leave_indexes(p, c)
         local af, av = attempt_end(c, 'success', '', now)
         if h then h.g.results[c.u] = argv[i + 4] end
-        if c.flow_id ~= '' then p.ended = {} end
         local public = to_terminal(p, c, 'success', nil, now, 'result', argv[i + 4], af, av)
-        if p.ended and #p.ended > 0 then
+        if p.ended then
           items[#items + 1] = ok(public, 0, unpack(p.ended))
+          p.ended = nil
         else
           items[#items + 1] = ok(public, 0)
         end
-        p.ended = nil
       else
         local public, due = after_attempt(p, c, 'failed', argv[i + 4], now, true,
           argv[i + 3] == 'retry', jitter_frac(argv[1], i))
