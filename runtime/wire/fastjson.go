@@ -257,48 +257,27 @@ func UnmarshalLeaseResults(data []byte, v *LeaseResults) error {
 func fastClaimResponse(data []byte) (ClaimResponse, bool) {
 	d := decoder{b: data}
 	var out ClaimResponse
-	var o object
-	if !d.byte('{') {
-		return out, false
-	}
-	for {
-		key, more := d.member(&o)
-		if !more {
-			break
-		}
-		if string(key) != "tasks" || !array(&d, &out.Tasks, (*decoder).task) {
-			return out, false
-		}
-	}
-	return out, d.ok && d.end()
+	return out, fields(&d, &out, (*decoder).claimResponseField) && d.end()
+}
+
+func (d *decoder) claimResponseField(v *ClaimResponse, key []byte) bool {
+	return string(key) == "tasks" && array(d, &v.Tasks, (*decoder).task)
 }
 
 func fastLeaseResults(data []byte) (LeaseResults, bool) {
 	d := decoder{b: data}
 	var out LeaseResults
-	var o object
-	if !d.byte('{') {
-		return out, false
+	return out, fields(&d, &out, (*decoder).leaseResultsField) && d.end()
+}
+
+func (d *decoder) leaseResultsField(v *LeaseResults, key []byte) bool {
+	switch string(key) {
+	case "results":
+		return array(d, &v.Results, (*decoder).leaseResult)
+	case "tasks":
+		return array(d, &v.Tasks, (*decoder).task)
 	}
-	for {
-		key, more := d.member(&o)
-		if !more {
-			break
-		}
-		switch string(key) {
-		case "results":
-			if !array(&d, &out.Results, (*decoder).leaseResult) {
-				return out, false
-			}
-		case "tasks":
-			if !array(&d, &out.Tasks, (*decoder).task) {
-				return out, false
-			}
-		default:
-			return out, false
-		}
-	}
-	return out, d.ok && d.end()
+	return false
 }
 
 // decoder reads the plain JSON the encoders above write. Every method
@@ -524,124 +503,86 @@ func (d *decoder) skipString() bool {
 	return false
 }
 
-func (d *decoder) task(t *Task) bool {
-	var o object
-	if !d.byte('{') {
-		return false
+func (d *decoder) task(t *Task) bool { return fields(d, t, (*decoder).taskField) }
+
+func (d *decoder) taskField(t *Task, key []byte) bool {
+	switch string(key) {
+	case "execution_id":
+		return d.str(&t.ExecutionID)
+	case "kind":
+		return d.str(&t.Kind)
+	case "namespace":
+		return d.str(&t.Namespace)
+	case "lane":
+		return d.str(&t.Lane)
+	case "attempt":
+		n, ok := d.int(strconv.IntSize)
+		t.Attempt = int(n)
+		return ok
+	case "max_attempts":
+		n, ok := d.int(strconv.IntSize)
+		t.MaxAttempts = int(n)
+		return ok
+	case "lease_id":
+		return d.str(&t.LeaseID)
+	case "epoch":
+		n, ok := d.int(64)
+		t.Epoch = n
+		return ok
+	case "lease_expires_at":
+		return d.time(&t.LeaseExpiresAt)
+	case "deadline_at":
+		t.DeadlineAt = new(time.Time)
+		return d.time(t.DeadlineAt)
+	case "tags":
+		t.Tags = map[string]string{}
+		return fields(d, &t.Tags, (*decoder).stringEntry)
+	case "input":
+		return d.raw(&t.Input)
+	case "upstreams":
+		t.Upstreams = map[string]json.RawMessage{}
+		return fields(d, &t.Upstreams, (*decoder).rawEntry)
+	case "downstream":
+		return d.bool(&t.Downstream)
 	}
-	for {
-		key, more := d.member(&o)
-		if !more {
-			return d.ok
-		}
-		ok := false
-		switch string(key) {
-		case "execution_id":
-			ok = d.str(&t.ExecutionID)
-		case "kind":
-			ok = d.str(&t.Kind)
-		case "namespace":
-			ok = d.str(&t.Namespace)
-		case "lane":
-			ok = d.str(&t.Lane)
-		case "attempt":
-			var n int64
-			n, ok = d.int(strconv.IntSize)
-			t.Attempt = int(n)
-		case "max_attempts":
-			var n int64
-			n, ok = d.int(strconv.IntSize)
-			t.MaxAttempts = int(n)
-		case "lease_id":
-			ok = d.str(&t.LeaseID)
-		case "epoch":
-			t.Epoch, ok = d.int(64)
-		case "lease_expires_at":
-			ok = d.time(&t.LeaseExpiresAt)
-		case "deadline_at":
-			t.DeadlineAt = new(time.Time)
-			ok = d.time(t.DeadlineAt)
-		case "tags":
-			t.Tags = map[string]string{}
-			ok = d.stringMap(t.Tags)
-		case "input":
-			ok = d.raw(&t.Input)
-		case "upstreams":
-			t.Upstreams = map[string]json.RawMessage{}
-			ok = d.rawMap(t.Upstreams)
-		case "downstream":
-			ok = d.bool(&t.Downstream)
-		}
-		if !ok {
-			return false
-		}
-	}
+	return false
 }
 
-// stringMap reads an object of strings into m.
-func (d *decoder) stringMap(m map[string]string) bool {
-	var o object
-	if !d.byte('{') {
+// stringEntry reads a string into map *m under key.
+func (d *decoder) stringEntry(m *map[string]string, key []byte) bool {
+	var v string
+	if !d.str(&v) {
 		return false
 	}
-	for {
-		key, more := d.member(&o)
-		if !more {
-			return d.ok
-		}
-		var v string
-		if !d.str(&v) {
-			return false
-		}
-		m[string(key)] = v
-	}
+	(*m)[string(key)] = v
+	return true
 }
 
-// rawMap reads an object of any values but null into m.
-func (d *decoder) rawMap(m map[string]json.RawMessage) bool {
-	var o object
-	if !d.byte('{') {
+// rawEntry reads any value but null into map *m under key.
+func (d *decoder) rawEntry(m *map[string]json.RawMessage, key []byte) bool {
+	var v json.RawMessage
+	if !d.raw(&v) {
 		return false
 	}
-	for {
-		key, more := d.member(&o)
-		if !more {
-			return d.ok
-		}
-		var v json.RawMessage
-		if !d.raw(&v) {
-			return false
-		}
-		m[string(key)] = v
-	}
+	(*m)[string(key)] = v
+	return true
 }
 
-func (d *decoder) leaseResult(r *LeaseResult) bool {
-	var o object
-	if !d.byte('{') {
-		return false
+func (d *decoder) leaseResult(r *LeaseResult) bool { return fields(d, r, (*decoder).leaseResultField) }
+
+func (d *decoder) leaseResultField(r *LeaseResult, key []byte) bool {
+	switch string(key) {
+	case "execution_id":
+		return d.str(&r.ExecutionID)
+	case "ok":
+		return d.bool(&r.OK)
+	case "lease_expires_at":
+		r.LeaseExpiresAt = new(time.Time)
+		return d.time(r.LeaseExpiresAt)
+	case "state":
+		return d.str(&r.State)
 	}
-	for {
-		key, more := d.member(&o)
-		if !more {
-			return d.ok
-		}
-		ok := false
-		switch string(key) {
-		case "execution_id":
-			ok = d.str(&r.ExecutionID)
-		case "ok":
-			ok = d.bool(&r.OK)
-		case "lease_expires_at":
-			r.LeaseExpiresAt = new(time.Time)
-			ok = d.time(r.LeaseExpiresAt)
-		case "state":
-			ok = d.str(&r.State)
-		}
-		if !ok {
-			return false
-		}
-	}
+	return false
 }
 
 // AppendCompleteRequest appends v encoded as json.Marshal encodes it.
@@ -741,33 +682,68 @@ func appendCompletion(b []byte, c *Completion) ([]byte, bool) {
 // the value or the error.
 func FastCompleteRequest(data []byte) (v CompleteRequest, ok bool) {
 	d := decoder{b: data}
-	var o object
-	if !d.byte('{') {
-		return v, false
-	}
-	for {
-		key, more := d.member(&o)
-		if !more {
-			break
-		}
-		ok := false
-		switch string(key) {
-		case "worker_id":
-			ok = d.str(&v.WorkerID)
-		case "completions":
-			ok = array(&d, &v.Completions, (*decoder).completion)
-		case "handoff":
-			v.Handoff = new(Handoff)
-			ok = d.handoff(v.Handoff)
-		}
-		if !ok {
-			return v, false
-		}
-	}
-	return v, d.ok && d.end()
+	return v, fields(&d, &v, (*decoder).completeRequestField) && d.end()
 }
 
-func (d *decoder) completion(c *Completion) bool {
+func (d *decoder) completeRequestField(v *CompleteRequest, key []byte) bool {
+	switch string(key) {
+	case "worker_id":
+		return d.str(&v.WorkerID)
+	case "completions":
+		return array(d, &v.Completions, (*decoder).completion)
+	case "handoff":
+		v.Handoff = new(Handoff)
+		return fields(d, v.Handoff, (*decoder).handoffField)
+	}
+	return false
+}
+
+func (d *decoder) completion(c *Completion) bool { return fields(d, c, (*decoder).completionField) }
+
+func (d *decoder) completionField(c *Completion, key []byte) bool {
+	switch string(key) {
+	case "execution_id":
+		return d.str(&c.ExecutionID)
+	case "lease_id":
+		return d.str(&c.LeaseID)
+	case "epoch":
+		n, ok := d.int(64)
+		c.Epoch = n
+		return ok
+	case "output":
+		return d.raw(&c.Output)
+	}
+	return false
+}
+
+func (d *decoder) handoffField(h *Handoff, key []byte) bool {
+	switch string(key) {
+	case "instance_id":
+		return d.str(&h.InstanceID)
+	case "namespace":
+		return d.str(&h.Namespace)
+	case "lanes":
+		return array(d, &h.Lanes, (*decoder).str)
+	case "capabilities":
+		return array(d, &h.Capabilities, (*decoder).str)
+	case "kinds":
+		return array(d, &h.Kinds, (*decoder).str)
+	case "max":
+		n, ok := d.int(strconv.IntSize)
+		h.Max = int(n)
+		return ok
+	case "lease_ms":
+		n, ok := d.int(64)
+		h.LeaseMs = n
+		return ok
+	}
+	return false
+}
+
+// fields reads a JSON object into *v, calling field with the decoder at
+// each member's value; an unknown key is field's false, which ends the
+// read like any other surprise.
+func fields[T any](d *decoder, v *T, field func(*decoder, *T, []byte) bool) bool {
 	var o object
 	if !d.byte('{') {
 		return false
@@ -777,53 +753,7 @@ func (d *decoder) completion(c *Completion) bool {
 		if !more {
 			return d.ok
 		}
-		ok := false
-		switch string(key) {
-		case "execution_id":
-			ok = d.str(&c.ExecutionID)
-		case "lease_id":
-			ok = d.str(&c.LeaseID)
-		case "epoch":
-			c.Epoch, ok = d.int(64)
-		case "output":
-			ok = d.raw(&c.Output)
-		}
-		if !ok {
-			return false
-		}
-	}
-}
-
-func (d *decoder) handoff(h *Handoff) bool {
-	var o object
-	if !d.byte('{') {
-		return false
-	}
-	for {
-		key, more := d.member(&o)
-		if !more {
-			return d.ok
-		}
-		ok := false
-		switch string(key) {
-		case "instance_id":
-			ok = d.str(&h.InstanceID)
-		case "namespace":
-			ok = d.str(&h.Namespace)
-		case "lanes":
-			ok = array(d, &h.Lanes, (*decoder).str)
-		case "capabilities":
-			ok = array(d, &h.Capabilities, (*decoder).str)
-		case "kinds":
-			ok = array(d, &h.Kinds, (*decoder).str)
-		case "max":
-			var n int64
-			n, ok = d.int(strconv.IntSize)
-			h.Max = int(n)
-		case "lease_ms":
-			h.LeaseMs, ok = d.int(64)
-		}
-		if !ok {
+		if !field(d, v, key) {
 			return false
 		}
 	}
