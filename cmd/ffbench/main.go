@@ -34,6 +34,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.TCP, "tcp", false, "ffrun reaches Valkey over TCP loopback instead of its Unix socket (as with a remote Valkey)")
 	fs.StringVar(&cfg.ValkeyBin, "valkey-bin", "", "server program (default valkey-server or redis-server on PATH)")
 	cpuprofile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file")
+	memprofile := fs.String("memprofile", "", "write a Go heap profile (allocations since the start) to this file at the end")
 	stats := fs.Bool("stats", false, "print Valkey INFO commandstats after each variant")
 	fs.StringVar(&variants, "variants", "backlog,idle", "comma-separated variants: backlog, idle")
 	scenario := fs.String("scenario", "", "flow benchmark instead of the task variants: chain, diamond or flows (both); caps: capability routing")
@@ -66,6 +67,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if *memprofile != "" {
+		defer func() {
+			if err := writeHeapProfile(*memprofile); err != nil {
+				fmt.Fprintln(stderr, "ffbench:", err)
+			}
+		}()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if *scenario == "caps" {
@@ -95,4 +103,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// writeHeapProfile writes the allocations made so far (pprof's alloc_space
+// and alloc_objects) to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write heap profile: %w", err)
+	}
+	return f.Close()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,14 +85,19 @@ type FlowResult struct {
 	Max        time.Duration
 	ValkeyCPU  time.Duration // used by the Valkey server during the scenario
 	ProcessCPU time.Duration // used by this process (ffrun, workers, client) during the scenario
+	// Allocs and AllocBytes are the heap allocations of this process during
+	// the scenario: unlike CPU time, they hardly move with the machine's
+	// other load, so they compare two builds of the Go side in one run each.
+	Allocs, AllocBytes uint64
 }
 
 func (r FlowResult) String() string {
-	return fmt.Sprintf("%-8s %d run(s) x %d execs in %s: %.0f runs/s (%.0f execs/s); stage->result p50 %s p99 %s max %s; Valkey CPU %.1f µs/exec, Go CPU %.1f µs/exec",
+	return fmt.Sprintf("%-8s %d run(s) x %d execs in %s: %.0f runs/s (%.0f execs/s); stage->result p50 %s p99 %s max %s; Valkey CPU %.1f µs/exec, Go CPU %.1f µs/exec, Go allocs %.0f (%.1f KiB)/exec",
 		r.Scenario, r.Runs, r.Execs, r.Elapsed.Round(time.Millisecond), r.RunsPerSec, r.RunsPerSec*float64(r.Execs),
 		r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Max.Round(10*time.Microsecond),
 		float64(r.ValkeyCPU.Microseconds())/float64(max(r.Runs*r.Execs, 1)),
-		float64(r.ProcessCPU.Microseconds())/float64(max(r.Runs*r.Execs, 1)))
+		float64(r.ProcessCPU.Microseconds())/float64(max(r.Runs*r.Execs, 1)),
+		float64(r.Allocs)/float64(max(r.Runs*r.Execs, 1)), float64(r.AllocBytes)/1024/float64(max(r.Runs*r.Execs, 1)))
 }
 
 // chainSource is a flow of n execs, each waiting for the previous one and
@@ -252,6 +258,8 @@ func runFlowScenario(ctx context.Context, cfg FlowConfig, name string, f *plan.F
 		stageOpts = nil
 	}
 	proc0 := processCPU()
+	var mem0 runtime.MemStats
+	runtime.ReadMemStats(&mem0)
 	lat := make([]time.Duration, runs)
 	var next atomic.Int64
 	errs := make([]error, producers)
@@ -299,6 +307,8 @@ func runFlowScenario(ctx context.Context, cfg FlowConfig, name string, f *plan.F
 	pg.Wait()
 	elapsed := time.Since(begin)
 	procCPU := processCPU() - proc0
+	var mem1 runtime.MemStats
+	runtime.ReadMemStats(&mem1)
 	if err := errors.Join(errs...); err != nil {
 		return FlowResult{}, err
 	}
@@ -325,5 +335,6 @@ func runFlowScenario(ctx context.Context, cfg FlowConfig, name string, f *plan.F
 		RunsPerSec: float64(runs) / elapsed.Seconds(),
 		P50:        lat[len(lat)/2], P99: lat[min(len(lat)-1, len(lat)*99/100)], Max: lat[len(lat)-1],
 		ValkeyCPU: cpu1 - cpu0, ProcessCPU: procCPU,
+		Allocs: mem1.Mallocs - mem0.Mallocs, AllocBytes: mem1.TotalAlloc - mem0.TotalAlloc,
 	}, nil
 }
