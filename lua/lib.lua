@@ -72,9 +72,22 @@ local function itoa(n)
   return s
 end
 
+-- Numbers of short strings (counts, epochs, priorities), cached: tonumber
+-- parses its argument twice. Dropped whole at NUMS_MAX entries.
+local NUMS_MAX = 4096
+local NUMS, NUMS_N = {}, 0
+
 local function num(s)
   if not s or s == '' then return 0 end
-  return tonumber(s) or 0
+  local n = NUMS[s]
+  if n then return n end
+  n = tonumber(s) or 0
+  if #s <= 4 then
+    if NUMS_N >= NUMS_MAX then NUMS, NUMS_N = {}, 0 end
+    NUMS[s] = n
+    NUMS_N = NUMS_N + 1
+  end
+  return n
 end
 
 local function ok(...)
@@ -143,10 +156,24 @@ local function sv(lifecycle, ownership, eligibility, reason, outcome, attempt)
   return v
 end
 
+-- Split state fields, by field: a state field takes one of a few hundred
+-- values, and splitting one with a pattern costs more than the rest of a
+-- transition's Lua. Bounded like the sets of worker.lua; callers never
+-- change a split state.
+local VECS_MAX = 1024
+local VECS, VECS_N = {}, 0
+
 -- vec splits a state field into a table of its dimensions.
 local function vec(st)
-  local l, o, e, r, out, a, pub = string.match(st or '', '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
-  return {lifecycle = l, ownership = o, eligibility = e, reason = r, outcome = out, attempt = a, public = pub}
+  st = st or ''
+  local v = VECS[st]
+  if v then return v end
+  local l, o, e, r, out, a, pub = string.match(st, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
+  v = {lifecycle = l, ownership = o, eligibility = e, reason = r, outcome = out, attempt = a, public = pub}
+  if VECS_N >= VECS_MAX then VECS, VECS_N = {}, 0 end
+  VECS[st] = v
+  VECS_N = VECS_N + 1
+  return v
 end
 
 -- is reports whether state field st is in lifecycle phase l ('active',
@@ -283,15 +310,16 @@ local FINISH_FIELDS = {
 
 -- The fields of a flow member whose upstream ended, in one HMGET: all that
 -- decide() and the transitions of a member blocked by its dependencies read
--- (leave_indexes of a runnable execution, to_eligible, to_terminal and the
--- resolution of its own edges when it is skipped): the state, the lane,
--- the eligible score (priority, created_at), the join counters and its
--- edges. Fence fields of an attempt (lease, timeouts, quota) and the retry
--- policy are not read: such a member has no attempt running.
+-- (leave_indexes of a runnable execution, to_eligible and to_terminal):
+-- the state, the lane, the eligible score (priority, created_at) and the
+-- join counters. Fence fields of an attempt (lease, timeouts, quota) and
+-- the retry policy are not read: such a member has no attempt running. Its
+-- edges (out, handled) are read only when it is skipped (resolve_member):
+-- most downstream members become eligible.
 local DOWNSTREAM_FIELDS = {
   'state', 'ns', 'lane', 'attempt_count', 'deadline_at', 'flow_id',
   'priority', 'created_at',
-  'deps_total', 'deps_done', 'deps_ok', 'join_need', 'out', 'handled',
+  'deps_total', 'deps_done', 'deps_ok', 'join_need',
 }
 
 -- The fields of a downstream member that a hand-off may grant: those of
@@ -300,7 +328,7 @@ local DOWNSTREAM_FIELDS = {
 local HANDOFF_FIELDS = {
   'state', 'ns', 'lane', 'attempt_count', 'deadline_at', 'flow_id',
   'priority', 'created_at',
-  'deps_total', 'deps_done', 'deps_ok', 'join_need', 'out', 'handled',
+  'deps_total', 'deps_done', 'deps_ok', 'join_need',
   'caps', 'kind', 'lease_epoch', 'retry_attempts', 'attempt_timeout_ms', 'payload', 'tags',
   'flow_node', 'started_at', 'input_from', 'ups', 'budgets', 'quotas', 'handoff',
 }
@@ -322,8 +350,7 @@ local function read_core(p, u, fields)
     return {key = key, u = u, more = true,
       state = v[1], ns = v[2] or '', lane = v[3] or '', attempt_count = v[4] or '',
       deadline_at = v[5] or '', flow_id = v[6] or '', priority = v[7] or '', created_at = v[8] or '',
-      deps_total = v[9] or '', deps_done = v[10] or '', deps_ok = v[11] or '', join_need = v[12] or '',
-      out = v[13] or '', handled = v[14] or ''}
+      deps_total = v[9] or '', deps_done = v[10] or '', deps_ok = v[11] or '', join_need = v[12] or ''}
   end
   if fields == HANDOFF_FIELDS then
     -- claim: the values in CLAIM_FIELDS order, for grant().
@@ -331,9 +358,8 @@ local function read_core(p, u, fields)
       state = v[1], ns = v[2] or '', lane = v[3] or '', attempt_count = v[4] or '',
       deadline_at = v[5] or '', flow_id = v[6] or '', priority = v[7] or '', created_at = v[8] or '',
       deps_total = v[9] or '', deps_done = v[10] or '', deps_ok = v[11] or '', join_need = v[12] or '',
-      out = v[13] or '', handled = v[14] or '',
-      claim = {v[1], v[15], v[16], v[7], v[4], v[17], v[18], v[19], v[20], v[21], v[6], v[22], v[23], v[5],
-        v[24], v[25], v[26], v[27], v[28]}}
+      claim = {v[1], v[13], v[14], v[7], v[4], v[15], v[16], v[17], v[18], v[19], v[6], v[20], v[21], v[5],
+        v[22], v[23], v[24], v[25], v[26]}}
   end
   if fields == FINISH_FIELDS then
     return {key = key, u = u,
