@@ -3,10 +3,16 @@
 -- run lives on the run's partition, so each of these is one FCALL.
 --
 -- Run record B:f:<uuid> (HASH): ns, flow, state (running, succeeded,
--- failed, cancelled), total, done, succeeded, failed, skipped, cancelled,
--- unhandled (failed members without an `on failure`/`on done` edge out),
--- result_node (uuid), result_outcome, input, idem_key, cancelling,
--- created_at, ended_at. B:f:<uuid>:nodes (HASH): exec name -> uuid.
+-- failed, cancelled), total, left (members not ended yet), failed,
+-- skipped, cancelled, unhandled (failed members without an `on failure`/
+-- `on done` edge out), result_node (uuid), result_outcome (set when the
+-- run ends), input, idem_key, cancelling, created_at, updated_at (the
+-- run's own changes: staging, end, cancel, replay), ended_at. A member's
+-- end costs the record one HINCRBY: successes are counted by `left` alone
+-- (the store derives done and succeeded). Runs staged before `left`
+-- existed carry done and succeeded instead; their next member end
+-- converts them (resolve_member). B:f:<uuid>:nodes (HASH): exec name ->
+-- uuid.
 --
 -- Member record fields on top of an execution's: flow_id, flow_node,
 -- join_need (edges that must hold), deps_total, deps_done, deps_ok,
@@ -15,9 +21,9 @@
 -- whose result is the input; '' = its own payload), ups ("<name>=<uuid>,..."
 -- every upstream, for Task.Upstream).
 
--- Run counters by member outcome.
+-- Run counters by member outcome; a success has none (left counts it).
 local RUN_COUNTER = {
-  success = 'succeeded', failed = 'failed', expired = 'failed', skipped = 'skipped', cancelled = 'cancelled',
+  failed = 'failed', expired = 'failed', skipped = 'skipped', cancelled = 'cancelled',
 }
 
 -- holds reports whether an edge with condition on holds for an upstream
@@ -78,18 +84,21 @@ end
 -- process, which answers its own waiting result requests from it, then
 -- publishes the notice for the others.
 local function finish_run(p, runkey, run, now)
-  local r = redis.call('HMGET', runkey, 'cancelling', 'result_node', 'result_outcome', 'unhandled', 'cancelled')
-  local state
+  local r = redis.call('HMGET', runkey, 'cancelling', 'result_node', 'unhandled', 'cancelled')
+  local state, result_outcome = nil, ''
+  if r[2] and r[2] ~= '' then
+    result_outcome = vec(redis.call('HGET', p.xp .. r[2], 'state')).outcome or ''
+  end
   if r[1] == '1' then
     state = 'cancelled'
   elseif r[2] and r[2] ~= '' then
-    state = r[3] == 'success' and 'succeeded' or 'failed'
-  elseif num(r[5]) > 0 then
+    state = result_outcome == 'success' and 'succeeded' or 'failed'
+  elseif num(r[4]) > 0 then
     state = 'cancelled' -- a member was cancelled on its own
   else
-    state = num(r[4]) > 0 and 'failed' or 'succeeded'
+    state = num(r[3]) > 0 and 'failed' or 'succeeded'
   end
-  redis.call('HSET', runkey, 'state', state, 'ended_at', ts(now), 'updated_at', ts(now))
+  redis.call('HSET', runkey, 'state', state, 'result_outcome', result_outcome, 'ended_at', ts(now), 'updated_at', ts(now))
   redis.call('ZADD', p.base .. ':runs:ended', ts(now), run)
   if p.collect_ended and state == 'succeeded' then
     local o = clean_outcome(p, redis.call('HGETALL', runkey))
@@ -104,37 +113,49 @@ local function finish_run(p, runkey, run, now)
   redis.call('PUBLISH', prefix .. 'ff:runs', n .. '.' .. run .. ':' .. state)
 end
 
--- resolve_member updates the run of a member that ended and decides its
--- outgoing edges. out and handled are the member's fields of those names
--- when the caller read them (nil: read them here). The run record is read
--- once and written once.
+-- count_end counts the end of a member in its run's record and returns
+-- how many members have not ended, or nil when the run is gone (purged).
+-- A run staged before the record had `left` is converted first.
+local function count_end(runkey)
+  local left = redis.call('HINCRBY', runkey, 'left', -1)
+  if left >= 0 then return left end
+  local r = redis.call('HMGET', runkey, 'total', 'done')
+  if not r[1] then
+    redis.call('DEL', runkey) -- only what the HINCRBY just created
+    return nil
+  end
+  left = num(r[1]) - num(r[2]) - 1
+  redis.call('HSET', runkey, 'left', itoa(left))
+  redis.call('HDEL', runkey, 'done', 'succeeded')
+  return left
+end
+
+-- resolve_member counts the end of a member in its run and decides its
+-- outgoing edges; the last member's end ends the run. out and handled are
+-- the member's fields of those names when the caller read them (nil: read
+-- them here). Edges are not decided while the run is being cancelled
+-- (p.cancelling, ff_cancel_run): its members all end cancelled.
 local function resolve_member(p, u, run, outcome, now, out, handled)
   local runkey = p.base .. ':f:' .. run
-  local counter = RUN_COUNTER[outcome] or 'failed'
-  local r = redis.call('HMGET', runkey, 'total', 'done', 'result_node', 'cancelling', counter, 'unhandled')
-  if not r[1] then return end -- the run was purged
+  local left = count_end(runkey)
+  if not left then return end
   if out == nil then
     local m = redis.call('HMGET', p.xp .. u, 'out', 'handled')
     out, handled = m[1] or '', m[2] or ''
   end
-  local done = num(r[2]) + 1
-  local w = {'done', itoa(done), counter, itoa(num(r[5]) + 1), 'updated_at', ts(now)}
-  if (outcome == 'failed' or outcome == 'expired') and handled ~= '1' then
-    w[#w + 1] = 'unhandled'
-    w[#w + 1] = itoa(num(r[6]) + 1)
-  end
-  if u == r[3] then
-    w[#w + 1] = 'result_outcome'
-    w[#w + 1] = outcome
-  end
-  redis.call('HSET', runkey, unpack(w))
-  if r[4] ~= '1' and out ~= '' then
-    for edge in string.gmatch(out, '[^,]+') do
-      local d, on = string.match(edge, '^(.+):(%a+)$')
-      if d then decide(p, d, holds(on, outcome), now) end
+  local counter = RUN_COUNTER[outcome]
+  if counter then
+    redis.call('HINCRBY', runkey, counter, 1)
+    if counter == 'failed' and handled ~= '1' then
+      redis.call('HINCRBY', runkey, 'unhandled', 1)
     end
   end
-  if done >= num(r[1]) then finish_run(p, runkey, run, now) end
+  if not p.cancelling and out ~= '' then
+    for d, on in string.gmatch(out, '([^,:]+):(%a+)') do
+      decide(p, d, holds(on, outcome), now)
+    end
+  end
+  if left == 0 then finish_run(p, runkey, run, now) end
 end
 
 -- on_flow_terminal queues the member and, at the outermost level, drains
@@ -190,8 +211,8 @@ end
 
 -- write_run writes the run record and its node map (name, uuid pairs).
 local function write_run(p, runkey, ns, flow, result, input, ikey, total, nodes, now)
-  redis.call('HSET', runkey, 'ns', ns, 'flow', flow, 'state', 'running', 'total', itoa(total), 'done', '0',
-    'succeeded', '0', 'failed', '0', 'skipped', '0', 'cancelled', '0', 'unhandled', '0',
+  redis.call('HSET', runkey, 'ns', ns, 'flow', flow, 'state', 'running', 'total', itoa(total), 'left', itoa(total),
+    'failed', '0', 'skipped', '0', 'cancelled', '0', 'unhandled', '0',
     'result_node', result, 'input', input, 'idem_key', ikey, 'created_at', ts(now), 'updated_at', ts(now))
   call_all('HSET', runkey .. ':nodes', nodes)
 end
@@ -362,6 +383,7 @@ local function ff_cancel_run(keys, argv)
   local reason = argv[2]
   if reason == '' then reason = 'run cancelled' end
   redis.call('HSET', runkey, 'cancelling', '1', 'cancel_reason', clip(reason))
+  p.cancelling = true
   local now = now_ms()
   local n = 0
   for _, u in ipairs(redis.call('HVALS', runkey .. ':nodes')) do
@@ -388,7 +410,7 @@ local function ff_replay_run(keys, argv)
   local p = part(keys[1])
   local run = argv[1]
   local runkey = p.base .. ':f:' .. run
-  local r = redis.call('HMGET', runkey, 'state', 'result_node')
+  local r = redis.call('HMGET', runkey, 'state', 'total')
   if not r[1] then return refuse('not_found') end
   if r[1] ~= 'failed' and r[1] ~= 'cancelled' then return refuse('wrong_state', r[1]) end
   local now = now_ms()
@@ -402,9 +424,8 @@ local function ff_replay_run(keys, argv)
       c.out, c.ups, c.deps_total, c.join_need = v[1] or '', v[2] or '', num(v[3]), num(v[4])
       members[#members + 1] = c
       if split(c).outcome == 'success' then kept[u] = true end
-      for edge in string.gmatch(c.out, '[^,]+') do
-        local d, cond = string.match(edge, '^(.+):(%a+)$')
-        if d then on[u .. '>' .. d] = cond end
+      for d, cond in string.gmatch(c.out, '([^,:]+):(%a+)') do
+        on[u .. '>' .. d] = cond
       end
     end
   end
@@ -446,9 +467,10 @@ local function ff_replay_run(keys, argv)
   if reset == 0 then return refuse('wrong_state', r[1]) end
   local succeeded = 0
   for _ in pairs(kept) do succeeded = succeeded + 1 end
-  redis.call('HSET', runkey, 'state', 'running', 'done', itoa(succeeded + skipped), 'succeeded', itoa(succeeded),
+  redis.call('HSET', runkey, 'state', 'running', 'left', itoa(num(r[2]) - succeeded - skipped),
     'failed', '0', 'skipped', itoa(skipped), 'cancelled', '0', 'unhandled', '0', 'cancelling', '',
-    'result_outcome', kept[r[2]] and 'success' or '', 'ended_at', '', 'updated_at', ts(now))
+    'result_outcome', '', 'ended_at', '', 'updated_at', ts(now))
+  redis.call('HDEL', runkey, 'done', 'succeeded') -- of a run staged before `left`
   zrem(p, p.base .. ':runs:ended', run)
   flush(p)
   return ok(reset)

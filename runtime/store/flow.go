@@ -530,12 +530,21 @@ func joinNeed(x plan.Exec, n int) (int, *joinError) {
 
 // runOf is a run as its record f says, without members.
 func runOf(id RunID, f map[string]string) *Run {
-	return &Run{
+	r := &Run{
 		ID: id, Namespace: f["ns"], Flow: f["flow"], State: RunState(f["state"]),
-		Total: atoi(f["total"]), Done: atoi(f["done"]), Succeeded: atoi(f["succeeded"]), Failed: atoi(f["failed"]),
-		Skipped: atoi(f["skipped"]), Cancelled: atoi(f["cancelled"]),
+		Total: atoi(f["total"]), Failed: atoi(f["failed"]), Skipped: atoi(f["skipped"]), Cancelled: atoi(f["cancelled"]),
 		CreatedAt: fromMs(f["created_at"]), EndedAt: fromMs(f["ended_at"]),
 	}
+	if left, ok := f["left"]; ok {
+		// A member's end only counts down left; successes are what is
+		// not counted otherwise (spec/runtime.md, the run record).
+		r.Done = r.Total - atoi(left)
+		r.Succeeded = r.Done - r.Failed - r.Skipped - r.Cancelled
+	} else {
+		// A run staged before left existed, not converted yet.
+		r.Done, r.Succeeded = atoi(f["done"]), atoi(f["succeeded"])
+	}
+	return r
 }
 
 // runOutcome reads run uuid of partition p with ff_run_outcome: the run,
@@ -640,7 +649,11 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 		return nil, fmt.Errorf("store: read run %s: %w", id, err)
 	}
 	run := runOf(id, f)
-	withResult := f["result_node"] != "" && f["result_outcome"] == string(OutcomeSuccess)
+	// The result exec's output is read with the members, and kept once its
+	// state says it succeeded (the record's result_outcome is set only when
+	// the run ends).
+	withResult := f["result_node"] != ""
+	resultDone := false
 	names := make([]string, 0, len(nodes))
 	for name := range nodes {
 		names = append(names, name)
@@ -669,10 +682,11 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 		}
 		if nodes[names[i]] == f["result_node"] {
 			run.ResultNode = n.Name
+			resultDone = n.State.Outcome == OutcomeSuccess
 		}
 		run.Nodes = append(run.Nodes, n)
 	}
-	if withResult && run.ResultNode != "" {
+	if withResult && resultDone {
 		res, err := resps[len(names)].ToString()
 		if err != nil && !valkey.IsValkeyNil(err) {
 			return nil, fmt.Errorf("store: read run result %s: %w", id, err)

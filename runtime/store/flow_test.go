@@ -781,3 +781,120 @@ func TestFlowRunOutcome(t *testing.T) {
 		t.Fatalf("outcome of an unknown run: %v, want ErrNotFound", err)
 	}
 }
+
+// runRecord returns the record of run id, as stored.
+func (e *env) runRecord(id RunID) map[string]string {
+	e.t.Helper()
+	p, uuid, err := e.s.locate(ExecutionID(id))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f, err := e.c.Do(e.ctx, e.c.B().Hgetall().Key(e.s.k.run(p, uuid)).Build()).AsStrMap()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return f
+}
+
+// A member's end counts down left; done and succeeded are derived from it
+// and the other counters, on the way and at the end.
+func TestFlowRunCountsDerived(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := flowOf("counts", execs("a", "b", "c", "d"), "a->b", "a->c", "b->d", "c->d on failure")
+	r := e.stage(f, "")
+	if got := e.runRecord(r.ID); got["left"] != "4" || got["done"] != "" || got["succeeded"] != "" {
+		t.Fatalf("staged record = %v, want left 4 and no done or succeeded", got)
+	}
+	e.drive(func(g Grant) outcome { return outcome{result: []byte(`1`), fail: g.FlowNode == "c"} })
+	done := e.run(r.ID)
+	// a and b succeed, c fails (its on-failure edge handles it), d runs
+	// (join all: b's success and c's failure both hold).
+	if done.Total != 4 || done.Done != 4 || done.Succeeded != 3 || done.Failed != 1 || done.Skipped != 0 || done.State != RunSucceeded {
+		t.Fatalf("run = %+v", done)
+	}
+	if got := e.runRecord(r.ID); got["left"] != "0" || got["result_outcome"] != "" {
+		t.Fatalf("ended record = %v, want left 0 and no result outcome (no result exec)", got)
+	}
+}
+
+// A run staged before the record had `left` (done and succeeded instead)
+// is converted by its next member's end and ends as it always did.
+func TestFlowRunRecordBeforeLeftIsConverted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := flowOf("old", execs("a", "b", "c"), "a->b", "b->c")
+	f.Result = "c"
+	r := e.stage(f, "")
+	g := e.claimAll(worker1, 1, time.Minute)
+	if len(g) != 1 {
+		t.Fatalf("claim = %+v", g)
+	}
+	e.finishOK(g[0], "ra", nil)
+	// Rewrite the record as the previous layout kept it after one success.
+	p, uuid, _ := e.s.locate(ExecutionID(r.ID))
+	key := e.s.k.run(p, uuid)
+	for _, cmd := range []valkey.Completed{
+		e.c.B().Hdel().Key(key).Field("left").Build(),
+		e.c.B().Hset().Key(key).FieldValue().FieldValue("done", "1").FieldValue("succeeded", "1").Build(),
+	} {
+		if err := e.c.Do(e.ctx, cmd).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mid := e.run(r.ID); mid.Done != 1 || mid.Succeeded != 1 || mid.State != RunRunning {
+		t.Fatalf("old-layout run = %+v", mid)
+	}
+	e.drive(func(g Grant) outcome { return outcome{result: []byte("r" + g.FlowNode)} })
+	done := e.run(r.ID)
+	if done.State != RunSucceeded || done.Done != 3 || done.Succeeded != 3 || string(done.Result) != "rc" {
+		t.Fatalf("run = %+v", done)
+	}
+	got := e.runRecord(r.ID)
+	if got["left"] != "0" || got["done"] != "" || got["succeeded"] != "" || got["result_outcome"] != "success" {
+		t.Fatalf("converted record = %v", got)
+	}
+}
+
+// The result exec's output shows as soon as it succeeded, while other
+// members still run.
+func TestFlowResultBeforeRunEnds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := flowOf("early", execs("a", "b"), "a->b on done")
+	f.Result = "a"
+	r := e.stage(f, "")
+	g := e.claimAll(worker1, 1, time.Minute)
+	if len(g) != 1 || g[0].FlowNode != "a" {
+		t.Fatalf("claim = %+v", g)
+	}
+	e.finishOK(g[0], "ra", nil)
+	mid := e.run(r.ID)
+	if mid.State != RunRunning || string(mid.Result) != "ra" || mid.ResultNode != "a" || mid.Done != 1 {
+		t.Fatalf("run while b waits = %+v", mid)
+	}
+	e.drive(func(Grant) outcome { return outcome{fail: true} })
+	if done := e.run(r.ID); done.State != RunSucceeded || string(done.Result) != "ra" || done.Failed != 1 {
+		t.Fatalf("run = %+v", done)
+	}
+}
+
+// A member that ends after its run record is gone leaves no record behind.
+func TestFlowMemberEndWithoutRunRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.stage(flowOf("gone", execs("a", "b"), "a->b"), "")
+	g := e.claimAll(worker1, 1, time.Minute)
+	if len(g) != 1 {
+		t.Fatalf("claim = %+v", g)
+	}
+	p, uuid, _ := e.s.locate(ExecutionID(r.ID))
+	key := e.s.k.run(p, uuid)
+	if err := e.c.Do(e.ctx, e.c.B().Del().Key(key).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	e.finishOK(g[0], "ra", nil)
+	if n, err := e.c.Do(e.ctx, e.c.B().Exists().Key(key).Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("run record after a member's end: exists = %d, %v", n, err)
+	}
+}
