@@ -209,7 +209,7 @@ func workerIdentity(prefix, workerID string, instanceID, namespace *string, lane
 		return invalid(prefix+"lanes", "has %d lanes, the limit is 64", len(*lanes))
 	}
 	for i, l := range *lanes {
-		if e := checkName(prefix+"lanes["+strconv.Itoa(i)+"]", l); e != nil {
+		if e := identError(item(prefix+"lanes", i), l, NameMaxBytes, true); e != nil {
 			return e
 		}
 	}

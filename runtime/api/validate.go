@@ -36,24 +36,36 @@ const (
 func checkName(field, v string) *Error { return checkIdent(field, v, NameMaxBytes, true) }
 
 func checkIdent(field, v string, limit int, noColon bool) *Error {
+	return identError(func() string { return field }, v, limit, noColon)
+}
+
+// identError is checkIdent with the field's name built only for an
+// error: names of list items ("kinds[3]") cost an allocation each, and
+// every claim and report carries such lists.
+func identError(field func() string, v string, limit int, noColon bool) *Error {
 	if v == "" {
-		return invalid(field, "must not be empty")
+		return invalid(field(), "must not be empty")
 	}
 	if len(v) > limit {
-		return invalid(field, "is %d bytes, the limit is %d", len(v), limit)
+		return invalid(field(), "is %d bytes, the limit is %d", len(v), limit)
 	}
 	if !utf8.ValidString(v) {
-		return invalid(field, "is not valid UTF-8")
+		return invalid(field(), "is not valid UTF-8")
 	}
 	for _, r := range v {
 		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			return invalid(field, "%q contains whitespace or a control character", v)
+			return invalid(field(), "%q contains whitespace or a control character", v)
 		}
 		if noColon && r == ':' {
-			return invalid(field, "%q contains ':'", v)
+			return invalid(field(), "%q contains ':'", v)
 		}
 	}
 	return nil
+}
+
+// item returns a function naming item i of list field ("kinds[3]").
+func item(field string, i int) func() string {
+	return func() string { return field + "[" + strconv.Itoa(i) + "]" }
 }
 
 // checkCapabilities validates a capability set with the plan's rules
@@ -71,12 +83,11 @@ func checkKinds(field string, kinds []string) *Error {
 		return invalid(field, "has %d kinds, the limit is %d", len(kinds), store.MaxKinds)
 	}
 	for i, k := range kinds {
-		f := field + "[" + strconv.Itoa(i) + "]"
-		if e := checkIdent(f, k, KindMaxBytes, false); e != nil {
+		if e := identError(item(field, i), k, KindMaxBytes, false); e != nil {
 			return e
 		}
 		if strings.Contains(k, ",") {
-			return invalid(f, "%q contains a comma", k)
+			return invalid(item(field, i)(), "%q contains a comma", k)
 		}
 	}
 	return nil
