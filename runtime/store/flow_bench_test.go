@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
+	"github.com/valkey-io/valkey-go"
 )
 
 // runFlows stages every flow, then 16 workers claim (up to 16 per call)
@@ -105,6 +108,21 @@ func BenchmarkFlowDiamond(b *testing.B) {
 	b.ReportMetric(float64(time.Since(stageStart).Microseconds())/1000, "stage-ms")
 }
 
+// phaseEnd ends a phase of a benchmark: it returns the server time of the
+// FCALLs since the last phase ended (fcallMicros), and, when
+// FF_CALLGRIND is set (scripts/lua-cost.sh runs the server under
+// callgrind), has callgrind write the phase's instruction counts to a
+// file named after it.
+func phaseEnd(b *testing.B, c valkey.Client, name string) float64 {
+	us := fcallMicros(b, c)
+	if os.Getenv("FF_CALLGRIND") != "" {
+		if out, err := exec.Command("callgrind_control", "--dump="+name).CombinedOutput(); err != nil {
+			b.Fatalf("callgrind_control: %v: %s", err, out)
+		}
+	}
+	return us
+}
+
 // BenchmarkFlowPhases measures the server time per execution (INFO
 // commandstats: FCALL, Lua included) of staging, claiming and finishing
 // the members of b.N/10 chains of 10, one step of every chain at a time,
@@ -112,6 +130,12 @@ func BenchmarkFlowDiamond(b *testing.B) {
 // chain step at a time does), next to the same for plain executions.
 //
 //	go test -run '^$' -bench FlowPhases -benchtime 2000x ./runtime/store/
+//
+// Server time moves with the machine's other load. scripts/lua-cost.sh
+// runs this benchmark with the server under callgrind, which counts the
+// instructions of each phase instead: the same to a fraction of a percent
+// from run to run, so one run of each build compares two versions of the
+// library.
 func BenchmarkFlowPhases(b *testing.B) {
 	ctx := context.Background()
 	c := valkeytest.Client(b, valkeytest.Start(b))
@@ -129,14 +153,14 @@ func BenchmarkFlowPhases(b *testing.B) {
 	f := flowOf("chain", execs(names...), edges...)
 	runs := max(1, b.N/10)
 	w := WorkerIdentity{WorkerID: "bench", InstanceID: "bench-1", Namespace: "default"}
-	fcallMicros(b, c)
+	phaseEnd(b, c, "setup")
 	b.ResetTimer()
 	for range runs {
 		if _, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Input: []byte(`{}`)}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	stage := fcallMicros(b, c)
+	stage := phaseEnd(b, c, "stage")
 	var claim, finish float64
 	for range 10 {
 		var leases []Lease
@@ -147,13 +171,13 @@ func BenchmarkFlowPhases(b *testing.B) {
 			}
 			leases = append(leases, g[0].Lease)
 		}
-		claim += fcallMicros(b, c)
+		claim += phaseEnd(b, c, "claim")
 		for _, l := range leases {
 			if _, err := s.FinishMany(ctx, []Finish{{Lease: l, Result: []byte(`{"v":1}`)}}); err != nil {
 				b.Fatal(err)
 			}
 		}
-		finish += fcallMicros(b, c)
+		finish += phaseEnd(b, c, "finish")
 	}
 	n := float64(runs * 10)
 	// The same single-item calls on plain executions.
@@ -162,7 +186,7 @@ func BenchmarkFlowPhases(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	fcallMicros(b, c)
+	phaseEnd(b, c, "plain-create")
 	var leases []Lease
 	for range runs * 10 {
 		g, err := s.Claim(ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: w, Max: 1})
@@ -171,13 +195,13 @@ func BenchmarkFlowPhases(b *testing.B) {
 		}
 		leases = append(leases, g[0].Lease)
 	}
-	plainClaim := fcallMicros(b, c)
+	plainClaim := phaseEnd(b, c, "plain-claim")
 	for _, l := range leases {
 		if _, err := s.FinishMany(ctx, []Finish{{Lease: l, Result: []byte(`{"v":1}`)}}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	plainFinish := fcallMicros(b, c)
+	plainFinish := phaseEnd(b, c, "plain-finish")
 	// Chains walked by hand-offs, 8 members per finish call (as a busy
 	// worker reports): roots claimed, every other member handed off.
 	for range runs {
@@ -198,7 +222,7 @@ func BenchmarkFlowPhases(b *testing.B) {
 			held = append(held, x.Lease)
 		}
 	}
-	fcallMicros(b, c)
+	phaseEnd(b, c, "handoff-stage-claim")
 	walked := 0
 	for len(held) > 0 {
 		k := min(8, len(held))
@@ -219,7 +243,7 @@ func BenchmarkFlowPhases(b *testing.B) {
 	if walked != runs*10 {
 		b.Fatalf("hand-offs walked %d members, want %d", walked, runs*10)
 	}
-	handoff := fcallMicros(b, c)
+	handoff := phaseEnd(b, c, "handoff-finish")
 	b.ReportMetric(stage/n, "stage-µs/exec")
 	b.ReportMetric(handoff/n, "handoff-finish-µs/exec")
 	b.ReportMetric(claim/n, "claim-µs/exec")
