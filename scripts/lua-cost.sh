@@ -37,9 +37,12 @@ if ! (cd "$top" && FF_CALLGRIND=1 PATH="$work:$PATH" go test -count=1 -run '^$' 
   exit 1
 fi
 
-# Each phase ends with a dump named after it ("dump <phase>"); phases
-# measured in several rounds are summed.
-for f in $(ls "$work"/cg.*.* | awk -F. '{ print $NF, $0 }' | sort -n | cut -d' ' -f2); do
+# go test runs a benchmark once with b.N = 1 before the real run, each
+# with a server of its own: only the last server's counts are read. Each
+# phase ends with a dump named after it ("dump <phase>"); phases measured
+# in several rounds are summed.
+pid=$(ls -tr "$work"/cg.* | tail -1 | sed 's/.*cg\.\([0-9]*\).*/\1/')
+for f in $(ls "$work"/cg."$pid".* | awk -F. '{ print $NF, $0 }' | sort -n | cut -d' ' -f2); do
   phase=$(sed -n 's/^desc: Trigger: dump //p' "$f")
   total=$(sed -n 's/^summary: //p' "$f")
   [ -n "$phase" ] && echo "$phase $total"
