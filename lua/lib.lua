@@ -201,20 +201,36 @@ local RUNNABLE_INDEX = {
   blocked_by_route = 'blocked',
 }
 
+-- The keys of a partition that do not depend on a call, by anchor, and
+-- the lane index keys built so far (lanes: by namespace, lane and index).
+-- Building them anew made garbage in every call, and the collector's
+-- work grows with the garbage. Dropped whole at PARTS_MAX anchors; a
+-- partition's lane keys are dropped at LANE_KEYS_MAX.
+local PARTS_MAX, LANE_KEYS_MAX = 1024, 4096
+local PARTS, PARTS_N = {}, 0
+
 -- part returns the context of one call on the partition of an anchor key:
 -- its keys and the collected index updates.
 local function part(anchor)
-  local base = string.sub(anchor, 1, -7) -- strip ':lanes'
+  local s = PARTS[anchor]
+  if not s then
+    local base = string.sub(anchor, 1, -7) -- strip ':lanes'
+    s = {base = base, xp = base .. ':x:', leases = base .. ':leases', timeouts = base .. ':timeouts',
+      deadlines = base .. ':deadlines', lanes = {}, nlanes = 0}
+    if PARTS_N >= PARTS_MAX then PARTS, PARTS_N = {}, 0 end
+    PARTS[anchor] = s
+    PARTS_N = PARTS_N + 1
+  end
   return {
     anchor = anchor,
-    base = base,
-    xp = base .. ':x:',
-    leases = base .. ':leases',
-    timeouts = base .. ':timeouts',
-    deadlines = base .. ':deadlines',
+    base = s.base,
+    xp = s.xp,
+    leases = s.leases,
+    timeouts = s.timeouts,
+    deadlines = s.deadlines,
     adds = {},
     rems = {},
-    lanes = {},
+    static = s,
   }
 end
 
@@ -222,13 +238,20 @@ local function core_key(p, u)
   return p.xp .. u
 end
 
--- lane_key returns an index key of a lane; keys are cached per call.
+-- lane_key returns an index key of a lane (cached with the partition's
+-- keys).
 local function lane_key(p, ns, lane, index)
-  local t = sub(sub(p.lanes, ns), lane)
+  local s = p.static
+  local t = sub(sub(s.lanes, ns), lane)
   local k = t[index]
   if not k then
+    if s.nlanes >= LANE_KEYS_MAX then
+      s.lanes, s.nlanes = {}, 0
+      t = sub(sub(s.lanes, ns), lane)
+    end
     k = p.base .. ':q:' .. ns .. ':' .. lane .. ':' .. index
     t[index] = k
+    s.nlanes = s.nlanes + 1
   end
   return k
 end

@@ -234,3 +234,50 @@ func TestClaimKindSetsCached(t *testing.T) {
 		t.Fatalf("a mail worker's grants (-want +got):\n%s", diff)
 	}
 }
+
+// The library keeps the index keys of lanes between calls, at most 4,096
+// per partition, then starts again: executions in 2,100 lanes (over 4,096
+// keys: eligible, then terminal) are created, claimed and finished, and
+// they end completed with consistent indexes (every tenth is checked).
+func TestManyLanesKeysCached(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	const n = 2100
+	lanes := make([]string, n)
+	reqs := make([]CreateRequest, n)
+	for i := range n {
+		lanes[i] = fmt.Sprint("lane", i)
+		reqs[i] = CreateRequest{Kind: "k", Lane: lanes[i]}
+	}
+	var ids []ExecutionID
+	for i := 0; i < n; i += 500 {
+		res, err := e.s.CreateMany(e.ctx, reqs[i:min(i+500, n)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			ids = append(ids, r.Execution.ID)
+		}
+	}
+	for i := 0; i < n; i += 64 {
+		chunk := lanes[i:min(i+64, n)]
+		g := e.claimAll(worker1, len(chunk), time.Minute, chunk...)
+		if len(g) != len(chunk) {
+			t.Fatalf("lanes %d..: %d grants, want %d", i, len(g), len(chunk))
+		}
+		items := make([]Finish, len(g))
+		for j, x := range g {
+			items[j] = Finish{Lease: x.Lease, Result: []byte(`1`)}
+		}
+		if _, err := e.s.FinishMany(e.ctx, items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i += 10 {
+		e.wantState(ids[i], StateCompleted)
+	}
+	e.wantState(ids[n-1], StateCompleted)
+}
