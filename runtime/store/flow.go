@@ -122,7 +122,7 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
 		return nil, false, err
 	}
-	g, err := newGraph(f)
+	pf, err := s.prepare(f)
 	if err != nil {
 		return nil, false, err
 	}
@@ -133,16 +133,20 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 		p = s.streakPartition()
 	}
 	runUUID := newUUID()
-	uuids := make(map[string]string, len(f.Execs))
-	for _, x := range f.Execs {
-		uuids[x.Name] = newUUID()
+	uuids := make([]string, len(f.Execs))
+	for i := range uuids {
+		uuids[i] = newUUID()
 	}
-	head := []string{runUUID, ns, f.Name, uuids[f.Result], req.IdempotencyKey, ms(s.cfg.IdempotencyTTL), string(req.Input)}
+	resultUUID := ""
+	if f.Result != "" {
+		resultUUID = uuids[pf.g.index[f.Result]]
+	}
+	head := []string{runUUID, ns, f.Name, resultUUID, req.IdempotencyKey, ms(s.cfg.IdempotencyTTL), string(req.Input)}
 	id := RunID(makeID(p, runUUID))
 	refs := newStageRefs(f, ns, id, req.Input)
 	members := make([][]string, len(f.Execs))
-	for i, x := range f.Execs {
-		if members[i], err = s.memberArgs(f, x, i, g, uuids, refs); err != nil {
+	for i := range pf.members {
+		if members[i], err = pf.members[i].args(uuids, refs); err != nil {
 			return nil, false, err
 		}
 	}
@@ -169,7 +173,7 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	if err := s.registerResources(ctx, f, ns, id, refs); err != nil {
 		return nil, false, err
 	}
-	return stagedRun(f, ns, id, p, uuids, g, fromMs(str(items[1]))), true, nil
+	return stagedRun(f, pf, ns, id, p, uuids, fromMs(str(items[1]))), true, nil
 }
 
 // The states ff_stage_flow and ff_commit_flow write for roots and for the
@@ -180,21 +184,17 @@ var (
 )
 
 // stagedRun is the run just staged, as GetRun would read it at once.
-func stagedRun(f *plan.Flow, ns string, id RunID, p int, uuids map[string]string, g *graph, created time.Time) *Run {
+func stagedRun(f *plan.Flow, pf *preparedFlow, ns string, id RunID, p int, uuids []string, created time.Time) *Run {
 	run := &Run{ID: id, Namespace: ns, Flow: f.Name, State: RunRunning, Total: len(f.Execs),
 		ResultNode: f.Result, CreatedAt: created, Nodes: make([]RunNode, 0, len(f.Execs))}
-	for _, x := range f.Execs {
-		kind := x.Kind
-		if kind == "" {
-			kind = f.Name + "." + x.Name
-		}
+	for _, i := range pf.byName {
+		m := &pf.members[i]
 		st := stagedRootState
-		if len(g.ups[x.Name]) > 0 {
+		if len(m.ups) > 0 {
 			st = stagedMemberState
 		}
-		run.Nodes = append(run.Nodes, RunNode{Name: x.Name, ExecutionID: makeID(p, uuids[x.Name]), Kind: kind, State: st})
+		run.Nodes = append(run.Nodes, RunNode{Name: m.name, ExecutionID: makeID(p, uuids[i]), Kind: m.tail[1], State: st})
 	}
-	slices.SortFunc(run.Nodes, func(a, b RunNode) int { return strings.Compare(a.Name, b.Name) })
 	return run
 }
 
@@ -382,70 +382,102 @@ func newGraph(f *plan.Flow) (*graph, error) {
 	return g, nil
 }
 
-// memberArgs returns the ff_stage_flow entries of exec x (after the count).
-func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map[string]string, refs *stageRefs) ([]string, error) {
+// memberPlan is what staging writes for one exec, as far as it does not
+// depend on the run: checked and derived once per plan (prepareFlow).
+type memberPlan struct {
+	index                                                    int // in f.Execs
+	name, lane, priority, need, depsTotal, handled, deadline string
+	// inputFrom is inputFlow, inputNone or the index of the feeding upstream.
+	inputFrom int
+	ups       []upPlan   // upstreams, by name
+	out       []edgePlan // edges out
+	budgets   []string   // names: ids depend on the namespace and the run
+	quotas    []string   // names: subjects may depend on the run's input
+	tail      []string   // field/value pairs stored verbatim (kind, caps, handoff, retry policy, timeout)
+}
+
+// Values of memberPlan.inputFrom that are not an exec index.
+const (
+	inputFlow = -1 // the run's input
+	inputNone = -2 // no input
+)
+
+// upPlan is an upstream of a member: its index and name.
+type upPlan struct {
+	index int
+	name  string
+}
+
+// edgePlan is an edge out of a member: the downstream's index and the
+// condition.
+type edgePlan struct {
+	to int
+	on string
+}
+
+// prepareMember checks exec x (the i-th of f) and derives its memberPlan.
+func prepareMember(f *plan.Flow, x plan.Exec, i int, g *graph) (memberPlan, error) {
 	field := fmt.Sprintf("flow.execs[%d]", i)
 	lane := cmp.Or(x.Lane, f.Lane, plan.DefaultLane)
 	if err := checkName(field+".lane", lane); err != nil {
-		return nil, err
+		return memberPlan{}, err
 	}
 	kind := x.Kind
 	if kind == "" {
 		kind = f.Name + "." + x.Name
 	}
 	if err := checkToken(field+".kind", kind, MaxKindBytes); err != nil {
-		return nil, err
+		return memberPlan{}, err
 	}
 	if err := checkPriority(x.Priority); err != nil {
-		return nil, invalid(field+".priority", "%s", err.(*ValidationError).Msg)
+		return memberPlan{}, invalid(field+".priority", "%s", err.(*ValidationError).Msg)
 	}
 	caps, err := normCapabilities(field+".requires", x.Requires)
 	if err != nil {
-		return nil, err
+		return memberPlan{}, err
 	}
 	retry := RetryPolicyFromPlan(x.Retry)
 	if err := checkRetry(retry); err != nil {
-		return nil, err
+		return memberPlan{}, err
 	}
 	retry.Attempts = max(retry.Attempts, 1)
 	if retry.Backoff == "" {
 		retry.Backoff = BackoffFixed
 	}
 	if x.TimeoutMs < 0 || x.DeadlineMs < 0 {
-		return nil, invalid(field, "timeouts must not be negative")
+		return memberPlan{}, invalid(field, "timeouts must not be negative")
 	}
 	ups := g.ups[x.Name]
 	need, jerr := joinNeed(x, len(ups))
 	if jerr != nil {
-		return nil, invalid(field+".join."+jerr.field, "%s", jerr.msg)
+		return memberPlan{}, invalid(field+".join."+jerr.field, "%s", jerr.msg)
 	}
-	inputFrom := ""
+	m := memberPlan{index: i, name: x.Name, lane: lane, priority: strconv.Itoa(x.Priority), need: strconv.Itoa(need),
+		depsTotal: strconv.Itoa(len(ups)), handled: "0", deadline: strconv.FormatInt(x.DeadlineMs, 10), inputFrom: inputNone}
 	switch {
 	case x.InputFrom == plan.InputFlow || x.InputFrom == "" && len(ups) == 0:
-		inputFrom = "flow"
+		m.inputFrom = inputFlow
 	case x.InputFrom == plan.InputExec || x.InputFrom == "" && len(ups) == 1:
 		src := x.InputExec
 		if src == "" && len(ups) == 1 {
 			src = ups[0]
 		}
 		if !slices.Contains(ups, src) {
-			return nil, invalid(field+".input_exec", "%q is not an upstream of %q", src, x.Name)
+			return memberPlan{}, invalid(field+".input_exec", "%q is not an upstream of %q", src, x.Name)
 		}
-		inputFrom = uuids[src]
+		m.inputFrom = g.index[src]
 	case x.InputFrom == plan.InputNone || x.InputFrom == "":
 	default:
-		return nil, invalid(field+".input_from", "%q: want flow, exec or none", x.InputFrom)
+		return memberPlan{}, invalid(field+".input_from", "%q: want flow, exec or none", x.InputFrom)
 	}
-	var upList, outList []string
 	for _, u := range ups {
-		upList = append(upList, u+"="+uuids[u])
+		m.ups = append(m.ups, upPlan{index: g.index[u], name: u})
 	}
-	handled := "0"
 	handoff := ""
 	for _, e := range g.out[x.Name] {
-		outList = append(outList, uuids[e.To]+":"+e.On)
+		m.out = append(m.out, edgePlan{to: g.index[e.To], on: e.On})
 		if e.On != plan.OnSuccess {
-			handled = "1"
+			m.handled = "1"
 		}
 		// The success of x alone fires a downstream whose join needs one
 		// edge: a hand-off may grant it (ff_claim's downstream flag).
@@ -456,44 +488,15 @@ func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map
 			}
 		}
 	}
-	var budgetIDs, quotaSubjects []string
-	for _, name := range append(slices.Clone(f.Budgets), x.Budgets...) {
-		id, err := refs.budget(field+".budgets", name)
-		if err != nil {
-			return nil, err
-		}
-		if !slices.Contains(budgetIDs, id) {
-			budgetIDs = append(budgetIDs, id)
-		}
-	}
-	for _, name := range x.Quotas {
-		sub, err := refs.quota(field+".quotas", name)
-		if err != nil {
-			return nil, err
-		}
-		if !slices.Contains(quotaSubjects, sub) {
-			quotaSubjects = append(quotaSubjects, sub)
-		}
-	}
-	budgets, err := checkRefs(field+".budgets", budgetIDs)
-	if err != nil {
-		return nil, err
-	}
-	quotas, err := checkRefs(field+".quotas", quotaSubjects)
-	if err != nil {
-		return nil, err
-	}
+	m.budgets = append(slices.Clone(f.Budgets), x.Budgets...)
+	m.quotas = slices.Clone(x.Quotas)
 	jitter := "0"
 	if retry.Jitter {
 		jitter = "1"
 	}
-	item := []string{
-		x.Name, uuids[x.Name], lane, strconv.Itoa(x.Priority), strconv.Itoa(need), strconv.Itoa(len(ups)),
-		inputFrom, strings.Join(upList, ","), strings.Join(outList, ","), handled, strconv.FormatInt(x.DeadlineMs, 10),
-		"kind", kind,
-	}
+	m.tail = []string{"kind", kind}
 	for _, kv := range [][2]string{
-		{"caps", caps}, {"budgets", budgets}, {"quotas", quotas}, {"handoff", handoff},
+		{"caps", caps}, {"handoff", handoff},
 		{"retry_attempts", nonDefault(strconv.Itoa(retry.Attempts), "1")},
 		{"retry_backoff", nonDefault(retry.Backoff, BackoffFixed)},
 		{"retry_delay_ms", nonDefault(ms(retry.Delay), "0")},
@@ -502,8 +505,79 @@ func (s *Store) memberArgs(f *plan.Flow, x plan.Exec, i int, g *graph, uuids map
 		{"attempt_timeout_ms", nonDefault(strconv.FormatInt(x.TimeoutMs, 10), "0")},
 	} {
 		if kv[1] != "" {
-			item = append(item, kv[0], kv[1])
+			m.tail = append(m.tail, kv[0], kv[1])
 		}
+	}
+	return m, nil
+}
+
+// args returns the ff_stage_flow entries of the member (after the count)
+// for a run whose members have uuids (by exec index).
+func (m *memberPlan) args(uuids []string, refs *stageRefs) ([]string, error) {
+	var budgets, quotas string
+	if len(m.budgets) > 0 || len(m.quotas) > 0 {
+		field := fmt.Sprintf("flow.execs[%d]", m.index)
+		var budgetIDs, quotaSubjects []string
+		for _, name := range m.budgets {
+			id, err := refs.budget(field+".budgets", name)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(budgetIDs, id) {
+				budgetIDs = append(budgetIDs, id)
+			}
+		}
+		for _, name := range m.quotas {
+			sub, err := refs.quota(field+".quotas", name)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(quotaSubjects, sub) {
+				quotaSubjects = append(quotaSubjects, sub)
+			}
+		}
+		var err error
+		if budgets, err = checkRefs(field+".budgets", budgetIDs); err != nil {
+			return nil, err
+		}
+		if quotas, err = checkRefs(field+".quotas", quotaSubjects); err != nil {
+			return nil, err
+		}
+	}
+	inputFrom := ""
+	switch m.inputFrom {
+	case inputFlow:
+		inputFrom = "flow"
+	case inputNone:
+	default:
+		inputFrom = uuids[m.inputFrom]
+	}
+	var ups, out strings.Builder
+	for j, u := range m.ups {
+		if j > 0 {
+			ups.WriteByte(',')
+		}
+		ups.WriteString(u.name)
+		ups.WriteByte('=')
+		ups.WriteString(uuids[u.index])
+	}
+	for j, e := range m.out {
+		if j > 0 {
+			out.WriteByte(',')
+		}
+		out.WriteString(uuids[e.to])
+		out.WriteByte(':')
+		out.WriteString(e.on)
+	}
+	item := make([]string, 0, 11+len(m.tail)+4)
+	item = append(item, m.name, uuids[m.index], m.lane, m.priority, m.need, m.depsTotal,
+		inputFrom, ups.String(), out.String(), m.handled, m.deadline)
+	item = append(item, m.tail...)
+	if budgets != "" {
+		item = append(item, "budgets", budgets)
+	}
+	if quotas != "" {
+		item = append(item, "quotas", quotas)
 	}
 	return item, nil
 }

@@ -506,16 +506,16 @@ func TestFlowAbandonedStagingIsInvisibleAndPurged(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
 	before := e.keys()
 	f := flowOf("x", execs("a", "b"), "a->b")
-	g, err := newGraph(f)
+	pf, err := prepareFlow(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	uuids := map[string]string{"a": newUUID(), "b": newUUID()}
+	uuids := []string{newUUID(), newUUID()}
 	run := newUUID()
 	args := []string{run, "default", "in", "50"} // staging lifetime: 50 ms
-	for i, x := range f.Execs {
-		refs := newStageRefs(f, "default", RunID("0."+run), []byte("in"))
-		m, err := e.s.memberArgs(f, x, i, g, uuids, refs)
+	refs := newStageRefs(f, "default", RunID("0."+run), []byte("in"))
+	for i := range pf.members {
+		m, err := pf.members[i].args(uuids, refs)
 		if err != nil {
 			t.Fatal(err)
 		}

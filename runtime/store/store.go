@@ -83,6 +83,8 @@ type Store struct {
 	place placement // partitions of new work without an idempotency key
 
 	notices sync.WaitGroup // run-end notices being published (announceRunEnds)
+
+	prepared preparedFlows // what staging derived from the plans staged lately
 }
 
 // Wait waits until the run-end notices the store publishes in the

@@ -1,0 +1,94 @@
+package store
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/flowfabric/ff/compiler/plan"
+)
+
+// preparedFlow is what staging derives from a plan before it knows the
+// run: the checked graph and each member's plan. Staging a run of it only
+// adds the run's uuids, namespace and input.
+type preparedFlow struct {
+	g       *graph
+	members []memberPlan // by position in the plan
+	byName  []int        // member positions sorted by exec name
+	execs   int
+}
+
+// prepareFlow checks plan f and derives its preparedFlow.
+func prepareFlow(f *plan.Flow) (*preparedFlow, error) {
+	g, err := newGraph(f)
+	if err != nil {
+		return nil, err
+	}
+	pf := &preparedFlow{g: g, members: make([]memberPlan, len(f.Execs)), execs: len(f.Execs)}
+	for i, x := range f.Execs {
+		if pf.members[i], err = prepareMember(f, x, i, g); err != nil {
+			return nil, err
+		}
+	}
+	pf.byName = make([]int, len(f.Execs))
+	for i := range pf.byName {
+		pf.byName[i] = i
+	}
+	slices.SortFunc(pf.byName, func(a, b int) int { return strings.Compare(f.Execs[a].Name, f.Execs[b].Name) })
+	return pf, nil
+}
+
+// Bounds of the prepared plans a Store keeps.
+const (
+	preparedMaxFlows = 256
+	preparedMaxExecs = 100_000 // members of all kept plans together
+)
+
+// preparedFlows keeps the preparedFlow of the plans staged lately, by
+// plan: StageRequest.Flow is read only and shared between runs (the API's
+// templates and plan cache hand the same *plan.Flow to every run of a
+// plan), so what staging derives from it holds for every run. A kept
+// pointer keeps its plan alive, so a new plan never takes its address.
+// When a bound is reached, kept plans are dropped, whichever the map
+// yields first, until the new one fits; invalid plans are not kept.
+type preparedFlows struct {
+	mu    sync.Mutex
+	flows map[*plan.Flow]*preparedFlow
+	execs int
+}
+
+// prepare returns the preparedFlow of f, derived once per kept plan.
+func (s *Store) prepare(f *plan.Flow) (*preparedFlow, error) {
+	c := &s.prepared
+	c.mu.Lock()
+	pf := c.flows[f]
+	c.mu.Unlock()
+	if pf != nil {
+		return pf, nil
+	}
+	pf, err := prepareFlow(f)
+	if err != nil {
+		return nil, err
+	}
+	if pf.execs > preparedMaxExecs/4 {
+		return pf, nil // a plan this large would push out many others
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.flows == nil {
+		c.flows = make(map[*plan.Flow]*preparedFlow)
+	}
+	if _, ok := c.flows[f]; ok {
+		return pf, nil
+	}
+	for k, v := range c.flows {
+		if len(c.flows) < preparedMaxFlows && c.execs+pf.execs <= preparedMaxExecs {
+			break
+		}
+		delete(c.flows, k)
+		c.execs -= v.execs
+	}
+	c.flows[f] = pf
+	c.execs += pf.execs
+	return pf, nil
+}
