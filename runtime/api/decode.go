@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/flowfabric/ff/runtime/internal/bodyread"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -39,7 +40,7 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 	if req.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, limit))
+	data, err := bodyread.All(http.MaxBytesReader(c.Response(), req.Body, limit), req.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/internal/bodyread"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -171,7 +172,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := bodyread.All(resp.Body, resp.ContentLength)
 	if err != nil {
 		return fmt.Errorf("client: %s %s: read body: %w", method, path, err)
 	}
