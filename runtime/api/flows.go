@@ -34,7 +34,10 @@ const (
 // calling StageFlow. Errors should be *Error values, as for Service.
 type FlowService interface {
 	// StageFlow stages a run; created is false when the idempotency key
-	// matched an earlier run, which is returned.
+	// matched an earlier run, which is returned. With req.Wait > 0 it
+	// returns the run as RunResult would once it ended within the wait,
+	// else the run as staged: a wait never turns a staged run into an
+	// error.
 	StageFlow(ctx context.Context, req FlowRequest) (run *wire.FlowRun, created bool, err error)
 	// GetRun returns a run with every member.
 	GetRun(ctx context.Context, id string) (*wire.FlowRun, error)
@@ -55,6 +58,7 @@ type FlowRequest struct {
 	Input          json.RawMessage
 	Namespace      string
 	IdempotencyKey string
+	Wait           time.Duration // wait_ms of the staging routes
 }
 
 // flows serves the /v1/flows and /v1/templates routes.
@@ -168,18 +172,13 @@ func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, in json.RawMessage, 
 	if e := checkInput(fl, in); e != nil {
 		return e
 	}
-	run, created, err := f.svc.StageFlow(c.Request().Context(), FlowRequest{Flow: fl, Input: in, Namespace: ns, IdempotencyKey: key})
+	run, created, err := f.svc.StageFlow(c.Request().Context(), FlowRequest{Flow: fl, Input: in, Namespace: ns, IdempotencyKey: key, Wait: wait})
 	if err != nil {
 		return err
 	}
 	status := http.StatusCreated
 	if !created {
 		status = http.StatusOK
-	}
-	if wait > 0 {
-		if ended, err := f.svc.RunResult(c.Request().Context(), run.ID, wait); err == nil && ended.State != wire.RunRunning {
-			run = ended
-		}
 	}
 	run.Created = &created
 	return c.JSON(status, run)

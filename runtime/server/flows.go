@@ -31,11 +31,33 @@ type flowService struct {
 }
 
 func (f *flowService) StageFlow(ctx context.Context, req api.FlowRequest) (*wire.FlowRun, bool, error) {
-	run, created, err := f.st.StageFlow(ctx, store.StageRequest{
-		Flow: req.Flow, Namespace: req.Namespace, Input: req.Input, IdempotencyKey: req.IdempotencyKey,
-	})
+	sr := store.StageRequest{Flow: req.Flow, Namespace: req.Namespace, Input: req.Input, IdempotencyKey: req.IdempotencyKey}
+	// A wait watches for the run's end before the run is written, so it
+	// cannot miss the end and needs no first read of the run.
+	var watch *runWatch
+	var watched string
+	release := func() {}
+	if req.Wait > 0 {
+		sr.Staging = func(id store.RunID) {
+			watched = string(id)
+			watch, release = f.notice.watch(watched)
+		}
+	}
+	defer func() { release() }()
+	run, created, err := f.st.StageFlow(ctx, sr)
 	if err != nil {
 		return nil, false, mapRunError(err)
+	}
+	if req.Wait > 0 {
+		var ended *wire.FlowRun
+		if watch != nil && string(run.ID) == watched {
+			ended, err = f.await(ctx, run.ID, watch, req.Wait, false)
+		} else {
+			ended, err = f.RunResult(ctx, string(run.ID), req.Wait) // an earlier run (idempotency key)
+		}
+		if err == nil && ended != nil && ended.State != wire.RunRunning {
+			return ended, created, nil
+		}
 	}
 	w := toFlowRun(run, true)
 	return &w, created, nil
@@ -66,37 +88,27 @@ func (f *flowService) RunResult(ctx context.Context, id string, wait time.Durati
 	if err != nil {
 		return nil, err
 	}
-	// ended reads the run when it has ended, else returns nil. With cheap
-	// it checks the state first (one HGET) and reads the whole run, every
-	// member, only once it has ended; a run-end notice skips the check.
-	ended := func(cheap bool) (*wire.FlowRun, error) {
-		if cheap {
-			state, err := f.st.RunState(ctx, rid)
-			if err != nil {
-				return nil, mapRunError(err)
-			}
-			if state == store.RunRunning {
-				return nil, nil
-			}
-		}
-		run, err := f.st.GetRunOutcome(ctx, rid)
-		if err != nil {
-			return nil, mapRunError(err)
-		}
-		if run.State == store.RunRunning {
-			return nil, nil
-		}
-		w := toFlowRun(run, false)
-		return &w, nil
-	}
 	if wait <= 0 {
-		return orNotTerminal(ended(true))
+		return orNotTerminal(f.ended(ctx, rid, true))
 	}
 	// Watch first, then read: a run that ends after the read is noticed.
 	watch, release := f.notice.watch(string(rid))
 	defer release()
-	if w, err := ended(true); w != nil || err != nil {
-		return w, err
+	w, err := f.await(ctx, rid, watch, wait, true)
+	if w == nil && err == nil {
+		return orNotTerminal(nil, nil)
+	}
+	return w, err
+}
+
+// await waits up to wait for run rid to end, watched by watch (registered
+// before the run could have ended unseen); with check it reads the run
+// first. It returns the ended run, or nil when it still runs.
+func (f *flowService) await(ctx context.Context, rid store.RunID, watch *runWatch, wait time.Duration, check bool) (*wire.FlowRun, error) {
+	if check {
+		if w, err := f.ended(ctx, rid, true); w != nil || err != nil {
+			return w, err
+		}
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
@@ -108,9 +120,9 @@ func (f *flowService) RunResult(ctx context.Context, id string, wait time.Durati
 		case <-ctx.Done():
 			return nil, mapError(ctx.Err())
 		case <-deadline.C:
-			return orNotTerminal(ended(true))
+			return f.ended(ctx, rid, true)
 		case <-f.notice.closing():
-			return orNotTerminal(ended(true))
+			return f.ended(ctx, rid, true)
 		case <-watch.ch:
 			// The run ended (or, after a resubscription, may have).
 			if run := watch.run.Load(); run != nil {
@@ -120,10 +132,34 @@ func (f *flowService) RunResult(ctx context.Context, id string, wait time.Durati
 			cheap = false
 		case <-poll.C:
 		}
-		if w, err := ended(cheap); w != nil || err != nil {
+		if w, err := f.ended(ctx, rid, cheap); w != nil || err != nil {
 			return w, err
 		}
 	}
+}
+
+// ended reads run rid when it has ended, else returns nil. With cheap it
+// checks the state first (one HGET) and reads the whole run, every member,
+// only once it has ended; a run-end notice skips the check.
+func (f *flowService) ended(ctx context.Context, rid store.RunID, cheap bool) (*wire.FlowRun, error) {
+	if cheap {
+		state, err := f.st.RunState(ctx, rid)
+		if err != nil {
+			return nil, mapRunError(err)
+		}
+		if state == store.RunRunning {
+			return nil, nil
+		}
+	}
+	run, err := f.st.GetRunOutcome(ctx, rid)
+	if err != nil {
+		return nil, mapRunError(err)
+	}
+	if run.State == store.RunRunning {
+		return nil, nil
+	}
+	w := toFlowRun(run, false)
+	return &w, nil
 }
 
 func orNotTerminal(w *wire.FlowRun, err error) (*wire.FlowRun, error) {

@@ -216,7 +216,9 @@ func TestShutdownAnswersWaitingResults(t *testing.T) {
 // Result answer from the staging answer without another request.
 func TestStageWaits(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{twoStep()} })
+	// No safety-net re-read: the staging wait must be woken by the run's
+	// end, watched before the run was written.
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{twoStep()}; c.RunPoll = time.Hour })
 	ctx := ctxT(t)
 
 	// Nobody runs the members: the wait runs out and the run is answered

@@ -57,6 +57,11 @@ type StageRequest struct {
 	Namespace      string // "" = the flow's namespace
 	Input          []byte // the run's input (JSON), at most MaxPayloadBytes
 	IdempotencyKey string // a repeat returns the first run
+	// Staging, when set, is called with the new run's id once the request
+	// is valid and before anything is written: a caller that will wait for
+	// the run's end can watch for it before the run can end. (With an
+	// idempotency key the run returned may be an earlier one.)
+	Staging func(RunID)
 }
 
 // Run is a flow run.
@@ -149,6 +154,9 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 		if members[i], err = pf.members[i].args(uuids, refs); err != nil {
 			return nil, false, err
 		}
+	}
+	if req.Staging != nil {
+		req.Staging(id)
 	}
 	var items []valkey.ValkeyMessage
 	if len(members) <= StageChunkExecs {

@@ -898,3 +898,26 @@ func TestFlowMemberEndWithoutRunRecord(t *testing.T) {
 		t.Fatalf("run record after a member's end: exists = %d, %v", n, err)
 	}
 }
+
+// StageRequest.Staging is called with the new run's id before anything is
+// written, and not for a request that is refused.
+func TestFlowStagingHook(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var seen RunID
+	f := flowOf("hook", execs("a"))
+	r, created, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Staging: func(id RunID) {
+		seen = id
+		if _, err := e.s.GetRun(e.ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("run %s readable when Staging is called: %v", id, err)
+		}
+	}})
+	if err != nil || !created || seen != r.ID {
+		t.Fatalf("StageFlow = %v, %v; Staging saw %q, want %q", created, err, seen, r.ID)
+	}
+	called := false
+	bad := flowOf("hook", execs("a", "a"))
+	if _, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: bad, Staging: func(RunID) { called = true }}); err == nil || called {
+		t.Fatalf("a refused plan: err %v, Staging called %v", err, called)
+	}
+}
