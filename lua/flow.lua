@@ -52,10 +52,13 @@ local function decide(p, d, ok_edge, now)
     leave_indexes(p, dc)
     dc.fresh = true -- a hand-off may grant it (to_eligible)
     -- Its own attempt state: a member a replay put back is pending a replay.
-    to_eligible(p, dc, split(dc).attempt, now, 'deps_done', itoa(done), 'deps_ok', itoa(okc))
+    -- A member that fired is never decided again (above): its counters
+    -- are not written (each field written costs the call ~2.7k
+    -- instructions).
+    to_eligible(p, dc, split(dc).attempt, now)
   elseif total - (done - okc) < need then
     leave_indexes(p, dc)
-    to_terminal(p, dc, 'skipped', 'its join can no longer be satisfied', now, 'deps_done', itoa(done), 'deps_ok', itoa(okc))
+    to_terminal(p, dc, 'skipped', 'its join can no longer be satisfied', now)
   else
     redis.call('HSET', dc.key, 'deps_done', itoa(done), 'deps_ok', itoa(okc))
   end
