@@ -187,29 +187,32 @@ end
 -- argv[i] (the entry count; see ff_stage_flow) and returns its uuid, lane,
 -- priority, dependency count and deadline (absolute ms, 0 = none). With
 -- hidden set, a root is written pending like the others (a chunk of a run
--- that is not committed yet).
+-- that is not committed yet). Fields that would be empty are not written
+-- (the caller sends the optional ones only when set; a missing field reads
+-- as empty, and each field written costs the call about 2.7k
+-- instructions); updated_at is written by the first change.
 local function stage_member(p, argv, i, run, ns, input, now, hidden)
   local n = tonumber(argv[i])
   local name, u, lane = argv[i + 1], argv[i + 2], argv[i + 3]
   local priority = tonumber(argv[i + 4])
   local deps = tonumber(argv[i + 6])
-  local input_from = argv[i + 7]
-  local deadline = tonumber(argv[i + 11])
+  local deadline = tonumber(argv[i + 8])
   if deadline > 0 then deadline = now + deadline end
   local eligibility, reason = 'eligible_now', 'waiting_for_worker'
   if deps > 0 or hidden then eligibility, reason = 'blocked_by_dependencies', 'waiting_for_dependencies' end
   local key = p.xp .. u
-  -- deps_done and deps_ok start missing (read as 0): each field written
-  -- costs the call about 2.7k instructions.
-  redis.call('HSET', key, 'ns', ns, 'lane', lane, 'priority', argv[i + 4], 'created_at', ts(now), 'updated_at', ts(now),
-    'deadline_at', deadline > 0 and ts(deadline) or '', 'flow_id', run, 'flow_node', name,
-    'join_need', argv[i + 5], 'deps_total', argv[i + 6],
-    'input_from', input_from == 'flow' and '' or input_from, 'ups', argv[i + 8], 'out', argv[i + 9],
-    'handled', argv[i + 10],
-    'state', sv('runnable', 'unowned', eligibility, reason, 'none', 'pending_first_attempt'),
-    unpack(argv, i + 12, i + n))
-  if input_from == 'flow' then
-    redis.call('HSET', key, 'payload', input)
+  local st = sv('runnable', 'unowned', eligibility, reason, 'none', 'pending_first_attempt')
+  if argv[i + 7] == '1' then
+    redis.call('HSET', key, 'ns', ns, 'lane', lane, 'priority', argv[i + 4], 'created_at', ts(now), 'flow_id', run,
+      'flow_node', name, 'join_need', argv[i + 5], 'deps_total', argv[i + 6], 'state', st, 'payload', input,
+      unpack(argv, i + 9, i + n))
+  else
+    redis.call('HSET', key, 'ns', ns, 'lane', lane, 'priority', argv[i + 4], 'created_at', ts(now), 'flow_id', run,
+      'flow_node', name, 'join_need', argv[i + 5], 'deps_total', argv[i + 6], 'state', st,
+      unpack(argv, i + 9, i + n))
+  end
+  if deadline > 0 then
+    redis.call('HSET', key, 'deadline_at', ts(deadline))
   end
   return name, u, lane, priority, deps, deadline, n
 end
@@ -264,11 +267,12 @@ end
 -- ARGV[6]  idempotency key lifetime, ms
 -- ARGV[7]  the run's input (bytes; the payload of roots that take it)
 -- ARGV[8..] members, each: the number of entries that follow, then name,
---          uuid, lane, priority, join_need, deps_total, input_from ('flow'
---          = the run input, '' = none, else the feeding upstream's uuid),
---          ups, out, handled, deadline ms ('0' = none), and field/value
---          pairs stored verbatim (kind, caps, retry_*, attempt_timeout_ms,
---          budgets, quotas).
+--          uuid, lane, priority, join_need, deps_total, takes the run's
+--          input ('1': its payload is the input; else '0'), deadline ms
+--          ('0' = none), and field/value pairs stored verbatim: kind, and
+--          only when set caps, handoff, retry_*, attempt_timeout_ms,
+--          input_from (the feeding upstream's uuid), ups, out, handled
+--          ('1'), budgets, quotas.
 -- Reply: {1, 'created', now} | {1, 'duplicate', run uuid}
 local function ff_stage_flow(keys, argv)
   local p = part(keys[1])

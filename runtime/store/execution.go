@@ -319,7 +319,7 @@ func decodeExecution(p int, uuid string, f map[string]string) *Execution {
 		FlowNode:       f["flow_node"],
 		IdempotencyKey: f["idem_key"],
 		CreatedAt:      fromMs(f["created_at"]),
-		UpdatedAt:      fromMs(f["updated_at"]),
+		UpdatedAt:      fromMs(cmp.Or(f["updated_at"], f["created_at"])), // a flow member staged and not changed since has none
 		EligibleAt:     fromMs(f["eligible_at"]),
 		DeadlineAt:     fromMs(f["deadline_at"]),
 		StartedAt:      fromMs(f["started_at"]),

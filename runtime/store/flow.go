@@ -393,8 +393,8 @@ func newGraph(f *plan.Flow) (*graph, error) {
 // memberPlan is what staging writes for one exec, as far as it does not
 // depend on the run: checked and derived once per plan (prepareFlow).
 type memberPlan struct {
-	index                                                    int // in f.Execs
-	name, lane, priority, need, depsTotal, handled, deadline string
+	index                                                    int    // in f.Execs
+	name, lane, priority, need, depsTotal, handled, deadline string // handled: "1" or ""
 	// inputFrom is inputFlow, inputNone or the index of the feeding upstream.
 	inputFrom int
 	ups       []upPlan   // upstreams, by name
@@ -461,7 +461,7 @@ func prepareMember(f *plan.Flow, x plan.Exec, i int, g *graph) (memberPlan, erro
 		return memberPlan{}, invalid(field+".join."+jerr.field, "%s", jerr.msg)
 	}
 	m := memberPlan{index: i, name: x.Name, lane: lane, priority: strconv.Itoa(x.Priority), need: strconv.Itoa(need),
-		depsTotal: strconv.Itoa(len(ups)), handled: "0", deadline: strconv.FormatInt(x.DeadlineMs, 10), inputFrom: inputNone}
+		depsTotal: strconv.Itoa(len(ups)), deadline: strconv.FormatInt(x.DeadlineMs, 10), inputFrom: inputNone}
 	switch {
 	case x.InputFrom == plan.InputFlow || x.InputFrom == "" && len(ups) == 0:
 		m.inputFrom = inputFlow
@@ -552,13 +552,9 @@ func (m *memberPlan) args(uuids []string, refs *stageRefs) ([]string, error) {
 			return nil, err
 		}
 	}
-	inputFrom := ""
-	switch m.inputFrom {
-	case inputFlow:
-		inputFrom = "flow"
-	case inputNone:
-	default:
-		inputFrom = uuids[m.inputFrom]
+	takesInput := "0"
+	if m.inputFrom == inputFlow {
+		takesInput = "1"
 	}
 	var ups, out strings.Builder
 	for j, u := range m.ups {
@@ -577,15 +573,20 @@ func (m *memberPlan) args(uuids []string, refs *stageRefs) ([]string, error) {
 		out.WriteByte(':')
 		out.WriteString(e.on)
 	}
-	item := make([]string, 0, 11+len(m.tail)+4)
-	item = append(item, m.name, uuids[m.index], m.lane, m.priority, m.need, m.depsTotal,
-		inputFrom, ups.String(), out.String(), m.handled, m.deadline)
+	// Optional fields go among the verbatim pairs, only when set: the
+	// server writes no empty field.
+	item := make([]string, 0, 8+len(m.tail)+12)
+	item = append(item, m.name, uuids[m.index], m.lane, m.priority, m.need, m.depsTotal, takesInput, m.deadline)
 	item = append(item, m.tail...)
-	if budgets != "" {
-		item = append(item, "budgets", budgets)
+	for _, kv := range [...][2]string{
+		{"ups", ups.String()}, {"out", out.String()}, {"handled", m.handled}, {"budgets", budgets}, {"quotas", quotas},
+	} {
+		if kv[1] != "" {
+			item = append(item, kv[0], kv[1])
+		}
 	}
-	if quotas != "" {
-		item = append(item, "quotas", quotas)
+	if m.inputFrom >= 0 {
+		item = append(item, "input_from", uuids[m.inputFrom])
 	}
 	return item, nil
 }
