@@ -161,25 +161,33 @@ local function resolve_member(p, u, run, outcome, now, out, handled)
   if left == 0 then finish_run(p, runkey, run, now) end
 end
 
--- on_flow_terminal queues the member and, at the outermost level, drains
--- the queue: skips found while resolving are queued, not recursed into, so
--- a long chain of skips cannot exhaust the Lua stack.
+-- on_flow_terminal resolves the member and, at the outermost level, the
+-- queue of members that ended meanwhile: skips found while resolving are
+-- queued, not recursed into, so a long chain of skips cannot exhaust the
+-- Lua stack.
 on_flow_terminal = function(p, c, outcome, now)
-  local q = p.flowq
-  if not q then
-    q = {}
-    p.flowq = q
+  if p.resolving then
+    local q = p.flowq
+    if not q then
+      q = {}
+      p.flowq = q
+    end
+    q[#q + 1] = {c.u, c.flow_id, outcome, c.out, c.handled}
+    return
   end
-  q[#q + 1] = {c.u, c.flow_id, outcome, c.out, c.handled}
-  if p.resolving then return end
+  -- The outermost member is resolved at once (most ends queue nothing).
   p.resolving = true
-  local i = 1
-  while i <= #q do
-    local e = q[i]
-    resolve_member(p, e[1], e[2], e[3], now, e[4], e[5])
-    i = i + 1
+  resolve_member(p, c.u, c.flow_id, outcome, now, c.out, c.handled)
+  local q = p.flowq
+  if q then
+    local i = 1
+    while i <= #q do
+      local e = q[i]
+      resolve_member(p, e[1], e[2], e[3], now, e[4], e[5])
+      i = i + 1
+    end
+    p.flowq = nil
   end
-  p.flowq = nil
   p.resolving = false
 end
 

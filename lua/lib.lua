@@ -467,7 +467,9 @@ local function to_eligible(p, c, attempt, now, ...)
   local h = p.handoff
   if h and c.fresh and c.ns == h.ns and h.lanes[c.lane] then
     -- settle_handoff writes the record, granted or eligible, in one HSET.
-    h.fresh[#h.fresh + 1] = {c = c, score = score, attempt = attempt, extra = {...}}
+    local extra -- more pairs to write; most members have none
+    if select('#', ...) > 0 then extra = {...} end
+    h.fresh[#h.fresh + 1] = {c = c, score = score, attempt = attempt, extra = extra}
     h.fired[c.u] = true -- its record still reads as before: decide must not fire it again
     return 'waiting'
   end

@@ -446,7 +446,7 @@ local function settle_handoff(p, now)
     end
     if not granted then
       c.fresh = nil -- to_eligible indexes it and wakes claimers
-      to_eligible(p, c, f.attempt, now, unpack(f.extra))
+      to_eligible(p, c, f.attempt, now, unpack(f.extra or NONE))
     end
   end
 end
