@@ -444,7 +444,13 @@ func (w *Worker) takeSlots(ctx context.Context, n int) int {
 // taken.
 func (w *Worker) start(base context.Context, t wire.Task) {
 	hctx, cancel := context.WithCancelCause(base)
-	r := &running{lease: wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch}, expires: t.LeaseExpiresAt, cancel: cancel}
+	// One allocation for what lives as long as the attempt.
+	j := &struct {
+		running
+		task  Task
+		usage taskUsage
+	}{running: running{lease: wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch}, expires: t.LeaseExpiresAt, cancel: cancel}}
+	r := &j.running
 	w.mu.Lock()
 	// A new lease on an execution this worker still runs means the old
 	// lease is gone (revoked or expired, then granted again).
@@ -455,11 +461,13 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 	if old != nil {
 		w.lose(old, ErrLeaseLost)
 	}
-	task := &Task{
+	j.usage.c, j.usage.lease = w.c, r.lease
+	task := &j.task
+	*task = Task{
 		id: t.ExecutionID, kind: t.Kind, namespace: t.Namespace, lane: t.Lane,
 		attempt: t.Attempt, maxAttempts: t.MaxAttempts, tags: t.Tags,
 		input: t.Input, upstreams: t.Upstreams,
-		usage: &taskUsage{c: w.c, lease: r.lease},
+		usage: &j.usage,
 	}
 	if t.DeadlineAt != nil {
 		task.deadline = *t.DeadlineAt
