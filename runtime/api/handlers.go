@@ -191,15 +191,18 @@ func (s *Server) claim(c echo.Context) error {
 // plan.DefaultNamespace, lanes [plan.DefaultLane]. prefix starts the
 // field names of its errors ("handoff." for a hand-off's).
 func workerIdentity(prefix, workerID string, instanceID, namespace *string, lanes *[]string, caps []string) *Error {
-	if e := checkWorkerID(prefix+"worker_id", workerID); e != nil {
+	// Field names are built only for an error: a hand-off's prefix would
+	// cost an allocation per name on every report.
+	named := func(f string) func() string { return func() string { return prefix + f } }
+	if e := workerIDError(named("worker_id"), workerID); e != nil {
 		return e
 	}
 	*instanceID = cmp.Or(*instanceID, workerID)
-	if e := checkWorkerID(prefix+"instance_id", *instanceID); e != nil {
+	if e := workerIDError(named("instance_id"), *instanceID); e != nil {
 		return e
 	}
 	*namespace = cmp.Or(*namespace, plan.DefaultNamespace)
-	if e := checkName(prefix+"namespace", *namespace); e != nil {
+	if e := identError(named("namespace"), *namespace, NameMaxBytes, true); e != nil {
 		return e
 	}
 	if len(*lanes) == 0 {
@@ -219,11 +222,17 @@ func workerIdentity(prefix, workerID string, instanceID, namespace *string, lane
 // checkWorkerID checks a worker or instance id: an identifier that may
 // hold ':' but, as the store requires, no comma.
 func checkWorkerID(field, id string) *Error {
-	if e := checkIdent(field, id, WorkerIDMaxBytes, false); e != nil {
+	return workerIDError(func() string { return field }, id)
+}
+
+// workerIDError is checkWorkerID with the field's name built only for an
+// error.
+func workerIDError(field func() string, id string) *Error {
+	if e := identError(field, id, WorkerIDMaxBytes, false); e != nil {
 		return e
 	}
 	if strings.Contains(id, ",") {
-		return invalid(field, "%q contains a comma", id)
+		return invalid(field(), "%q contains a comma", id)
 	}
 	return nil
 }
