@@ -6,15 +6,16 @@
 -- failed, cancelled), total, left (members not ended yet), failed,
 -- skipped, cancelled, unhandled (failed members without an `on failure`/
 -- `on done` edge out), result_node (uuid), result_outcome (set when the
--- run ends), input, idem_key, cancelling, created_at, updated_at (the
--- run's own changes: staging, end, cancel, replay), ended_at. A member's
--- end costs the record one HINCRBY: successes are counted by `left` alone
--- (the store derives done and succeeded). Runs staged before `left`
--- existed carry done and succeeded instead; their next member end
--- converts them (resolve_member). B:f:<uuid>:nodes (HASH): exec name ->
--- uuid.
+-- result exec ends; kept by a replay when it succeeded), input, idem_key,
+-- cancelling, created_at, updated_at (the run's own changes: staging,
+-- end, cancel, replay), ended_at. A member's end costs the record one
+-- HINCRBY: successes are counted by `left` alone (the store derives done
+-- and succeeded). Runs staged before `left` existed carry done and
+-- succeeded instead; their next member end converts them (count_end).
+-- B:f:<uuid>:nodes (HASH): exec name -> uuid.
 --
 -- Member record fields on top of an execution's: flow_id, flow_node,
+-- is_result ('1' on the run's result exec),
 -- join_need (edges that must hold), deps_total, deps_done, deps_ok,
 -- out ("<uuid>:<on>,..." with on = success, failure or done), handled ('1'
 -- when a failure is handled by an edge), input_from (uuid of the upstream
@@ -87,9 +88,11 @@ end
 -- process, which answers its own waiting result requests from it, then
 -- publishes the notice for the others.
 local function finish_run(p, runkey, run, now)
-  local r = redis.call('HMGET', runkey, 'cancelling', 'result_node', 'unhandled', 'cancelled')
-  local state, result_outcome = nil, ''
-  if r[2] and r[2] ~= '' then
+  local r = redis.call('HMGET', runkey, 'cancelling', 'result_node', 'unhandled', 'cancelled', 'result_outcome')
+  local state, result_outcome = nil, r[5] or ''
+  if r[2] and r[2] ~= '' and result_outcome == '' then
+    -- A run staged before members carried is_result: its result exec's
+    -- end was not recorded; its record tells.
     result_outcome = vec(redis.call('HGET', p.xp .. r[2], 'state')).outcome or ''
   end
   if r[1] == '1' then
@@ -117,14 +120,21 @@ local function finish_run(p, runkey, run, now)
 end
 
 -- count_end counts the end of a member in its run's record and returns
--- how many members have not ended, or nil when the run is gone (purged).
--- A run staged before the record had `left` is converted first.
+-- how many members have not ended, or nil when the run is gone (purged)
+-- or every end was counted already. A run staged before the record had
+-- `left` is converted first.
 local function count_end(runkey)
   local left = redis.call('HINCRBY', runkey, 'left', -1)
   if left >= 0 then return left end
   local r = redis.call('HMGET', runkey, 'total', 'done')
   if not r[1] then
     redis.call('DEL', runkey) -- only what the HINCRBY just created
+    return nil
+  end
+  if not r[2] then
+    -- Every member's end was counted already (a member cannot end
+    -- twice): undo, and leave the run as it is.
+    redis.call('HINCRBY', runkey, 'left', 1)
     return nil
   end
   left = num(r[1]) - num(r[2]) - 1
@@ -134,17 +144,22 @@ local function count_end(runkey)
 end
 
 -- resolve_member counts the end of a member in its run and decides its
--- outgoing edges; the last member's end ends the run. out and handled are
--- the member's fields of those names when the caller read them (nil: read
--- them here). Edges are not decided while the run is being cancelled
--- (p.cancelling, ff_cancel_run): its members all end cancelled.
-local function resolve_member(p, u, run, outcome, now, out, handled)
+-- outgoing edges; the last member's end ends the run. out, handled and
+-- is_result are the member's fields of those names when the caller read
+-- them (out nil: read them here). The result exec's outcome is recorded
+-- when it ends: its record may be purged before the run ends. Edges are
+-- not decided while the run is being cancelled (p.cancelling,
+-- ff_cancel_run): its members all end cancelled.
+local function resolve_member(p, u, run, outcome, now, out, handled, is_result)
   local runkey = p.base .. ':f:' .. run
   local left = count_end(runkey)
   if not left then return end
   if out == nil then
-    local m = redis.call('HMGET', p.xp .. u, 'out', 'handled')
-    out, handled = m[1] or '', m[2] or ''
+    local m = redis.call('HMGET', p.xp .. u, 'out', 'handled', 'is_result')
+    out, handled, is_result = m[1] or '', m[2] or '', m[3] or ''
+  end
+  if is_result == '1' then
+    redis.call('HSET', runkey, 'result_outcome', outcome)
   end
   local counter = RUN_COUNTER[outcome]
   if counter then
@@ -172,18 +187,18 @@ on_flow_terminal = function(p, c, outcome, now)
       q = {}
       p.flowq = q
     end
-    q[#q + 1] = {c.u, c.flow_id, outcome, c.out, c.handled}
+    q[#q + 1] = {c.u, c.flow_id, outcome, c.out, c.handled, c.is_result}
     return
   end
   -- The outermost member is resolved at once (most ends queue nothing).
   p.resolving = true
-  resolve_member(p, c.u, c.flow_id, outcome, now, c.out, c.handled)
+  resolve_member(p, c.u, c.flow_id, outcome, now, c.out, c.handled, c.is_result)
   local q = p.flowq
   if q then
     local i = 1
     while i <= #q do
       local e = q[i]
-      resolve_member(p, e[1], e[2], e[3], now, e[4], e[5])
+      resolve_member(p, e[1], e[2], e[3], now, e[4], e[5], e[6])
       i = i + 1
     end
     p.flowq = nil
@@ -427,7 +442,7 @@ local function ff_replay_run(keys, argv)
   local p = part(keys[1])
   local run = argv[1]
   local runkey = p.base .. ':f:' .. run
-  local r = redis.call('HMGET', runkey, 'state', 'total')
+  local r = redis.call('HMGET', runkey, 'state', 'total', 'result_node')
   if not r[1] then return refuse('not_found') end
   if r[1] ~= 'failed' and r[1] ~= 'cancelled' then return refuse('wrong_state', r[1]) end
   local now = now_ms()
@@ -486,7 +501,7 @@ local function ff_replay_run(keys, argv)
   for _ in pairs(kept) do succeeded = succeeded + 1 end
   redis.call('HSET', runkey, 'state', 'running', 'left', itoa(num(r[2]) - succeeded - skipped),
     'failed', '0', 'skipped', itoa(skipped), 'cancelled', '0', 'unhandled', '0', 'cancelling', '',
-    'result_outcome', '', 'ended_at', '', 'updated_at', ts(now))
+    'result_outcome', kept[r[3]] and 'success' or '', 'ended_at', '', 'updated_at', ts(now))
   redis.call('HDEL', runkey, 'done', 'succeeded') -- of a run staged before `left`
   zrem(p, p.base .. ':runs:ended', run)
   flush(p)

@@ -328,7 +328,7 @@ local MORE_FIELDS = {
 local FINISH_FIELDS = {
   'state', 'ns', 'lane', 'lease_id', 'lease_epoch', 'lease_expires_at', 'attempt_count',
   'attempt_timeout_ms', 'deadline_at', 'flow_id', 'qheld',
-  'out', 'handled',
+  'out', 'handled', 'is_result',
 }
 
 -- The fields of a flow member whose upstream ended, in one HMGET: all that
@@ -389,7 +389,7 @@ local function read_core(p, u, fields)
       state = v[1], ns = v[2] or '', lane = v[3] or '', lease_id = v[4] or '', lease_epoch = v[5] or '',
       lease_expires_at = v[6] or '', attempt_count = v[7] or '', attempt_timeout_ms = v[8] or '',
       deadline_at = v[9] or '', flow_id = v[10] or '', qheld = v[11] or '',
-      out = v[12] or '', handled = v[13] or ''}
+      out = v[12] or '', handled = v[13] or '', is_result = v[14] or ''}
   end
   return {key = key, u = u,
     state = v[1], ns = v[2] or '', lane = v[3] or '', lease_id = v[4] or '', lease_epoch = v[5] or '',

@@ -503,6 +503,11 @@ func prepareMember(f *plan.Flow, x plan.Exec, i int, g *graph) (memberPlan, erro
 		jitter = "1"
 	}
 	m.tail = []string{"kind", kind}
+	if x.Name == f.Result {
+		// Its end records the run's result outcome (its record may be
+		// purged by retention before the run ends).
+		m.tail = append(m.tail, "is_result", "1")
+	}
 	for _, kv := range [][2]string{
 		{"caps", caps}, {"handoff", handoff},
 		{"retry_attempts", nonDefault(strconv.Itoa(retry.Attempts), "1")},

@@ -921,3 +921,54 @@ func TestFlowStagingHook(t *testing.T) {
 		t.Fatalf("a refused plan: err %v, Staging called %v", err, called)
 	}
 }
+
+// The result exec's outcome is recorded when it ends: retention may purge
+// its record (terminal for longer than the age) while the run still runs,
+// and the run still ends as its result exec did.
+func TestFlowResultPurgedBeforeRunEnds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	f := flowOf("early", execs("a", "b"), "a->b on done")
+	f.Result = "a"
+	r := e.stage(f, "")
+	g := e.claimAll(worker1, 1, time.Minute)
+	if len(g) != 1 || g[0].FlowNode != "a" {
+		t.Fatalf("claim = %+v", g)
+	}
+	e.finishOK(g[0], "ra", nil)
+	time.Sleep(5 * time.Millisecond)
+	if res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 100); err != nil || res.Processed != 1 {
+		t.Fatalf("purge = %+v, %v; want a's record purged", res, err)
+	}
+	e.drive(func(Grant) outcome { return outcome{result: []byte("rb")} })
+	done, err := e.s.GetRun(e.ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.State != RunSucceeded || done.Done != 2 {
+		t.Fatalf("run = %s (%d of %d done), want succeeded: its result exec succeeded; record %v", done.State, done.Done, done.Total, e.runRecord(r.ID))
+	}
+}
+
+// An end counted when the run record says every end was counted already
+// (it cannot happen through the store: a member ends once) changes
+// nothing: the record is not "converted" as one from before `left`.
+func TestFlowExtraEndLeavesRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.stage(flowOf("extra", execs("a", "b"), "a->b"), "")
+	g := e.claimAll(worker1, 1, time.Minute)
+	if len(g) != 1 {
+		t.Fatalf("claim = %+v", g)
+	}
+	p, uuid, _ := e.s.locate(ExecutionID(r.ID))
+	key := e.s.k.run(p, uuid)
+	if err := e.c.Do(e.ctx, e.c.B().Hset().Key(key).FieldValue().FieldValue("left", "0").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	e.finishOK(g[0], "ra", nil)
+	got := e.runRecord(r.ID)
+	if got["left"] != "0" || got["done"] != "" || got["state"] != string(RunRunning) {
+		t.Fatalf("record after an extra end = %v, want it unchanged (left 0, running)", got)
+	}
+}
