@@ -216,17 +216,15 @@ func workerIdentity(prefix, workerID string, instanceID, namespace *string, lane
 			return e
 		}
 	}
-	return checkCapabilities(prefix+"capabilities", caps)
+	if err := plan.ValidateCapabilities(caps); err != nil {
+		return invalid(prefix+"capabilities", "%v", err)
+	}
+	return nil
 }
 
-// checkWorkerID checks a worker or instance id: an identifier that may
-// hold ':' but, as the store requires, no comma.
-func checkWorkerID(field, id string) *Error {
-	return workerIDError(func() string { return field }, id)
-}
-
-// workerIDError is checkWorkerID with the field's name built only for an
-// error.
+// workerIDError checks a worker or instance id: an identifier that may
+// hold ':' but, as the store requires, no comma. field names it, for an
+// error only.
 func workerIDError(field func() string, id string) *Error {
 	if e := identError(field, id, WorkerIDMaxBytes, false); e != nil {
 		return e
