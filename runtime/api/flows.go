@@ -54,7 +54,10 @@ type FlowRequest struct {
 	// Flow is read only: the API hands the same plan to every run of a
 	// template, and of a plan whose JSON text it has seen before, possibly
 	// at once.
-	Flow           *plan.Flow
+	Flow *plan.Flow
+	// Shared says Flow is shared by many runs (a template, a plan from the
+	// cache of plans): the service may keep what it derives from it.
+	Shared         bool
 	Input          json.RawMessage
 	Namespace      string
 	IdempotencyKey string
@@ -153,7 +156,7 @@ func waitParam(c echo.Context) (time.Duration, *Error) {
 // answers (no members); a run still running after the wait is answered as
 // without wait_ms. A wait never turns a staged run into an error: the run
 // exists, and its result can still be asked for.
-func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, in json.RawMessage, ns, key string) error {
+func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, shared bool, in json.RawMessage, ns, key string) error {
 	if e := onlyQuery(c, "wait_ms"); e != nil {
 		return e
 	}
@@ -172,7 +175,8 @@ func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, in json.RawMessage, 
 	if e := checkInput(fl, in); e != nil {
 		return e
 	}
-	run, created, err := f.svc.StageFlow(c.Request().Context(), FlowRequest{Flow: fl, Input: in, Namespace: ns, IdempotencyKey: key, Wait: wait})
+	run, created, err := f.svc.StageFlow(c.Request().Context(), FlowRequest{Flow: fl, Shared: shared, Input: in, Namespace: ns,
+		IdempotencyKey: key, Wait: wait})
 	if err != nil {
 		return err
 	}
@@ -194,8 +198,8 @@ func (f *flows) stage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if fl, req := f.cachedStage(data); fl != nil {
-		return f.stageChecked(c, fl, req.Input, req.Namespace, req.IdempotencyKey)
+	if fl, req, shared := f.cachedStage(data); fl != nil {
+		return f.stageChecked(c, fl, shared, req.Input, req.Namespace, req.IdempotencyKey)
 	}
 	var req wire.StageFlow
 	if err := decodeBody(data, false, &req); err != nil {
@@ -204,7 +208,7 @@ func (f *flows) stage(c echo.Context) error {
 	if e := checkPlan(req.Plan); e != nil {
 		return e
 	}
-	return f.stageChecked(c, req.Plan, req.Input, req.Namespace, req.IdempotencyKey)
+	return f.stageChecked(c, req.Plan, false, req.Input, req.Namespace, req.IdempotencyKey)
 }
 
 // cachedStage decodes a stage body through the cache of plans: the plan's
@@ -212,28 +216,27 @@ func (f *flows) stage(c echo.Context) error {
 // strictly and validated, and the body with null in place of the plan is decoded
 // strictly as a stageBody, where a second plan member shows. When both
 // succeed, the body decodes as wire.StageFlow to the same plan and fields;
-// otherwise it returns a nil plan.
-func (f *flows) cachedStage(data []byte) (*plan.Flow, stageBody) {
-	var req stageBody
+// otherwise it returns a nil plan. shared reports that the plan is the
+// cache's, shared by every run staged from the same text.
+func (f *flows) cachedStage(data []byte) (fl *plan.Flow, req stageBody, shared bool) {
 	start, end, ok := jsonscan.Member(data, "plan")
 	if !ok {
-		return nil, req
+		return nil, req, false
 	}
 	rest := make([]byte, 0, len(data)-(end-start)+len("null"))
 	rest = append(append(append(rest, data[:start]...), "null"...), data[end:]...)
 	if decodeBody(rest, false, &req) != nil || req.Plan != 1 {
-		return nil, req
+		return nil, req, false
 	}
 	text := data[start:end]
 	if fl := f.plans.get(text); fl != nil {
-		return fl, req
+		return fl, req, true
 	}
-	fl, ok := decodePlan(text)
+	fl, ok = decodePlan(text)
 	if !ok || checkPlan(fl) != nil {
-		return nil, req
+		return nil, req, false
 	}
-	f.plans.add(text, fl)
-	return fl, req
+	return fl, req, f.plans.add(text, fl)
 }
 
 func (f *flows) get(c echo.Context) error {

@@ -64,10 +64,11 @@ func (pc *planCache) get(text []byte) *plan.Flow {
 }
 
 // add caches fl, a valid plan decoded from text, making room when the
-// cache is full.
-func (pc *planCache) add(text []byte, fl *plan.Flow) {
+// cache is full. It reports whether fl is now the cached plan of text
+// (and so shared by the runs staged from it).
+func (pc *planCache) add(text []byte, fl *plan.Flow) bool {
 	if len(text) > planCacheMaxBytes {
-		return
+		return false
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
@@ -75,7 +76,7 @@ func (pc *planCache) add(text []byte, fl *plan.Flow) {
 		pc.plans = make(map[string]*plan.Flow, planCacheMaxEntries)
 	}
 	if _, ok := pc.plans[string(text)]; ok {
-		return
+		return false // another request cached its own copy first
 	}
 	// Evict plans, whichever the map yields first, until this one fits.
 	for k := range pc.plans {
@@ -87,6 +88,7 @@ func (pc *planCache) add(text []byte, fl *plan.Flow) {
 	}
 	pc.plans[string(text)] = fl
 	pc.bytes += len(text)
+	return true
 }
 
 // len returns the number of cached plans.

@@ -98,6 +98,11 @@ func TestStagePlanCache(t *testing.T) {
 	if rec.got[1].Flow != rec.got[0].Flow || rec.got[2].Flow != rec.got[0].Flow {
 		t.Error("a repeat of the plan was decoded again, not taken from the cache")
 	}
+	for i, r := range rec.got {
+		if !r.Shared {
+			t.Errorf("request %d: a cached plan is not marked shared", i)
+		}
+	}
 	if diff := cmp.Diff(chain, rec.got[0].Flow); diff != "" {
 		t.Errorf("staged plan (-want +got):\n%s", diff)
 	}
@@ -257,6 +262,9 @@ func TestPlanCacheBounds(t *testing.T) {
 	}
 	if n := big.plans.len(); n != 0 || rec.got[0].Flow == rec.got[1].Flow {
 		t.Errorf("a plan over %d bytes was cached (%d entries)", planCacheMaxBytes, n)
+	}
+	if rec.got[0].Shared || rec.got[1].Shared {
+		t.Error("a plan decoded for one run is marked shared")
 	}
 }
 
@@ -420,4 +428,21 @@ func FuzzStage(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A template's plan is shared by every run staged from it.
+func TestStageTemplateShared(t *testing.T) {
+	f, rec := newTestFlows(t)
+	f.templates = map[string]*plan.Flow{"chain": chainPlan("chain", 3)}
+	req := httptest.NewRequest(http.MethodPost, "/v1/templates/chain/runs", strings.NewReader(`{"input": 1}`))
+	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	c := f.s.echo.NewContext(req, httptest.NewRecorder())
+	c.SetParamNames("name")
+	c.SetParamValues("chain")
+	if err := f.stageTemplate(c); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.got) != 1 || !rec.got[0].Shared || rec.got[0].Flow != f.templates["chain"] {
+		t.Fatalf("staged %+v, want the template's plan, shared", rec.got)
+	}
 }

@@ -70,5 +70,5 @@ func (f *flows) stageTemplate(c echo.Context) error {
 	if err := Decode(c, f.s.limit(BodyLimitCreate+BodyLimitDefault), true, &req); err != nil {
 		return err
 	}
-	return f.stageChecked(c, fl, req.Input, req.Namespace, req.IdempotencyKey)
+	return f.stageChecked(c, fl, true, req.Input, req.Namespace, req.IdempotencyKey)
 }

@@ -53,7 +53,12 @@ const (
 type StageRequest struct {
 	// Flow is read only: callers share one plan between runs, concurrently
 	// (the API's templates and its cache of plans).
-	Flow           *plan.Flow
+	Flow *plan.Flow
+	// Shared says Flow will be staged again (a template, a cached plan):
+	// the store keeps what it derives from it for the next runs. A plan
+	// decoded for one run is not kept (it would push out shared ones and
+	// stay alive for nothing).
+	Shared         bool
 	Namespace      string // "" = the flow's namespace
 	Input          []byte // the run's input (JSON), at most MaxPayloadBytes
 	IdempotencyKey string // a repeat returns the first run
@@ -127,7 +132,7 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
 		return nil, false, err
 	}
-	pf, err := s.prepare(f)
+	pf, err := s.prepare(f, req.Shared)
 	if err != nil {
 		return nil, false, err
 	}

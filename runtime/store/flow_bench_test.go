@@ -22,7 +22,7 @@ func runFlows(b *testing.B, s *Store, flows []*plan.Flow) time.Duration {
 	start := time.Now()
 	var ids []RunID
 	for _, f := range flows {
-		r, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Input: []byte(`{}`)})
+		r, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Shared: true, Input: []byte(`{}`)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func BenchmarkFlowPhases(b *testing.B) {
 	phaseEnd(b, c, "setup")
 	b.ResetTimer()
 	for range runs {
-		if _, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Input: []byte(`{}`)}); err != nil {
+		if _, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Shared: true, Input: []byte(`{}`)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -205,7 +205,7 @@ func BenchmarkFlowPhases(b *testing.B) {
 	// Chains walked by hand-offs, 8 members per finish call (as a busy
 	// worker reports): roots claimed, every other member handed off.
 	for range runs {
-		if _, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Input: []byte(`{}`)}); err != nil {
+		if _, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Shared: true, Input: []byte(`{}`)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -44,21 +44,25 @@ const (
 	preparedMaxExecs = 100_000 // members of all kept plans together
 )
 
-// preparedFlows keeps the preparedFlow of the plans staged lately, by
-// plan: StageRequest.Flow is read only and shared between runs (the API's
-// templates and plan cache hand the same *plan.Flow to every run of a
-// plan), so what staging derives from it holds for every run. A kept
-// pointer keeps its plan alive, so a new plan never takes its address.
-// When a bound is reached, kept plans are dropped, whichever the map
-// yields first, until the new one fits; invalid plans are not kept.
+// preparedFlows keeps the preparedFlow of the shared plans staged lately
+// (StageRequest.Shared), by plan: StageRequest.Flow is read only, and a
+// shared plan is the same *plan.Flow for every run (the API's templates
+// and plan cache), so what staging derives from it holds for every run. A
+// kept pointer keeps its plan alive, so a new plan never takes its
+// address. When a bound is reached, kept plans are dropped, whichever the
+// map yields first, until the new one fits; invalid plans are not kept.
 type preparedFlows struct {
 	mu    sync.Mutex
 	flows map[*plan.Flow]*preparedFlow
 	execs int
 }
 
-// prepare returns the preparedFlow of f, derived once per kept plan.
-func (s *Store) prepare(f *plan.Flow) (*preparedFlow, error) {
+// prepare returns the preparedFlow of f, derived once per kept plan;
+// shared says f may be kept.
+func (s *Store) prepare(f *plan.Flow, shared bool) (*preparedFlow, error) {
+	if !shared {
+		return prepareFlow(f)
+	}
 	c := &s.prepared
 	c.mu.Lock()
 	pf := c.flows[f]
@@ -69,9 +73,6 @@ func (s *Store) prepare(f *plan.Flow) (*preparedFlow, error) {
 	pf, err := prepareFlow(f)
 	if err != nil {
 		return nil, err
-	}
-	if pf.execs > preparedMaxExecs/4 {
-		return pf, nil // a plan this large would push out many others
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
