@@ -434,7 +434,8 @@ end
 -- goes back to pending, or straight to eligible when the edges from kept
 -- members already satisfy its join (its next attempt is a replay, its
 -- retry budget starts again, its deadline is dropped). A member whose join
--- the kept members already make impossible stays skipped.
+-- the kept members already make impossible stays skipped, and so, in
+-- turn, do the members that only it could have fired.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  run uuid
 -- Reply: {1, members reset} | {0, 'not_found'} | {0, 'wrong_state', run state}
@@ -461,42 +462,76 @@ local function ff_replay_run(keys, argv)
       end
     end
   end
-  local reset, skipped = 0, 0
-  for _, c in ipairs(members) do
-    if not kept[c.u] then
-      local done, okc = 0, 0
-      for up in string.gmatch(c.ups, '[^,=]+=([^,]+)') do
-        if kept[up] then
-          done = done + 1
-          if holds(on[up .. '>' .. c.u] or 'success', 'success') then okc = okc + 1 end
-        end
+  -- The members whose join the kept members make impossible stay (or
+  -- become) skipped; a member that stays skipped decides its edges as a
+  -- skip does (none holds), so staying skipped propagates: repeat until
+  -- nothing changes. The others are reset.
+  local stays = {}
+  local function decided(c)
+    local done, okc = 0, 0
+    for up in string.gmatch(c.ups, '[^,=]+=([^,]+)') do
+      if kept[up] then
+        done = done + 1
+        if holds(on[up .. '>' .. c.u] or 'success', 'success') then okc = okc + 1 end
+      elseif stays[up] then
+        done = done + 1
       end
-      if c.deps_total - (done - okc) < c.join_need and split(c).outcome == 'skipped' then
-        skipped = skipped + 1 -- still impossible
-      else
-        zrem(p, lane_key(p, c.ns, c.lane, 'terminal'), c.u)
-        redis.call('HDEL', c.key, 'result')
-        local common = {'deps_done', itoa(done), 'deps_ok', itoa(okc), 'charged_attempts', '0', 'deadline_at', '',
-          'ended_at', '', 'failure_reason', '', 'last_error', '', 'eligible_at', '', 'updated_at', ts(now)}
-        if okc >= c.join_need then
-          redis.call('HSET', c.key, 'state',
-            sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_replay_attempt'),
-            unpack(common))
-          more(c)
-          zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), ts(eligible_score(num(c.priority), num(c.created_at))), c.u)
-          wake(p, c.ns, c.lane)
-        else
-          redis.call('HSET', c.key, 'state',
-            sv('runnable', 'unowned', 'blocked_by_dependencies', 'waiting_for_dependencies', 'none',
-              'pending_replay_attempt'),
-            unpack(common))
-          zadd(p, lane_key(p, c.ns, c.lane, 'pending'), ts(now), c.u)
+    end
+    return done, okc
+  end
+  local changed = true
+  while changed do
+    changed = false
+    for _, c in ipairs(members) do
+      if not kept[c.u] and not stays[c.u] then
+        local done, okc = decided(c)
+        if c.deps_total - (done - okc) < c.join_need then
+          stays[c.u] = true
+          changed = true
         end
-        reset = reset + 1
       end
     end
   end
+  local reset, skipped = 0, 0
+  for _, c in ipairs(members) do
+    if stays[c.u] then
+      skipped = skipped + 1
+    elseif not kept[c.u] then
+      reset = reset + 1
+    end
+  end
   if reset == 0 then return refuse('wrong_state', r[1]) end
+  for _, c in ipairs(members) do
+    if stays[c.u] then
+      if split(c).outcome ~= 'skipped' then
+        -- Ended otherwise (cancelled with its run): skipped now.
+        local attempted = c.attempt_count ~= '' and c.attempt_count ~= '0'
+        redis.call('HSET', c.key, 'state', sv('terminal', 'unowned', 'not_applicable', 'none', 'skipped',
+          attempted and 'attempt_terminal' or 'none'), 'failure_reason', 'its join can no longer be satisfied',
+          'updated_at', ts(now))
+      end
+    elseif not kept[c.u] then
+      local done, okc = decided(c)
+      zrem(p, lane_key(p, c.ns, c.lane, 'terminal'), c.u)
+      redis.call('HDEL', c.key, 'result')
+      local common = {'deps_done', itoa(done), 'deps_ok', itoa(okc), 'charged_attempts', '0', 'deadline_at', '',
+        'ended_at', '', 'failure_reason', '', 'last_error', '', 'eligible_at', '', 'updated_at', ts(now)}
+      if okc >= c.join_need then
+        redis.call('HSET', c.key, 'state',
+          sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_replay_attempt'),
+          unpack(common))
+        more(c)
+        zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), ts(eligible_score(num(c.priority), num(c.created_at))), c.u)
+        wake(p, c.ns, c.lane)
+      else
+        redis.call('HSET', c.key, 'state',
+          sv('runnable', 'unowned', 'blocked_by_dependencies', 'waiting_for_dependencies', 'none',
+            'pending_replay_attempt'),
+          unpack(common))
+        zadd(p, lane_key(p, c.ns, c.lane, 'pending'), ts(now), c.u)
+      end
+    end
+  end
   local succeeded = 0
   for _ in pairs(kept) do succeeded = succeeded + 1 end
   redis.call('HSET', runkey, 'state', 'running', 'left', itoa(num(r[2]) - succeeded - skipped),

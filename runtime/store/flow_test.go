@@ -972,3 +972,34 @@ func TestFlowExtraEndLeavesRecord(t *testing.T) {
 		t.Fatalf("record after an extra end = %v, want it unchanged (left 0, running)", got)
 	}
 }
+
+// A replay keeps skipped the members whose join the kept members make
+// impossible, and with them the members downstream that only they could
+// fire: none of them waits for an upstream that will not end again, and
+// the replayed run ends.
+func TestFlowReplayKeepsImpossibleSkipsDownstream(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := flowOf("rs", execs("a", "b", "c", "d"), "a->b on failure", "b->c")
+	r := e.stage(f, "")
+	// a succeeds (b, then c, skipped); d fails with no edge: the run fails.
+	e.drive(func(g Grant) outcome { return outcome{result: []byte("1"), fail: g.FlowNode == "d"} })
+	if first := e.run(r.ID); first.State != RunFailed {
+		t.Fatalf("first run = %s", first.State)
+	}
+	if _, err := e.s.ReplayRun(e.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	replayed := e.run(r.ID)
+	want := map[string]PublicState{"a": StateCompleted, "b": StateSkipped, "c": StateSkipped, "d": StateWaiting}
+	if diff := cmp.Diff(want, nodeStates(replayed)); diff != "" || replayed.Done != 3 || replayed.Skipped != 2 {
+		t.Fatalf("replayed run %d done, %d skipped; states (-want +got):\n%s", replayed.Done, replayed.Skipped, diff)
+	}
+	ran := e.drive(func(Grant) outcome { return outcome{result: []byte("1")} })
+	if diff := cmp.Diff([]string{"d"}, ran); diff != "" {
+		t.Fatalf("ran after the replay (-want +got):\n%s", diff)
+	}
+	if done := e.run(r.ID); done.State != RunSucceeded || done.Done != 4 || done.Skipped != 2 || done.Succeeded != 2 {
+		t.Fatalf("replayed run = %+v", done)
+	}
+}
