@@ -438,7 +438,9 @@ end
 -- turn, do the members that only it could have fired.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  run uuid
--- Reply: {1, members reset} | {0, 'not_found'} | {0, 'wrong_state', run state}
+-- Reply: {1, members reset} | {0, 'not_found'} | {0, 'wrong_state', run
+--        state} | {0, 'wrong_state', 'purged'} when retention deleted some
+--        member's record (its outcome is unknown: nothing is changed)
 local function ff_replay_run(keys, argv)
   local p = part(keys[1])
   local run = argv[1]
@@ -452,14 +454,13 @@ local function ff_replay_run(keys, argv)
   local kept = {}
   for _, u in ipairs(redis.call('HVALS', runkey .. ':nodes')) do
     local c = read_core(p, u)
-    if c then
-      local v = redis.call('HMGET', c.key, 'out', 'ups', 'deps_total', 'join_need')
-      c.out, c.ups, c.deps_total, c.join_need = v[1] or '', v[2] or '', num(v[3]), num(v[4])
-      members[#members + 1] = c
-      if split(c).outcome == 'success' then kept[u] = true end
-      for d, cond in string.gmatch(c.out, '([^,:]+):(%a+)') do
-        on[u .. '>' .. d] = cond
-      end
+    if not c then return refuse('wrong_state', 'purged') end
+    local v = redis.call('HMGET', c.key, 'out', 'ups', 'deps_total', 'join_need')
+    c.out, c.ups, c.deps_total, c.join_need = v[1] or '', v[2] or '', num(v[3]), num(v[4])
+    members[#members + 1] = c
+    if split(c).outcome == 'success' then kept[u] = true end
+    for d, cond in string.gmatch(c.out, '([^,:]+):(%a+)') do
+      on[u .. '>' .. d] = cond
     end
   end
   -- The members whose join the kept members make impossible stay (or

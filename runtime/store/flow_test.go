@@ -1003,3 +1003,32 @@ func TestFlowReplayKeepsImpossibleSkipsDownstream(t *testing.T) {
 		t.Fatalf("replayed run = %+v", done)
 	}
 }
+
+// A run some of whose members retention already deleted cannot be
+// replayed (their outcomes are unknown): the replay is refused and
+// changes nothing.
+func TestFlowReplayRefusedWhenMembersPurged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	r := e.stage(flowOf("gone", execs("a", "b"), "a->b"), "")
+	g := e.claimAll(worker1, 1, time.Minute)
+	if len(g) != 1 {
+		t.Fatalf("claim = %+v", g)
+	}
+	e.finishOK(g[0], "ra", nil)
+	time.Sleep(200 * time.Millisecond)
+	e.drive(func(Grant) outcome { return outcome{fail: true} })
+	// a ended 200 ms before the run did: an age of 100 ms purges a only.
+	if res, err := e.s.PurgeTerminal(e.ctx, 0, 100*time.Millisecond, 100); err != nil || res.Processed != 1 {
+		t.Fatalf("purge = %+v, %v; want a's record purged", res, err)
+	}
+	before := e.runRecord(r.ID)
+	_, err := e.s.ReplayRun(e.ctx, r.ID)
+	var se *StateError
+	if !errors.As(err, &se) || se.State != "purged" {
+		t.Fatalf("replay with a purged member = %v, want a StateError (purged)", err)
+	}
+	if diff := cmp.Diff(before, e.runRecord(r.ID)); diff != "" {
+		t.Fatalf("the refused replay changed the run (-before +after):\n%s", diff)
+	}
+}
