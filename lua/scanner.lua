@@ -112,11 +112,14 @@ local function ff_promote_delayed(keys, argv)
   return ok(n, seen >= limit and 1 or 0)
 end
 
--- ff_purge_terminal: delete executions terminal for longer than an age,
--- then flow runs ended longer ago than the age, then chunked stagings never
--- committed whose deadline passed.
+-- ff_purge_terminal: delete flow runs ended longer ago than an age with
+-- their members, then executions terminal for longer than the age, then
+-- chunked stagings never committed whose deadline passed. A flow member
+-- lives as long as its run: its downstream members read its result, and a
+-- replay its outcome, until the run is deleted. One due in its lane's
+-- terminal index while its run is kept is seen again an age later.
 -- KEYS[1]  partition anchor
--- ARGV[1]  limit
+-- ARGV[1]  limit (index entries and members looked at)
 -- ARGV[2]  age, ms
 local function ff_purge_terminal(keys, argv)
   local p = part(keys[1])
@@ -124,6 +127,49 @@ local function ff_purge_terminal(keys, argv)
   local now = now_ms()
   local cutoff = now - tonumber(argv[2])
   local n, seen = 0, 0
+  -- Flow runs ended before the cutoff, first (the lane pass below must not
+  -- keep members deleted here): their members, then the run record, its
+  -- node map and idempotency key. The members of a large run go over
+  -- several calls (each member counts against the limit): the node map
+  -- loses the entries of the members deleted, and the run goes when it is
+  -- empty.
+  do
+    local ended = p.base .. ':runs:ended'
+    for _, run in ipairs(due(ended, cutoff, limit - seen)) do
+      if seen >= limit then break end
+      seen = seen + 1
+      local runkey = p.base .. ':f:' .. run
+      local nodes = runkey .. ':nodes'
+      -- Any members (HSCAN from cursor 0 would stall on the empty buckets
+      -- the deletions leave at the start of a large map).
+      local batch = redis.call('HRANDFIELD', nodes, itoa(math.max(limit - seen, 1)), 'WITHVALUES')
+      local names = {}
+      for i = 1, #batch, 2 do
+        local u = batch[i + 1]
+        local ck = core_key(p, u)
+        local v = redis.call('HMGET', ck, 'state', 'ns', 'lane')
+        if is(v[1], 'terminal') then
+          redis.call('DEL', ck)
+          zrem(p, lane_key(p, v[2], v[3], 'terminal'), u)
+          zrem(p, p.deadlines, u)
+          n = n + 1
+        end
+        names[#names + 1] = batch[i]
+      end
+      seen = seen + #names
+      call_all('HDEL', nodes, names)
+      if redis.call('EXISTS', nodes) == 0 then
+        local v = redis.call('HMGET', runkey, 'idem_key', 'ns')
+        if v[1] and v[1] ~= '' then
+          local ik = p.base .. ':fidem:' .. v[2] .. ':' .. v[1]
+          if redis.call('GET', ik) == run then redis.call('DEL', ik) end
+        end
+        redis.call('DEL', runkey)
+        zrem(p, ended, run)
+      end
+    end
+  end
+  -- Then executions terminal for longer than the age.
   for _, l in ipairs(lane_list(p)) do
     if seen >= limit then break end
     local key = lane_key(p, l[1], l[2], 'terminal')
@@ -131,34 +177,21 @@ local function ff_purge_terminal(keys, argv)
     seen = seen + #list
     for _, u in ipairs(list) do
       local ck = core_key(p, u)
-      local v = redis.call('HMGET', ck, 'state', 'idem_key', 'ns')
-      zrem(p, key, u)
-      if is(v[1], 'terminal') then
-        if v[2] then
-          local ik = p.base .. ':idem:' .. v[3] .. ':' .. v[2]
-          if redis.call('GET', ik) == u then redis.call('DEL', ik) end
+      local v = redis.call('HMGET', ck, 'state', 'idem_key', 'ns', 'flow_id')
+      if v[4] and v[4] ~= '' and is(v[1], 'terminal') and redis.call('EXISTS', p.base .. ':f:' .. v[4]) == 1 then
+        zadd(p, key, ts(now), u) -- goes with its run
+      else
+        zrem(p, key, u)
+        if is(v[1], 'terminal') then
+          if v[2] then
+            local ik = p.base .. ':idem:' .. v[3] .. ':' .. v[2]
+            if redis.call('GET', ik) == u then redis.call('DEL', ik) end
+          end
+          redis.call('DEL', ck)
+          zrem(p, p.deadlines, u)
+          n = n + 1
         end
-        redis.call('DEL', ck)
-        zrem(p, p.deadlines, u)
-        n = n + 1
       end
-    end
-  end
-  -- Flow runs ended before the cutoff: the run record, its node map and
-  -- idempotency key (members go by their own terminal index).
-  if seen < limit then
-    local ended = p.base .. ':runs:ended'
-    local runs = due(ended, cutoff, limit - seen)
-    seen = seen + #runs
-    for _, run in ipairs(runs) do
-      local runkey = p.base .. ':f:' .. run
-      local v = redis.call('HMGET', runkey, 'idem_key', 'ns')
-      if v[1] and v[1] ~= '' then
-        local ik = p.base .. ':fidem:' .. v[2] .. ':' .. v[1]
-        if redis.call('GET', ik) == run then redis.call('DEL', ik) end
-      end
-      redis.call('DEL', runkey, runkey .. ':nodes')
-      zrem(p, ended, run)
     end
   end
   -- Stagings of large runs never committed (a crashed stager): their

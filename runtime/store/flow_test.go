@@ -922,10 +922,10 @@ func TestFlowStagingHook(t *testing.T) {
 	}
 }
 
-// The result exec's outcome is recorded when it ends: retention may purge
-// its record (terminal for longer than the age) while the run still runs,
-// and the run still ends as its result exec did.
-func TestFlowResultPurgedBeforeRunEnds(t *testing.T) {
+// Retention keeps the members of a run until the run itself is deleted:
+// a downstream member still reads its upstream's result, however long the
+// upstream has been terminal. Then the run goes with all its members.
+func TestFlowRetentionKeepsMembersOfKeptRuns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
 	f := flowOf("early", execs("a", "b"), "a->b on done")
@@ -937,8 +937,53 @@ func TestFlowResultPurgedBeforeRunEnds(t *testing.T) {
 	}
 	e.finishOK(g[0], "ra", nil)
 	time.Sleep(5 * time.Millisecond)
-	if res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 100); err != nil || res.Processed != 1 {
-		t.Fatalf("purge = %+v, %v; want a's record purged", res, err)
+	if res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 100); err != nil || res.Processed != 0 {
+		t.Fatalf("purge while the run runs = %+v, %v; want nothing deleted", res, err)
+	}
+	e.wantState(g[0].ExecutionID, StateCompleted)
+	e.drive(func(g Grant) outcome {
+		if string(g.Payload) != "ra" {
+			t.Errorf("b's input = %q, want a's result", g.Payload)
+		}
+		return outcome{result: []byte("rb")}
+	})
+	if done := e.run(r.ID); done.State != RunSucceeded || string(done.Result) != "ra" {
+		t.Fatalf("run = %s %q, want succeeded with a's result", done.State, done.Result)
+	}
+	time.Sleep(5 * time.Millisecond)
+	for {
+		res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 1) // one entry per call: the run's members over several calls
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.More {
+			break
+		}
+	}
+	for _, k := range e.keys() {
+		if !strings.HasSuffix(k, ":lanes") && !strings.HasSuffix(k, "ff:config") {
+			t.Fatalf("key left after purge: %s", k)
+		}
+	}
+}
+
+// The result exec's outcome is recorded when it ends: a run whose result
+// exec's record is gone (deleted by an older version's retention, which
+// purged members by their own age) still ends as its result exec did.
+func TestFlowResultRecordGoneBeforeRunEnds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	f := flowOf("early", execs("a", "b"), "a->b on done")
+	f.Result = "a"
+	r := e.stage(f, "")
+	g := e.claimAll(worker1, 1, time.Minute)
+	if len(g) != 1 || g[0].FlowNode != "a" {
+		t.Fatalf("claim = %+v", g)
+	}
+	e.finishOK(g[0], "ra", nil)
+	p, uuid, _ := splitID(string(g[0].ExecutionID))
+	if err := e.c.Do(e.ctx, e.c.B().Del().Key(e.s.k.core(p, uuid)).Build()).Error(); err != nil {
+		t.Fatal(err)
 	}
 	e.drive(func(Grant) outcome { return outcome{result: []byte("rb")} })
 	done, err := e.s.GetRun(e.ctx, r.ID)
@@ -1004,9 +1049,9 @@ func TestFlowReplayKeepsImpossibleSkipsDownstream(t *testing.T) {
 	}
 }
 
-// A run some of whose members retention already deleted cannot be
-// replayed (their outcomes are unknown): the replay is refused and
-// changes nothing.
+// A run some of whose members' records are gone (deleted by an older
+// version's retention) cannot be replayed (their outcomes are unknown): the
+// replay is refused and changes nothing.
 func TestFlowReplayRefusedWhenMembersPurged(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
@@ -1016,11 +1061,12 @@ func TestFlowReplayRefusedWhenMembersPurged(t *testing.T) {
 		t.Fatalf("claim = %+v", g)
 	}
 	e.finishOK(g[0], "ra", nil)
-	time.Sleep(200 * time.Millisecond)
 	e.drive(func(Grant) outcome { return outcome{fail: true} })
-	// a ended 200 ms before the run did: an age of 100 ms purges a only.
-	if res, err := e.s.PurgeTerminal(e.ctx, 0, 100*time.Millisecond, 100); err != nil || res.Processed != 1 {
-		t.Fatalf("purge = %+v, %v; want a's record purged", res, err)
+	// a's record deleted, as an older version's retention did while the
+	// run was kept.
+	p, uuid, _ := splitID(string(g[0].ExecutionID))
+	if err := e.c.Do(e.ctx, e.c.B().Del().Key(e.s.k.core(p, uuid)).Build()).Error(); err != nil {
+		t.Fatal(err)
 	}
 	before := e.runRecord(r.ID)
 	_, err := e.s.ReplayRun(e.ctx, r.ID)
@@ -1030,5 +1076,53 @@ func TestFlowReplayRefusedWhenMembersPurged(t *testing.T) {
 	}
 	if diff := cmp.Diff(before, e.runRecord(r.ID)); diff != "" {
 		t.Fatalf("the refused replay changed the run (-before +after):\n%s", diff)
+	}
+}
+
+// A large run's members are deleted over several purge calls, each within
+// the limit, and the run goes with the last of them.
+func TestFlowRetentionPurgesLargeRunInSteps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	names := make([]string, 600)
+	for i := range names {
+		names[i] = fmt.Sprintf("m%03d", i)
+	}
+	r := e.stage(flowOf("wide", execs(names...)), "")
+	if n := len(e.drive(func(Grant) outcome { return outcome{result: []byte("1")} })); n != len(names) {
+		t.Fatalf("ran %d members, want %d", n, len(names))
+	}
+	if done := e.run(r.ID); done.State != RunSucceeded {
+		t.Fatalf("run = %s", done.State)
+	}
+	time.Sleep(5 * time.Millisecond)
+	calls, deleted := 0, 0
+	for {
+		res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls++
+		deleted += res.Processed
+		if res.Processed > 100 {
+			t.Fatalf("one call deleted %d members, the limit is 100", res.Processed)
+		}
+		if !res.More {
+			break
+		}
+		if calls > 50 {
+			t.Fatal("purge does not converge")
+		}
+	}
+	if deleted != len(names) || calls < 6 {
+		t.Fatalf("%d members deleted in %d calls, want %d in at least 6", deleted, calls, len(names))
+	}
+	if _, err := e.s.GetRun(e.ctx, r.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetRun after purge = %v", err)
+	}
+	for _, k := range e.keys() {
+		if !strings.HasSuffix(k, ":lanes") && !strings.HasSuffix(k, "ff:config") {
+			t.Fatalf("key left after purge: %s", k)
+		}
 	}
 }
