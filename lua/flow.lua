@@ -147,7 +147,8 @@ end
 -- outgoing edges; the last member's end ends the run. out, handled and
 -- is_result are the member's fields of those names when the caller read
 -- them (out nil: read them here). The result exec's outcome is recorded
--- when it ends: its record may be purged before the run ends. Edges are
+-- when it ends (finish_run reads its record only for a run staged before
+-- is_result). Edges are
 -- not decided while the run is being cancelled (p.cancelling,
 -- ff_cancel_run): its members all end cancelled.
 local function resolve_member(p, u, run, outcome, now, out, handled, is_result)
@@ -465,9 +466,12 @@ local function ff_replay_run(keys, argv)
   end
   -- The members whose join the kept members make impossible stay (or
   -- become) skipped; a member that stays skipped decides its edges as a
-  -- skip does (none holds), so staying skipped propagates: repeat until
-  -- nothing changes. The others are reset.
-  local stays = {}
+  -- skip does (none holds), so staying skipped propagates downstream. A
+  -- worklist: every member is checked once, and again only when one of
+  -- its upstreams starts to stay skipped (a long chain of skips costs
+  -- one pass, not one pass per link). The others are reset.
+  local stays, by_uuid = {}, {}
+  for _, c in ipairs(members) do by_uuid[c.u] = c end
   local function decided(c)
     local done, okc = 0, 0
     for up in string.gmatch(c.ups, '[^,=]+=([^,]+)') do
@@ -480,15 +484,21 @@ local function ff_replay_run(keys, argv)
     end
     return done, okc
   end
-  local changed = true
-  while changed do
-    changed = false
-    for _, c in ipairs(members) do
-      if not kept[c.u] and not stays[c.u] then
-        local done, okc = decided(c)
-        if c.deps_total - (done - okc) < c.join_need then
-          stays[c.u] = true
-          changed = true
+  local work = {}
+  for _, c in ipairs(members) do
+    if not kept[c.u] then work[#work + 1] = c end
+  end
+  local w = 1
+  while w <= #work do
+    local c = work[w]
+    w = w + 1
+    if not stays[c.u] then
+      local done, okc = decided(c)
+      if c.deps_total - (done - okc) < c.join_need then
+        stays[c.u] = true
+        for d in string.gmatch(c.out, '([^,:]+):%a+') do
+          local dc = by_uuid[d]
+          if dc and not kept[d] and not stays[d] then work[#work + 1] = dc end
         end
       end
     end

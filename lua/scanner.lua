@@ -128,44 +128,57 @@ local function ff_purge_terminal(keys, argv)
   local cutoff = now - tonumber(argv[2])
   local n, seen = 0, 0
   -- Flow runs ended before the cutoff, first (the lane pass below must not
-  -- keep members deleted here): their members, then the run record, its
-  -- node map and idempotency key. The members of a large run go over
-  -- several calls (each member counts against the limit): the node map
-  -- loses the entries of the members deleted, and the run goes when it is
-  -- empty.
-  do
+  -- keep members deleted here). A run goes at once: its record and
+  -- idempotency key are deleted and its node map renamed to
+  -- B:f:<uuid>:purge, so that it is neither read nor replayed half
+  -- deleted; its members then go as the limit allows, over several calls
+  -- for a large run (B:runs:purging lists the runs whose members are left).
+  local purging = p.base .. ':runs:purging'
+  -- drain deletes members of a run being deleted, at least one and up to
+  -- the limit, and reports whether none is left.
+  local function drain(run)
+    local nodes = p.base .. ':f:' .. run .. ':purge'
+    -- Any members (HSCAN from cursor 0 would stall on the empty buckets
+    -- the deletions leave at the start of a large map).
+    local batch = redis.call('HRANDFIELD', nodes, itoa(math.max(limit - seen, 1)), 'WITHVALUES')
+    local names = {}
+    for i = 1, #batch, 2 do
+      local u = batch[i + 1]
+      local ck = core_key(p, u)
+      local v = redis.call('HMGET', ck, 'state', 'ns', 'lane')
+      if is(v[1], 'terminal') then
+        redis.call('DEL', ck)
+        zrem(p, lane_key(p, v[2], v[3], 'terminal'), u)
+        zrem(p, p.deadlines, u)
+        n = n + 1
+      end
+      names[#names + 1] = batch[i]
+    end
+    seen = seen + #names
+    call_all('HDEL', nodes, names)
+    return redis.call('EXISTS', nodes) == 0
+  end
+  for _, run in ipairs(redis.call('ZRANGE', purging, '0', itoa(limit - 1))) do
+    if seen >= limit then break end
+    seen = seen + 1
+    if drain(run) then zrem(p, purging, run) end
+  end
+  if seen < limit then
     local ended = p.base .. ':runs:ended'
     for _, run in ipairs(due(ended, cutoff, limit - seen)) do
       if seen >= limit then break end
       seen = seen + 1
       local runkey = p.base .. ':f:' .. run
-      local nodes = runkey .. ':nodes'
-      -- Any members (HSCAN from cursor 0 would stall on the empty buckets
-      -- the deletions leave at the start of a large map).
-      local batch = redis.call('HRANDFIELD', nodes, itoa(math.max(limit - seen, 1)), 'WITHVALUES')
-      local names = {}
-      for i = 1, #batch, 2 do
-        local u = batch[i + 1]
-        local ck = core_key(p, u)
-        local v = redis.call('HMGET', ck, 'state', 'ns', 'lane')
-        if is(v[1], 'terminal') then
-          redis.call('DEL', ck)
-          zrem(p, lane_key(p, v[2], v[3], 'terminal'), u)
-          zrem(p, p.deadlines, u)
-          n = n + 1
-        end
-        names[#names + 1] = batch[i]
+      local v = redis.call('HMGET', runkey, 'idem_key', 'ns')
+      if v[1] and v[1] ~= '' then
+        local ik = p.base .. ':fidem:' .. v[2] .. ':' .. v[1]
+        if redis.call('GET', ik) == run then redis.call('DEL', ik) end
       end
-      seen = seen + #names
-      call_all('HDEL', nodes, names)
-      if redis.call('EXISTS', nodes) == 0 then
-        local v = redis.call('HMGET', runkey, 'idem_key', 'ns')
-        if v[1] and v[1] ~= '' then
-          local ik = p.base .. ':fidem:' .. v[2] .. ':' .. v[1]
-          if redis.call('GET', ik) == run then redis.call('DEL', ik) end
-        end
-        redis.call('DEL', runkey)
-        zrem(p, ended, run)
+      redis.call('DEL', runkey)
+      zrem(p, ended, run)
+      if redis.call('EXISTS', runkey .. ':nodes') == 1 then
+        redis.call('RENAME', runkey .. ':nodes', runkey .. ':purge')
+        if not drain(run) then zadd(p, purging, ts(now), run) end
       end
     end
   end

@@ -194,7 +194,7 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	fs.dur(&o.scanners.AttemptTimeout, "scan-attempt-timeout", "FF_SCAN_ATTEMPT_TIMEOUT", 0, "attempt timeout scanner interval (0 = default)")
 	fs.dur(&o.scanners.Deadline, "scan-deadline", "FF_SCAN_DEADLINE", 0, "execution deadline scanner interval (0 = default)")
 	fs.dur(&o.scanners.Retention, "scan-retention", "FF_SCAN_RETENTION", 0, "retention scanner interval (0 = default)")
-	fs.dur(&o.scanners.RetentionAge, "retention", "FF_RETENTION", 0, "how long terminal executions are kept (0 = default)")
+	fs.dur(&o.scanners.RetentionAge, "retention", "FF_RETENTION", 0, "how long terminal executions and ended flow runs are kept (0 = default)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err

@@ -21,14 +21,16 @@ type RetentionConfig struct {
 	Store    *store.Store  // required
 	Interval time.Duration // 0 = RetentionIntervalDefault
 	Limit    int           // per partition and tick; 0 = LimitDefault
-	// Age is how long a terminal execution is kept; 0 = RetentionAgeDefault.
+	// Age is how long a terminal execution, or an ended flow run with its
+	// members, is kept; 0 = RetentionAgeDefault.
 	Age    time.Duration
 	Logger *slog.Logger // nil = discard
 }
 
-// Retention deletes executions that have been terminal for longer than the
-// configured age, with all their keys, then flow runs that ended longer
-// ago than the age, then stagings of large runs never committed
+// Retention deletes flow runs that ended longer ago than the configured age
+// with their members, then executions that have been terminal for longer
+// than the age (a flow member only goes with its run), with all their
+// keys, then stagings of large runs never committed
 // (store.Store.PurgeTerminal).
 type Retention struct{ *runner }
 

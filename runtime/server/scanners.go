@@ -16,7 +16,7 @@ type ScannerConfig struct {
 	AttemptTimeout  time.Duration
 	Deadline        time.Duration
 	Retention       time.Duration
-	RetentionAge    time.Duration // how long terminal executions are kept
+	RetentionAge    time.Duration // how long terminal executions and ended flow runs are kept
 	Unblock         time.Duration // admission unblock (and the park log)
 	BudgetReset     time.Duration
 	QuotaRelease    time.Duration

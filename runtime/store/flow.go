@@ -509,8 +509,7 @@ func prepareMember(f *plan.Flow, x plan.Exec, i int, g *graph) (memberPlan, erro
 	}
 	m.tail = []string{"kind", kind}
 	if x.Name == f.Result {
-		// Its end records the run's result outcome (its record may be
-		// purged by retention before the run ends).
+		// Its end records the run's result outcome.
 		m.tail = append(m.tail, "is_result", "1")
 	}
 	for _, kv := range [][2]string{
@@ -743,8 +742,8 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 	}
 	run := runOf(id, f)
 	// The result exec's output is read with the members, and kept once its
-	// state says it succeeded (the record's result_outcome is set only when
-	// the run ends).
+	// state says it succeeded (the state read here is the one to trust
+	// while a replay runs it again).
 	withResult := f["result_node"] != ""
 	resultDone := false
 	names := make([]string, 0, len(nodes))

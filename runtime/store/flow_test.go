@@ -1126,3 +1126,71 @@ func TestFlowRetentionPurgesLargeRunInSteps(t *testing.T) {
 		}
 	}
 }
+
+// A run being deleted by retention is gone at once, however many calls
+// its members take: it cannot be read or replayed half deleted, and the
+// rest of its members go with the next calls.
+func TestFlowRetentionRunGoneAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	r := e.stage(flowOf("three", execs("a", "b", "c")), "")
+	e.drive(func(Grant) outcome { return outcome{fail: true} })
+	if st := e.run(r.ID).State; st != RunFailed {
+		t.Fatalf("run = %s, want failed", st)
+	}
+	time.Sleep(5 * time.Millisecond)
+	res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 2)
+	if err != nil || !res.More || res.Processed != 1 {
+		t.Fatalf("first purge call = %+v, %v; want one member deleted and more to do", res, err)
+	}
+	if _, err := e.s.GetRun(e.ctx, r.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetRun of a run being deleted = %v, want ErrNotFound", err)
+	}
+	if _, err := e.s.ReplayRun(e.ctx, r.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ReplayRun of a run being deleted = %v, want ErrNotFound", err)
+	}
+	for res.More {
+		if res, err = e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range e.keys() {
+		if !strings.HasSuffix(k, ":lanes") && !strings.HasSuffix(k, "ff:config") {
+			t.Fatalf("key left after purge: %s", k)
+		}
+	}
+}
+
+// A replay keeps a long chain of skips skipped in one pass: a -> c0 on
+// failure, c0 -> c1 -> ... -> c1999, and x failing alone.
+func TestFlowReplayLongSkipChain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	const n = 2000
+	names := []string{"a", "x"}
+	edges := []string{"a->c0000 on failure"}
+	for i := range n {
+		names = append(names, fmt.Sprintf("c%04d", i))
+		if i > 0 {
+			edges = append(edges, fmt.Sprintf("c%04d->c%04d", i-1, i))
+		}
+	}
+	r := e.stage(flowOf("long", execs(names...), edges...), "")
+	e.drive(func(g Grant) outcome { return outcome{result: []byte("1"), fail: g.FlowNode == "x"} })
+	// GetRun, not e.run: checking the indexes of 2,002 members twice
+	// would be most of the test's time.
+	if first, err := e.s.GetRun(e.ctx, r.ID); err != nil || first.State != RunFailed || first.Skipped != n {
+		t.Fatalf("first run = %+v, %v; want failed with %d skipped", first, err, n)
+	}
+	start := time.Now()
+	if _, err := e.s.ReplayRun(e.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replay of a run with a %d-long chain of skips: %s", n, time.Since(start))
+	if ran := e.drive(func(Grant) outcome { return outcome{result: []byte("1")} }); len(ran) != 1 || ran[0] != "x" {
+		t.Fatalf("ran after the replay: %v, want x only", ran)
+	}
+	if done, err := e.s.GetRun(e.ctx, r.ID); err != nil || done.State != RunSucceeded || done.Skipped != n || done.Done != n+2 {
+		t.Fatalf("replayed run = %+v, %v", done, err)
+	}
+}

@@ -15,7 +15,7 @@ import (
 //	B:idem:<ns>:<key>                    STRING idempotency key -> uuid (PX)
 //	B:q:<ns>:<lane>:eligible             ZSET   eligible; score = priority then age
 //	B:q:<ns>:<lane>:delayed              ZSET   delayed; score = due ms
-//	B:q:<ns>:<lane>:terminal             ZSET   finished; score = end ms
+//	B:q:<ns>:<lane>:terminal             ZSET   finished; score = end ms (a flow member whose run is kept: pushed back by retention)
 //	B:q:<ns>:<lane>:pending              ZSET   flows: waiting for upstreams (issue 4)
 //	B:q:<ns>:<lane>:blocked              ZSET   waiting for a capable worker; score = block ms
 //	                                            (a claim) or recheck ms (ff_block)
@@ -30,6 +30,8 @@ import (
 //	B:staging                            ZSET   uncommitted chunked stagings; score = deadline ms
 //	B:fidem:<ns>:<key>                   STRING run idempotency key -> run uuid (PX)
 //	B:runs:ended                         ZSET   ended runs; score = end ms
+//	B:runs:purging                       ZSET   runs retention is deleting (members left)
+//	B:f:<uuid>:purge                     HASH   the node map of a run being deleted
 //	<prefix>ff:{w:<ns>}:workers          ZSET   connected worker instances; score = expiry ms
 //	<prefix>ff:{w:<ns>}:worker:<inst>    HASH   worker id, lanes, capabilities, times (PEXPIREAT)
 //	<prefix>ff:namespaces                SET    namespaces that had workers (unblock scanner)
