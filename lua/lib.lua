@@ -177,11 +177,10 @@ local function vec(st)
 end
 
 -- is reports whether state field st is in lifecycle phase l ('active',
--- 'runnable' or 'terminal') without building strings.
-local PHASE_PREFIX = {active = 'active ', runnable = 'runnable ', terminal = 'terminal '}
-
+-- 'runnable' or 'terminal'), from the cached split (a table lookup rather
+-- than a search).
 local function is(st, l)
-  return st and string.find(st, PHASE_PREFIX[l], 1, true) == 1
+  return st and vec(st).lifecycle == l
 end
 
 -- public_of returns the public state of a state field.

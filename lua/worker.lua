@@ -13,19 +13,16 @@ local CLAIM_FIELDS = {
 local NONE = {}
 
 -- The attempt type of the next attempt, by the attempt state of a waiting
--- execution, found in its state field.
+-- execution.
 local NEXT_ATTEMPT = {
-  {' pending_first_attempt ', 'initial'},
-  {' pending_retry_attempt ', 'retry'},
-  {' pending_reclaim_attempt ', 'reclaim'},
-  {' pending_replay_attempt ', 'replay'},
+  pending_first_attempt = 'initial',
+  pending_retry_attempt = 'retry',
+  pending_reclaim_attempt = 'reclaim',
+  pending_replay_attempt = 'replay',
 }
 
 local function next_attempt(st)
-  for _, t in ipairs(NEXT_ATTEMPT) do
-    if string.find(st, t[1], 1, true) then return t[2] end
-  end
-  return 'initial'
+  return NEXT_ATTEMPT[vec(st).attempt or ''] or 'initial'
 end
 
 -- Candidates a claim looks at beyond the first max, when it passed some
