@@ -65,10 +65,32 @@ local function decide(p, d, ok_edge, now)
   end
 end
 
--- clean_outcome returns the outcome of a run, f its record as HGETALL
--- gives it, that succeeded cleanly (no member failed or was cancelled, and
--- its result exec succeeded): {f, the result exec's name, its result}; or
--- nil for any other run (read in full by the caller).
+-- The run record fields an outcome carries (store.runOf reads them): not
+-- the run's input, which may be large.
+local OUTCOME_FIELDS = {
+  'ns', 'flow', 'state', 'total', 'left', 'done', 'succeeded', 'failed', 'skipped', 'cancelled',
+  'result_node', 'result_outcome', 'created_at', 'ended_at',
+}
+
+-- outcome_fields returns OUTCOME_FIELDS of run record runkey as field,
+-- value pairs (as HGETALL gives them, the missing ones left out); empty
+-- when the run does not exist.
+local function outcome_fields(runkey)
+  local v = redis.call('HMGET', runkey, unpack(OUTCOME_FIELDS))
+  local f = {}
+  for i, name in ipairs(OUTCOME_FIELDS) do
+    if v[i] then
+      f[#f + 1] = name
+      f[#f + 1] = v[i]
+    end
+  end
+  return f
+end
+
+-- clean_outcome returns the outcome of a run, f its outcome_fields, that
+-- succeeded cleanly (no member failed or was cancelled, and its result
+-- exec succeeded): {f, the result exec's name, its result}; or nil for
+-- any other run (read in full by the caller).
 local function clean_outcome(p, f)
   local r = {}
   for i = 1, #f, 2 do r[f[i]] = f[i + 1] end
@@ -107,7 +129,7 @@ local function finish_run(p, runkey, run, now)
   redis.call('HSET', runkey, 'state', state, 'result_outcome', result_outcome, 'ended_at', ts(now), 'updated_at', ts(now))
   redis.call('ZADD', p.base .. ':runs:ended', ts(now), run)
   if p.collect_ended and state == 'succeeded' then
-    local o = clean_outcome(p, redis.call('HGETALL', runkey))
+    local o = clean_outcome(p, outcome_fields(runkey))
     if o then
       -- The caller publishes the notice, after its own waiters have the
       -- outcome (Store.FinishHandoff).
@@ -559,12 +581,12 @@ end
 -- result exec's name and result (the members need not be read). Read-only.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  run uuid
--- Reply: {1, fields, result_name, result} with fields the run record as
---        HGETALL gives it; result_name '' and result nil unless read |
---        {0, 'not_found'}
+-- Reply: {1, fields, result_name, result} with fields the run record's
+--        outcome fields (outcome_fields: not its input) as HGETALL gives
+--        them; result_name '' and result nil unless read | {0, 'not_found'}
 local function ff_run_outcome(keys, argv)
   local p = part(keys[1])
-  local f = redis.call('HGETALL', p.base .. ':f:' .. argv[1])
+  local f = outcome_fields(p.base .. ':f:' .. argv[1])
   if #f == 0 then return refuse('not_found') end
   local o = clean_outcome(p, f)
   if o then return ok(o[1], o[2], o[3]) end

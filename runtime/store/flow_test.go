@@ -1194,3 +1194,32 @@ func TestFlowReplayLongSkipChain(t *testing.T) {
 		t.Fatalf("replayed run = %+v, %v", done, err)
 	}
 }
+
+// A run's outcome carries the run record's counters and times, not its
+// input (up to MaxPayloadBytes), which nobody reading a result needs.
+func TestFlowOutcomeLeavesInputOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := flowOf("big", execs("a"))
+	f.Result = "a"
+	r := e.stage(f, `"`+strings.Repeat("x", 100_000)+`"`)
+	e.drive(func(Grant) outcome { return outcome{result: []byte(`"ok"`)} })
+	p, uuid, _ := e.s.locate(ExecutionID(r.ID))
+	items, err := e.s.single(e.ctx, call{fn: "ff_run_outcome", partition: p, args: []string{uuid}}, ExecutionID(r.ID), "read run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := items[0].ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if name := str(kv[i]); name == "input" {
+			t.Fatal("the outcome carries the run's input")
+		}
+	}
+	run, err := e.s.GetRunOutcome(e.ctx, r.ID)
+	if err != nil || run.State != RunSucceeded || string(run.Result) != `"ok"` || run.Done != 1 || run.Succeeded != 1 || run.EndedAt.IsZero() {
+		t.Fatalf("outcome = %+v, %v", run, err)
+	}
+}
