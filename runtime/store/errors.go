@@ -73,13 +73,18 @@ func (e *LeaseError) Unwrap() error { return ErrStaleLease }
 
 // StateError explains why an operation was refused by state.
 type StateError struct {
-	ExecutionID ExecutionID
+	ExecutionID ExecutionID // or the run's id (Run)
 	Op          string
-	State       PublicState
+	State       PublicState // for a run: its state, or "purged"
+	Run         bool        // the operation was on a flow run
 }
 
 func (e *StateError) Error() string {
-	return fmt.Sprintf("cannot %s execution %s in state %s", e.Op, e.ExecutionID, e.State)
+	what := "execution"
+	if e.Run {
+		what = "run"
+	}
+	return fmt.Sprintf("cannot %s %s %s in state %s", e.Op, what, e.ExecutionID, e.State)
 }
 
 // Unwrap makes errors.Is(e, ErrWrongState) true.

@@ -815,6 +815,9 @@ func (s *Store) ReplayRun(ctx context.Context, id RunID) (*Run, error) {
 		return nil, err
 	}
 	if _, err := s.single(ctx, call{fn: "ff_replay_run", partition: p, args: []string{uuid}}, ExecutionID(id), "replay"); err != nil {
+		if se := (*StateError)(nil); errors.As(err, &se) {
+			se.Run = true
+		}
 		return nil, err
 	}
 	return s.GetRun(ctx, id)

@@ -1071,8 +1071,8 @@ func TestFlowReplayRefusedWhenMembersPurged(t *testing.T) {
 	before := e.runRecord(r.ID)
 	_, err := e.s.ReplayRun(e.ctx, r.ID)
 	var se *StateError
-	if !errors.As(err, &se) || se.State != "purged" {
-		t.Fatalf("replay with a purged member = %v, want a StateError (purged)", err)
+	if !errors.As(err, &se) || se.State != "purged" || !strings.Contains(err.Error(), "cannot replay run ") {
+		t.Fatalf("replay with a purged member = %v, want a StateError of the run (purged)", err)
 	}
 	if diff := cmp.Diff(before, e.runRecord(r.ID)); diff != "" {
 		t.Fatalf("the refused replay changed the run (-before +after):\n%s", diff)
