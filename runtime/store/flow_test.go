@@ -409,11 +409,7 @@ func TestFlowRetentionPurgesRun(t *testing.T) {
 	if _, err := e.s.GetRun(e.ctx, r.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("GetRun after purge = %v", err)
 	}
-	for _, k := range e.keys() {
-		if !strings.HasSuffix(k, ":lanes") && !strings.HasSuffix(k, "ff:config") {
-			t.Fatalf("key left after purge: %s", k)
-		}
-	}
+	e.wantPurged()
 }
 
 func TestFlowReplay(t *testing.T) {
@@ -960,11 +956,7 @@ func TestFlowRetentionKeepsMembersOfKeptRuns(t *testing.T) {
 			break
 		}
 	}
-	for _, k := range e.keys() {
-		if !strings.HasSuffix(k, ":lanes") && !strings.HasSuffix(k, "ff:config") {
-			t.Fatalf("key left after purge: %s", k)
-		}
-	}
+	e.wantPurged()
 }
 
 // The result exec's outcome is recorded when it ends: a run whose result
@@ -1120,11 +1112,7 @@ func TestFlowRetentionPurgesLargeRunInSteps(t *testing.T) {
 	if _, err := e.s.GetRun(e.ctx, r.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("GetRun after purge = %v", err)
 	}
-	for _, k := range e.keys() {
-		if !strings.HasSuffix(k, ":lanes") && !strings.HasSuffix(k, "ff:config") {
-			t.Fatalf("key left after purge: %s", k)
-		}
-	}
+	e.wantPurged()
 }
 
 // A run being deleted by retention is gone at once, however many calls
@@ -1154,11 +1142,7 @@ func TestFlowRetentionRunGoneAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, k := range e.keys() {
-		if !strings.HasSuffix(k, ":lanes") && !strings.HasSuffix(k, "ff:config") {
-			t.Fatalf("key left after purge: %s", k)
-		}
-	}
+	e.wantPurged()
 }
 
 // A replay keeps a long chain of skips skipped in one pass: a -> c0 on

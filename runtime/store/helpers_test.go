@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,6 +205,17 @@ func (e *env) keys() []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// wantPurged fails unless every key of the env's prefix is gone but the
+// lane registries and the config (what retention leaves).
+func (e *env) wantPurged() {
+	e.t.Helper()
+	for _, k := range e.keys() {
+		if !strings.HasSuffix(k, ":lanes") && !strings.HasSuffix(k, "ff:config") {
+			e.t.Fatalf("key left after purge: %s", k)
+		}
+	}
 }
 
 // waitUntil polls cond (test helper for scanner-driven transitions).
