@@ -397,15 +397,7 @@ func TestFlowRetentionPurgesRun(t *testing.T) {
 	r := e.stage(flowOf("p", execs("a", "b"), "a->b"), "")
 	e.drive(func(Grant) outcome { return outcome{} })
 	time.Sleep(5 * time.Millisecond)
-	for {
-		res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !res.More {
-			break
-		}
-	}
+	e.purgeAll(100)
 	if _, err := e.s.GetRun(e.ctx, r.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("GetRun after purge = %v", err)
 	}
@@ -778,6 +770,52 @@ func TestFlowRunOutcome(t *testing.T) {
 	}
 }
 
+// claimOne claims one execution for worker1 and fails unless exactly one
+// was granted, of flow node node when node is not "".
+func (e *env) claimOne(node string) Grant {
+	e.t.Helper()
+	g := e.claimAll(worker1, 1, time.Minute)
+	if len(g) != 1 || node != "" && g[0].FlowNode != node {
+		e.t.Fatalf("claim = %+v, want one grant %s", g, node)
+	}
+	return g[0]
+}
+
+// dropRecord deletes the record of id by hand, as an older version's
+// retention did to flow members of a kept run.
+func (e *env) dropRecord(id ExecutionID) {
+	e.t.Helper()
+	p, uuid, _ := splitID(string(id))
+	if err := e.c.Do(e.ctx, e.c.B().Del().Key(e.s.k.core(p, uuid)).Build()).Error(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// purgeAll runs retention on partition 0 (age 1 ms, limit entries per
+// call) until it reports nothing more to do; it fails when a call deletes
+// more than the limit or after 100 calls, and returns the calls made and
+// the records deleted.
+func (e *env) purgeAll(limit int) (calls, deleted int) {
+	e.t.Helper()
+	for {
+		res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, limit)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		calls++
+		deleted += res.Processed
+		if res.Processed > limit {
+			e.t.Fatalf("one purge call deleted %d records, the limit is %d", res.Processed, limit)
+		}
+		if !res.More {
+			return calls, deleted
+		}
+		if calls >= 100 {
+			e.t.Fatal("purge does not converge")
+		}
+	}
+}
+
 // runRecord returns the record of run id, as stored.
 func (e *env) runRecord(id RunID) map[string]string {
 	e.t.Helper()
@@ -822,11 +860,8 @@ func TestFlowRunRecordBeforeLeftIsConverted(t *testing.T) {
 	f := flowOf("old", execs("a", "b", "c"), "a->b", "b->c")
 	f.Result = "c"
 	r := e.stage(f, "")
-	g := e.claimAll(worker1, 1, time.Minute)
-	if len(g) != 1 {
-		t.Fatalf("claim = %+v", g)
-	}
-	e.finishOK(g[0], "ra", nil)
+	first := e.claimOne("")
+	e.finishOK(first, "ra", nil)
 	// Rewrite the record as the previous layout kept it after one success.
 	p, uuid, _ := e.s.locate(ExecutionID(r.ID))
 	key := e.s.k.run(p, uuid)
@@ -860,11 +895,8 @@ func TestFlowResultBeforeRunEnds(t *testing.T) {
 	f := flowOf("early", execs("a", "b"), "a->b on done")
 	f.Result = "a"
 	r := e.stage(f, "")
-	g := e.claimAll(worker1, 1, time.Minute)
-	if len(g) != 1 || g[0].FlowNode != "a" {
-		t.Fatalf("claim = %+v", g)
-	}
-	e.finishOK(g[0], "ra", nil)
+	first := e.claimOne("a")
+	e.finishOK(first, "ra", nil)
 	mid := e.run(r.ID)
 	if mid.State != RunRunning || string(mid.Result) != "ra" || mid.ResultNode != "a" || mid.Done != 1 {
 		t.Fatalf("run while b waits = %+v", mid)
@@ -880,16 +912,13 @@ func TestFlowMemberEndWithoutRunRecord(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r := e.stage(flowOf("gone", execs("a", "b"), "a->b"), "")
-	g := e.claimAll(worker1, 1, time.Minute)
-	if len(g) != 1 {
-		t.Fatalf("claim = %+v", g)
-	}
+	first := e.claimOne("")
 	p, uuid, _ := e.s.locate(ExecutionID(r.ID))
 	key := e.s.k.run(p, uuid)
 	if err := e.c.Do(e.ctx, e.c.B().Del().Key(key).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	e.finishOK(g[0], "ra", nil)
+	e.finishOK(first, "ra", nil)
 	if n, err := e.c.Do(e.ctx, e.c.B().Exists().Key(key).Build()).AsInt64(); err != nil || n != 0 {
 		t.Fatalf("run record after a member's end: exists = %d, %v", n, err)
 	}
@@ -927,16 +956,13 @@ func TestFlowRetentionKeepsMembersOfKeptRuns(t *testing.T) {
 	f := flowOf("early", execs("a", "b"), "a->b on done")
 	f.Result = "a"
 	r := e.stage(f, "")
-	g := e.claimAll(worker1, 1, time.Minute)
-	if len(g) != 1 || g[0].FlowNode != "a" {
-		t.Fatalf("claim = %+v", g)
-	}
-	e.finishOK(g[0], "ra", nil)
+	first := e.claimOne("a")
+	e.finishOK(first, "ra", nil)
 	time.Sleep(5 * time.Millisecond)
 	if res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 100); err != nil || res.Processed != 0 {
 		t.Fatalf("purge while the run runs = %+v, %v; want nothing deleted", res, err)
 	}
-	e.wantState(g[0].ExecutionID, StateCompleted)
+	e.wantState(first.ExecutionID, StateCompleted)
 	e.drive(func(g Grant) outcome {
 		if string(g.Payload) != "ra" {
 			t.Errorf("b's input = %q, want a's result", g.Payload)
@@ -947,15 +973,7 @@ func TestFlowRetentionKeepsMembersOfKeptRuns(t *testing.T) {
 		t.Fatalf("run = %s %q, want succeeded with a's result", done.State, done.Result)
 	}
 	time.Sleep(5 * time.Millisecond)
-	for {
-		res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 1) // one entry per call: the run's members over several calls
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !res.More {
-			break
-		}
-	}
+	e.purgeAll(1) // one entry per call: the run's members over several calls
 	e.wantPurged()
 }
 
@@ -968,15 +986,9 @@ func TestFlowResultRecordGoneBeforeRunEnds(t *testing.T) {
 	f := flowOf("early", execs("a", "b"), "a->b on done")
 	f.Result = "a"
 	r := e.stage(f, "")
-	g := e.claimAll(worker1, 1, time.Minute)
-	if len(g) != 1 || g[0].FlowNode != "a" {
-		t.Fatalf("claim = %+v", g)
-	}
-	e.finishOK(g[0], "ra", nil)
-	p, uuid, _ := splitID(string(g[0].ExecutionID))
-	if err := e.c.Do(e.ctx, e.c.B().Del().Key(e.s.k.core(p, uuid)).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	first := e.claimOne("a")
+	e.finishOK(first, "ra", nil)
+	e.dropRecord(first.ExecutionID)
 	e.drive(func(Grant) outcome { return outcome{result: []byte("rb")} })
 	done, err := e.s.GetRun(e.ctx, r.ID)
 	if err != nil {
@@ -994,16 +1006,13 @@ func TestFlowExtraEndLeavesRecord(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r := e.stage(flowOf("extra", execs("a", "b"), "a->b"), "")
-	g := e.claimAll(worker1, 1, time.Minute)
-	if len(g) != 1 {
-		t.Fatalf("claim = %+v", g)
-	}
+	first := e.claimOne("")
 	p, uuid, _ := e.s.locate(ExecutionID(r.ID))
 	key := e.s.k.run(p, uuid)
 	if err := e.c.Do(e.ctx, e.c.B().Hset().Key(key).FieldValue().FieldValue("left", "0").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	e.finishOK(g[0], "ra", nil)
+	e.finishOK(first, "ra", nil)
 	got := e.runRecord(r.ID)
 	if got["left"] != "0" || got["done"] != "" || got["state"] != string(RunRunning) {
 		t.Fatalf("record after an extra end = %v, want it unchanged (left 0, running)", got)
@@ -1048,18 +1057,12 @@ func TestFlowReplayRefusedWhenMembersPurged(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
 	r := e.stage(flowOf("gone", execs("a", "b"), "a->b"), "")
-	g := e.claimAll(worker1, 1, time.Minute)
-	if len(g) != 1 {
-		t.Fatalf("claim = %+v", g)
-	}
-	e.finishOK(g[0], "ra", nil)
+	first := e.claimOne("")
+	e.finishOK(first, "ra", nil)
 	e.drive(func(Grant) outcome { return outcome{fail: true} })
 	// a's record deleted, as an older version's retention did while the
 	// run was kept.
-	p, uuid, _ := splitID(string(g[0].ExecutionID))
-	if err := e.c.Do(e.ctx, e.c.B().Del().Key(e.s.k.core(p, uuid)).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	e.dropRecord(first.ExecutionID)
 	before := e.runRecord(r.ID)
 	_, err := e.s.ReplayRun(e.ctx, r.ID)
 	var se *StateError
@@ -1088,24 +1091,7 @@ func TestFlowRetentionPurgesLargeRunInSteps(t *testing.T) {
 		t.Fatalf("run = %s", done.State)
 	}
 	time.Sleep(5 * time.Millisecond)
-	calls, deleted := 0, 0
-	for {
-		res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		calls++
-		deleted += res.Processed
-		if res.Processed > 100 {
-			t.Fatalf("one call deleted %d members, the limit is 100", res.Processed)
-		}
-		if !res.More {
-			break
-		}
-		if calls > 50 {
-			t.Fatal("purge does not converge")
-		}
-	}
+	calls, deleted := e.purgeAll(100)
 	if deleted != len(names) || calls < 6 {
 		t.Fatalf("%d members deleted in %d calls, want %d in at least 6", deleted, calls, len(names))
 	}
@@ -1137,11 +1123,7 @@ func TestFlowRetentionRunGoneAtOnce(t *testing.T) {
 	if _, err := e.s.ReplayRun(e.ctx, r.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("ReplayRun of a run being deleted = %v, want ErrNotFound", err)
 	}
-	for res.More {
-		if res, err = e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 2); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.purgeAll(2)
 	e.wantPurged()
 }
 
