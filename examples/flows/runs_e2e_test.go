@@ -149,6 +149,16 @@ func execNamed(run *wire.FlowRun, name string) wire.FlowExec {
 	return wire.FlowExec{}
 }
 
+// exec reads run and returns its exec name (zero when it has none).
+func (e *e2e) exec(run *client.Run, name string) wire.FlowExec {
+	e.t.Helper()
+	full, err := run.Get(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return execNamed(full, name)
+}
+
 const (
 	success   = "success"
 	failure   = "failed"
@@ -209,11 +219,7 @@ func TestE2EPublish(t *testing.T) {
 		if _, err := run.Result(e.ctx); err != nil {
 			t.Fatalf("Result: %v", err)
 		}
-		full, err := run.Get(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if probe := execNamed(full, "probe"); probe.Outcome != success || probe.Attempts != 2 {
+		if probe := e.exec(run.Run, "probe"); probe.Outcome != success || probe.Attempts != 2 {
 			t.Fatalf("probe = %+v, want success on the second attempt", probe)
 		}
 		want := map[string]string{"probe": success, "transcode": success, "thumbnail": success, "publish": success, "alert": skip, "cleanup": success}
@@ -286,11 +292,7 @@ func TestE2EAskEveryDraftFails(t *testing.T) {
 	if diff := cmp.Diff(want, e.outcomes(run.ID)); diff != "" {
 		t.Fatalf("outcomes (-want +got):\n%s", diff)
 	}
-	full, err := run.Get(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if small, judge := execNamed(full, "draft_small"), execNamed(full, "judge"); small.Attempts != 4 || judge.Attempts != 1 {
+	if small, judge := e.exec(run, "draft_small"), e.exec(run, "judge"); small.Attempts != 4 || judge.Attempts != 1 {
 		t.Fatalf("draft_small %d attempts (want 4, its retry policy), judge %d (want 1: a permanent failure)", small.Attempts, judge.Attempts)
 	}
 }
@@ -394,11 +396,7 @@ func TestE2ENightlyETLRetries(t *testing.T) {
 		if diff := cmp.Diff(want, e.outcomes(run.ID)); diff != "" {
 			t.Fatalf("outcomes (-want +got):\n%s", diff)
 		}
-		full, err := run.Get(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if load := execNamed(full, "load"); load.Attempts != 3 {
+		if load := e.exec(run, "load"); load.Attempts != 3 {
 			t.Fatalf("load attempts = %d, want 3 (its retry policy)", load.Attempts)
 		}
 		checkNotified(t, e.demo, []string{"nightly_etl: transform or load failed"})
@@ -415,11 +413,7 @@ func TestE2ENightlyETLRetries(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("result (-want +got):\n%s", diff)
 		}
-		full, err := run.Get(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if extract := execNamed(full, "extract"); extract.Attempts != 3 {
+		if extract := e.exec(run, "extract"); extract.Attempts != 3 {
 			t.Fatalf("extract attempts = %d, want 3", extract.Attempts)
 		}
 	})
