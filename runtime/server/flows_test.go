@@ -40,6 +40,16 @@ func twoStep() *plan.Flow {
 	}
 }
 
+// stageTwoStep stages a twoStep run with input {"s": "x"}.
+func stageTwoStep(t *testing.T, env *servertest.Env) *client.Run {
+	t.Helper()
+	run, err := env.Client.StageFlow(ctxT(t), twoStep(), map[string]string{"s": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
 func stageBody(t *testing.T, f *plan.Flow, input string) string {
 	t.Helper()
 	p, err := json.Marshal(f)
@@ -183,10 +193,7 @@ func TestShutdownAnswersWaitingResults(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
 	ctx := ctxT(t)
-	run, err := env.Client.StageFlow(ctx, twoStep(), map[string]string{"s": "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := stageTwoStep(t, env)
 	answered := make(chan error, 1)
 	go func() {
 		_, err := env.Client.RunResult(ctx, run.ID, 60*time.Second)

@@ -21,10 +21,7 @@ func TestCompleteHandoff(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
 	ctx := ctxT(t)
-	run, err := env.Client.StageFlow(ctx, twoStep(), map[string]string{"s": "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := stageTwoStep(t, env)
 	a := claimOne(t, env, wire.ClaimRequest{WorkerID: "w", InstanceID: "w-1"})
 	if !a.Downstream {
 		t.Fatalf("task a = %+v, want Downstream", a)
@@ -60,9 +57,7 @@ func TestCompleteHandoffErrors(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
 	ctx := ctxT(t)
-	if _, err := env.Client.StageFlow(ctx, twoStep(), map[string]string{"s": "x"}); err != nil {
-		t.Fatal(err)
-	}
+	stageTwoStep(t, env)
 	a := claimOne(t, env, wire.ClaimRequest{WorkerID: "w"})
 	lease, _ := json.Marshal(leaseOf(a))
 	tests := []struct {
@@ -101,10 +96,7 @@ func TestUndeliveredHandoffRevoked(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
 	ctx := ctxT(t)
-	run, err := env.Client.StageFlow(ctx, twoStep(), map[string]string{"s": "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := stageTwoStep(t, env)
 	a := claimOne(t, env, wire.ClaimRequest{WorkerID: "w", InstanceID: "w-1"})
 	body, err := json.Marshal(wire.CompleteRequest{
 		WorkerID:    "w",
