@@ -86,6 +86,20 @@ local function lane_list(p)
   return out
 end
 
+-- lanes_due hands act(key, u, lane) every member due at `at` of the index
+-- `index` of each lane of the partition, while seen (the entries looked
+-- at so far) is under limit; it returns seen.
+local function lanes_due(p, index, at, limit, seen, act)
+  for _, l in ipairs(lane_list(p)) do
+    if seen >= limit then break end
+    local key = lane_key(p, l[1], l[2], index)
+    local list = due(key, at, limit - seen)
+    seen = seen + #list
+    for _, u in ipairs(list) do act(key, u, l) end
+  end
+  return seen
+end
+
 -- ff_promote_delayed: make due delayed executions eligible.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit
@@ -93,21 +107,15 @@ local function ff_promote_delayed(keys, argv)
   local p = part(keys[1])
   local limit = tonumber(argv[1])
   local now = now_ms()
-  local n, seen = 0, 0
-  for _, l in ipairs(lane_list(p)) do
-    if seen >= limit then break end
-    local key = lane_key(p, l[1], l[2], 'delayed')
-    local list = due(key, now, limit - seen)
-    seen = seen + #list
-    for _, u in ipairs(list) do
-      local c = read_core(p, u)
-      zrem(p, key, u)
-      if c and split(c).eligibility == 'not_eligible_until_time' and c.ns == l[1] and c.lane == l[2] then
-        to_eligible(p, c, c.v.attempt, now)
-        n = n + 1
-      end
+  local n = 0
+  local seen = lanes_due(p, 'delayed', now, limit, 0, function(key, u, l)
+    local c = read_core(p, u)
+    zrem(p, key, u)
+    if c and split(c).eligibility == 'not_eligible_until_time' and c.ns == l[1] and c.lane == l[2] then
+      to_eligible(p, c, c.v.attempt, now)
+      n = n + 1
     end
-  end
+  end)
   flush(p)
   return ok(n, seen >= limit and 1 or 0)
 end
@@ -183,30 +191,24 @@ local function ff_purge_terminal(keys, argv)
     end
   end
   -- Then executions terminal for longer than the age.
-  for _, l in ipairs(lane_list(p)) do
-    if seen >= limit then break end
-    local key = lane_key(p, l[1], l[2], 'terminal')
-    local list = due(key, cutoff, limit - seen)
-    seen = seen + #list
-    for _, u in ipairs(list) do
-      local ck = core_key(p, u)
-      local v = redis.call('HMGET', ck, 'state', 'idem_key', 'ns', 'flow_id')
-      if v[4] and v[4] ~= '' and is(v[1], 'terminal') and redis.call('EXISTS', p.base .. ':f:' .. v[4]) == 1 then
-        zadd(p, key, ts(now), u) -- goes with its run
-      else
-        zrem(p, key, u)
-        if is(v[1], 'terminal') then
-          if v[2] then
-            local ik = p.base .. ':idem:' .. v[3] .. ':' .. v[2]
-            if redis.call('GET', ik) == u then redis.call('DEL', ik) end
-          end
-          redis.call('DEL', ck)
-          zrem(p, p.deadlines, u)
-          n = n + 1
-        end
-      end
+  seen = lanes_due(p, 'terminal', cutoff, limit, seen, function(key, u)
+    local ck = core_key(p, u)
+    local v = redis.call('HMGET', ck, 'state', 'idem_key', 'ns', 'flow_id')
+    if v[4] and v[4] ~= '' and is(v[1], 'terminal') and redis.call('EXISTS', p.base .. ':f:' .. v[4]) == 1 then
+      zadd(p, key, ts(now), u) -- goes with its run
+      return
     end
-  end
+    zrem(p, key, u)
+    if is(v[1], 'terminal') then
+      if v[2] then
+        local ik = p.base .. ':idem:' .. v[3] .. ':' .. v[2]
+        if redis.call('GET', ik) == u then redis.call('DEL', ik) end
+      end
+      redis.call('DEL', ck)
+      zrem(p, p.deadlines, u)
+      n = n + 1
+    end
+  end)
   -- Stagings of large runs never committed (a crashed stager): their
   -- members go.
   if seen < limit then
