@@ -816,6 +816,18 @@ func (e *env) purgeAll(limit int) (calls, deleted int) {
 	}
 }
 
+// stageResultFirst stages a run of a -> b on done whose result exec is a,
+// and finishes a with result "ra"; b waits to be claimed.
+func (e *env) stageResultFirst() (*Run, Grant) {
+	e.t.Helper()
+	f := flowOf("early", execs("a", "b"), "a->b on done")
+	f.Result = "a"
+	r := e.stage(f, "")
+	a := e.claimOne("a")
+	e.finishOK(a, "ra", nil)
+	return r, a
+}
+
 // runRecord returns the record of run id, as stored.
 func (e *env) runRecord(id RunID) map[string]string {
 	e.t.Helper()
@@ -892,11 +904,7 @@ func TestFlowRunRecordBeforeLeftIsConverted(t *testing.T) {
 func TestFlowResultBeforeRunEnds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	f := flowOf("early", execs("a", "b"), "a->b on done")
-	f.Result = "a"
-	r := e.stage(f, "")
-	first := e.claimOne("a")
-	e.finishOK(first, "ra", nil)
+	r, _ := e.stageResultFirst()
 	mid := e.run(r.ID)
 	if mid.State != RunRunning || string(mid.Result) != "ra" || mid.ResultNode != "a" || mid.Done != 1 {
 		t.Fatalf("run while b waits = %+v", mid)
@@ -953,11 +961,7 @@ func TestFlowStagingHook(t *testing.T) {
 func TestFlowRetentionKeepsMembersOfKeptRuns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
-	f := flowOf("early", execs("a", "b"), "a->b on done")
-	f.Result = "a"
-	r := e.stage(f, "")
-	first := e.claimOne("a")
-	e.finishOK(first, "ra", nil)
+	r, first := e.stageResultFirst()
 	time.Sleep(5 * time.Millisecond)
 	if res, err := e.s.PurgeTerminal(e.ctx, 0, time.Millisecond, 100); err != nil || res.Processed != 0 {
 		t.Fatalf("purge while the run runs = %+v, %v; want nothing deleted", res, err)
@@ -983,11 +987,7 @@ func TestFlowRetentionKeepsMembersOfKeptRuns(t *testing.T) {
 func TestFlowResultRecordGoneBeforeRunEnds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
-	f := flowOf("early", execs("a", "b"), "a->b on done")
-	f.Result = "a"
-	r := e.stage(f, "")
-	first := e.claimOne("a")
-	e.finishOK(first, "ra", nil)
+	r, first := e.stageResultFirst()
 	e.dropRecord(first.ExecutionID)
 	e.drive(func(Grant) outcome { return outcome{result: []byte("rb")} })
 	done, err := e.s.GetRun(e.ctx, r.ID)
