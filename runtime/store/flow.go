@@ -534,30 +534,11 @@ func (m *memberPlan) args(uuids []string, refs *stageRefs) ([]string, error) {
 	var budgets, quotas string
 	if len(m.budgets) > 0 || len(m.quotas) > 0 {
 		field := fmt.Sprintf("flow.execs[%d]", m.index)
-		var budgetIDs, quotaSubjects []string
-		for _, name := range m.budgets {
-			id, err := refs.budget(field+".budgets", name)
-			if err != nil {
-				return nil, err
-			}
-			if !slices.Contains(budgetIDs, id) {
-				budgetIDs = append(budgetIDs, id)
-			}
-		}
-		for _, name := range m.quotas {
-			sub, err := refs.quota(field+".quotas", name)
-			if err != nil {
-				return nil, err
-			}
-			if !slices.Contains(quotaSubjects, sub) {
-				quotaSubjects = append(quotaSubjects, sub)
-			}
-		}
 		var err error
-		if budgets, err = checkRefs(field+".budgets", budgetIDs); err != nil {
+		if budgets, err = memberRefs(field+".budgets", m.budgets, refs.budget); err != nil {
 			return nil, err
 		}
-		if quotas, err = checkRefs(field+".quotas", quotaSubjects); err != nil {
+		if quotas, err = memberRefs(field+".quotas", m.quotas, refs.quota); err != nil {
 			return nil, err
 		}
 	}
@@ -598,6 +579,22 @@ func (m *memberPlan) args(uuids []string, refs *stageRefs) ([]string, error) {
 		item = append(item, "input_from", uuids[m.inputFrom])
 	}
 	return item, nil
+}
+
+// memberRefs resolves the budget or quota names of a member with resolve
+// and returns the distinct references, checked and comma-joined.
+func memberRefs(field string, names []string, resolve func(field, name string) (string, error)) (string, error) {
+	var out []string
+	for _, name := range names {
+		ref, err := resolve(field, name)
+		if err != nil {
+			return "", err
+		}
+		if !slices.Contains(out, ref) {
+			out = append(out, ref)
+		}
+	}
+	return checkRefs(field, out)
 }
 
 // joinError is a bad join of an exec: the field under "join" and why.
