@@ -131,7 +131,7 @@ local function ff_unblock(keys, argv)
   return ok(n)
 end
 
-redis.register_function('ff_worker_heartbeat', ff_worker_heartbeat)
-redis.register_function('ff_block', ff_block)
-redis.register_function('ff_unblock', ff_unblock)
-redis.register_function('ff_unblock_route', ff_unblock_route)
+register('ff_worker_heartbeat', ff_worker_heartbeat)
+register('ff_block', ff_block)
+register('ff_unblock', ff_unblock)
+register('ff_unblock_route', ff_unblock_route)

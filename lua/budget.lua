@@ -206,7 +206,7 @@ local function ff_budget_resets(keys, argv)
   return ok(n, #list >= limit and 1 or 0)
 end
 
-redis.register_function('ff_budget_upsert', ff_budget_upsert)
-redis.register_function('ff_budget_report', ff_budget_report)
-redis.register_function('ff_budget_reset', ff_budget_reset)
-redis.register_function('ff_budget_resets', ff_budget_resets)
+register('ff_budget_upsert', ff_budget_upsert)
+register('ff_budget_report', ff_budget_report)
+register('ff_budget_reset', ff_budget_reset)
+register('ff_budget_resets', ff_budget_resets)

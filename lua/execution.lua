@@ -227,8 +227,8 @@ local function ff_revoke_lease(keys, argv)
   return ok(public)
 end
 
-redis.register_function('ff_create', ff_create)
-redis.register_function('ff_create_many', ff_create_many)
-redis.register_function('ff_cancel', ff_cancel)
-redis.register_function('ff_change_priority', ff_change_priority)
-redis.register_function('ff_revoke_lease', ff_revoke_lease)
+register('ff_create', ff_create)
+register('ff_create_many', ff_create_many)
+register('ff_cancel', ff_cancel)
+register('ff_change_priority', ff_change_priority)
+register('ff_revoke_lease', ff_revoke_lease)

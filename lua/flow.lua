@@ -192,7 +192,7 @@ local function resolve_member(p, u, run, outcome, now, out, handled, is_result)
     end
   end
   if not p.cancelling and out ~= '' then
-    for d, on in string.gmatch(out, '([^,:]+):(%a+)') do
+    for _, d, on in each_edge, out, 1 do
       decide(p, d, holds(on, outcome), now)
     end
   end
@@ -593,9 +593,9 @@ local function ff_run_outcome(keys, argv)
   return ok(f, '', false)
 end
 
-redis.register_function('ff_stage_flow', ff_stage_flow)
-redis.register_function{function_name = 'ff_run_outcome', callback = ff_run_outcome, flags = {'no-writes'}}
-redis.register_function('ff_stage_chunk', ff_stage_chunk)
-redis.register_function('ff_commit_flow', ff_commit_flow)
-redis.register_function('ff_cancel_run', ff_cancel_run)
-redis.register_function('ff_replay_run', ff_replay_run)
+register('ff_stage_flow', ff_stage_flow)
+register('ff_run_outcome', ff_run_outcome, {'no-writes'})
+register('ff_stage_chunk', ff_stage_chunk)
+register('ff_commit_flow', ff_commit_flow)
+register('ff_cancel_run', ff_cancel_run)
+register('ff_replay_run', ff_replay_run)

@@ -23,6 +23,34 @@
 --     key at the end (flush): a call never removes and adds the same member
 --     of the same index.
 
+-- The server runs a library's functions with an empty globals table whose
+-- metatable leads to the real globals, so every use of a global name
+-- (redis, string, tonumber, unpack, ...) costs three table lookups. The
+-- library keeps the globals it uses in locals of the same names, bound by
+-- the first call into the library (bind, from the callbacks register
+-- makes); while FUNCTION LOAD runs the top level, only the loading API
+-- (redis.register_function, redis.log) exists, so nothing at the top
+-- level may use the others.
+local redis = redis
+local string, math, table, tonumber, tostring, unpack, select, ipairs, pairs
+local bound = false
+
+local function bind()
+  local g = _G
+  redis, string, math, table = g.redis, g.string, g.math, g.table
+  tonumber, tostring, unpack, select, ipairs, pairs = g.tonumber, g.tostring, g.unpack, g.select, g.ipairs, g.pairs
+  bound = true
+end
+
+-- register registers fn(keys, argv) as the function called name, with
+-- flags (a list, optional).
+local function register(name, fn, flags)
+  redis.register_function{function_name = name, flags = flags, callback = function(keys, argv)
+    if not bound then bind() end
+    return fn(keys, argv)
+  end}
+end
+
 -- Eligible score: lower is claimed first. Priority occupies the high part,
 -- creation age the low part; both stay exact below 2^53.
 local SCORE_EPOCH_MS = 1735689600000 -- 2025-01-01T00:00:00Z
@@ -89,6 +117,24 @@ local function num(s)
   end
   return n
 end
+
+-- entry_iter returns a stateless iterator over the entries "<a><sep><b>"
+-- of a comma-separated list (an edge list "<uuid>:<on>,...", an upstream
+-- list "<name>=<uuid>,..."): for _, a, b in iter, list, 1 do. It splits
+-- with plain finds: the equivalent gmatch pattern costs about three times
+-- as much per entry. An entry without sep ends the walk (staging writes
+-- none).
+local function entry_iter(sep)
+  return function(s, i)
+    local n = #s
+    if i > n then return nil end
+    local j = string.find(s, ',', i, true) or n + 1
+    local k = string.find(s, sep, i, true)
+    if not k or k > j then return nil end
+    return j + 1, string.sub(s, i, k - 1), string.sub(s, k + 1, j - 1)
+  end
+end
+local each_edge, each_up = entry_iter(':'), entry_iter('=')
 
 local function ok(...)
   return {1, ...}
@@ -462,10 +508,12 @@ end
 -- finishing worker or indexes it and wakes claimers.
 local function to_eligible(p, c, attempt, now, ...)
   more(c)
-  local score = ts(eligible_score(num(c.priority), num(c.created_at)))
+  local score = eligible_score(num(c.priority), num(c.created_at))
   local h = p.handoff
   if h and c.fresh and c.ns == h.ns and h.lanes[c.lane] then
     -- settle_handoff writes the record, granted or eligible, in one HSET.
+    -- The score stays a number: a granted member is never indexed, so
+    -- its string is never needed.
     local extra -- more pairs to write; most members have none
     if select('#', ...) > 0 then extra = {...} end
     h.fresh[#h.fresh + 1] = {c = c, score = score, attempt = attempt, extra = extra}
@@ -474,7 +522,7 @@ local function to_eligible(p, c, attempt, now, ...)
   end
   redis.call('HSET', c.key, 'eligible_at', '', 'updated_at', ts(now), 'blocking_detail', '',
     'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', attempt), ...)
-  zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), score, c.u)
+  zadd(p, lane_key(p, c.ns, c.lane, 'eligible'), ts(score), c.u)
   wake(p, c.ns, c.lane)
   return 'waiting'
 end

@@ -137,7 +137,7 @@ local function ff_quota_forget(keys, argv)
   return ok(n)
 end
 
-redis.register_function('ff_quota_upsert', ff_quota_upsert)
-redis.register_function('ff_quota_forget', ff_quota_forget)
-redis.register_function('ff_quota_admit', ff_quota_admit)
-redis.register_function('ff_quota_release', ff_quota_release)
+register('ff_quota_upsert', ff_quota_upsert)
+register('ff_quota_forget', ff_quota_forget)
+register('ff_quota_admit', ff_quota_admit)
+register('ff_quota_release', ff_quota_release)

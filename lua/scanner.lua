@@ -220,8 +220,8 @@ local function ff_purge_terminal(keys, argv)
   return ok(n, seen >= limit and 1 or 0)
 end
 
-redis.register_function('ff_expire_leases', ff_expire_leases)
-redis.register_function('ff_timeout_attempts', ff_timeout_attempts)
-redis.register_function('ff_expire_deadlines', ff_expire_deadlines)
-redis.register_function('ff_promote_delayed', ff_promote_delayed)
-redis.register_function('ff_purge_terminal', ff_purge_terminal)
+register('ff_expire_leases', ff_expire_leases)
+register('ff_timeout_attempts', ff_timeout_attempts)
+register('ff_expire_deadlines', ff_expire_deadlines)
+register('ff_promote_delayed', ff_promote_delayed)
+register('ff_purge_terminal', ff_purge_terminal)

@@ -9,4 +9,4 @@ local function ff_version()
   return LIBRARY_VERSION
 end
 
-redis.register_function{function_name = 'ff_version', callback = ff_version, flags = {'no-writes'}}
+register('ff_version', ff_version, {'no-writes'})

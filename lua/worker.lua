@@ -132,7 +132,7 @@ local function grant(p, g, u, v, lane, now, now_s, extra)
       end
       payload = r or ''
     end
-    for name, up in string.gmatch(v[16] or '', '([^,=]+)=([^,]+)') do
+    for _, name, up in each_up, v[16] or '', 1 do
       local r = results[up]
       if r == nil then r = redis.call('HGET', p.xp .. up, 'result') end
       if r then
@@ -428,7 +428,7 @@ local function settle_handoff(p, now)
         head = r[2] and tonumber(r[2]) or false
         h.heads[eligible] = head
       end
-      if not head or tonumber(f.score) <= head then
+      if not head or f.score <= head then
         local v = c.claim or redis.call('HMGET', c.key, unpack(CLAIM_FIELDS))
         if covers(h.have, v[2]) and (v[17] or '') == '' and (v[18] or '') == ''
             and not (v[14] and v[14] ~= '' and tonumber(v[14]) <= now)
@@ -527,6 +527,6 @@ local function ff_finish(keys, argv)
   return ok(items, grants)
 end
 
-redis.register_function('ff_claim', ff_claim)
-redis.register_function('ff_renew', ff_renew)
-redis.register_function('ff_finish', ff_finish)
+register('ff_claim', ff_claim)
+register('ff_renew', ff_renew)
+register('ff_finish', ff_finish)
