@@ -766,7 +766,10 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 		n := RunNode{Name: names[i], ExecutionID: makeID(p, nodes[names[i]]), Kind: str(v[2]),
 			State: decodeState(str(v[0]), str(v[1])), Attempts: atoi(str(v[3])), Error: str(v[4]),
 			StartedAt: fromMs(str(v[6])), EndedAt: fromMs(str(v[7]))}
-		if n.Error == "" {
+		// As GetExecution: the last attempt's error is shown while more
+		// attempts may come; a terminal member shows its failure reason
+		// only (none after a success).
+		if n.Error == "" && n.State.Lifecycle != LifecycleTerminal {
 			n.Error = str(v[5])
 		}
 		if nodes[names[i]] == f["result_node"] {

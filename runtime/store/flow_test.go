@@ -266,6 +266,10 @@ func TestFlowJoinCountAndRetriesDoNotResolve(t *testing.T) {
 				}
 				return outcome{fail: true}
 			}
+			// While the retry runs, the run shows the failed attempt's error.
+			if n := nodeOf(t, e.run(r.ID), "a"); n.Error != "handler failed" {
+				t.Errorf("a during its retry: error %q, want the first attempt's", n.Error)
+			}
 			return outcome{}
 		case "b":
 			return outcome{fail: true}
@@ -280,6 +284,22 @@ func TestFlowJoinCountAndRetriesDoNotResolve(t *testing.T) {
 	if nodeStates(done)["d"] != StateCompleted || done.State != RunFailed { // b failed unhandled
 		t.Fatalf("run = %+v", done)
 	}
+	// A success after a retry leaves no error behind.
+	if n := nodeOf(t, done, "a"); n.Error != "" || n.Attempts != 2 {
+		t.Fatalf("a after its retry succeeded = %+v", n)
+	}
+}
+
+// nodeOf returns the member of run named name.
+func nodeOf(t *testing.T, run *Run, name string) RunNode {
+	t.Helper()
+	for _, n := range run.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	t.Fatalf("run %s has no member %q", run.ID, name)
+	return RunNode{}
 }
 
 func TestFlowJoinImpossibleSkips(t *testing.T) {
