@@ -271,16 +271,21 @@ local function write_run(p, runkey, ns, flow, result, input, ikey, total, nodes,
   call_all('HSET', runkey .. ':nodes', nodes)
 end
 
--- duplicate_run returns the uuid of the run staged first with an
--- idempotency key, and the key.
-local function duplicate_run(p, ns, ikey)
+-- duplicate_run looks up idempotency key ikey of namespace ns for a run of
+-- flow: it returns the uuid of the run staged first with the key (nil when
+-- there is none, or it is gone) and the key's name; when that run is of
+-- another flow, also the other flow's name (the staging is refused: a key
+-- names one piece of work, and the caller would take the other run's
+-- result for its own).
+local function duplicate_run(p, ns, ikey, flow)
   if ikey == '' then return nil end
   local ik = p.base .. ':fidem:' .. ns .. ':' .. ikey
   local first = redis.call('GET', ik)
-  if first and redis.call('EXISTS', p.base .. ':f:' .. first) == 1 then
-    return first, ik
-  end
-  return nil, ik
+  if not first then return nil, ik end
+  local other = redis.call('HGET', p.base .. ':f:' .. first, 'flow')
+  if not other then return nil, ik end
+  if other ~= flow then return first, ik, other end
+  return first, ik
 end
 
 -- enqueue_member indexes a member of a run made visible at now: pending
@@ -320,10 +325,13 @@ end
 --          input_from (the feeding upstream's uuid), ups, out, handled
 --          ('1'), budgets, quotas.
 -- Reply: {1, 'created', now} | {1, 'duplicate', run uuid}
+--        | {0, 'idempotency_conflict', flow, run uuid} (the key was used by
+--        a run of another flow; nothing written)
 local function ff_stage_flow(keys, argv)
   local p = part(keys[1])
   local run, ns = argv[1], argv[2]
-  local first, ik = duplicate_run(p, ns, argv[5])
+  local first, ik, other = duplicate_run(p, ns, argv[5], argv[3])
+  if other then return refuse('idempotency_conflict', other, first) end
   if first then return ok('duplicate', first) end
   local now = now_ms()
   local nodes = {}
@@ -383,14 +391,17 @@ end
 -- ARGV[8]  the number of members, m
 -- ARGV[9..] m groups of name, uuid, lane, priority, deps_total, has_deadline (0/1)
 -- Reply: {1, 'created', now} | {1, 'duplicate', run uuid} (the staged
---        members are deleted) | {0, 'not_found'} (nothing staged)
+--        members are deleted) | {0, 'idempotency_conflict', flow, run
+--        uuid} (a run of another flow has the key; the staged members are
+--        deleted) | {0, 'not_found'} (nothing staged)
 local function ff_commit_flow(keys, argv)
   local p = part(keys[1])
   local run, ns = argv[1], argv[2]
   if redis.call('ZSCORE', p.base .. ':staging', run) == false then return refuse('not_found') end
-  local first, ik = duplicate_run(p, ns, argv[5])
+  local first, ik, other = duplicate_run(p, ns, argv[5], argv[3])
   if first then
     drop_staged(p, run)
+    if other then return refuse('idempotency_conflict', other, first) end
     return ok('duplicate', first)
   end
   local now = now_ms()

@@ -113,6 +113,26 @@ func TestFlowRouteErrors(t *testing.T) {
 	}
 }
 
+// TestFlowIdempotencyKeyOfAnotherFlow: a key used by a run of one flow is
+// refused to another flow (409 naming the holder), not answered with the
+// other flow's run.
+func TestFlowIdempotencyKeyOfAnotherFlow(t *testing.T) {
+	t.Parallel()
+	other := twoStep()
+	other.Name = "other"
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{twoStep(), other} })
+	r := rawDo(t, env, "POST", "/v1/templates/two/runs", "", `{"input": {"s": "x"}, "idempotency_key": "k9"}`)
+	var run wire.FlowRun
+	if err := json.Unmarshal([]byte(r.body), &run); err != nil || r.status != http.StatusCreated {
+		t.Fatalf("stage two: %d %s", r.status, r.body)
+	}
+	r = rawDo(t, env, "POST", "/v1/templates/other/runs", "", `{"input": {"s": "x"}, "idempotency_key": "k9"}`)
+	want := map[string]any{"field": "idempotency_key", "run_id": run.ID, "flow": "two"}
+	if r.status != http.StatusConflict || r.err.Code != wire.CodeConflict || !cmp.Equal(r.err.Details, want) {
+		t.Fatalf("other with two's key: %d %s, want 409 conflict with details %v", r.status, r.body, want)
+	}
+}
+
 // TestFlowRunOverHTTP stages, inspects, waits for and cancels a run with
 // a hand-driven worker (claim/complete over HTTP).
 func TestFlowRunOverHTTP(t *testing.T) {

@@ -309,6 +309,7 @@ func mapError(err error) *api.Error {
 	var ve *store.ValidationError
 	var le *store.LeaseError
 	var se *store.StateError
+	var ie *store.IdempotencyError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -325,6 +326,9 @@ func mapError(err error) *api.Error {
 		}
 		return &api.Error{Status: http.StatusConflict, Code: code, Message: le.Error(),
 			Details: map[string]any{"reason": le.Reason, "state": string(le.State)}}
+	case errors.As(err, &ie):
+		return &api.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: ie.Error(),
+			Details: map[string]any{"field": "idempotency_key", "run_id": string(ie.RunID), "flow": ie.Flow}}
 	case errors.As(err, &se):
 		return &api.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: se.Error(),
 			Details: map[string]any{"state": string(se.State), "op": se.Op}}

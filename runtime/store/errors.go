@@ -89,3 +89,21 @@ func (e *StateError) Error() string {
 
 // Unwrap makes errors.Is(e, ErrWrongState) true.
 func (e *StateError) Unwrap() error { return ErrWrongState }
+
+// IdempotencyError refuses a staging whose idempotency key was used, in
+// the same namespace and within the key's lifetime, by a run of another
+// flow. Nothing was staged. A repeat of the same flow returns the first
+// run instead; a key names one piece of work, so a run of another flow
+// answered as the caller's own would hand it a result of the wrong shape.
+type IdempotencyError struct {
+	Key   string
+	Flow  string // the flow of the run that holds the key
+	RunID RunID  // that run
+}
+
+func (e *IdempotencyError) Error() string {
+	return fmt.Sprintf("idempotency key %q is taken by run %s of flow %q", e.Key, e.RunID, e.Flow)
+}
+
+// Unwrap makes errors.Is(e, ErrWrongState) true.
+func (e *IdempotencyError) Unwrap() error { return ErrWrongState }

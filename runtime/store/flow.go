@@ -173,6 +173,9 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	} else {
 		items, err = s.stageChunked(ctx, p, id, runUUID, ns, req.Input, head, f, members)
 	}
+	if ie := (*IdempotencyError)(nil); errors.As(err, &ie) {
+		ie.Key, ie.RunID = req.IdempotencyKey, RunID(makeID(p, string(ie.RunID)))
+	}
 	if err != nil {
 		return nil, false, err
 	}

@@ -374,6 +374,38 @@ func TestFlowIdempotentStage(t *testing.T) {
 	}
 }
 
+func TestFlowIdempotencyKeyOfAnotherFlow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	first, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: flowOf("orders", execs("a")), IdempotencyKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.keys()
+	// One run staged in one call, one staged in chunks: both refused,
+	// nothing of theirs left.
+	names := []string{"root"}
+	for i := range StageChunkExecs + 10 {
+		names = append(names, fmt.Sprintf("m%04d", i))
+	}
+	for _, f := range []*plan.Flow{flowOf("refunds", execs("a")), flowOf("wide", execs(names...))} {
+		_, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, IdempotencyKey: "k"})
+		want := &IdempotencyError{Key: "k", Flow: "orders", RunID: first.ID}
+		var ie *IdempotencyError
+		if !errors.As(err, &ie) || *ie != *want || !errors.Is(err, ErrWrongState) {
+			t.Fatalf("%s with the key of a run of orders: %v, want %v", f.Name, err, want)
+		}
+		if diff := cmp.Diff(before, e.keys()); diff != "" {
+			t.Fatalf("%s: keys changed (-before +after):\n%s", f.Name, diff)
+		}
+	}
+	// The key's own flow still gets its first run back.
+	again, created, err := e.s.StageFlow(e.ctx, StageRequest{Flow: flowOf("orders", execs("a")), IdempotencyKey: "k"})
+	if err != nil || created || again.ID != first.ID {
+		t.Fatalf("repeat of orders = %v %v %v", again, created, err)
+	}
+}
+
 func TestFlowValidationWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

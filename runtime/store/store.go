@@ -357,6 +357,8 @@ func refusalError(r *refusal, id ExecutionID, op string) error {
 		return &LeaseError{ExecutionID: id, Reason: d(0), State: PublicState(d(1))}
 	case "wrong_state":
 		return &StateError{ExecutionID: id, Op: op, State: PublicState(d(0))}
+	case "idempotency_conflict": // the key and the run's partition are the caller's to fill in
+		return &IdempotencyError{Flow: d(0), RunID: RunID(d(1))}
 	}
 	return fmt.Errorf("store: %s %s: unknown refusal %q %v", op, id, r.code, r.detail)
 }
