@@ -5,7 +5,8 @@
 //
 // The rules follow the JSON encoding of the generated Go types: records are
 // objects whose required fields must be present and not null, optional
-// fields may be absent or null, and unknown fields are rejected; int is an
+// fields may be absent or null, and unknown fields and keys given twice in
+// one object (outside json values) are rejected; int is an
 // integer literal in the int64 range; float any number; bytes a base64
 // (standard alphabet, padded) string; time an RFC 3339 string; duration an
 // integer number of nanoseconds; json any value. Lists, maps, bytes and json
@@ -57,14 +58,69 @@ func Flow(f *plan.Flow, root string, input []byte) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.UseNumber()
-	var val any
-	if err := dec.Decode(&val); err != nil {
+	val, err := decode(dec, 0)
+	if err != nil {
 		return &Error{Path: root, Msg: fmt.Sprintf("is not valid JSON: %v", err)}
 	}
 	if dec.More() {
 		return &Error{Path: root, Msg: "has data after the JSON value"}
 	}
 	return v.check(root, f.Input, val, 0)
+}
+
+// repeated stands for the value of a member whose key appears more than
+// once in its object. Go's decoder assigns every occurrence in turn, so a
+// handler could get a value other than the one checked (or fail on an
+// earlier one): such an input is refused.
+type repeated struct{}
+
+// decodeNestingMax is encoding/json's own nesting limit.
+const decodeNestingMax = 10000
+
+// decode reads one JSON value as encoding/json decodes into any (with
+// UseNumber), except that a repeated key's value is repeated{}.
+func decode(dec *json.Decoder, depth int) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil // null, bool, json.Number or string
+	}
+	if depth >= decodeNestingMax {
+		return nil, fmt.Errorf("exceeded max depth")
+	}
+	if d == '[' {
+		a := []any{}
+		for dec.More() {
+			v, err := decode(dec, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err := dec.Token() // ']'
+		return a, err
+	}
+	m := map[string]any{}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		v, err := decode(dec, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		key := k.(string) // the decoder returns object keys as strings
+		if _, seen := m[key]; seen {
+			v = repeated{}
+		}
+		m[key] = v
+	}
+	_, err = dec.Token() // '}'
+	return m, err
 }
 
 type checker struct {
@@ -92,6 +148,9 @@ func kindName(v any) string {
 func (c *checker) check(path string, t *plan.TypeRef, v any, depth int) error {
 	if depth > MaxDepth {
 		return &Error{Path: path, Msg: fmt.Sprintf("nests deeper than %d levels", MaxDepth)}
+	}
+	if _, ok := v.(repeated); ok {
+		return &Error{Path: path, Msg: "is given more than once in its object"}
 	}
 	want := func() error {
 		return &Error{Path: path, Msg: fmt.Sprintf("want %s, got %s", describe(t), kindName(v))}

@@ -2,6 +2,7 @@ package flowinput_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -76,6 +77,17 @@ func TestFlow(t *testing.T) {
 		{"null input", `null`, &flowinput.Error{Path: "input", Msg: "want Clip (an object), got null"}},
 		{"absent input", ``, &flowinput.Error{Path: "input", Msg: `is required: flow "publish" takes Clip`}},
 		{"trailing data", good + `} {}`, &flowinput.Error{Path: "input", Msg: "has data after the JSON value"}},
+		// Go's decoder assigns each occurrence of a key in turn: the first
+		// "count" would fail the handler's decode though the last one is good.
+		{"repeated field", `{"count":"x","id":"c","seconds":1,"count":3,"ok":true,"tags":[],"labels":{},"taken":"2026-11-21T19:00:00Z","ttl":1}`,
+			&flowinput.Error{Path: "input.count", Msg: "is given more than once in its object"}},
+		{"repeated map key", `{"id":"c","seconds":1,"count":3,"ok":true,"tags":[],"labels":{"k":"v","k":"w"},"taken":"2026-11-21T19:00:00Z","ttl":1}`,
+			&flowinput.Error{Path: `input.labels["k"]`, Msg: "is given more than once in its object"}},
+		{"repeated list field", good + `,"tags":["a"]}`, &flowinput.Error{Path: "input.tags", Msg: "is given more than once in its object"}},
+		{"repeated nested field", good + `,"owner":{"name":"n","name":"m"}}`, &flowinput.Error{Path: "input.owner.name", Msg: "is given more than once in its object"}},
+		{"repeated key inside json", good + `,"meta":{"x":1,"x":2}}`, nil}, // json keeps the text: the handler decides
+		{"deep json", good + `,"meta":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}`, nil},
+		{"too deep", good + `,"meta":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, &flowinput.Error{Path: "input", Msg: "is not valid JSON: exceeded max depth"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := flowinput.Flow(clipFlow, "input", []byte(tt.input))
