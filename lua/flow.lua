@@ -393,7 +393,9 @@ end
 -- Reply: {1, 'created', now} | {1, 'duplicate', run uuid} (the staged
 --        members are deleted) | {0, 'idempotency_conflict', flow, run
 --        uuid} (a run of another flow has the key; the staged members are
---        deleted) | {0, 'not_found'} (nothing staged)
+--        deleted) | {0, 'not_found'} (nothing staged) | {0,
+--        'staging_expired'} (retention dropped some of the staged members:
+--        the rest are deleted too)
 local function ff_commit_flow(keys, argv)
   local p = part(keys[1])
   local run, ns = argv[1], argv[2]
@@ -404,10 +406,18 @@ local function ff_commit_flow(keys, argv)
     if other then return refuse('idempotency_conflict', other, first) end
     return ok('duplicate', first)
   end
+  local m = tonumber(argv[8])
+  -- Retention drops a staging whose lifetime passed, members and all; a
+  -- later chunk of a stalled stager registers the run again with only its
+  -- own members. Such a run must not become visible with members that
+  -- have no record.
+  if redis.call('SCARD', p.base .. ':f:' .. run .. ':staged') ~= m then
+    drop_staged(p, run)
+    return refuse('staging_expired')
+  end
   local now = now_ms()
   local nodes = {}
   local registered = {}
-  local m = tonumber(argv[8])
   for j = 0, m - 1 do
     local b = 9 + j * 6
     local name, u, lane, priority, deps = argv[b], argv[b + 1], argv[b + 2], tonumber(argv[b + 3]), tonumber(argv[b + 4])

@@ -332,6 +332,8 @@ func mapError(err error) *api.Error {
 	case errors.As(err, &se):
 		return &api.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: se.Error(),
 			Details: map[string]any{"state": string(se.State), "op": se.Op}}
+	case errors.Is(err, store.ErrStagingExpired): // the server stalled mid-staging; nothing is left
+		return &api.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: err.Error(), Err: err}
 	case errors.Is(err, store.ErrNotFound):
 		return api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no such execution")
 	case errors.Is(err, store.ErrNotFinished):

@@ -27,6 +27,9 @@ var (
 	ErrNotFinished = errors.New("store: execution not finished")
 	// ErrPartitionMismatch: the server holds other partition counts.
 	ErrPartitionMismatch = errors.New("store: partition counts differ from the stored ones")
+	// ErrStagingExpired: a run staged in chunks took longer than
+	// StagingTTL; retention dropped it and nothing of it is left.
+	ErrStagingExpired = errors.New("store: staging expired")
 	// ErrUnsupportedServer: the server is older than Valkey 7.2 / Redis 7.0.
 	ErrUnsupportedServer = errors.New("store: unsupported server version")
 )

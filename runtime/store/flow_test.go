@@ -595,6 +595,66 @@ func TestFlowAbandonedStagingIsInvisibleAndPurged(t *testing.T) {
 	}
 }
 
+// TestFlowStalledStagingCommitRefused: a stager that stalls longer than
+// the staging lifetime between two chunks finds its first chunk dropped by
+// retention, and the second chunk registers the run again with only its
+// own member. The commit must not make such a run visible (its root would
+// be written back as a bare record and claimed with no kind): it refuses
+// and leaves nothing.
+func TestFlowStalledStagingCommitRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	before := e.keys()
+	f := flowOf("x", execs("a", "b"), "a->b")
+	pf, err := prepareFlow(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuids := []string{newUUID(), newUUID()}
+	run := newUUID()
+	refs := newStageRefs(f, "default", RunID("0."+run), []byte("in"))
+	member := func(i int) []string {
+		m, err := pf.members[i].args(uuids, refs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	chunk := func(i int, lifetime string) {
+		m := member(i)
+		args := append([]string{run, "default", "in", lifetime, strconv.Itoa(len(m))}, m...)
+		if _, err := e.s.single(e.ctx, call{fn: "ff_stage_chunk", partition: 0, args: args}, "", "stage"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chunk(0, "20") // a; then the stager stalls past the lifetime
+	time.Sleep(40 * time.Millisecond)
+	if _, err := e.s.PurgeTerminal(e.ctx, 0, time.Hour, 10); err != nil {
+		t.Fatal(err)
+	}
+	chunk(1, ms(StagingTTL)) // b
+	commit := []string{run, "default", "x", "", "", "1000", "in", "2"}
+	for i, u := range uuids {
+		m := member(i)
+		commit = append(commit, m[0], u, m[2], m[3], m[5], "0")
+	}
+	if _, err := e.s.single(e.ctx, call{fn: "ff_commit_flow", partition: 0, args: commit}, "", "stage"); !errors.Is(err, ErrStagingExpired) {
+		t.Fatalf("commit of a run whose first chunk was dropped = %v, want ErrStagingExpired", err)
+	}
+	if g := e.claimAll(worker1, 10, time.Minute); len(g) != 0 {
+		t.Fatalf("claimed after the refused commit: %v", grantIDs(g))
+	}
+	var extra []string
+	for _, k := range e.keys() {
+		if !slices.Contains(before, k) && !strings.HasSuffix(k, ":lanes") {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) != 0 {
+		t.Fatalf("keys left by the refused commit: %v", extra)
+	}
+}
+
 func TestFlowMemberCancelledAlone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -357,6 +357,8 @@ func refusalError(r *refusal, id ExecutionID, op string) error {
 		return &LeaseError{ExecutionID: id, Reason: d(0), State: PublicState(d(1))}
 	case "wrong_state":
 		return &StateError{ExecutionID: id, Op: op, State: PublicState(d(0))}
+	case "staging_expired":
+		return fmt.Errorf("%w: the staging of run %s took longer than %s and was dropped; stage it again", ErrStagingExpired, id, StagingTTL)
 	case "idempotency_conflict": // the key and the run's partition are the caller's to fill in
 		return &IdempotencyError{Flow: d(0), RunID: RunID(d(1))}
 	}
