@@ -223,22 +223,37 @@ func (s *Store) UpsertBudget(ctx context.Context, spec BudgetSpec) (created bool
 }
 
 func (s *Store) upsertBudget(ctx context.Context, spec BudgetSpec, onlyCreate bool) (string, error) {
-	if _, _, _, err := splitResourceID("id", spec.ID, true); err != nil {
+	args, err := budgetArgs(&spec, onlyCreate)
+	if err != nil {
 		return "", err
+	}
+	m := s.budgetPart(spec.ID)
+	items, err := s.single(ctx, call{fn: "ff_budget_upsert", keys: []string{s.k.budget(m, spec.ID)}, args: args}, "", "upsert budget")
+	if err != nil {
+		return "", err
+	}
+	return str(items[0]), nil
+}
+
+// budgetArgs validates spec, fills in its defaults and returns the
+// arguments of ff_budget_upsert.
+func budgetArgs(spec *BudgetSpec, onlyCreate bool) ([]string, error) {
+	if _, _, _, err := splitResourceID("id", spec.ID, true); err != nil {
+		return nil, err
 	}
 	spec.OnHardLimit = cmp.Or(spec.OnHardLimit, plan.OnHardLimitBlock)
 	spec.Scope = cmp.Or(spec.Scope, plan.ScopeShared)
 	if spec.OnHardLimit != plan.OnHardLimitBlock && spec.OnHardLimit != plan.OnHardLimitFail {
-		return "", invalid("on_hard_limit", "%q: want %q or %q", spec.OnHardLimit, plan.OnHardLimitBlock, plan.OnHardLimitFail)
+		return nil, invalid("on_hard_limit", "%q: want %q or %q", spec.OnHardLimit, plan.OnHardLimitBlock, plan.OnHardLimitFail)
 	}
 	if spec.Scope != plan.ScopeShared && spec.Scope != plan.ScopeRun {
-		return "", invalid("scope", "%q: want %q or %q", spec.Scope, plan.ScopeShared, plan.ScopeRun)
+		return nil, invalid("scope", "%q: want %q or %q", spec.Scope, plan.ScopeShared, plan.ScopeRun)
 	}
 	if len(spec.Dimensions) == 0 || len(spec.Dimensions) > MaxBudgetDimensions {
-		return "", invalid("dimensions", "%d dimensions, want 1..%d", len(spec.Dimensions), MaxBudgetDimensions)
+		return nil, invalid("dimensions", "%d dimensions, want 1..%d", len(spec.Dimensions), MaxBudgetDimensions)
 	}
 	if err := checkDuration("reset_interval", spec.ResetInterval); err != nil {
-		return "", err
+		return nil, err
 	}
 	only := "0"
 	if onlyCreate {
@@ -252,23 +267,18 @@ func (s *Store) upsertBudget(ctx context.Context, spec BudgetSpec, onlyCreate bo
 	seen := map[string]bool{}
 	for _, d := range spec.Dimensions {
 		if err := checkResourceName("dimensions", d.Name); err != nil {
-			return "", err
+			return nil, err
 		}
 		if seen[d.Name] {
-			return "", invalid("dimensions", "dimension %q appears twice", d.Name)
+			return nil, invalid("dimensions", "dimension %q appears twice", d.Name)
 		}
 		seen[d.Name] = true
 		if d.Hard < 0 || d.Soft < 0 {
-			return "", invalid("dimensions", "dimension %q: limits must not be negative", d.Name)
+			return nil, invalid("dimensions", "dimension %q: limits must not be negative", d.Name)
 		}
 		args = append(args, d.Name, strconv.FormatInt(d.Hard, 10), strconv.FormatInt(d.Soft, 10))
 	}
-	m := s.budgetPart(spec.ID)
-	items, err := s.single(ctx, call{fn: "ff_budget_upsert", keys: []string{s.k.budget(m, spec.ID)}, args: args}, "", "upsert budget")
-	if err != nil {
-		return "", err
-	}
-	return str(items[0]), nil
+	return args, nil
 }
 
 // GetBudget returns a budget with its usage, limits, breaches and resets.

@@ -160,6 +160,9 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 			return nil, false, err
 		}
 	}
+	if err := refs.checkResources(f); err != nil {
+		return nil, false, err
+	}
 	if req.Staging != nil {
 		req.Staging(id)
 	}
@@ -263,6 +266,40 @@ func (r *stageRefs) quota(field, name string) (string, error) {
 	}
 	r.usedQ[name] = true
 	return resolveQuota(field, r.ns, name, r.input, func(string) (string, bool) { return q.Key, true })
+}
+
+// checkResources validates the definitions of the budgets and quotas the
+// members reference, as registerResources will write them after the run
+// is staged: a bad definition refuses the staging before anything is
+// written.
+func (r *stageRefs) checkResources(f *plan.Flow) error {
+	for i, b := range f.BudgetDefs {
+		if !r.used[b.Name] {
+			continue
+		}
+		spec := BudgetSpecFromPlan(r.ns, b, r.run)
+		if _, err := budgetArgs(&spec, true); err != nil {
+			return prefixField("flow.budget_defs["+strconv.Itoa(i)+"].", err)
+		}
+	}
+	for i, q := range f.QuotaDefs {
+		if !r.usedQ[q.Name] {
+			continue
+		}
+		spec := QuotaSpecFromPlan(r.ns, q)
+		if _, err := quotaArgs(&spec, true); err != nil {
+			return prefixField("flow.quota_defs["+strconv.Itoa(i)+"].", err)
+		}
+	}
+	return nil
+}
+
+// prefixField puts prefix before the field of a *ValidationError.
+func prefixField(prefix string, err error) error {
+	if ve := (*ValidationError)(nil); errors.As(err, &ve) {
+		return &ValidationError{Field: prefix + ve.Field, Msg: ve.Msg, Err: ve.Err}
+	}
+	return err
 }
 
 // registerResources makes the budgets and quotas a new run uses exist:

@@ -406,6 +406,31 @@ func TestFlowIdempotencyKeyOfAnotherFlow(t *testing.T) {
 	}
 }
 
+// TestFlowBadResourceDefinitionWritesNothing: budget and quota definitions
+// are written after the run (registerResources), so they are checked
+// before it: a bad one refuses the staging with nothing written.
+func TestFlowBadResourceDefinitionWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	before := e.keys()
+	badBudget := flowOf("x", execs("a"))
+	badBudget.BudgetDefs = []plan.Budget{{Name: "b", Scope: plan.ScopeShared, OnHardLimit: "explode",
+		Dimensions: []plan.Dimension{{Name: "n", Hard: 1}}}}
+	badBudget.Execs[0].Budgets = []string{"b"}
+	badQuota := flowOf("x", execs("a"))
+	badQuota.QuotaDefs = []plan.Quota{{Name: "q"}} // neither a rate nor a concurrency limit
+	badQuota.Execs[0].Quotas = []string{"q"}
+	for field, f := range map[string]*plan.Flow{"flow.budget_defs[0].on_hard_limit": badBudget, "flow.quota_defs[0].rate": badQuota} {
+		_, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f})
+		if ve := (*ValidationError)(nil); !errors.As(err, &ve) || ve.Field != field {
+			t.Fatalf("StageFlow = %v, want a validation error of %s", err, field)
+		}
+		if diff := cmp.Diff(before, e.keys()); diff != "" {
+			t.Fatalf("%s: a refused staging wrote keys (-before +after):\n%s", field, diff)
+		}
+	}
+}
+
 func TestFlowValidationWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -112,20 +112,35 @@ func (s *Store) UpsertQuota(ctx context.Context, spec QuotaSpec) (created bool, 
 }
 
 func (s *Store) upsertQuota(ctx context.Context, spec QuotaSpec, onlyCreate bool) (string, error) {
-	if _, _, _, err := splitResourceID("id", spec.ID, false); err != nil {
+	args, err := quotaArgs(&spec, onlyCreate)
+	if err != nil {
 		return "", err
+	}
+	items, err := s.single(ctx, call{fn: "ff_quota_upsert", keys: []string{s.k.quota(s.quotaPart(spec.ID), spec.ID)},
+		args: args}, "", "upsert quota")
+	if err != nil {
+		return "", err
+	}
+	return str(items[0]), nil
+}
+
+// quotaArgs validates spec, fills in its defaults and returns the
+// arguments of ff_quota_upsert.
+func quotaArgs(spec *QuotaSpec, onlyCreate bool) ([]string, error) {
+	if _, _, _, err := splitResourceID("id", spec.ID, false); err != nil {
+		return nil, err
 	}
 	if spec.Rate < 0 || spec.Concurrency < 0 {
-		return "", invalid("rate", "limits must not be negative")
+		return nil, invalid("rate", "limits must not be negative")
 	}
 	if spec.Rate == 0 && spec.Concurrency == 0 {
-		return "", invalid("rate", "a quota needs a rate or a concurrency limit")
+		return nil, invalid("rate", "a quota needs a rate or a concurrency limit")
 	}
 	if err := checkDuration("window", spec.Window); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := checkDuration("jitter", spec.Jitter); err != nil {
-		return "", err
+		return nil, err
 	}
 	if spec.Window == 0 {
 		spec.Window = QuotaWindowDefault
@@ -133,24 +148,19 @@ func (s *Store) upsertQuota(ctx context.Context, spec QuotaSpec, onlyCreate bool
 	if spec.Key != "" {
 		for _, seg := range strings.Split(spec.Key, ".") {
 			if seg == "" {
-				return "", invalid("key", "%q: want a dotted field path", spec.Key)
+				return nil, invalid("key", "%q: want a dotted field path", spec.Key)
 			}
 		}
 		if err := checkToken("key", spec.Key, MaxNameBytes*2); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	only := "0"
 	if onlyCreate {
 		only = "1"
 	}
-	items, err := s.single(ctx, call{fn: "ff_quota_upsert", keys: []string{s.k.quota(s.quotaPart(spec.ID), spec.ID)},
-		args: []string{strconv.FormatInt(spec.Rate, 10), ms(spec.Window), strconv.FormatInt(spec.Concurrency, 10),
-			ms(spec.Jitter), spec.Key, only}}, "", "upsert quota")
-	if err != nil {
-		return "", err
-	}
-	return str(items[0]), nil
+	return []string{strconv.FormatInt(spec.Rate, 10), ms(spec.Window), strconv.FormatInt(spec.Concurrency, 10),
+		ms(spec.Jitter), spec.Key, only}, nil
 }
 
 // GetQuota returns a quota with its window and active counts (per key
