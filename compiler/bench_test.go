@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/dsl"
 )
 
@@ -48,8 +49,8 @@ func countExecs(tb testing.TB, src []byte, want int) {
 // BenchmarkCheck10k measures parsing and checking a 10,000-exec flow
 // (what `ffc check` does).
 func BenchmarkCheck10k(b *testing.B) {
-	src := bigFlow(10_002)
-	countExecs(b, src, 10_002)
+	src := bigFlow(plan.MaxExecs)
+	countExecs(b, src, plan.MaxExecs)
 	b.SetBytes(int64(len(src)))
 	b.ResetTimer()
 	for b.Loop() {
@@ -63,7 +64,7 @@ func BenchmarkCheck10k(b *testing.B) {
 // BenchmarkPlan10k measures compiling a 10,000-exec flow to its plan and
 // validating the plan (what `ffc plan` and ffrun's staging do).
 func BenchmarkPlan10k(b *testing.B) {
-	src := bigFlow(10_002)
+	src := bigFlow(plan.MaxExecs)
 	b.SetBytes(int64(len(src)))
 	b.ResetTimer()
 	for b.Loop() {
@@ -76,7 +77,7 @@ func BenchmarkPlan10k(b *testing.B) {
 
 // TestBigFlow keeps the generator honest in plain `go test`.
 func TestBigFlow(t *testing.T) {
-	countExecs(t, bigFlow(10_002), 10_002)
+	countExecs(t, bigFlow(plan.MaxExecs), plan.MaxExecs)
 }
 
 // wideFlow generates a flow of n execs between a root and a sink, with one
@@ -94,9 +95,9 @@ func wideFlow(n int) []byte {
 	return []byte(b.String())
 }
 
-// BenchmarkCheck10kWide measures a 10,000-wide fan-out and fan-in.
+// BenchmarkCheck10kWide measures a 9,998-wide fan-out and fan-in.
 func BenchmarkCheck10kWide(b *testing.B) {
-	src := wideFlow(10_000)
+	src := wideFlow(plan.MaxExecs - 2) // with root and sink: MaxExecs
 	b.SetBytes(int64(len(src)))
 	for b.Loop() {
 		pkg, diags := Compile([]dsl.Source{{Name: "wide.ff", Data: src}})

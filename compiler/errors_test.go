@@ -79,7 +79,7 @@ func TestCodes(t *testing.T) {
 }
 
 // generatedCases are error cases too large to write by hand: limits on
-// names and capabilities.
+// execs, names and capabilities.
 func generatedCases() []dsl.Source {
 	long := strings.Repeat("n", MaxNameLen+1)
 	ok := strings.Repeat("n", MaxNameLen)
@@ -95,7 +95,20 @@ func generatedCases() []dsl.Source {
 	for i := range 30 {
 		flowWide = append(flowWide, fmt.Sprintf("%q", fmt.Sprintf("f%0100d", i)))
 	}
+	var huge, limit strings.Builder
+	for i := range plan.MaxExecs + 1 {
+		fmt.Fprintf(&huge, "  exec e%d() {}\n", i)
+		if i < plan.MaxExecs {
+			fmt.Fprintf(&limit, "  exec e%d() {}\n", i)
+		}
+	}
 	return []dsl.Source{
+		{Name: "too_many_execs.ff", Data: []byte(fmt.Sprintf(`
+flow huge() {                  // ERROR FF0510 "^flow \"huge\" has 10001 execs: a run stages at most 10000; split it into several flows$"
+%s}
+flow limit() {
+%s}
+`, huge.String(), limit.String()))},
 		{Name: "long_names.ff", Data: []byte(fmt.Sprintf(`
 type %[1]s { x: int }       // ERROR FF0107 "name is 129 bytes long; the limit is 128"
 type T { %[1]s: int }       // ERROR FF0107 "name is 129 bytes long"

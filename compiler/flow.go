@@ -14,23 +14,27 @@ import (
 // settings holds the values of the settings of one flow or exec body.
 // Pointers are nil when the setting is absent.
 type settings struct {
-	namespace *string
-	lane      *string
-	kind      *string
-	priority  *int
-	timeout   *int64
-	deadline  *int64
-	attempts  *int
-	backoff   *string
-	delay     *int64
-	maxDelay  *int64
-	jitter    bool
-	requires  []string
-	reqRange  dsl.Range
-	budgets   []*dsl.Ident
-	quotas    []*dsl.Ident
-	input     *dsl.Ident
-	join      *dsl.Join
+	namespace   *string
+	lane        *string
+	kind        *string
+	priority    *int
+	timeout     *int64
+	deadline    *int64
+	attempts    *int
+	backoff     *string
+	delay       *int64
+	delayLit    *dsl.DurationLit
+	maxDelay    *int64
+	maxDelayAt  dsl.Range // the max_delay item
+	maxDelayLit *dsl.DurationLit
+	jitter      bool
+	requires    []string
+	reqRange    dsl.Range
+	budgets     []*dsl.Ident
+	quotas      []*dsl.Ident
+	input       *dsl.Ident
+	join        *dsl.Join
+	joinAt      dsl.Range
 }
 
 // readSettings checks and collects the settings of a flow (isFlow) or exec
@@ -101,7 +105,7 @@ func (c *checker) readSettings(list []*dsl.Setting, isFlow bool) *settings {
 		case "input":
 			s.input = st.Input
 		case "join":
-			s.join = st.Join
+			s.join, s.joinAt = st.Join, r
 		}
 	}
 	return s
@@ -133,11 +137,11 @@ func (c *checker) readRetry(rb *dsl.RetryBlock, s *settings) {
 			}
 		case "delay":
 			if v, ok := c.durationValue(it.Delay, "delay", false); ok {
-				s.delay = &v
+				s.delay, s.delayLit = &v, it.Delay
 			}
 		case "max_delay":
 			if v, ok := c.durationValue(it.MaxDelay, "max_delay", true); ok {
-				s.maxDelay = &v
+				s.maxDelay, s.maxDelayLit, s.maxDelayAt = &v, it.MaxDelay, it.Range()
 			}
 		case "jitter":
 			s.jitter = true
@@ -255,6 +259,9 @@ func (c *checker) checkFlow(fd *dsl.FlowDecl, pkgName string) *plan.Flow {
 	for _, ei := range fc.execs {
 		fc.checkDataFlow(ei, inOK)
 	}
+	if len(fc.execs) > plan.MaxExecs {
+		c.diags.Errorf(fd.Name.Range(), dsl.CodeTooManyExecs, "flow %q has %d execs: a run stages at most %d; split it into several flows", f.Name, len(fc.execs), plan.MaxExecs)
+	}
 	fc.checkResult(results, outOK && acyclic)
 	if acyclic {
 		fc.checkReachable()
@@ -286,8 +293,34 @@ func (c *checker) checkFlow(fd *dsl.FlowDecl, pkgName string) *plan.Flow {
 		}
 		return f.Edges[i].To < f.Edges[j].To
 	})
+	if acyclic {
+		fc.checkInputJoins()
+	}
 	fc.closure()
 	return f
+}
+
+// checkInputJoins reports execs whose join any or join N can start them
+// before the upstream feeding their input has succeeded (FF0309), using
+// the analysis plan validation applies to every plan.
+func (fc *flowCheck) checkInputJoins() {
+	f := fc.flow
+	for _, u := range f.UnsureInputs() {
+		x := &f.Execs[u.Exec]
+		ei := fc.execs[fc.byName[x.Name]]
+		at := ei.decl.Name.Range()
+		if ei.set.input != nil {
+			at = ei.set.input.Range()
+		}
+		d := fc.diags.Errorf(at, dsl.CodeInputJoin,
+			"exec %q takes its input from %q, but its `%s` can be met by %s before %q has succeeded, starting it without input; use `join all`, or only edges from execs that run after %q succeeds",
+			x.Name, x.InputExec, plan.JoinString(x.Join), plan.EdgeList(f, u.Edges), x.InputExec, x.InputExec)
+		d.With(ei.set.joinAt, "join set here")
+		for _, i := range u.Edges {
+			e := f.Edges[i]
+			d.With(fc.edges[[2]int{fc.byName[e.From], fc.byName[e.To]}].fromAt, "edge from "+quote(e.From)+" declared here")
+		}
+	}
 }
 
 func (fc *flowCheck) addExec(ed *dsl.ExecDecl) {
@@ -516,7 +549,7 @@ func (fc *flowCheck) buildExec(ei *execInfo, fs *settings, flowQuotas []*dsl.Ide
 	if maxDelay != nil {
 		x.Retry.MaxDelayMs = *maxDelay
 		if x.Retry.MaxDelayMs < x.Retry.DelayMs {
-			fc.diags.Errorf(ei.decl.Name.Range(), dsl.CodeRetry, "exec %q: retry max_delay %dms is shorter than its delay %dms", name, x.Retry.MaxDelayMs, x.Retry.DelayMs)
+			fc.maxDelayError(name, s, fs, x.Retry.DelayMs)
 		}
 	} else if x.Retry.MaxDelayMs < x.Retry.DelayMs {
 		x.Retry.MaxDelayMs = x.Retry.DelayMs
@@ -549,6 +582,27 @@ func (fc *flowCheck) buildExec(ei *execInfo, fs *settings, flowQuotas []*dsl.Ide
 	}
 	sort.Strings(x.Upstreams)
 	ei.exec = x
+}
+
+// maxDelayError reports a max_delay below the delay of exec name, at the
+// max_delay setting (the exec's or the flow's), with both durations as
+// written.
+func (fc *flowCheck) maxDelayError(name string, s, fs *settings, delayMs int64) {
+	at, maxLit := s.maxDelayAt, s.maxDelayLit
+	if s.maxDelay == nil {
+		at, maxLit = fs.maxDelayAt, fs.maxDelayLit
+	}
+	delayLit := s.delayLit
+	if s.delay == nil {
+		delayLit = fs.delayLit
+	}
+	if delayLit == nil {
+		fc.diags.Errorf(at, dsl.CodeRetry, "exec %q: retry max_delay %s is shorter than the default delay %s; raise max_delay or set a shorter delay",
+			name, maxLit.Text, formatMs(delayMs))
+		return
+	}
+	fc.diags.Errorf(at, dsl.CodeRetry, "exec %q: retry max_delay %s is shorter than its delay %s", name, maxLit.Text, delayLit.Text).
+		With(delayLit.Range(), "delay set here")
 }
 
 func pick[T any](exec, flow *T) *T {
@@ -629,7 +683,11 @@ func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
 				case n < 1:
 					fc.diags.Errorf(j.Count.Range(), dsl.CodeJoin, "join count must be at least 1")
 				case n > int64(nUp):
-					fc.diags.Errorf(j.Count.Range(), dsl.CodeJoin, "join %d on exec %q, which has only %d upstream(s)", n, name, nUp)
+					has := "only " + plural(nUp, "upstream")
+					if nUp == 0 {
+						has = "no upstream"
+					}
+					fc.diags.Errorf(j.Count.Range(), dsl.CodeJoin, "join %d on exec %q, which has %s", n, name, has)
 				default:
 					x.Join = plan.Join{Kind: plan.JoinCount, N: int(n)}
 				}
@@ -639,7 +697,7 @@ func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
 
 	// Input source.
 	if sel := s.input; sel != nil {
-		idx, known := fc.lookupExec(sel, "")
+		idx, known := fc.lookupExec(sel, " in flow "+quote(fc.flow.Name))
 		var edge *edgeInfo
 		if known {
 			for _, e := range ei.ups {

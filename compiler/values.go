@@ -84,3 +84,30 @@ func parseDuration(text string) (int64, error) {
 	}
 	return total, nil
 }
+
+// plural formats a count with a noun: "1 upstream", "2 upstreams".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// formatMs formats milliseconds as a duration literal of the language:
+// "1s", "1m30s", "250ms", "0ms".
+func formatMs(ms int64) string {
+	if ms == 0 {
+		return "0ms"
+	}
+	var b strings.Builder
+	for _, u := range []struct {
+		name string
+		ms   int64
+	}{{"h", 3_600_000}, {"m", 60_000}, {"s", 1_000}, {"ms", 1}} {
+		if n := ms / u.ms; n > 0 {
+			fmt.Fprintf(&b, "%d%s", n, u.name)
+			ms %= u.ms
+		}
+	}
+	return b.String()
+}

@@ -113,3 +113,27 @@ func TestUnreachable(t *testing.T) {
 		})
 	}
 }
+
+func TestFormatMs(t *testing.T) {
+	tests := []struct {
+		ms   int64
+		want string
+	}{
+		{0, "0ms"},
+		{250, "250ms"},
+		{1_000, "1s"},
+		{1_500, "1s500ms"},
+		{90_000, "1m30s"},
+		{3_600_000, "1h"},
+		{3_661_001, "1h1m1s1ms"},
+	}
+	for _, tt := range tests {
+		got := formatMs(tt.ms)
+		if got != tt.want {
+			t.Errorf("formatMs(%d) = %q, want %q", tt.ms, got, tt.want)
+		}
+		if back, err := parseDuration(got); err != nil || back != tt.ms {
+			t.Errorf("parseDuration(%q) = %d, %v; want %d", got, back, err, tt.ms)
+		}
+	}
+}

@@ -40,6 +40,7 @@ const (
 	CodeQuotaKey       Code = "FF0306"
 	CodeInputNoType    Code = "FF0307"
 	CodeInputNotOK     Code = "FF0308"
+	CodeInputJoin      Code = "FF0309"
 	CodeCycle          Code = "FF0401"
 	CodeNotUpstream    Code = "FF0402"
 	CodeMissingInput   Code = "FF0403"
@@ -56,6 +57,7 @@ const (
 	CodeEmptyString    Code = "FF0507"
 	CodeBudgetLimits   Code = "FF0508"
 	CodeQuotaLimits    Code = "FF0509"
+	CodeTooManyExecs   Code = "FF0510"
 	CodeUnreachable    Code = "FF0901"
 	CodeSharedKind     Code = "FF0902"
 	CodeUnusedUpstream Code = "FF0903"
@@ -99,6 +101,7 @@ var Codes = []CodeInfo{
 	{CodeQuotaKey, SeverityError, "a keyed quota whose key is not a string or int field of the exec's input"},
 	{CodeInputNoType, SeverityError, "`input` on an exec that declares no input type"},
 	{CodeInputNotOK, SeverityError, "an exec takes its input over an `on failure` or `on done` edge, where no output is guaranteed"},
+	{CodeInputJoin, SeverityError, "an exec with `join any` or `join N` can start before the upstream feeding its input has succeeded"},
 	{CodeCycle, SeverityError, "the edges of a flow form a cycle (the cycle is printed)"},
 	{CodeNotUpstream, SeverityError, "`input` names an exec that is not an upstream of this exec"},
 	{CodeMissingInput, SeverityError, "an exec with an input type and several upstreams does not say which one feeds it"},
@@ -115,6 +118,7 @@ var Codes = []CodeInfo{
 	{CodeEmptyString, SeverityError, "a kind, lane or namespace that is empty, longer than 255 bytes, not valid UTF-8, or holds white space or a control character"},
 	{CodeBudgetLimits, SeverityError, "budget limits that make no sense: a negative limit, soft above hard, no dimension"},
 	{CodeQuotaLimits, SeverityError, "quota limits that make no sense: zero rate or concurrency, or neither"},
+	{CodeTooManyExecs, SeverityError, "a flow with more execs than a run can stage (10,000)"},
 	{CodeUnreachable, SeverityWarning, "an exec that can never run because its edges demand contradictory outcomes"},
 	{CodeSharedKind, SeverityWarning, "two flows of the package use the same handler kind"},
 	{CodeUnusedUpstream, SeverityWarning, "a flow input that no exec receives"},

@@ -207,4 +207,8 @@ const (
 	// MaxCapabilityBytes bytes.
 	MaxCapabilities    = 256
 	MaxCapabilityBytes = 4096
+
+	// MaxExecs bounds the execs of one flow: a run stages one execution
+	// per exec, and the store stages at most this many.
+	MaxExecs = 10_000
 )

@@ -137,8 +137,9 @@ func (p *Package) Validate() error {
 
 // Validate checks the structure of a flow plan received from an untrusted
 // source, such as a plan posted over HTTP: schema version, names, types,
-// execs, edges (known execs, no duplicates, no cycle), joins, input
-// sources, capabilities, priorities, retry policies, and that every
+// execs (at most MaxExecs), edges (known execs, no duplicates, no cycle),
+// joins, input sources (from a success edge, and guaranteed by the join:
+// see UnsureInputs), capabilities, priorities, retry policies, and that every
 // referenced type, budget and quota is included. Each problem names its
 // path, e.g. "execs[3].join.n"; all problems are joined (at most 20).
 func (f *Flow) Validate() error {
@@ -333,6 +334,9 @@ func (v *flowValidator) checkExecs() {
 	if len(f.Execs) == 0 {
 		v.ps.addf("execs", "flow has no exec")
 	}
+	if len(f.Execs) > MaxExecs {
+		v.ps.addf("execs", "%d execs: at most %d are allowed", len(f.Execs), MaxExecs)
+	}
 	for i, x := range f.Execs {
 		path := fmt.Sprintf("execs[%d]", i)
 		if err := ValidateName(x.Name); err != nil {
@@ -491,6 +495,7 @@ func (v *flowValidator) checkEdges() {
 	}
 	if valid && !acyclic(f, v.execs) {
 		v.ps.addf("edges", "the edges form a cycle")
+		valid = false
 	}
 	for i, x := range f.Execs {
 		path := fmt.Sprintf("execs[%d]", i)
@@ -541,7 +546,7 @@ func (v *flowValidator) checkEdges() {
 				break
 			}
 			if edge.On != OnSuccess {
-				v.ps.addf(path+".input_exec", "input comes over an %q edge; only success edges carry output", edge.On)
+				v.ps.addf(path+".input_exec", "input comes over an `on %s` edge from %q; only a success edge guarantees output", edge.On, x.InputExec)
 			}
 			up := f.Execs[v.execs[x.InputExec]]
 			if x.Input == nil || !SameType(x.Input, up.Output) {
@@ -558,6 +563,41 @@ func (v *flowValidator) checkEdges() {
 			v.ps.addf(path+".input_exec", "set although input_from is %q", x.InputFrom)
 		}
 	}
+	if valid {
+		v.checkInputs()
+	}
+}
+
+// checkInputs refuses execs whose join any or join N can start them
+// before the upstream feeding their input has succeeded.
+func (v *flowValidator) checkInputs() {
+	for _, u := range v.f.UnsureInputs() {
+		x := v.f.Execs[u.Exec]
+		v.ps.addf(fmt.Sprintf("execs[%d].join", u.Exec), "%s of %q can be met by %s before its input_exec %q has succeeded, starting it without input; use join all, or only edges from execs that run after %q succeeds",
+			JoinString(x.Join), x.Name, EdgeList(v.f, u.Edges), x.InputExec, x.InputExec)
+	}
+}
+
+// JoinString formats a join as written in .ff: "join all", "join any",
+// "join 2".
+func JoinString(j Join) string {
+	if j.Kind == JoinCount {
+		return fmt.Sprintf("join %d", j.N)
+	}
+	return "join " + j.Kind
+}
+
+// EdgeList describes edges of f by their upstreams: `the edge from "b"`,
+// `the edges from "a" and "c"`.
+func EdgeList(f *Flow, edges []int) string {
+	names := make([]string, len(edges))
+	for i, ei := range edges {
+		names[i] = fmt.Sprintf("%q", f.Edges[ei].From)
+	}
+	if len(names) == 1 {
+		return "the edge from " + names[0]
+	}
+	return "the edges from " + strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // acyclic reports whether the edges of f form no cycle (Kahn's algorithm).

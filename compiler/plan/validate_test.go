@@ -85,7 +85,16 @@ func TestValidate(t *testing.T) {
 		{"input exec not upstream", func(f *Flow) { f.Execs[1].InputExec = "c" }, []string{`execs[1].input_exec: "c" is not an upstream of "b"`}},
 		{"input over failure edge", func(f *Flow) {
 			f.Execs[2].InputFrom, f.Execs[2].InputExec, f.Execs[2].Input = InputExec, "a", f.Input
-		}, []string{`execs[2].input_exec: input comes over an "failure" edge`}},
+		}, []string{"execs[2].input_exec: input comes over an `on failure` edge from \"a\"; only a success edge guarantees output"}},
+		{"input not guaranteed by join any", func(f *Flow) {
+			f.Edges[2].On = OnSuccess
+			f.Execs[3].InputFrom, f.Execs[3].InputExec, f.Execs[3].Input = InputExec, "b", f.Input
+		}, []string{`execs[3].join: join any of "d" can be met by the edge from "c" before its input_exec "b" has succeeded, starting it without input; use join all, or only edges from execs that run after "b" succeeds`}},
+		{"input not guaranteed by join 1", func(f *Flow) {
+			f.Edges[2].On = OnSuccess
+			f.Execs[3].Join = Join{Kind: JoinCount, N: 1}
+			f.Execs[3].InputFrom, f.Execs[3].InputExec, f.Execs[3].Input = InputExec, "b", f.Input
+		}, []string{`execs[3].join: join 1 of "d" can be met by the edge from "c"`}},
 		{"input none with type", func(f *Flow) { f.Execs[2].Input = &TypeRef{Kind: KindInt} }, []string{"execs[2].input_from: exec has an input type but receives no input"}},
 		{"input_from value", func(f *Flow) { f.Execs[2].InputFrom = "" }, []string{"execs[2].input_from: must be"}},
 		{"unknown named type", func(f *Flow) { f.Types = nil }, []string{`input: named type "Clip" is not in types`}},

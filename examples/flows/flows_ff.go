@@ -620,10 +620,11 @@ type AskJudgeUpstream struct {
 // AskHandlers implements the execs of flow "ask", one method per exec: typed
 // input in, typed output out, and, when it has upstreams that declare an
 // output, a struct up with one pointer field per such upstream, named after it
-// and nil when that upstream produced no output (it failed or was skipped). An
-// error fails the attempt, which is retried per the exec's policy unless the
-// error is wrapped with worker.Permanent. Bind an implementation to a worker
-// with RegisterAsk.
+// and nil when that upstream produced no output (it failed or was skipped, or,
+// under join any or join N, had not ended when the exec started). An error
+// fails the attempt, which is retried per the exec's policy unless the error is
+// wrapped with worker.Permanent. Bind an implementation to a worker with
+// RegisterAsk.
 type AskHandlers interface {
 	// Prepare runs exec "prepare" (kind "ask.prepare"). Its input in (Question) is
 	// the flow input. It returns its output (Question).
@@ -1359,9 +1360,10 @@ type FulfilOrderRefundPaymentUpstream struct {
 // per exec: typed input in, typed output out, and, when it has upstreams that
 // declare an output, a struct up with one pointer field per such upstream,
 // named after it and nil when that upstream produced no output (it failed or
-// was skipped). An error fails the attempt, which is retried per the exec's
-// policy unless the error is wrapped with worker.Permanent. Bind an
-// implementation to a worker with RegisterFulfilOrder.
+// was skipped, or, under join any or join N, had not ended when the exec
+// started). An error fails the attempt, which is retried per the exec's policy
+// unless the error is wrapped with worker.Permanent. Bind an implementation to
+// a worker with RegisterFulfilOrder.
 type FulfilOrderHandlers interface {
 	// CheckOrder runs exec "check_order" (kind "fulfil_order.check_order"). Its
 	// input in (Order) is the flow input. It returns its output (Order).
@@ -1890,9 +1892,10 @@ type NightlyETLCleanupUpstream struct {
 // exec: typed input in, typed output out, and, when it has upstreams that
 // declare an output, a struct up with one pointer field per such upstream,
 // named after it and nil when that upstream produced no output (it failed or
-// was skipped). An error fails the attempt, which is retried per the exec's
-// policy unless the error is wrapped with worker.Permanent. Bind an
-// implementation to a worker with RegisterNightlyETL.
+// was skipped, or, under join any or join N, had not ended when the exec
+// started). An error fails the attempt, which is retried per the exec's policy
+// unless the error is wrapped with worker.Permanent. Bind an implementation to
+// a worker with RegisterNightlyETL.
 type NightlyETLHandlers interface {
 	// Extract runs exec "extract" (kind "nightly_etl.extract"). Its input in
 	// (Batch) is the flow input. It returns its output (Staged).
@@ -2332,10 +2335,11 @@ type PublishCleanupUpstream struct {
 // PublishHandlers implements the execs of flow "publish", one method per exec:
 // typed input in, typed output out, and, when it has upstreams that declare an
 // output, a struct up with one pointer field per such upstream, named after it
-// and nil when that upstream produced no output (it failed or was skipped). An
-// error fails the attempt, which is retried per the exec's policy unless the
-// error is wrapped with worker.Permanent. Bind an implementation to a worker
-// with RegisterPublish.
+// and nil when that upstream produced no output (it failed or was skipped, or,
+// under join any or join N, had not ended when the exec started). An error
+// fails the attempt, which is retried per the exec's policy unless the error is
+// wrapped with worker.Permanent. Bind an implementation to a worker with
+// RegisterPublish.
 type PublishHandlers interface {
 	// Probe runs exec "probe" (kind "media.probe"). Its input in (Clip) is the flow
 	// input. It returns its output (Clip).

@@ -17,7 +17,7 @@ import (
 // Flow staging limits.
 const (
 	// MaxFlowExecs bounds the executions of one flow run.
-	MaxFlowExecs = 10_000
+	MaxFlowExecs = plan.MaxExecs
 	// StageChunkExecs is the number of executions written per FCALL when a
 	// run is staged in chunks: runs of more executions are staged chunk by
 	// chunk, invisible until one commit call, so that no call blocks the
