@@ -568,7 +568,9 @@ local function ff_replay_run(keys, argv)
       local done, okc = decided(c)
       zrem(p, lane_key(p, c.ns, c.lane, 'terminal'), c.u)
       redis.call('HDEL', c.key, 'result')
-      local common = {'deps_done', itoa(done), 'deps_ok', itoa(okc), 'charged_attempts', '0', 'deadline_at', '',
+      -- Its allowances start again: retries (charged_attempts) and lost
+      -- leases (reclaims).
+      local common = {'deps_done', itoa(done), 'deps_ok', itoa(okc), 'charged_attempts', '0', 'reclaims', '0', 'deadline_at', '',
         'ended_at', '', 'failure_reason', '', 'last_error', '', 'eligible_at', '', 'updated_at', ts(now)}
       if okc >= c.join_need then
         redis.call('HSET', c.key, 'state',

@@ -20,8 +20,9 @@
 --     field instead of seven keeps transitions cheap; sv() builds it and
 --     vec() splits it. blocking_detail is a field of its own.
 --   * Index updates of a call are collected (zadd/zrem) and applied once per
---     key at the end (flush): a call never removes and adds the same member
---     of the same index.
+--     key at the end (flush), removals first; a removal drops an addition
+--     of the same member collected before it, so the last update of a
+--     member wins.
 
 -- The server runs a library's functions with an empty globals table whose
 -- metatable leads to the real globals, so every use of a global name
@@ -308,7 +309,24 @@ local function zadd(p, key, score, member)
   t[#t + 1] = member
 end
 
+-- zrem collects the removal of member from index key. Removals are
+-- applied before additions (flush), so an addition of the same member
+-- collected earlier in the call is dropped here: the member ends the call
+-- out of the index whatever the order (a deadline sweep that fires a
+-- downstream member, adding it to the eligible index, and then expires
+-- it). Only a call that both adds to and removes from one index scans.
 local function zrem(p, key, member)
+  local a = p.adds[key]
+  if a then
+    local n = #a
+    for i = n, 2, -2 do
+      if a[i] == member then
+        a[i - 1], a[i] = a[n - 1], a[n]
+        a[n - 1], a[n] = nil, nil
+        n = n - 2
+      end
+    end
+  end
   local t = p.rems[key]
   if not t then t = {}; p.rems[key] = t end
   t[#t + 1] = member

@@ -680,6 +680,68 @@ func TestFlowStalledStagingCommitRefused(t *testing.T) {
 	}
 }
 
+// TestFlowReplayResetsReclaims: a replay starts a member's allowances
+// again, lost leases included: a member that failed because its worker
+// lost the lease more than max_reclaims times is reclaimed, not failed,
+// when the worker of its replay attempt loses the lease once.
+func TestFlowReplayResetsReclaims(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	r := e.stage(flowOf("reclaims", execs("a")), "")
+	id := r.Nodes[0].ExecutionID
+	lose := func() Grant {
+		t.Helper()
+		g, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker1, Max: 1, LeaseTTL: LeaseTTLMin})
+		if err != nil || len(g) != 1 {
+			t.Fatalf("Claim = %v, %v", g, err)
+		}
+		time.Sleep(LeaseTTLMin + 30*time.Millisecond)
+		if _, err := e.s.ExpireLeases(e.ctx, 0, 100); err != nil {
+			t.Fatal(err)
+		}
+		return g[0]
+	}
+	for range MaxReclaimsDefault + 1 {
+		lose()
+	}
+	if x := e.wantState(id, StateFailed); !strings.HasPrefix(x.FailureReason, "reclaims_exhausted") {
+		t.Fatalf("failure reason %q, want reclaims_exhausted", x.FailureReason)
+	}
+	if _, err := e.s.ReplayRun(e.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if g := lose(); g.AttemptType != AttemptReplay {
+		t.Fatalf("attempt type %s, want replay", g.AttemptType)
+	}
+	if x := e.check(id); x.State.Public != StateWaiting {
+		t.Fatalf("after the replay attempt lost its lease once: %s (%q), want waiting (a reclaim)", x.State.Public, x.FailureReason)
+	}
+}
+
+// TestFlowDeadlineSweepExpiresFiredMember: one deadline sweep expires a
+// member, whose on-failure edge fires its downstream (added to the
+// eligible index), and then expires the downstream too (its own deadline
+// passed): the downstream must end in the terminal index only.
+func TestFlowDeadlineSweepExpiresFiredMember(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	x := execs("a", "b")
+	x[0].DeadlineMs = 20
+	x[1].DeadlineMs = 40 // after a's: the sweep takes a first
+	r := e.stage(flowOf("deadlines", x, "a->b on failure"), "")
+	time.Sleep(60 * time.Millisecond)
+	if _, err := e.s.ExpireDeadlines(e.ctx, 0, 100); err != nil {
+		t.Fatal(err)
+	}
+	run := e.run(r.ID) // checks every member's indexes
+	if st := nodeStates(run); st["a"] != StateExpired || st["b"] != StateExpired || run.State != RunFailed {
+		t.Fatalf("run %s, members %v", run.State, st)
+	}
+	if n := eligibleCount(e, "default"); n != 0 {
+		t.Fatalf("%d entries left in the eligible index", n)
+	}
+}
+
 func TestFlowMemberCancelledAlone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
