@@ -591,7 +591,7 @@ local function ff_replay_run(keys, argv)
   local succeeded = 0
   for _ in pairs(kept) do succeeded = succeeded + 1 end
   redis.call('HSET', runkey, 'state', 'running', 'left', itoa(num(r[2]) - succeeded - skipped),
-    'failed', '0', 'skipped', itoa(skipped), 'cancelled', '0', 'unhandled', '0', 'cancelling', '',
+    'failed', '0', 'skipped', itoa(skipped), 'cancelled', '0', 'unhandled', '0', 'cancelling', '', 'cancel_reason', '',
     'result_outcome', kept[r[3]] and 'success' or '', 'ended_at', '', 'updated_at', ts(now))
   redis.call('HDEL', runkey, 'done', 'succeeded') -- of a run staged before `left`
   zrem(p, p.base .. ':runs:ended', run)

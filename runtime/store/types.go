@@ -238,7 +238,7 @@ type RetryPolicy struct {
 	Attempts int           // every attempt counts, the first included; 0 means 1
 	Backoff  string        // BackoffFixed (default) or BackoffExponential
 	Delay    time.Duration // first delay; exponential doubles it per retry
-	MaxDelay time.Duration // cap of one delay; 0 = plan.DefaultMaxDelayMs
+	MaxDelay time.Duration // cap of one delay; 0 = no cap (the API and the compiler fill in plan.DefaultMaxDelayMs)
 	Jitter   bool          // randomise each delay in [delay/2, delay]
 }
 
