@@ -432,15 +432,18 @@ local function read_core(p, u, fields)
   if not v[1] then return nil end -- every record has a state
   -- The tables are built by constructors, in the order of the lists: a
   -- constructor is about twice as fast as filling a table in a loop.
+  -- A downstream member is split and may be marked fresh by decide():
+  -- both fields are in the constructor, so that setting them later does
+  -- not grow (rehash) the table.
   if fields == DOWNSTREAM_FIELDS then
-    return {key = key, u = u, more = true,
+    return {key = key, u = u, more = true, v = vec(v[1]), fresh = false,
       state = v[1], ns = v[2] or '', lane = v[3] or '', attempt_count = v[4] or '',
       deadline_at = v[5] or '', flow_id = v[6] or '', priority = v[7] or '', created_at = v[8] or '',
       deps_total = v[9] or '', deps_done = v[10] or '', deps_ok = v[11] or '', join_need = v[12] or ''}
   end
   if fields == HANDOFF_FIELDS then
     -- claim: the values in CLAIM_FIELDS order, for grant().
-    return {key = key, u = u, more = true,
+    return {key = key, u = u, more = true, v = vec(v[1]), fresh = false,
       state = v[1], ns = v[2] or '', lane = v[3] or '', attempt_count = v[4] or '',
       deadline_at = v[5] or '', flow_id = v[6] or '', priority = v[7] or '', created_at = v[8] or '',
       deps_total = v[9] or '', deps_done = v[10] or '', deps_ok = v[11] or '', join_need = v[12] or '',
