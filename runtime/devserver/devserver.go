@@ -73,8 +73,10 @@ type Server struct {
 	exited  chan struct{}
 	waitErr error
 	stop    sync.Once
+	unlock  sync.Once
 	stopErr error
 	cfg     Config
+	lock    *os.File // the data directory's lock, released by Stop
 }
 
 // Start launches the child and waits until it answers PING.
@@ -105,15 +107,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("devserver: data dir: %w", err)
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
 	var lastErr error
 	for range 3 { // another process may take the free port first
 		port := cfg.Port
 		if port == 0 {
 			if port, err = freePort(); err != nil {
+				lock.Close()
 				return nil, err
 			}
 		}
-		s, err := launch(ctx, cfg, dir, port)
+		s, err := launch(ctx, cfg, dir, port, lock)
 		if err == nil {
 			return s, nil
 		}
@@ -122,10 +129,45 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			break
 		}
 	}
+	lock.Close()
 	return nil, lastErr
 }
 
-func launch(ctx context.Context, cfg Config, dir string, port int) (*Server, error) {
+// LockFile is the name of the lock file in the data directory. While a
+// child runs, its ffrun holds an exclusive flock on it (and the child
+// inherits the lock, so it is held until both are gone); the file holds
+// the pid of the ffrun that took it.
+const LockFile = "ffrun.lock"
+
+// lockDir takes the data directory's lock without waiting: two servers on
+// one directory would share (and corrupt) its append-only file, log and
+// socket.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder := ""
+		if b, rerr := os.ReadFile(path); rerr == nil {
+			if pid := strings.TrimSpace(string(b)); pid != "" {
+				holder = " (pid " + pid + ")"
+			}
+		}
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("devserver: data dir %s is in use by another ffrun dev%s; stop it or pick another --data dir", dir, holder)
+		}
+		return nil, fmt.Errorf("devserver: lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+func launch(ctx context.Context, cfg Config, dir string, port int, lock *os.File) (*Server, error) {
 	logFile := filepath.Join(dir, "server.log")
 	args := []string{
 		"--port", strconv.Itoa(port),
@@ -150,12 +192,15 @@ func launch(ctx context.Context, cfg Config, dir string, port int) (*Server, err
 	// Own process group: a terminal's Ctrl-C reaches ffrun, which stops the
 	// child in order. Parent-death signal: the child never outlives ffrun.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	// The child inherits the data directory's lock: should ffrun die first,
+	// the directory stays locked until the child has flushed and exited.
+	cmd.ExtraFiles = []*os.File{lock}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("devserver: start %s: %w", cfg.Binary, err)
 	}
 	s := &Server{
 		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Socket: socket, Binary: cfg.Binary, Dir: dir, LogFile: logFile,
-		cmd: cmd, exited: make(chan struct{}), cfg: cfg,
+		cmd: cmd, exited: make(chan struct{}), cfg: cfg, lock: lock,
 	}
 	go func() { s.waitErr = cmd.Wait(); close(s.exited) }()
 	deadline := time.NewTimer(cfg.StartTimeout)
@@ -170,10 +215,10 @@ func launch(ctx context.Context, cfg Config, dir string, port int) (*Server, err
 		case <-s.exited:
 			return nil, fmt.Errorf("devserver: %s exited at start (%v): %s", cfg.Binary, s.waitErr, tail(logFile))
 		case <-deadline.C:
-			_ = s.Stop(context.Background())
+			s.stopChild(context.Background())
 			return nil, fmt.Errorf("devserver: %s did not answer PING on %s within %s: %s", cfg.Binary, s.Addr, cfg.StartTimeout, tail(logFile))
 		case <-ctx.Done():
-			_ = s.Stop(context.Background())
+			s.stopChild(context.Background())
 			return nil, fmt.Errorf("devserver: start: %w", ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -195,8 +240,16 @@ func (s *Server) ClientAddr() string {
 func (s *Server) Exited() <-chan struct{} { return s.exited }
 
 // Stop asks the child to shut down (SIGTERM: it flushes its append-only
-// file), waits up to StopTimeout or ctx, then kills it. Safe to call twice.
+// file), waits up to StopTimeout or ctx, then kills it, and releases the
+// data directory's lock. Safe to call twice.
 func (s *Server) Stop(ctx context.Context) error {
+	s.stopChild(ctx)
+	s.unlock.Do(func() { s.lock.Close() })
+	return s.stopErr
+}
+
+// stopChild stops the child, once; the caller owns the lock.
+func (s *Server) stopChild(ctx context.Context) {
 	s.stop.Do(func() {
 		select {
 		case <-s.exited:
@@ -217,7 +270,6 @@ func (s *Server) Stop(ctx context.Context) error {
 		<-s.exited
 		s.stopErr = fmt.Errorf("devserver: %s did not stop within %s; killed", s.Binary, s.cfg.StopTimeout)
 	})
-	return s.stopErr
 }
 
 // ping sends a raw RESP PING and expects +PONG (no client library needed).

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,49 @@ func TestStartFailsClearly(t *testing.T) {
 	_, err = devserver.Start(ctx, devserver.Config{})
 	if err == nil || !strings.Contains(err.Error(), "Dir is required") {
 		t.Fatalf("start without dir: %v", err)
+	}
+}
+
+// TestSecondStartOnSameDirFails: a data directory serves one child at a
+// time; a second Start fails fast naming the directory and the holder, and
+// the directory is free again once the first is stopped.
+func TestSecondStartOnSameDirFails(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	first, err := devserver.Start(ctx, devserver.Config{Dir: dir, NoPersistence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Stop(ctx)
+	start := time.Now()
+	second, err := devserver.Start(ctx, devserver.Config{Dir: dir, NoPersistence: true})
+	if err == nil {
+		second.Stop(ctx)
+		t.Fatal("second Start on the same data dir succeeded")
+	}
+	for _, want := range []string{dir, "in use", "pid " + strconv.Itoa(os.Getpid())} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("second Start took %s to fail; want fast", d)
+	}
+	// The first child is untouched: still answering, socket still there.
+	conn, err := net.Dial("unix", first.Socket)
+	if err != nil {
+		t.Fatalf("first child after the refused start: %v", err)
+	}
+	conn.Close()
+	if err := first.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	third, err := devserver.Start(ctx, devserver.Config{Dir: dir, NoPersistence: true})
+	if err != nil {
+		t.Fatalf("Start after Stop: %v", err)
+	}
+	if err := third.Stop(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
