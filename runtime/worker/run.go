@@ -35,9 +35,13 @@ const (
 	DrainTimeoutDefault = 30 * time.Second
 	ClaimLingerDefault  = time.Millisecond
 	OutputMaxBytes      = 1 << 20 // largest handler output the server accepts
-	retryDelayMin       = 50 * time.Millisecond
-	requestSlack        = 15 * time.Second // bound of a request beyond its long-poll wait
-	retryDelayMax       = 5 * time.Second
+	// KindsMax is the most kinds a claim or a hand-off may name (the
+	// server's store.MaxKinds). A worker with handlers for more kinds
+	// claims without a kinds filter: see Run.
+	KindsMax      = 1024
+	retryDelayMin = 50 * time.Millisecond
+	requestSlack  = 15 * time.Second // bound of a request beyond its long-poll wait
+	retryDelayMax = 5 * time.Second
 	// reportsInFlight is how many report requests a worker has in flight
 	// at once. With one, a task that finishes while a report is in flight
 	// waits for that round trip before its own: a chain step cost about one
@@ -275,6 +279,17 @@ func (w *Worker) Handle(kind string, h Handler) error {
 // waits up to DrainTimeout for running handlers (their leases are still
 // renewed and their outcomes reported), cancels the ones still running with
 // cause ErrShutdown, and returns. It returns nil after a clean drain.
+//
+// A claim the server refuses as a bad request (400: a kind it does not
+// accept, say) can never succeed: Run then stops claiming, drains the same
+// way and returns the server's reason. Other refusals (a token or quota
+// the operator may still fix) and transport errors are logged and retried.
+//
+// Claims name the kinds that have a handler, so that workers with
+// different handlers can share a lane. A worker with more than KindsMax
+// kinds (a Register function of a flow of that many executions) claims
+// tasks of any kind instead, and fails the ones without a handler as
+// retryable: give it a lane or a namespace of its own.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.running {
@@ -288,6 +303,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.running = true
 	w.kinds = slices.Sorted(maps.Keys(w.handlers))
 	w.mu.Unlock()
+	if len(w.kinds) > KindsMax {
+		w.log.WarnContext(ctx, "more handler kinds than a claim may name; claiming tasks of any kind",
+			slog.Int("kinds", len(w.kinds)), slog.Int("limit", KindsMax))
+		w.kinds = nil
+	}
 
 	if err := w.connect(ctx); err != nil {
 		w.mu.Lock()
@@ -318,18 +338,17 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.log.InfoContext(ctx, "worker started", slog.String(attrInstance, w.instance),
 		slog.Int("concurrency", w.cfg.Concurrency), slog.Any("lanes", w.cfg.Lanes))
-	w.claimLoop(ctx, handlerBase)
+	err := w.claimLoop(ctx, handlerBase)
 
 	// Drain.
 	w.draining.Store(true)
 	w.log.InfoContext(ctx, "worker draining")
-	var err error
 	drained := make(chan struct{})
 	go func() { w.inWork.Wait(); close(drained) }()
 	select {
 	case <-drained:
 	case <-time.After(w.cfg.DrainTimeout):
-		err = fmt.Errorf("worker: drain timeout %s: handlers still running were cancelled", w.cfg.DrainTimeout)
+		err = errors.Join(err, fmt.Errorf("worker: drain timeout %s: handlers still running were cancelled", w.cfg.DrainTimeout))
 		stopHandlers(ErrShutdown)
 		select {
 		case <-drained:
@@ -350,14 +369,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	return err
 }
 
-// claimLoop long-polls for as many tasks as there are free slots.
-func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) {
+// claimLoop long-polls for as many tasks as there are free slots, until
+// ctx ends (nil) or the server refuses a claim as a bad request (its
+// reason).
+func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) error {
 	delay := retryDelayMin
 	for {
 		// Wait for one free slot, then take every other free one.
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-w.slots:
 		}
 		free := 1 + w.takeSlots(ctx, w.cfg.Concurrency-1)
@@ -381,17 +402,21 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
 			}
 			level := slog.LevelWarn
 			var ae *client.APIError
-			if errors.As(err, &ae) && ae.Status < 500 {
+			if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+				w.log.ErrorContext(ctx, "claim refused; stopping", slog.Any(attrError, err))
+				return fmt.Errorf("worker: claim refused: %w", err)
+			}
+			if ae != nil && ae.Status < 500 {
 				level = slog.LevelError // configuration: a wrong token, lane or capability
 			}
 			w.log.Log(ctx, level, "claim failed; retrying", slog.Any(attrError, err), slog.Duration("delay", delay))
 			select {
 			case <-ctx.Done():
-				return
+				return nil
 			case <-time.After(delay):
 			}
 			delay = min(delay*2, retryDelayMax)

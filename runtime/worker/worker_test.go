@@ -18,6 +18,7 @@ import (
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/store"
 	"github.com/flowfabric/ff/runtime/wire"
 	"github.com/flowfabric/ff/runtime/worker"
 )
@@ -558,5 +559,59 @@ func TestWorkersShareALaneByKind(t *testing.T) {
 	}
 	if n := wrong.Load(); n != 0 {
 		t.Fatalf("%d tasks reached a handler of another kind", n)
+	}
+}
+
+// A worker with more handler kinds than a claim may name (a flow of more
+// than store.MaxKinds executions) claims without a kinds filter instead of
+// being refused on every claim.
+func TestWorkerWithMoreKindsThanAClaimMayName(t *testing.T) {
+	t.Parallel()
+	if worker.KindsMax != store.MaxKinds {
+		t.Fatalf("worker.KindsMax %d, store.MaxKinds %d", worker.KindsMax, store.MaxKinds)
+	}
+	env := servertest.Start(t)
+	w := newWorker(t, env, nil)
+	for i := range worker.KindsMax + 1 {
+		kind := fmt.Sprintf("k%d", i)
+		if err := w.Handle(kind, func(context.Context, *worker.Task) (json.RawMessage, error) {
+			return json.Marshal(kind)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, w)
+	for _, kind := range []string{"k0", fmt.Sprintf("k%d", worker.KindsMax)} {
+		id := create(t, env, wire.CreateExecution{Kind: kind, Retry: &plan.Retry{Attempts: 1}})
+		if r := waitResult(t, env, id); r.State != "completed" || string(r.Result) != `"`+kind+`"` {
+			t.Fatalf("%s: %+v, want completed with %q", kind, r, kind)
+		}
+	}
+}
+
+// A claim the server refuses as a bad request can never succeed: Run
+// stops and returns the server's reason instead of retrying silently.
+func TestRunReturnsWhenClaimIsABadRequest(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	w := newWorker(t, env, nil)
+	if err := w.Handle("mail,urgent", func(context.Context, *worker.Task) (json.RawMessage, error) {
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctxT(t)) }()
+	select {
+	case err := <-done:
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(err.Error(), "claim refused") {
+			t.Fatalf("Run: %v; want the claim's 400", err)
+		}
+		if !strings.Contains(ae.Message, "comma") {
+			t.Fatalf("Run: %v; want the server's reason", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still retrying a claim refused as a bad request")
 	}
 }
