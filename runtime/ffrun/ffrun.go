@@ -219,6 +219,11 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	if !dev && o.valkey == "" {
 		return fmt.Errorf("%w: ffrun serve needs --valkey ADDR (or FF_VALKEY_ADDR); for a local server of its own, use ffrun dev", errUsage)
 	}
+	if !dev {
+		if _, _, err := server.ValkeyNetwork(o.valkey); err != nil {
+			return fmt.Errorf("%w: --valkey %v", errUsage, err)
+		}
+	}
 	log, err := newLogger(env.Stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

@@ -126,6 +126,16 @@ func TestDevStartsServesAndStopsItsChild(t *testing.T) {
 	if !strings.Contains(r2.stderr.String(), "ANYONE") {
 		t.Errorf("no warning about the missing token:\n%s", r2.stderr)
 	}
+	// A third ffrun dev on the same data directory while r2 runs is
+	// refused at once, and r2 keeps serving.
+	var out bytes.Buffer
+	if code := ffrun.Main([]string{"dev", "--data", data, "--listen", "127.0.0.1:0"}, nil, &out, &out); code != 1 ||
+		!strings.Contains(out.String(), "is in use by another ffrun dev") {
+		t.Fatalf("second ffrun dev on %s: exit %d\n%s", data, code, out.String())
+	}
+	if _, err := c2.GetExecution(ctx, ex.ID); err != nil {
+		t.Fatalf("after a refused second dev: %v", err)
+	}
 	if err := r2.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +184,8 @@ func TestUsageErrors(t *testing.T) {
 		{"lease too long in env", []string{"serve", "--valkey", "127.0.0.1:1"}, map[string]string{"FF_LEASE": "1000h"}, "--lease 1000h0m0s is outside"},
 		{"negative body limit", []string{"serve", "--valkey", "127.0.0.1:1", "--body-limit", "-1"}, nil, "--body-limit -1 is outside"},
 		{"body limit too large", []string{"dev", "--body-limit", "1000000000"}, nil, "--body-limit 1000000000 is outside"},
+		{"valkey without port", []string{"serve", "--valkey", "localhost"}, nil, `--valkey "localhost": want host:port or unix:PATH`},
+		{"valkey socket without path", []string{"serve"}, map[string]string{"FF_VALKEY_ADDR": "unix:"}, `--valkey "unix:": no socket path`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +207,10 @@ func TestUsageErrors(t *testing.T) {
 	out.Reset()
 	if code := ffrun.Main([]string{"serve", "--valkey", "127.0.0.1:1", "--lease", "10ms"}, nil, &out, &out); code != 2 {
 		t.Fatalf("serve --lease 10ms: exit %d, want 2 (%s)", code, out.String())
+	}
+	out.Reset()
+	if code := ffrun.Main([]string{"serve", "--valkey", "localhost"}, nil, &out, &out); code != 2 {
+		t.Fatalf("serve --valkey localhost: exit %d, want 2 (%s)", code, out.String())
 	}
 }
 
