@@ -11,14 +11,15 @@ import (
 )
 
 // bearerAuth admits a request only when it carries "Authorization: Bearer
-// <token>"; the comparison takes constant time.
+// <token>"; the scheme's case does not matter (RFC 7235: "bearer" works
+// too), the token's comparison takes constant time.
 func bearerAuth(token string) echo.MiddlewareFunc {
 	want := []byte(token)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			h := c.Request().Header.Get(echo.HeaderAuthorization)
-			got, ok := strings.CutPrefix(h, "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+			scheme, got, ok := strings.Cut(h, " ")
+			if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
 				c.Response().Header().Set("WWW-Authenticate", `Bearer realm="ffrun"`)
 				return Errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "missing or invalid bearer token")
 			}

@@ -13,6 +13,9 @@ import (
 )
 
 func (a *admission) putBudget(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.PutBudget
 	if err := Decode(c, a.s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err
@@ -77,6 +80,9 @@ func checkBudget(req *wire.PutBudget) *Error {
 }
 
 func (a *admission) getBudget(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	id, e := pathID(c)
 	if e != nil {
 		return e
@@ -90,6 +96,9 @@ func (a *admission) getBudget(c echo.Context) error {
 
 // budgetAction serves POST /v1/budgets/{id}/reset and /usage.
 func (a *admission) budgetAction(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	id, e := pathID(c)
 	if e != nil {
 		return e
@@ -136,6 +145,9 @@ func checkUsage(dim string, delta int64, key string, keyRequired bool) *Error {
 }
 
 func (a *admission) executionUsage(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.ExecutionUsageReport
 	if err := Decode(c, a.s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err

@@ -2,11 +2,15 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -23,9 +27,12 @@ const (
 )
 
 // Decode reads the request body (at most limit bytes) into v, rejecting
-// malformed JSON, unknown fields and trailing data with the API's stable
-// errors. An empty body is an error unless optional is set, in which case v
-// keeps its zero value. Routes added by other packages use it too.
+// malformed JSON, unknown fields (member names are matched to fields
+// exactly, not case-insensitively as encoding/json does) and trailing data
+// with the API's stable errors, which name the field by its path
+// ("plan.execs[0].kind"). An empty body is an error unless optional is
+// set, in which case v keeps its zero value. Routes added by other
+// packages use it too.
 func Decode(c echo.Context, limit int64, optional bool, v any) error {
 	data, err := readBody(c, limit)
 	if err != nil {
@@ -62,12 +69,28 @@ func decodeBody(data []byte, optional bool, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+		return decodeError(err, data, reflect.TypeOf(v))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "request body has data after the JSON value")
 	}
+	if mayFoldKey(data) {
+		if path, want, ok := inexactKey(data, reflect.TypeOf(v)); ok {
+			return unknownField(path, want)
+		}
+	}
 	return nil
+}
+
+// unknownField is the error for a member at path that names no field;
+// want is the field it names when case is ignored ("" when none).
+func unknownField(path, want string) *Error {
+	e := Errorf(http.StatusBadRequest, wire.CodeUnknownField, "unknown field %q", path)
+	if want != "" {
+		e.Message += fmt.Sprintf(" (names are case-sensitive: did you mean %q?)", want)
+	}
+	e.Details = map[string]any{"field": path}
+	return e
 }
 
 func tooLarge(limit int64) *Error {
@@ -76,8 +99,9 @@ func tooLarge(limit int64) *Error {
 	return e
 }
 
-// decodeError classifies an encoding/json error.
-func decodeError(err error) *Error {
+// decodeError classifies an encoding/json error in decoding data into a
+// value of type t.
+func decodeError(err error, data []byte, t reflect.Type) *Error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -86,21 +110,52 @@ func decodeError(err error) *Error {
 		e.Details = map[string]any{"offset": syn.Offset}
 		return e
 	case errors.As(err, &typ):
-		field := typ.Field
+		field := cmp.Or(pathAt(data, t, typ.Offset), typ.Field)
 		if field == "" {
-			field = "(body)"
+			return Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "request body: expected %s, got JSON %s", describe(typ.Type), typ.Value)
 		}
-		e := Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "field %q: expected %s, got JSON %s", field, typ.Type, typ.Value)
+		e := Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "field %q: expected %s, got JSON %s", field, describe(typ.Type), typ.Value)
 		e.Details = map[string]any{"field": field}
 		return e
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "malformed JSON: unexpected end of body")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		e := Errorf(http.StatusBadRequest, wire.CodeUnknownField, "unknown field %q", name)
-		e.Details = map[string]any{"field": name}
-		return e
+		if path, want, ok := inexactKey(data, t); ok {
+			return unknownField(path, want)
+		}
+		return unknownField(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "")
 	default:
 		return Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "malformed JSON: %v", err)
 	}
+}
+
+// describe says in JSON terms what a value of type t is written as.
+func describe(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeFor[time.Time]() {
+		return "a time string (RFC 3339)"
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "a JSON object"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "a JSON array"
+	case reflect.Array:
+		return "a JSON array"
+	case reflect.String:
+		return "a JSON string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a JSON value"
 }

@@ -137,12 +137,14 @@ func checkInput(f *plan.Flow, input json.RawMessage) *Error {
 }
 
 // waitParam reads the wait_ms query parameter of a route that may wait for
-// a run to end (0 when absent).
+// a run to end (0 when absent; present, it needs a value). onlyQuery has
+// refused it given twice.
 func waitParam(c echo.Context) (time.Duration, *Error) {
-	v := c.QueryParam("wait_ms")
-	if v == "" {
+	vs, ok := c.QueryParams()["wait_ms"]
+	if !ok {
 		return 0, nil
 	}
+	v := vs[0]
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 || n > RunWaitMaxMs {
 		return 0, invalid("wait_ms", "%q is not an integer in 0..%d", v, RunWaitMaxMs)
@@ -203,12 +205,36 @@ func (f *flows) stage(c echo.Context) error {
 	}
 	var req wire.StageFlow
 	if err := decodeBody(data, false, &req); err != nil {
-		return err
+		return packageHint(data, err)
 	}
 	if e := checkPlan(req.Plan); e != nil {
 		return e
 	}
 	return f.stageChecked(c, req.Plan, false, req.Input, req.Namespace, req.IdempotencyKey)
+}
+
+// packageHint adds to err, a stage body's decoding error, a hint when the
+// body is not what the route takes but a plan: the plan of a whole package
+// (it has "flows"; `ffc plan` writes it without -flow), as the body's plan
+// or as the body itself, or one flow's plan sent as the body.
+func packageHint(data []byte, err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	const onePlan = "stage one flow's plan, from `ffc plan -flow NAME`"
+	if start, end, ok := jsonscan.Member(data, "plan"); ok {
+		if _, _, ok := jsonscan.Member(data[start:end], "flows"); ok {
+			e.Message += "; this plan is a whole package's: " + onePlan
+		}
+		return e
+	}
+	if _, _, ok := jsonscan.Member(data, "flows"); ok {
+		e.Message += `; this body is a whole package's plan: ` + onePlan + `, as {"plan": …, "input": …}`
+	} else if _, _, ok := jsonscan.Member(data, "execs"); ok {
+		e.Message += `; this body looks like a plan: send it as {"plan": …, "input": …}`
+	}
+	return e
 }
 
 // cachedStage decodes a stage body through the cache of plans: the plan's
@@ -266,6 +292,9 @@ func (f *flows) result(c echo.Context) error {
 }
 
 func (f *flows) cancel(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.Cancel
 	if err := Decode(c, f.s.limit(BodyLimitDefault), true, &req); err != nil {
 		return err
@@ -281,6 +310,9 @@ func (f *flows) cancel(c echo.Context) error {
 }
 
 func (f *flows) replay(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req struct{}
 	if err := Decode(c, f.s.limit(BodyLimitDefault), true, &req); err != nil {
 		return err
@@ -292,13 +324,20 @@ func (f *flows) replay(c echo.Context) error {
 	return c.JSON(http.StatusOK, run)
 }
 
-// onlyQuery rejects query parameters other than allowed.
+// onlyQuery rejects query parameters other than allowed, and any given
+// more than once (which one would count is anyone's guess).
 func onlyQuery(c echo.Context, allowed ...string) *Error {
-	for k := range c.QueryParams() {
+	if c.Request().URL.RawQuery == "" {
+		return nil
+	}
+	for k, vs := range c.QueryParams() {
 		if !slices.Contains(allowed, k) {
 			e := Errorf(http.StatusBadRequest, wire.CodeUnknownField, "unknown query parameter %q", k)
 			e.Details = map[string]any{"field": k}
 			return e
+		}
+		if len(vs) > 1 {
+			return invalid(k, "is given %d times; give it once", len(vs))
 		}
 	}
 	return nil

@@ -15,6 +15,9 @@ import (
 )
 
 func (s *Server) create(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.CreateExecution
 	if err := Decode(c, s.limit(BodyLimitCreate), false, &req); err != nil {
 		return err
@@ -41,6 +44,9 @@ func (s *Server) create(c echo.Context) error {
 }
 
 func (s *Server) createBatch(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.CreateBatchRequest
 	if err := Decode(c, s.limit(BodyLimitBatch), false, &req); err != nil {
 		return err
@@ -68,6 +74,9 @@ func (s *Server) createBatch(c echo.Context) error {
 }
 
 func (s *Server) get(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	ex, err := s.cfg.Service.Get(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
@@ -86,7 +95,8 @@ func (s *Server) list(c echo.Context) error {
 	if e := onlyQuery(c, "namespace", "lane", "state", "cursor", "limit"); e != nil {
 		return e
 	}
-	if v := c.QueryParam("limit"); v != "" {
+	if vs, ok := c.QueryParams()["limit"]; ok {
+		v := vs[0]
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > ListLimitMax {
 			return invalid("limit", "%q is not an integer in 1..%d", v, ListLimitMax)
@@ -101,6 +111,9 @@ func (s *Server) list(c echo.Context) error {
 }
 
 func (s *Server) result(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	res, err := s.cfg.Service.Result(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
@@ -109,6 +122,9 @@ func (s *Server) result(c echo.Context) error {
 }
 
 func (s *Server) cancel(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.Cancel
 	if err := Decode(c, s.limit(BodyLimitDefault), true, &req); err != nil {
 		return err
@@ -124,6 +140,9 @@ func (s *Server) cancel(c echo.Context) error {
 }
 
 func (s *Server) setPriority(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.SetPriority
 	if err := Decode(c, s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err
@@ -142,6 +161,9 @@ func (s *Server) setPriority(c echo.Context) error {
 }
 
 func (s *Server) revokeLease(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.RevokeLease
 	if err := Decode(c, s.limit(BodyLimitDefault), true, &req); err != nil {
 		return err
@@ -167,6 +189,9 @@ func (s *Server) leaseDuration(field string, ms int64) (time.Duration, *Error) {
 }
 
 func (s *Server) claim(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.ClaimRequest
 	if err := Decode(c, s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err
@@ -261,6 +286,9 @@ func (s *Server) checkClaim(req *wire.ClaimRequest) *Error {
 }
 
 func (s *Server) renew(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.RenewRequest
 	if err := Decode(c, s.limit(BodyLimitBatch), false, &req); err != nil {
 		return err
@@ -286,6 +314,9 @@ func (s *Server) renew(c echo.Context) error {
 }
 
 func (s *Server) complete(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	data, err := readBody(c, s.limit(BodyLimitBatch))
 	if err != nil {
 		return err
@@ -344,6 +375,9 @@ func (s *Server) checkHandoff(workerID string, h *wire.Handoff, n int) *Error {
 }
 
 func (s *Server) fail(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.FailRequest
 	if err := Decode(c, s.limit(BodyLimitBatch), false, &req); err != nil {
 		return err
@@ -383,6 +417,9 @@ func single(c echo.Context, res []wire.LeaseResult, err error) error {
 }
 
 func (s *Server) renewOne(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.SingleRenew
 	if err := Decode(c, s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err
@@ -400,6 +437,9 @@ func (s *Server) renewOne(c echo.Context) error {
 }
 
 func (s *Server) completeOne(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.SingleComplete
 	if err := Decode(c, s.limit(BodyLimitCreate), false, &req); err != nil {
 		return err
@@ -413,6 +453,9 @@ func (s *Server) completeOne(c echo.Context) error {
 }
 
 func (s *Server) failOne(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.SingleFail
 	if err := Decode(c, s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err

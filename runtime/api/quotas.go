@@ -10,6 +10,9 @@ import (
 )
 
 func (a *admission) putQuota(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.PutQuota
 	if err := Decode(c, a.s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err
@@ -66,6 +69,9 @@ func checkQuota(req wire.PutQuota) *Error {
 }
 
 func (a *admission) getQuota(c echo.Context) error {
+	if e := onlyQuery(c, "key"); e != nil {
+		return e
+	}
 	id, e := pathID(c)
 	if e != nil {
 		return e

@@ -32,7 +32,7 @@ func (f *flows) lookup(c echo.Context) (*plan.Flow, *Error) {
 	name := c.Param("name")
 	fl, ok := f.templates[name]
 	if !ok {
-		e := Errorf(http.StatusNotFound, wire.CodeNotFound, "no template named %q (GET /v1/templates lists them)", name)
+		e := Errorf(http.StatusNotFound, wire.CodeNotFound, "no such template %q (GET /v1/templates lists them)", name)
 		e.Details = map[string]any{"template": name}
 		return nil, e
 	}

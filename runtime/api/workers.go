@@ -11,6 +11,9 @@ import (
 )
 
 func (a *admission) heartbeat(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
 	var req wire.WorkerHeartbeat
 	if err := Decode(c, a.s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err

@@ -48,7 +48,7 @@ func newAdmissionService(log *slog.Logger, st *store.Store, sched *scheduler.Sch
 // mapAdmissionError maps a store error of a budget or quota route.
 func mapAdmissionError(err error, what, id string) *api.Error {
 	if errors.Is(err, store.ErrNotFound) {
-		return api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no %s %q", what, id)
+		return api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no such %s %q", what, id)
 	}
 	return mapError(err)
 }
@@ -124,7 +124,7 @@ func (a *admissionService) ReportExecutionUsage(ctx context.Context, id string, 
 	}
 	ex, err := a.st.GetExecution(ctx, eid)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, mapIDError(err, "execution", id)
 	}
 	// Fencing: only the holder of the current lease reports usage.
 	if ex.State.Public != store.StateActive || ex.Lease == nil || ex.Lease.ID != req.LeaseID || ex.Lease.Epoch != req.Epoch {

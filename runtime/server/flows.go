@@ -3,7 +3,6 @@ package server
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -47,7 +46,7 @@ func (f *flowService) StageFlow(ctx context.Context, req api.FlowRequest) (*wire
 	defer func() { release() }()
 	run, created, err := f.st.StageFlow(ctx, sr)
 	if err != nil {
-		return nil, false, mapRunError(err)
+		return nil, false, mapError(err)
 	}
 	if req.Wait > 0 {
 		var ended *wire.FlowRun
@@ -78,7 +77,7 @@ func (f *flowService) GetRun(ctx context.Context, id string) (*wire.FlowRun, err
 	}
 	run, err := f.st.GetRun(ctx, rid)
 	if err != nil {
-		return nil, mapRunError(err)
+		return nil, mapIDError(err, "run", id)
 	}
 	w := toFlowRun(run, true)
 	return &w, nil
@@ -146,7 +145,7 @@ func (f *flowService) ended(ctx context.Context, rid store.RunID, cheap bool) (*
 	if cheap {
 		state, err := f.st.RunState(ctx, rid)
 		if err != nil {
-			return nil, mapRunError(err)
+			return nil, mapIDError(err, "run", string(rid))
 		}
 		if state == store.RunRunning {
 			return nil, nil
@@ -154,7 +153,7 @@ func (f *flowService) ended(ctx context.Context, rid store.RunID, cheap bool) (*
 	}
 	run, err := f.st.GetRunOutcome(ctx, rid)
 	if err != nil {
-		return nil, mapRunError(err)
+		return nil, mapIDError(err, "run", string(rid))
 	}
 	if run.State == store.RunRunning {
 		return nil, nil
@@ -179,7 +178,7 @@ func (f *flowService) CancelRun(ctx context.Context, id, reason string) (*wire.F
 	}
 	run, err := f.st.CancelRun(ctx, rid, reason)
 	if err != nil {
-		return nil, mapRunError(err)
+		return nil, mapIDError(err, "run", id)
 	}
 	w := toFlowRun(run, true)
 	return &w, nil
@@ -192,18 +191,10 @@ func (f *flowService) ReplayRun(ctx context.Context, id string) (*wire.FlowRun, 
 	}
 	run, err := f.st.ReplayRun(ctx, rid)
 	if err != nil {
-		return nil, mapRunError(err)
+		return nil, mapIDError(err, "run", id)
 	}
 	w := toFlowRun(run, true)
 	return &w, nil
-}
-
-// mapRunError is mapError with run wording for unknown ids.
-func mapRunError(err error) *api.Error {
-	if errors.Is(err, store.ErrNotFound) {
-		return api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no such run")
-	}
-	return mapError(err)
 }
 
 // toFlowRun converts a run; withExecs adds every member.

@@ -70,7 +70,7 @@ func TestCompleteHandoffErrors(t *testing.T) {
 		{"bad capability", `{"worker_id":"w","completions":[%s],"handoff":{"max":1,"capabilities":["a,b"]}}`, "handoff.capabilities"},
 		{"lease too short", `{"worker_id":"w","completions":[%s],"handoff":{"max":1,"lease_ms":1}}`, "handoff.lease_ms"},
 		{"bad kind", `{"worker_id":"w","completions":[%s],"handoff":{"max":1,"kinds":["a b"]}}`, "handoff.kinds[0]"},
-		{"unknown field", `{"worker_id":"w","completions":[%s],"handoff":{"max":1,"maxx":1}}`, "maxx"},
+		{"unknown field", `{"worker_id":"w","completions":[%s],"handoff":{"max":1,"maxx":1}}`, "handoff.maxx"},
 		// The store's rules for worker ids, checked by the API: no comma, 128 bytes.
 		{"worker id with comma", `{"worker_id":"w,1","completions":[%s],"handoff":{"max":1}}`, "handoff.worker_id"},
 		{"instance id too long", `{"worker_id":"w","completions":[%s],"handoff":{"max":1,"instance_id":"` + strings.Repeat("i", 129) + `"}}`, "handoff.instance_id"},

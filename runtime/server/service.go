@@ -83,8 +83,7 @@ func createRequest(r wire.CreateExecution) store.CreateRequest {
 func parseID(id string) (store.ExecutionID, error) {
 	eid, err := store.ParseExecutionID(id)
 	if err != nil {
-		e := api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no execution %q (malformed id)", id)
-		return "", e
+		return "", api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no such execution %q", id)
 	}
 	return eid, nil
 }
@@ -96,7 +95,7 @@ func (s *service) Get(ctx context.Context, id string) (*wire.Execution, error) {
 	}
 	ex, err := s.st.GetExecution(ctx, eid)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, mapIDError(err, "execution", id)
 	}
 	w := toExecution(ex)
 	return &w, nil
@@ -109,7 +108,7 @@ func (s *service) Result(ctx context.Context, id string) (*wire.ExecutionResult,
 	}
 	r, err := s.st.Result(ctx, eid)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, mapIDError(err, "execution", id)
 	}
 	return &wire.ExecutionResult{ID: id, State: string(r.State), Result: rawJSON(r.Result), Error: r.Error}, nil
 }
@@ -157,7 +156,7 @@ func mutate(id string, f func(store.ExecutionID) (*store.Execution, error)) (*wi
 	}
 	ex, err := f(eid)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, mapIDError(err, "execution", id)
 	}
 	w := toExecution(ex)
 	return &w, nil
@@ -303,6 +302,15 @@ func storeLease(l wire.Lease) store.Lease {
 	return store.Lease{ExecutionID: store.ExecutionID(l.ExecutionID), ID: l.LeaseID, Epoch: l.Epoch}
 }
 
+// mapIDError is mapError for a route about one execution or run: an
+// unknown one is named ("no such run \"…\"", as a malformed id is).
+func mapIDError(err error, what, id string) *api.Error {
+	if errors.Is(err, store.ErrNotFound) {
+		return api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no such %s %q", what, id)
+	}
+	return mapError(err)
+}
+
 // mapError turns a store or scheduler error into an API error.
 func mapError(err error) *api.Error {
 	var ae *api.Error
@@ -314,11 +322,11 @@ func mapError(err error) *api.Error {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &ve):
-		code, status := wire.CodeValidation, http.StatusBadRequest
-		if errors.Is(err, store.ErrTooLarge) {
-			code, status = wire.CodePayloadTooLarge, http.StatusRequestEntityTooLarge
+		if errors.Is(err, store.ErrTooLarge) { // the only limit it stands for
+			return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodePayloadTooLarge, Message: ve.Error(),
+				Details: map[string]any{"field": ve.Field, "limit_bytes": store.MaxPayloadBytes}}
 		}
-		return &api.Error{Status: status, Code: code, Message: ve.Error(), Details: map[string]any{"field": ve.Field}}
+		return &api.Error{Status: http.StatusBadRequest, Code: wire.CodeValidation, Message: ve.Error(), Details: map[string]any{"field": ve.Field}}
 	case errors.As(err, &le):
 		code := wire.CodeStaleLease
 		if le.State == store.StateCancelled {
