@@ -16,7 +16,8 @@
 --
 -- Member record fields on top of an execution's: flow_id, flow_node,
 -- is_result ('1' on the run's result exec),
--- join_need (edges that must hold), deps_total, deps_done, deps_ok,
+-- join_need (edges that must hold; absent = deps_total, the default join
+-- all), deps_total (absent on roots), deps_done, deps_ok,
 -- out ("<uuid>:<on>,..." with on = success, failure or done), handled ('1'
 -- when a failure is handled by an edge), input_from (uuid of the upstream
 -- whose result is the input; '' = its own payload), ups ("<name>=<uuid>,..."
@@ -47,7 +48,9 @@ local function decide(p, d, ok_edge, now)
   if not dc or not is(dc.state, 'runnable') or split(dc).eligibility ~= 'blocked_by_dependencies' then
     return -- gone, or already fired
   end
-  local total, done, okc, need = num(dc.deps_total), num(dc.deps_done) + 1, num(dc.deps_ok), num(dc.join_need)
+  local total, done, okc = num(dc.deps_total), num(dc.deps_done) + 1, num(dc.deps_ok)
+  local need = total -- join all: staging writes join_need only when it differs
+  if dc.join_need ~= '' then need = num(dc.join_need) end
   if ok_edge then okc = okc + 1 end
   if okc >= need then
     leave_indexes(p, dc)
@@ -250,12 +253,10 @@ local function stage_member(p, argv, i, run, ns, input, now, hidden)
   local st = sv('runnable', 'unowned', eligibility, reason, 'none', 'pending_first_attempt')
   if argv[i + 7] == '1' then
     redis.call('HSET', key, 'ns', ns, 'lane', lane, 'priority', argv[i + 4], 'created_at', ts(now), 'flow_id', run,
-      'flow_node', name, 'join_need', argv[i + 5], 'deps_total', argv[i + 6], 'state', st, 'payload', input,
-      unpack(argv, i + 9, i + n))
+      'flow_node', name, 'state', st, 'payload', input, unpack(argv, i + 9, i + n))
   else
     redis.call('HSET', key, 'ns', ns, 'lane', lane, 'priority', argv[i + 4], 'created_at', ts(now), 'flow_id', run,
-      'flow_node', name, 'join_need', argv[i + 5], 'deps_total', argv[i + 6], 'state', st,
-      unpack(argv, i + 9, i + n))
+      'flow_node', name, 'state', st, unpack(argv, i + 9, i + n))
   end
   if deadline > 0 then
     redis.call('HSET', key, 'deadline_at', ts(deadline))
@@ -321,7 +322,8 @@ end
 --          uuid, lane, priority, join_need, deps_total, takes the run's
 --          input ('1': its payload is the input; else '0'), deadline ms
 --          ('0' = none), and field/value pairs stored verbatim: kind, and
---          only when set caps, handoff, retry_*, attempt_timeout_ms,
+--          only when set deps_total (not on roots), join_need (only when
+--          not deps_total), caps, handoff, retry_*, attempt_timeout_ms,
 --          input_from (the feeding upstream's uuid), ups, out, handled
 --          ('1'), budgets, quotas.
 -- Reply: {1, 'created', now} | {1, 'duplicate', run uuid}
@@ -500,7 +502,8 @@ local function ff_replay_run(keys, argv)
     local c = read_core(p, u)
     if not c then return refuse('wrong_state', 'purged') end
     local v = redis.call('HMGET', c.key, 'out', 'ups', 'deps_total', 'join_need')
-    c.out, c.ups, c.deps_total, c.join_need = v[1] or '', v[2] or '', num(v[3]), num(v[4])
+    c.out, c.ups, c.deps_total = v[1] or '', v[2] or '', num(v[3])
+    c.join_need = v[4] and num(v[4]) or c.deps_total
     members[#members + 1] = c
     if split(c).outcome == 'success' then kept[u] = true end
     for d, cond in string.gmatch(c.out, '([^,:]+):(%a+)') do

@@ -552,7 +552,14 @@ func prepareMember(f *plan.Flow, x plan.Exec, i int, g *graph) (memberPlan, erro
 		// Its end records the run's result outcome.
 		m.tail = append(m.tail, "is_result", "1")
 	}
+	// The join counters: none for a root, and the need only when it is
+	// not every upstream (a missing join_need reads as deps_total).
+	joinNeed := ""
+	if m.need != m.depsTotal {
+		joinNeed = m.need
+	}
 	for _, kv := range [][2]string{
+		{"deps_total", nonDefault(m.depsTotal, "0")}, {"join_need", joinNeed},
 		{"caps", caps}, {"handoff", handoff},
 		{"retry_attempts", nonDefault(strconv.Itoa(retry.Attempts), "1")},
 		{"retry_backoff", nonDefault(retry.Backoff, BackoffFixed)},
