@@ -273,14 +273,30 @@ func (s *Store) fcall(ctx context.Context, c call) (valkey.ValkeyMessage, error)
 	return msg, nil
 }
 
-// fcallMany pipelines calls (one round trip), with the same reload rule.
+// fcallMany pipelines calls (one round trip), with the same reload rule,
+// and returns their replies, or the first error of any of them.
 func (s *Store) fcallMany(ctx context.Context, calls []call) ([]valkey.ValkeyMessage, error) {
+	out, errs := s.fcallEach(ctx, calls)
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// fcallEach sends calls pipelined and returns each call's reply or error:
+// a call that failed (a transport error, a Lua error) does not hide the
+// replies of the others, whose effects stand. A missing library is loaded
+// again and the calls that found it missing are sent once more.
+func (s *Store) fcallEach(ctx context.Context, calls []call) ([]valkey.ValkeyMessage, []error) {
 	cmds := make(valkey.Commands, len(calls))
 	for i, c := range calls {
 		cmds[i] = s.build(c)
 	}
 	resps := s.c.DoMulti(ctx, cmds...)
 	out := make([]valkey.ValkeyMessage, len(calls))
+	errs := make([]error, len(calls))
 	var retry []int
 	for i, r := range resps {
 		if err := r.Error(); err != nil && isFunctionNotFound(err) {
@@ -289,24 +305,29 @@ func (s *Store) fcallMany(ctx context.Context, calls []call) ([]valkey.ValkeyMes
 		}
 		msg, err := r.ToMessage()
 		if err != nil {
-			return nil, fmt.Errorf("store: %s: %w", calls[i].fn, err)
+			errs[i] = fmt.Errorf("store: %s: %w", calls[i].fn, err)
+			continue
 		}
 		out[i] = msg
 	}
 	if len(retry) > 0 {
 		s.log.WarnContext(ctx, "functions library missing; reloading", attrFunction, calls[retry[0]].fn)
 		if err := s.ensureLibrary(ctx, true); err != nil {
-			return nil, err
+			for _, i := range retry {
+				errs[i] = err
+			}
+			return out, errs
 		}
 		for _, i := range retry {
 			msg, err := s.c.Do(ctx, s.build(calls[i])).ToMessage()
 			if err != nil {
-				return nil, fmt.Errorf("store: %s: %w", calls[i].fn, err)
+				errs[i] = fmt.Errorf("store: %s: %w", calls[i].fn, err)
+				continue
 			}
 			out[i] = msg
 		}
 	}
-	return out, nil
+	return out, errs
 }
 
 // refusal is a {0, code, detail...} reply.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -701,6 +702,56 @@ func TestFinishManyAcrossPartitions(t *testing.T) {
 	}
 	if r := e.get(g[0].ExecutionID); !bytes.Equal(r.Result, []byte{0}) {
 		t.Fatalf("result %v", r.Result)
+	}
+}
+
+// TestFinishManyOnePartitionFails: when the call of one partition fails
+// (here a Lua error: the record is not a hash), its items carry the error
+// and the other partitions' finishes stand and are reported; when every
+// call fails, the whole request does.
+func TestFinishManyOnePartitionFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// Two executions on two partitions (the idempotency key places them).
+	byPart := map[int]ExecutionID{}
+	for i := 0; len(byPart) < 2; i++ {
+		x := e.create(CreateRequest{Kind: "k", IdempotencyKey: "key-" + strconv.Itoa(i)})
+		p, _, err := splitID(string(x.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := byPart[p]; !ok {
+			byPart[p] = x.ID
+		}
+	}
+	g := e.claimAll(worker1, 10, time.Minute)
+	var good, bad Grant
+	for _, x := range g {
+		p, uuid, _ := splitID(string(x.ExecutionID))
+		switch {
+		case good.ExecutionID == "" && byPart[p] == x.ExecutionID:
+			good = x
+		case bad.ExecutionID == "" && byPart[p] == x.ExecutionID:
+			bad = x
+			key := e.s.k.core(p, uuid)
+			if err := e.c.Do(e.ctx, e.c.B().Set().Key(key).Value("not a hash").Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if good.ExecutionID == "" || bad.ExecutionID == "" {
+		t.Fatalf("claimed %v", grantIDs(g))
+	}
+	res, err := e.s.FinishMany(e.ctx, []Finish{{Lease: good.Lease, Result: []byte(`1`)}, {Lease: bad.Lease, Result: []byte(`2`)}})
+	if err != nil {
+		t.Fatalf("FinishMany with one failing partition = %v, want per-item results", err)
+	}
+	if res[0].Err != nil || res[0].State != StateCompleted || res[1].Err == nil {
+		t.Fatalf("results = %+v", res)
+	}
+	e.wantState(good.ExecutionID, StateCompleted)
+	if _, err := e.s.FinishMany(e.ctx, []Finish{{Lease: bad.Lease, Result: []byte(`2`)}}); err == nil {
+		t.Fatal("FinishMany whose every call fails = nil error")
 	}
 }
 

@@ -305,8 +305,10 @@ func (s *Store) Fail(ctx context.Context, lease Lease, msg string, retryable boo
 }
 
 // FinishMany reports the end of many attempts, one FCALL per partition,
-// pipelined. results[i] belongs to items[i]; err is for transport failures
-// only. A lease found expired is expired on the spot and reported as a
+// pipelined. results[i] belongs to items[i]; err is for a bad request and
+// for a failure of every call. When only some partitions' calls fail
+// (transport, server error), their items carry the error and the others
+// stand. A lease found expired is expired on the spot and reported as a
 // *LeaseError.
 func (s *Store) FinishMany(ctx context.Context, items []Finish) ([]FinishResult, error) {
 	res, _, err := s.FinishHandoff(ctx, items, nil)
@@ -361,14 +363,24 @@ func (s *Store) FinishHandoff(ctx context.Context, items []Finish, h *Handoff) (
 			b.calls[i].args[1] = strconv.Itoa(n)
 		}
 	}
-	msgs, err := s.fcallMany(ctx, b.calls)
-	if err != nil {
-		return nil, nil, err
+	// A call that failed fails its own items only: the other partitions'
+	// finishes stand, and their outcomes, hand-off grants and run ends must
+	// reach the caller (a worker retrying the whole batch would find them
+	// finished, and the grants would wait for their leases to expire).
+	msgs, errs := s.fcallEach(ctx, b.calls)
+	if !slices.ContainsFunc(errs, func(err error) bool { return err == nil }) {
+		return nil, nil, errs[0] // nothing went through: the caller may retry it all
 	}
 	// Whatever happens below, the runs read as ended are announced.
 	defer s.announceRunEnds(ctx, out)
 	var grants []Grant
 	for c, msg := range msgs {
+		if errs[c] != nil {
+			for _, pos := range b.index[c] {
+				out[pos].Err = errs[c]
+			}
+			continue
+		}
 		parts, ref, err := envelope(msg)
 		if err != nil || ref != nil || len(parts) != 2 {
 			return nil, nil, fmt.Errorf("store: ff_finish: malformed reply (%v, %v)", err, ref)
