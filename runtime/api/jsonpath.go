@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/flowfabric/ff/runtime/internal/jsonscan"
 )
 
 // This file finds where in a request body a decoding problem is, for the
@@ -102,7 +104,7 @@ func mayFoldKey(data []byte) bool {
 			}
 			end++
 		}
-		if j := skipWS(data, end+1); j < len(data) && data[j] == ':' {
+		if j := jsonscan.SkipSpace(data, end+1); j < len(data) && data[j] == ':' {
 			for _, b := range data[start:end] {
 				if b-'A' < 26 || b == '\\' || b == 0xC5 || b == 0xE2 {
 					return true
@@ -118,7 +120,7 @@ func mayFoldKey(data []byte) bool {
 // the name of the field it matches case-insensitively ("" when none).
 func inexactKey(data []byte, t reflect.Type) (path, want string, ok bool) {
 	w := bodyWalk{data: data}
-	w.value(skipWS(data, 0), t)
+	w.value(jsonscan.SkipSpace(data, 0), t)
 	return w.bad, w.badWant, w.badSet
 }
 
@@ -126,7 +128,7 @@ func inexactKey(data []byte, t reflect.Type) (path, want string, ok bool) {
 // (as a *json.UnmarshalTypeError reports it), or "" when there is none.
 func pathAt(data []byte, t reflect.Type, offset int64) string {
 	w := bodyWalk{data: data, offset: offset}
-	w.value(skipWS(data, 0), t)
+	w.value(jsonscan.SkipSpace(data, 0), t)
 	return w.at
 }
 
@@ -162,18 +164,20 @@ func (w *bodyWalk) value(i int, t reflect.Type) int {
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		i = skipWS(w.data, i+1)
+		i = jsonscan.SkipSpace(w.data, i+1)
 		for n := 0; i < len(w.data) && w.data[i] != ']'; n++ {
 			w.path = append(w.path, segment{index: n})
-			i = skipWS(w.data, w.value(i, elem))
+			i = jsonscan.SkipSpace(w.data, w.value(i, elem))
 			w.path = w.path[:len(w.path)-1]
 			if i < len(w.data) && w.data[i] == ',' {
-				i = skipWS(w.data, i+1)
+				i = jsonscan.SkipSpace(w.data, i+1)
 			}
 		}
 		end = i + 1
 	case '"':
-		end = stringEnd(w.data, i)
+		if end = jsonscan.StringEnd(w.data, i); end < 0 {
+			end = len(w.data)
+		}
 	default: // a number, true, false or null
 		end = i
 	literal:
@@ -202,9 +206,9 @@ func (w *bodyWalk) object(i int, t reflect.Type) int {
 			values = t.Elem()
 		}
 	}
-	i = skipWS(w.data, i+1)
+	i = jsonscan.SkipSpace(w.data, i+1)
 	for i < len(w.data) && w.data[i] == '"' {
-		k := stringEnd(w.data, i)
+		k := jsonscan.StringEnd(w.data, i) // -1 when it does not end
 		if k < i+2 {
 			return len(w.data)
 		}
@@ -215,7 +219,7 @@ func (w *bodyWalk) object(i int, t reflect.Type) int {
 			key = []byte(s)
 		}
 		w.path = append(w.path, segment{name: key})
-		i = skipWS(w.data, skipWS(w.data, k)+1) // past ':'
+		i = jsonscan.SkipSpace(w.data, jsonscan.SkipSpace(w.data, k)+1) // past ':'
 		ft := values
 		if names != nil {
 			var exact bool
@@ -229,10 +233,10 @@ func (w *bodyWalk) object(i int, t reflect.Type) int {
 				}
 			}
 		}
-		i = skipWS(w.data, w.value(i, ft))
+		i = jsonscan.SkipSpace(w.data, w.value(i, ft))
 		w.path = w.path[:len(w.path)-1]
 		if i < len(w.data) && w.data[i] == ',' {
-			i = skipWS(w.data, i+1)
+			i = jsonscan.SkipSpace(w.data, i+1)
 		}
 	}
 	return i + 1
@@ -291,27 +295,4 @@ func addFields(m map[string]reflect.Type, t reflect.Type, depth int) {
 	for _, et := range embedded {
 		addFields(m, et, depth+1)
 	}
-}
-
-// skipWS returns the index of the first byte of data from i on that is not
-// JSON white space, or len(data).
-func skipWS(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the index after the string that starts with the quote
-// at data[i].
-func stringEnd(data []byte, i int) int {
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(data)
 }

@@ -10,29 +10,29 @@ package jsonscan
 // reports false when there is no such member, or when data is not an
 // object as far as it reads.
 func Member(data []byte, key string) (start, end int, ok bool) {
-	i := skipSpace(data, 0)
+	i := SkipSpace(data, 0)
 	if i == len(data) || data[i] != '{' {
 		return 0, 0, false
 	}
 	i++
 	for {
-		i = skipSpace(data, i)
+		i = SkipSpace(data, i)
 		if i < len(data) && data[i] == ',' {
-			i = skipSpace(data, i+1)
+			i = SkipSpace(data, i+1)
 		}
 		if i == len(data) || data[i] != '"' {
 			return 0, 0, false
 		}
-		k := stringEnd(data, i)
+		k := StringEnd(data, i)
 		if k < 0 {
 			return 0, 0, false
 		}
 		name := data[i+1 : k-1]
-		i = skipSpace(data, k)
+		i = SkipSpace(data, k)
 		if i == len(data) || data[i] != ':' {
 			return 0, 0, false
 		}
-		i = skipSpace(data, i+1)
+		i = SkipSpace(data, i+1)
 		j := valueEnd(data, i)
 		if j < 0 {
 			return 0, 0, false
@@ -44,18 +44,18 @@ func Member(data []byte, key string) (start, end int, ok bool) {
 	}
 }
 
-// skipSpace returns the index of the first byte of data from i on that is
+// SkipSpace returns the index of the first byte of data from i on that is
 // not JSON white space, or len(data).
-func skipSpace(data []byte, i int) int {
+func SkipSpace(data []byte, i int) int {
 	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
 		i++
 	}
 	return i
 }
 
-// stringEnd returns the index after the string that starts with the quote
+// StringEnd returns the index after the string that starts with the quote
 // at data[i], or -1 when it does not end.
-func stringEnd(data []byte, i int) int {
+func StringEnd(data []byte, i int) int {
 	for j := i + 1; j < len(data); j++ {
 		switch data[j] {
 		case '\\':
@@ -77,13 +77,13 @@ func valueEnd(data []byte, i int) int {
 	}
 	switch data[i] {
 	case '"':
-		return stringEnd(data, i)
+		return StringEnd(data, i)
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(data); j++ {
 			switch data[j] {
 			case '"':
-				e := stringEnd(data, j)
+				e := StringEnd(data, j)
 				if e < 0 {
 					return -1
 				}
