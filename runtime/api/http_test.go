@@ -2,8 +2,6 @@ package api_test
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -38,31 +36,12 @@ func (r resp) field() string {
 // do sends one request with an optional Authorization header.
 func do(t *testing.T, env *servertest.Env, method, path, auth, body string) resp {
 	t.Helper()
-	req, err := http.NewRequest(method, env.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	var h map[string]string
 	if auth != "" {
-		req.Header.Set("Authorization", auth)
+		h = map[string]string{"Authorization": auth}
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	r := resp{status: res.StatusCode}
-	if res.StatusCode >= 400 {
-		var e wire.ErrorEnvelope
-		if err := json.Unmarshal(b, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
-			t.Fatalf("%s %s: not an error envelope: %s", method, path, b)
-		}
-		r.err = e.Error
-	}
-	return r
+	r := env.Do(t, method, path, h, body)
+	return resp{status: r.Status, err: r.Err}
 }
 
 // oneStep is a flow of one exec whose input is {"s": string}.

@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -62,36 +61,16 @@ type rawResp struct {
 	err    wire.ErrorBody
 }
 
+// rawDo sends one request with the bearer token (if any) through
+// servertest's Env.Do.
 func rawDo(t *testing.T, env *servertest.Env, method, path, token, body string) rawResp {
 	t.Helper()
-	req, err := http.NewRequest(method, env.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	var h map[string]string
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		h = map[string]string{"Authorization": "Bearer " + token}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	r := rawResp{status: resp.StatusCode, body: string(b)}
-	if resp.StatusCode >= 400 {
-		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-			t.Errorf("%s %s: error with content type %q", method, path, ct)
-		}
-		var env wire.ErrorEnvelope
-		if err := json.Unmarshal(b, &env); err != nil || env.Error.Code == "" || env.Error.Message == "" {
-			t.Errorf("%s %s: error body is not a JSON error envelope: %s", method, path, b)
-		}
-		r.err = env.Error
-	}
-	return r
+	r := env.Do(t, method, path, h, body)
+	return rawResp{status: r.Status, body: r.Body, err: r.Err}
 }
 
 func TestAuth(t *testing.T) {

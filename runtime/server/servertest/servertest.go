@@ -5,9 +5,12 @@ package servertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/wire"
 )
 
 // Env is one running server.
@@ -117,3 +121,54 @@ func (w tWriter) Write(p []byte) (int, error) {
 // (Start uses it); call it from TestMain after m.Run. Packages outside
 // runtime/ cannot reach the internal harness directly.
 func StopShared() { valkeytest.StopShared() }
+
+// Response is the server's answer to Env.Do.
+type Response struct {
+	Status int
+	Body   string
+	Err    wire.ErrorBody // the envelope of an error answer (Status >= 400)
+}
+
+// Field returns the error's details.field ("" when none).
+func (r Response) Field() string {
+	f, _ := r.Err.Details["field"].(string)
+	return f
+}
+
+// Do sends one request over real HTTP with the given headers (a JSON
+// Content-Type is added to a body) and reads the answer. An error answer
+// that is not a JSON error envelope fails t.
+func (e *Env) Do(t testing.TB, method, path string, header map[string]string, body string) Response {
+	t.Helper()
+	req, err := http.NewRequest(method, e.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Response{Status: res.StatusCode, Body: string(b)}
+	if res.StatusCode >= 400 {
+		if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			t.Errorf("%s %s: error with content type %q", method, path, ct)
+		}
+		var env wire.ErrorEnvelope
+		if err := json.Unmarshal(b, &env); err != nil || env.Error.Code == "" || env.Error.Message == "" {
+			t.Errorf("%s %s: error body is not a JSON error envelope: %s", method, path, b)
+		}
+		r.Err = env.Error
+	}
+	return r
+}
