@@ -336,7 +336,11 @@ func (c *checker) durationValue(l *dsl.DurationLit, what string, positive bool) 
 // nameValue returns a string setting checked as a kind, lane or namespace.
 func (c *checker) nameValue(l *dsl.StringLit, what string) (string, bool) {
 	v := l.Value()
-	if err := plan.ValidateLabel(v); err != nil {
+	check := plan.ValidateLabel
+	if what == "kind" {
+		check = plan.ValidateKind
+	}
+	if err := check(v); err != nil {
 		c.diags.Errorf(l.Range(), dsl.CodeEmptyString, "%s %v", what, err)
 		return v, false
 	}

@@ -115,7 +115,7 @@ var Codes = []CodeInfo{
 	{CodeBadValue, SeverityError, "a keyword setting with a value it does not accept (backoff, on_hard_limit, scope, on)"},
 	{CodeRetry, SeverityError, "a retry policy out of range (attempts, or max_delay below delay)"},
 	{CodeDurationRange, SeverityError, "a duration that must be positive is zero"},
-	{CodeEmptyString, SeverityError, "a kind, lane or namespace that is empty, longer than 255 bytes, not valid UTF-8, or holds white space or a control character"},
+	{CodeEmptyString, SeverityError, "a lane or namespace that is empty, longer than 64 bytes or holds a character other than ASCII letters, digits, `_`, `-`, `.` and `/`; a kind that is empty, longer than 128 bytes, not valid UTF-8, or holds white space, a control character or a comma"},
 	{CodeBudgetLimits, SeverityError, "budget limits that make no sense: a negative limit, soft above hard, no dimension"},
 	{CodeQuotaLimits, SeverityError, "quota limits that make no sense: zero rate or concurrency, or neither"},
 	{CodeTooManyExecs, SeverityError, "a flow with more execs than a run can stage (10,000)"},

@@ -57,10 +57,13 @@ func ValidateCapabilities(tokens []string) error {
 }
 
 // MaxNameLen bounds flow, exec, type, field, budget and quota names;
-// MaxStringLen bounds namespaces, lanes and kinds.
+// MaxNameLen bounds names of flows, execs, types, fields, budgets and
+// quotas; MaxLaneLen namespaces and lanes; MaxKindLen kinds (the limits
+// ffrun stages: runtime/store checks the same).
 const (
-	MaxNameLen   = 128
-	MaxStringLen = 255
+	MaxNameLen = 128
+	MaxLaneLen = 64
+	MaxKindLen = 128
 	// maxProblems caps the problems Validate lists.
 	maxProblems = 20
 )
@@ -100,22 +103,51 @@ func ValidateName(s string) error {
 	return nil
 }
 
-// ValidateLabel reports why s is not a valid namespace, lane or kind:
-// non-empty, at most MaxStringLen bytes, valid UTF-8, without white space or
-// control characters.
+// ValidateLabel reports why s is not a valid namespace or lane:
+// 1..MaxLaneLen bytes of ASCII
+// letters, digits, '_', '-', '.' and '/', the names ffrun stages (they
+// are parts of keys and wake-up messages).
 func ValidateLabel(s string) error {
+	if p := LabelProblem(s); p != "" {
+		return errors.New(p)
+	}
+	return nil
+}
+
+// LabelProblem is ValidateLabel without an allocation when s is valid:
+// why s is not a valid namespace or lane, or "".
+func LabelProblem(s string) string {
+	if s == "" {
+		return "must not be empty"
+	}
+	if len(s) > MaxLaneLen {
+		return fmt.Sprintf("%q is longer than %d bytes", s, MaxLaneLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.' || c == '/') {
+			return fmt.Sprintf("%q: only letters, digits, '_', '-', '.' and '/' are allowed", s)
+		}
+	}
+	return ""
+}
+
+// ValidateKind reports why s is not a valid kind: 1..MaxKindLen bytes of
+// valid UTF-8 without white space, control characters or commas (claims
+// send kinds comma-separated).
+func ValidateKind(s string) error {
 	if s == "" {
 		return errors.New("must not be empty")
 	}
-	if len(s) > MaxStringLen {
-		return fmt.Errorf("is longer than %d bytes", MaxStringLen)
+	if len(s) > MaxKindLen {
+		return fmt.Errorf("%q is longer than %d bytes", s, MaxKindLen)
 	}
 	if !utf8.ValidString(s) {
-		return errors.New("is not valid UTF-8")
+		return fmt.Errorf("%q is not valid UTF-8", s)
 	}
 	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			return fmt.Errorf("contains white space or a control character (%q)", r)
+		if unicode.IsSpace(r) || unicode.IsControl(r) || r == ',' {
+			return fmt.Errorf("%q contains white space, a control character or a comma", s)
 		}
 	}
 	return nil
@@ -350,7 +382,7 @@ func (v *flowValidator) checkExecs() {
 	kinds := map[string]bool{}
 	for i, x := range f.Execs {
 		path := fmt.Sprintf("execs[%d]", i)
-		if err := ValidateLabel(x.Kind); err != nil {
+		if err := ValidateKind(x.Kind); err != nil {
 			v.ps.addf(path+".kind", "%v", err)
 		}
 		if kinds[x.Kind] {

@@ -48,7 +48,9 @@ func TestValidate(t *testing.T) {
 		{"schema", func(f *Flow) { f.Schema = 2 }, []string{"schema: unsupported schema version 2"}},
 		{"empty name", func(f *Flow) { f.Name = "" }, []string{"name: name must not be empty"}},
 		{"bad name", func(f *Flow) { f.Name = "a-b" }, []string{`name: name "a-b" has an invalid character`}},
-		{"lane", func(f *Flow) { f.Lane = "a b" }, []string{"lane: contains white space"}},
+		{"lane", func(f *Flow) { f.Lane = "a b" }, []string{`lane: "a b": only letters, digits, '_', '-', '.' and '/' are allowed`}},
+		{"lane with colon", func(f *Flow) { f.Lane = "gpu:1" }, []string{`lane: "gpu:1": only letters`}},
+		{"kind with comma", func(f *Flow) { f.Execs[0].Kind = "a,b" }, []string{`execs[0].kind: "a,b" contains white space, a control character or a comma`}},
 		{"no execs", func(f *Flow) { f.Execs, f.Edges, f.Result, f.Output = nil, nil, "", nil }, []string{"execs: flow has no exec"}},
 		{"duplicate exec", func(f *Flow) { f.Execs[2].Name = "b"; f.Execs[2].Kind = "x" }, []string{
 			`execs[2].name: duplicate exec "b"`, "execs[1].upstreams", "execs[3].upstreams"}},

@@ -227,7 +227,7 @@ func workerIdentity(prefix, workerID string, instanceID, namespace *string, lane
 		return e
 	}
 	*namespace = cmp.Or(*namespace, plan.DefaultNamespace)
-	if e := identError(named("namespace"), *namespace, NameMaxBytes, true); e != nil {
+	if e := nameError(named("namespace"), *namespace); e != nil {
 		return e
 	}
 	if len(*lanes) == 0 {
@@ -237,7 +237,7 @@ func workerIdentity(prefix, workerID string, instanceID, namespace *string, lane
 		return invalid(prefix+"lanes", "has %d lanes, the limit is 64", len(*lanes))
 	}
 	for i, l := range *lanes {
-		if e := identError(item(prefix+"lanes", i), l, NameMaxBytes, true); e != nil {
+		if e := nameError(item(prefix+"lanes", i), l); e != nil {
 			return e
 		}
 	}

@@ -30,10 +30,22 @@ const (
 	ListLimitDef     = store.ListLimitDefault
 )
 
-// checkName validates an identifier-like string: non-empty, at most limit
+// checkName validates a namespace or a lane as the store does
+// (plan.LabelProblem): 1..NameMaxBytes of letters, digits, '_', '-', '.'
+// and '/'.
+func checkName(field, v string) *Error { return nameError(func() string { return field }, v) }
+
+// nameError is checkName with the field's name built only for an error.
+func nameError(field func() string, v string) *Error {
+	if p := plan.LabelProblem(v); p != "" {
+		return invalid(field(), "%s", p)
+	}
+	return nil
+}
+
+// checkIdent validates an identifier-like string: non-empty, at most limit
 // bytes, no whitespace, control characters or (when noColon) ':', which
 // separates names in wake-up messages.
-func checkName(field, v string) *Error { return checkIdent(field, v, NameMaxBytes, true) }
 
 func checkIdent(field, v string, limit int, noColon bool) *Error {
 	return identError(func() string { return field }, v, limit, noColon)

@@ -858,10 +858,10 @@ func TestAdmissionBadInputs(t *testing.T) {
 		{"bad name", wire.PutBudget{Name: "b 1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, ""},
 		{"run-scoped id", wire.PutBudget{ID: "default/b1@run", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, ""},
 		// The name part of an id obeys the rules of name.
-		{"name with colon", wire.PutBudget{Name: "b:1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, `name: "b:1" contains ':'`},
-		{"id name with colon", wire.PutBudget{ID: "default/b:1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, `id: "b:1" contains ':'`},
-		{"name too long", wire.PutBudget{Name: strings.Repeat("b", 65), Dimensions: []wire.BudgetDimension{{Name: "d"}}}, "name: is 65 bytes, the limit is 64"},
-		{"id name too long", wire.PutBudget{ID: "default/" + strings.Repeat("b", 65), Dimensions: []wire.BudgetDimension{{Name: "d"}}}, "id: is 65 bytes, the limit is 64"},
+		{"name with colon", wire.PutBudget{Name: "b:1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, `name: "b:1": only letters, digits`},
+		{"id name with colon", wire.PutBudget{ID: "default/b:1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, `id: "b:1": only letters, digits`},
+		{"name too long", wire.PutBudget{Name: strings.Repeat("b", 65), Dimensions: []wire.BudgetDimension{{Name: "d"}}}, "is longer than 64 bytes"},
+		{"id name too long", wire.PutBudget{ID: "default/" + strings.Repeat("b", 65), Dimensions: []wire.BudgetDimension{{Name: "d"}}}, "is longer than 64 bytes"},
 		{"name with at", wire.PutBudget{Name: "b@1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, `name: "b@1" must not contain '/', '@' or '='`},
 		{"id name with at", wire.PutBudget{ID: "default/b@1", Dimensions: []wire.BudgetDimension{{Name: "d"}}}, `id: "b@1" must not contain '/', '@' or '='`},
 		{"dimension with comma", wire.PutBudget{Name: "b1", Dimensions: []wire.BudgetDimension{{Name: "a,b"}}}, ""},
@@ -886,8 +886,8 @@ func TestAdmissionBadInputs(t *testing.T) {
 		{"negative rate", wire.PutQuota{Name: "q1", Rate: -1}, ""},
 		{"window without rate", wire.PutQuota{Name: "q1", Concurrency: 1, WindowMs: 1000}, ""},
 		{"bad key", wire.PutQuota{Name: "q1", Concurrency: 1, Key: "a..b"}, ""},
-		{"id name with colon", wire.PutQuota{ID: "default/q:1", Concurrency: 1}, `id: "q:1" contains ':'`},
-		{"id name too long", wire.PutQuota{ID: "default/" + strings.Repeat("q", 65), Concurrency: 1}, "id: is 65 bytes, the limit is 64"},
+		{"id name with colon", wire.PutQuota{ID: "default/q:1", Concurrency: 1}, `id: "q:1": only letters, digits`},
+		{"id name too long", wire.PutQuota{ID: "default/" + strings.Repeat("q", 65), Concurrency: 1}, "is longer than 64 bytes"},
 	}
 	for _, tc := range quotas {
 		_, _, err := c.PutQuota(ctx, tc.req)

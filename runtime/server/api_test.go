@@ -138,6 +138,7 @@ func TestBadInputsWriteNothing(t *testing.T) {
 		{"bad retry", "POST", "/v1/executions", `{"kind":"k","retry":{"attempts":2,"backoff":"linear"}}`, 400, wire.CodeValidation},
 		{"oversize", "POST", "/v1/executions", big, 413, wire.CodePayloadTooLarge},
 		{"batch with a bad item", "POST", "/v1/executions/batch", batch.String(), 400, wire.CodeValidation},
+		{"batch with a namespace the store refuses", "POST", "/v1/executions/batch", `{"executions":[{"kind":"ok1"},{"kind":"ok2","namespace":"a+b"}]}`, 400, wire.CodeValidation},
 		{"batch unknown field", "POST", "/v1/executions/batch", `{"executions":[{"kind":"a","x":1}]}`, 400, wire.CodeUnknownField},
 		{"empty batch", "POST", "/v1/executions/batch", `{"executions":[]}`, 400, wire.CodeValidation},
 		{"claim unknown field", "POST", "/v1/worker/claim", `{"worker_id":"w","lanes":["a"],"bogus":1}`, 400, wire.CodeUnknownField},

@@ -16,11 +16,11 @@ const (
 	// MaxErrorBytes bounds a failure message; longer ones are truncated.
 	MaxErrorBytes = 4096
 	// MaxNameBytes bounds a namespace, lane or kind.
-	MaxNameBytes = 64
+	MaxNameBytes = plan.MaxLaneLen
 	// MaxWorkerIDBytes bounds a worker id and a worker instance id.
 	MaxWorkerIDBytes = 2 * MaxNameBytes
 	// MaxKindBytes bounds an execution kind.
-	MaxKindBytes = 128
+	MaxKindBytes = plan.MaxKindLen
 	// MaxKinds bounds the kinds a claim or a hand-off may name.
 	MaxKinds = 1024
 	// MaxTags bounds the number of tags of an execution.

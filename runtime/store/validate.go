@@ -14,20 +14,12 @@ func invalid(field, format string, args ...any) *ValidationError {
 	return &ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
-// checkName checks a namespace or lane: 1..MaxNameBytes of letters,
-// digits, '_', '-', '.' and '/'. Names never contain ':' (a key separator).
+// checkName checks a namespace or lane (plan.LabelProblem): 1..MaxNameBytes
+// of letters, digits, '_', '-', '.' and '/'. Names never contain ':' (a
+// key separator).
 func checkName(field, s string) error {
-	if s == "" {
-		return invalid(field, "must not be empty")
-	}
-	if len(s) > MaxNameBytes {
-		return invalid(field, "%q is longer than %d bytes", s, MaxNameBytes)
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.' || c == '/') {
-			return invalid(field, "%q: only letters, digits, '_', '-', '.' and '/' are allowed", s)
-		}
+	if p := plan.LabelProblem(s); p != "" {
+		return invalid(field, "%s", p)
 	}
 	return nil
 }
