@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -46,6 +47,11 @@ func (f *flowService) StageFlow(ctx context.Context, req api.FlowRequest) (*wire
 	defer func() { release() }()
 	run, created, err := f.st.StageFlow(ctx, sr)
 	if err != nil {
+		// The store names a plan's parts "flow.…"; the API's body has the
+		// plan under "plan" (a template's too, for the same paths).
+		if ve := (*store.ValidationError)(nil); errors.As(err, &ve) && strings.HasPrefix(ve.Field, "flow.") {
+			err = &store.ValidationError{Field: "plan." + strings.TrimPrefix(ve.Field, "flow."), Msg: ve.Msg, Err: ve.Err}
+		}
 		return nil, false, mapError(err)
 	}
 	if req.Wait > 0 {

@@ -113,6 +113,26 @@ func TestFlowRouteErrors(t *testing.T) {
 	}
 }
 
+// TestFlowStoreRefusalNamesPlanPath: what only the store checks in a plan
+// (a budget definition's on_hard_limit) is refused with the field's path
+// in the request body, under "plan".
+func TestFlowStoreRefusalNamesPlanPath(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	f := twoStep()
+	f.BudgetDefs = []plan.Budget{{Name: "b", Scope: plan.ScopeShared, OnHardLimit: "explode",
+		Dimensions: []plan.Dimension{{Name: "n", Hard: 1}}}}
+	f.Execs[0].Budgets = []string{"b"}
+	body, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rawDo(t, env, "POST", "/v1/flows", "", `{"plan": `+string(body)+`, "input": {"s": "x"}}`)
+	if r.status != http.StatusBadRequest || r.err.Details["field"] != "plan.budget_defs[0].on_hard_limit" {
+		t.Fatalf("plan with a bad budget definition: %d %s", r.status, r.body)
+	}
+}
+
 // TestFlowIdempotencyKeyOfAnotherFlow: a key used by a run of one flow is
 // refused to another flow (409 naming the holder), not answered with the
 // other flow's run.
