@@ -1,0 +1,123 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/devserver"
+	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// startValkeyOn starts a Valkey without persistence on port (0: a free
+// one) in a directory of its own, stopped when t ends.
+func startValkeyOn(t *testing.T, port int) *devserver.Server {
+	t.Helper()
+	srv, err := devserver.Start(context.Background(), devserver.Config{Dir: t.TempDir(), Port: port, NoPersistence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	return srv
+}
+
+// TestValkeyRestartRecovers: Valkey restarts (empty: no
+// persistence) under two running ffrun processes. Once it is back, both
+// must serve again without a restart of their own: a parked long-poll
+// claim is woken by the wake-up pub/sub (the hint resync is off, so only a
+// resubscribed wake-up channel can end it early), and a result request
+// waiting on one process is answered by the run-end notice of the other
+// (the periodic re-read is off too).
+func TestValkeyRestartRecovers(t *testing.T) {
+	vk := startValkeyOn(t, 0)
+	_, portS, err := net.SplitHostPort(vk.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(portS)
+	share := func(c *server.Config) {
+		c.ValkeyAddr, c.KeyPrefix = vk.Addr, "restart:"
+		c.Templates = []*plan.Flow{twoStep()}
+		c.ResyncInterval, c.RunPoll = time.Hour, time.Hour
+	}
+	a, b := servertest.Start(t, share), servertest.Start(t, share)
+	ctx := ctxT(t)
+	if _, _, err := a.Client.CreateExecution(ctx, wire.CreateExecution{Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := vk.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	startValkeyOn(t, port)
+
+	// Back: the first requests may still fail while connections redial.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, _, errA := a.Client.CreateExecution(ctx, wire.CreateExecution{Kind: "warmup"})
+		_, _, errB := b.Client.CreateExecution(ctx, wire.CreateExecution{Kind: "warmup"})
+		if errA == nil && errB == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ffrun does not serve 10 s after Valkey came back: %v / %v", errA, errB)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2500 * time.Millisecond) // time to resubscribe (backoff up to 2 s)
+
+	// A parked claim of process a, woken by a create on process b.
+	got := claimAsync(ctx, a, wire.ClaimRequest{WorkerID: "w", Kinds: []string{"after"}, WaitMs: 15_000})
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	if _, _, err := b.Client.CreateExecution(ctx, wire.CreateExecution{Kind: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	res := <-got
+	if res.err != nil || len(res.tasks) != 1 {
+		t.Fatalf("claim after the restart: %+v %v", res.tasks, res.err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the parked claim was answered after %s: no wake-up reached it after the restart", d)
+	}
+
+	// A result request waiting on b, for a run a's claims drive.
+	run, err := a.Client.StageTemplate(ctx, "two", map[string]string{"s": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan *wire.FlowRun, 1)
+	go func() {
+		r, err := b.Client.RunResult(ctx, run.ID, 20*time.Second)
+		if err != nil {
+			t.Errorf("waiting result: %v", err)
+		}
+		answered <- r
+	}()
+	time.Sleep(200 * time.Millisecond)
+	start = time.Now()
+	for range 2 {
+		tasks, err := a.Client.Claim(ctx, wire.ClaimRequest{WorkerID: "w", Kinds: []string{"two.a", "two.b"}, WaitMs: 10_000})
+		if err != nil || len(tasks) != 1 {
+			t.Fatalf("claim: %+v %v", tasks, err)
+		}
+		task := tasks[0]
+		lease := wire.Lease{ExecutionID: task.ExecutionID, LeaseID: task.LeaseID, Epoch: task.Epoch}
+		if _, err := a.Client.CompleteOne(ctx, lease, task.Input); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := <-answered
+	if r == nil || r.State != wire.RunSucceeded {
+		t.Fatalf("result after the restart: %+v", r)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("answered after %s: no run-end notice reached the other process after the restart", d)
+	}
+}
