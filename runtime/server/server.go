@@ -237,12 +237,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.sched.Start(ctx); err != nil {
 		return err
 	}
-	for _, c := range s.scanners {
+	for i, c := range s.scanners {
 		if err := c.Start(ctx); err != nil {
+			s.stopScanners(ctx, s.scanners[:i])
 			return fmt.Errorf("server: start scanner: %w", err)
 		}
 	}
 	if err := s.notices.Start(ctx); err != nil {
+		s.stopScanners(ctx, s.scanners)
 		return fmt.Errorf("server: start run notices: %w", err)
 	}
 	hs := &http.Server{
@@ -278,15 +280,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("http shutdown did not finish in time", slog.Any("error", err))
 		hs.Close()
 	}
-	for _, c := range s.scanners {
-		if err := c.Stop(sctx); err != nil {
-			s.log.Warn("scanner stop", slog.Any("error", err))
-		}
-	}
+	s.stopScanners(sctx, s.scanners)
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("server: serve: %w", serveErr)
 	}
 	return nil
+}
+
+// stopScanners stops scanners, waiting for each within ctx.
+func (s *Server) stopScanners(ctx context.Context, scanners []component) {
+	for _, c := range scanners {
+		if err := c.Stop(ctx); err != nil {
+			s.log.Warn("scanner stop", slog.Any("error", err))
+		}
+	}
 }
 
 // Close releases the Valkey connection. Serve calls it; call it yourself
