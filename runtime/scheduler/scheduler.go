@@ -16,7 +16,12 @@
 // instance's own cursor (its first one placed by a hash of the instance:
 // jitter), resuming where its previous attempt stopped, and makes at most
 // ScanMax claim calls, so each worker reaches every partition within
-// ceil(partitions/ScanMax) attempts.
+// ceil(partitions/ScanMax) attempts. An attempt that granted nothing but
+// stopped on that budget with partitions still hinted is followed by the
+// next one at once: a claim never parks, nor answers empty, on hints it
+// has not tried (a wake-up that set one may have been spent on rousing it
+// already). ScanMax thus bounds the claim calls between two chances to
+// answer with grants, not how far an empty claim looks.
 //
 // Admission (admission.go): every claim call is Store.ClaimAdmitted, with
 // the budgets at a hard limit read once per scan cycle (a read error means
@@ -75,7 +80,8 @@ type Config struct {
 	// Subscribe delivers wake-ups. Without it waiting claims still work but
 	// only notice new work through the periodic resynchronisation.
 	Subscribe SubscribeFunc
-	// ScanMax bounds the claim calls of one claim attempt.
+	// ScanMax bounds the claim calls of one claim attempt; an attempt that
+	// granted nothing and left partitions hinted is followed by another.
 	ScanMax int
 	// ResyncInterval is how often the partition hints of waited-on groups
 	// are re-read from Valkey (a safety net for lost wake-ups) and how old a
@@ -128,6 +134,7 @@ type Scheduler struct {
 	unions  map[string]unionEntry // capability union per namespace
 
 	stopping chan struct{} // closed by Stop: waiting claims return
+	rearmed  func()        // tests only: called after a waiter is re-armed for an attempt
 	startMu  sync.Mutex
 	started  bool
 	stopped  bool
@@ -237,29 +244,51 @@ func (s *Scheduler) Claim(ctx context.Context, req Request) ([]store.Grant, erro
 	}
 	g := s.group(req)
 	if req.Wait <= 0 {
-		return s.attempt(ctx, g, req)
+		grants, _, err := s.attemptAll(ctx, g, req)
+		return grants, err
 	}
 	w := &waiter{ch: make(chan struct{}, 1)}
 	s.mu.Lock()
 	g.waiters = append(g.waiters, w)
 	s.mu.Unlock()
-	var got int
-	defer func() { s.leave(g, w, got == req.Max) }()
+	var left bool // the last attempt may have left work behind
+	defer func() { s.leave(g, w, left) }()
 
+	// last is the attempt at the deadline: it goes on past the ScanMax
+	// budget until every hinted partition was tried.
+	last := func() ([]store.Grant, error) {
+		s.rearm(w)
+		grants, more, err := s.attemptAll(ctx, g, req)
+		left = len(grants) == req.Max || more
+		return grants, err
+	}
 	timer := time.NewTimer(req.Wait)
 	defer timer.Stop()
 	for {
-		s.mu.Lock()
-		w.pending, w.idle = false, false
-		s.mu.Unlock()
-		select {
-		case <-w.ch: // consume a wake-up that arrived before this attempt
-		default:
+		s.rearm(w)
+		if s.rearmed != nil {
+			s.rearmed()
 		}
-		grants, err := s.attempt(ctx, g, req)
-		got = len(grants)
+		grants, more, err := s.attempt(ctx, g, req)
+		left = len(grants) == req.Max || more
 		if err != nil || len(grants) > 0 {
 			return grants, err
+		}
+		if more {
+			// The attempt spent its ScanMax claim calls with partitions
+			// still hinted: no wake-up may come for them (theirs may have
+			// roused this very attempt), so go on at once. Each empty
+			// claim call clears its partition's hint, so this ends.
+			select {
+			case <-timer.C:
+				return last()
+			case <-ctx.Done():
+				return nil, nil
+			case <-s.stopping:
+				return nil, nil
+			default:
+				continue
+			}
 		}
 		s.mu.Lock()
 		w.idle = true
@@ -267,13 +296,7 @@ func (s *Scheduler) Claim(ctx context.Context, req Request) ([]store.Grant, erro
 		select {
 		case <-w.ch:
 		case <-timer.C:
-			// The deadline: one last attempt, then give up.
-			s.mu.Lock()
-			w.idle = false
-			s.mu.Unlock()
-			grants, err := s.attempt(ctx, g, req)
-			got = len(grants)
-			return grants, err
+			return last()
 		case <-ctx.Done():
 			return nil, nil
 		case <-s.stopping:
@@ -282,16 +305,33 @@ func (s *Scheduler) Claim(ctx context.Context, req Request) ([]store.Grant, erro
 	}
 }
 
-// leave removes w from g; when w may have left work behind (it claimed its
-// full Max, or a wake-up reached it after its last attempt), the next
-// waiter of the group gets the baton.
-func (s *Scheduler) leave(g *group, w *waiter, full bool) {
+// rearm readies w for an attempt: wake-ups sent to it so far are answered
+// by that attempt, which reads the hints they set. The flag and the channel
+// are cleared in one locked section, as rouseLocked sets them in one, so a
+// wake-up sent afterwards is always both pending and in the channel: it
+// can never be drained while pending stays set (which would make every
+// later wake-up skip w).
+func (s *Scheduler) rearm(w *waiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.pending, w.idle = false, false
+	select {
+	case <-w.ch:
+	default:
+	}
+}
+
+// leave removes w from g; when w may have left work behind (its last
+// attempt claimed its full Max or stopped on the ScanMax budget with
+// partitions still hinted, or a wake-up reached it after that attempt),
+// the next waiter of the group gets the baton.
+func (s *Scheduler) leave(g *group, w *waiter, left bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if i := slices.Index(g.waiters, w); i >= 0 {
 		g.waiters = slices.Delete(g.waiters, i, i+1)
 	}
-	if full || w.pending {
+	if left || w.pending {
 		s.rouseLocked(g)
 	}
 }
@@ -357,8 +397,26 @@ func (s *Scheduler) group(req Request) *group {
 	return g
 }
 
+// attemptAll makes attempts until one grants something or one ends with no
+// partition left hinted, at most ceil(partitions/ScanMax) of them (enough
+// to try every partition once): a claim that does not wait, or whose wait
+// is over, answers empty only when every hinted partition was tried.
+func (s *Scheduler) attemptAll(ctx context.Context, g *group, req Request) ([]store.Grant, bool, error) {
+	rounds := (s.partitions + s.cfg.ScanMax - 1) / s.cfg.ScanMax
+	for {
+		grants, more, err := s.attempt(ctx, g, req)
+		rounds--
+		if err != nil || len(grants) > 0 || !more || rounds <= 0 {
+			return grants, more, err
+		}
+	}
+}
+
 // attempt makes one bounded pass over the partitions that may hold work.
-func (s *Scheduler) attempt(ctx context.Context, g *group, req Request) ([]store.Grant, error) {
+// more reports that it stopped on the ScanMax budget, short of req.Max,
+// with partitions still hinted: another attempt at once may find work that
+// no wake-up will announce again.
+func (s *Scheduler) attempt(ctx context.Context, g *group, req Request) (_ []store.Grant, more bool, _ error) {
 	if err := s.refreshIfStale(ctx, g); err != nil {
 		s.log.WarnContext(ctx, "scheduler: refresh partition hints", slog.Any("error", err))
 	}
@@ -384,9 +442,9 @@ func (s *Scheduler) attempt(ctx context.Context, g *group, req Request) ([]store
 			a, err := s.admission(ctx, req)
 			if err != nil {
 				if len(out) > 0 {
-					return out, nil
+					return out, false, nil
 				}
-				return nil, fmt.Errorf("scheduler: %w", err)
+				return nil, false, fmt.Errorf("scheduler: %w", err)
 			}
 			cycle = a
 		}
@@ -396,9 +454,9 @@ func (s *Scheduler) attempt(ctx context.Context, g *group, req Request) ([]store
 			if len(out) > 0 {
 				// Granted leases must reach the worker; report the rest later.
 				s.log.WarnContext(ctx, "scheduler: claim failed after grants", slog.Int("partition", p), slog.Any("error", err))
-				return out, nil
+				return out, false, nil
 			}
-			return nil, fmt.Errorf("scheduler: claim on partition %d: %w", p, err)
+			return nil, false, fmt.Errorf("scheduler: claim on partition %d: %w", p, err)
 		}
 		out = append(out, grants...)
 		// A claim that granted nothing means the partition holds nothing
@@ -414,7 +472,17 @@ func (s *Scheduler) attempt(ctx context.Context, g *group, req Request) ([]store
 			s.mu.Unlock()
 		}
 	}
-	return out, nil
+	if calls < s.cfg.ScanMax || len(out) >= req.Max {
+		return out, false, nil
+	}
+	return out, s.hinted(g), nil
+}
+
+// hinted reports whether any partition of g may hold work.
+func (s *Scheduler) hinted(g *group) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(g.maybe, true)
 }
 
 // claimPartition is one grant cycle on one partition, with the admission
