@@ -14,6 +14,7 @@ import (
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
@@ -183,5 +184,72 @@ func TestHandoffDrain(t *testing.T) {
 	}
 	if got := ran.Load(); got != n {
 		t.Fatalf("%d handler calls for %d members: a member ran twice or not at all", got, n)
+	}
+}
+
+// TestHandoffSlotsComeBackAfterStaleCompletions: a flow member with
+// downstream members completes after its lease was revoked (the worker
+// has not noticed yet), so its completion, which keeps its slot for a
+// hand-off, is rejected as stale. Every slot must still come back: after
+// several such runs the worker of two slots runs two handlers at once.
+func TestHandoffSlotsComeBackAfterStaleCompletions(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	w := newWorker(t, env, func(c *worker.Config) { c.Concurrency, c.LeaseTTL = 2, 3*time.Second })
+	f := chainOf(3)
+	var revoked atomic.Int64
+	for _, x := range f.Execs {
+		name := x.Name
+		_ = w.Handle(x.Kind, func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+			if name == "a0" && task.Attempt() == 1 {
+				// Revoked behind the worker's back; its renewals (1 s) do
+				// not notice before the report.
+				if _, err := env.Client.RevokeLease(ctx, task.ID(), "test"); err != nil {
+					return nil, err
+				}
+				revoked.Add(1)
+			}
+			var seen []string
+			if err := json.Unmarshal(task.Input(), &seen); err != nil {
+				return nil, worker.Permanent(err)
+			}
+			return json.Marshal(append(seen, name))
+		})
+	}
+	both := make(chan struct{})
+	var arrived atomic.Int64
+	_ = w.Handle("pair", func(ctx context.Context, _ *worker.Task) (json.RawMessage, error) {
+		if arrived.Add(1) == 2 {
+			close(both)
+		}
+		select {
+		case <-both:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	run(t, w)
+	ctx := ctxT(t)
+	for f.Execs[0].Retry.Attempts = 3; revoked.Load() < 4; {
+		r, err := env.Client.StageFlow(ctx, f, []string{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := r.Result(ctx); err != nil || string(out) != `["a0","a1","a2"]` {
+			t.Fatalf("run: %s %v", out, err)
+		}
+	}
+	a := create(t, env, wire.CreateExecution{Kind: "pair"})
+	b := create(t, env, wire.CreateExecution{Kind: "pair"})
+	select {
+	case <-both:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the worker of two slots never ran two handlers at once: a slot was not given back")
+	}
+	for _, id := range []string{a, b} {
+		if r := waitResult(t, env, id); r.State != "completed" {
+			t.Fatalf("pair %s: %+v", id, r)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -48,6 +49,19 @@ const (
 	// and a half. Two measured 8-12 % more chain throughput (ffbench, eight
 	// alternating rounds) at the same Valkey CPU per plain task; three less.
 	reportsInFlight = 2
+	// reportBytesMax bounds the encoded size of one batched report, well
+	// under the server's limit for batched calls (16 MiB,
+	// api.BodyLimitBatch): outputs of up to OutputMaxBytes that finish
+	// together go in several requests rather than one the server refuses.
+	reportBytesMax = 8 << 20
+	// messageMaxBytes is the longest failure message the server keeps
+	// (store.MaxErrorBytes); the worker clips longer ones before sending.
+	messageMaxBytes = 4096
+	// handBackReason is the reason recorded on the attempts handed back
+	// when the drain timeout stops their handlers.
+	handBackReason = "worker shut down"
+	// handBacksInFlight bounds the revoke requests of a hand-back.
+	handBacksInFlight = 8
 )
 
 // Config configures a Worker.
@@ -78,7 +92,9 @@ type Config struct {
 
 	// OnReported, when set, is called once the server answered the report
 	// of an attempt's outcome: err is nil when it was recorded, else why
-	// not (a stale lease, a transport failure). A hook for metrics.
+	// not (a stale lease, a transport failure). An attempt handed back at
+	// shutdown (see Run) reports an error wrapping ErrShutdown, or why it
+	// could not be handed back. A hook for metrics.
 	OnReported func(executionID string, err error)
 
 	HTTPClient *http.Client   // default: a client with pooled connections
@@ -222,6 +238,27 @@ type report struct {
 	// held: the task's slot (and an inWork count) is kept for the
 	// hand-off of its completion; send gives both back.
 	held bool
+	// handBack: the drain timeout stopped the handler; the lease is given
+	// back instead of reporting a failure, so the attempt is not charged.
+	handBack bool
+}
+
+// size bounds the encoded size of rep in a complete or fail request:
+// encoding/json writes <, > and & in strings as \u003c (6 bytes), and
+// U+2028 and U+2029 (3 bytes, led by 0xE2) as 6; a failure message may
+// be escaped entirely (6 bytes a byte for control characters).
+func (rep *report) size() int {
+	n := 160 + len(rep.r.lease.ExecutionID) + len(rep.r.lease.LeaseID)
+	switch {
+	case rep.handBack:
+	case rep.failed:
+		n += 6 * len(rep.message)
+	default:
+		o := rep.output
+		n += len(o) + 5*(bytes.Count(o, []byte{'<'})+bytes.Count(o, []byte{'>'})+bytes.Count(o, []byte{'&'})) +
+			3*bytes.Count(o, []byte{0xe2})
+	}
+	return n
 }
 
 // New validates cfg and returns a Worker.
@@ -279,6 +316,13 @@ func (w *Worker) Handle(kind string, h Handler) error {
 // waits up to DrainTimeout for running handlers (their leases are still
 // renewed and their outcomes reported), cancels the ones still running with
 // cause ErrShutdown, and returns. It returns nil after a clean drain.
+//
+// When a handler so cancelled fails (it returns an error, as one that
+// honours its context does), the failure is not reported: the worker
+// gives the task back (it revokes its own lease), so that the attempt is
+// not charged and another worker may run the task at once. Tasks a
+// hand-off grants once the drain started are given back the same way. A
+// handler that ignores its context keeps its lease until it expires.
 //
 // A claim the server refuses as a bad request (400: a kind it does not
 // accept, say) can never succeed: Run then stops claiming, drains the same
@@ -516,13 +560,18 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 			out, err := w.call(ctx, h, task)
 			switch {
 			case err != nil:
-				rep.failed, rep.message, rep.retryable = true, err.Error(), !IsPermanent(err)
+				rep.failed, rep.message, rep.retryable = true, clip(err.Error(), messageMaxBytes), !IsPermanent(err)
 			case len(out) > OutputMaxBytes:
 				rep.failed, rep.message = true, fmt.Sprintf("handler output is %d bytes, the limit is %d", len(out), OutputMaxBytes)
 			case len(out) > 0 && !json.Valid(out):
 				rep.failed, rep.message = true, "handler output is not valid JSON"
 			default:
 				rep.output = out
+			}
+			// Stopped by the drain timeout: the worker goes away, the task
+			// did not fail. Give it back uncharged rather than fail it.
+			if rep.failed && errors.Is(context.Cause(hctx), ErrShutdown) {
+				rep.handBack = true
 			}
 		}
 		if t.Downstream && !rep.failed && !w.cfg.NoHandoff && !w.handoffOff.Load() && !w.draining.Load() {
@@ -636,28 +685,42 @@ func (w *Worker) lose(r *running, cause error) {
 
 // reportLoop sends outcomes, up to reportsInFlight requests at once,
 // coalescing whatever finished while they were in flight into one request
-// per kind of outcome.
+// per kind of outcome, of at most wire.BatchMax items and about
+// reportBytesMax bytes.
 func (w *Worker) reportLoop(ctx context.Context) {
 	sem := make(chan struct{}, reportsInFlight)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
+	var carry *report // taken from the channel, but over the size of the batch before
+	quitting := false
 	for {
 		var first report
-		select {
-		case first = <-w.reports:
-		case <-w.quit:
-			inflight.Wait()
-			for {
-				select {
-				case r := <-w.reports:
-					w.send(ctx, append([]report{r}, w.queued()...))
-				default:
-					return
-				}
+		switch {
+		case carry != nil:
+			first, carry = *carry, nil
+		case !quitting:
+			select {
+			case first = <-w.reports:
+			case <-w.quit:
+				// Report what is queued, one request after the other.
+				quitting = true
+				inflight.Wait()
+				continue
+			}
+		default:
+			select {
+			case first = <-w.reports:
+			default:
+				return
 			}
 		}
+		var batch []report
+		batch, carry = w.fill(first)
+		if quitting {
+			w.send(ctx, batch)
+			continue
+		}
 		sem <- struct{}{}
-		batch := append([]report{first}, w.queued()...)
 		inflight.Go(func() {
 			defer func() { <-sem }()
 			w.send(ctx, batch)
@@ -665,41 +728,54 @@ func (w *Worker) reportLoop(ctx context.Context) {
 	}
 }
 
-// queued takes the reports waiting in the channel without blocking.
-func (w *Worker) queued() []report {
-	var out []report
-	for len(out) < wire.BatchMax-1 {
+// fill makes a batch of first and the reports waiting in the channel,
+// without blocking: at most wire.BatchMax of them, and no more than
+// reportBytesMax bytes once encoded unless first alone is. It returns the
+// report it took that did not fit, if any: the first of the next batch.
+func (w *Worker) fill(first report) ([]report, *report) {
+	batch := []report{first}
+	size := first.size()
+	for len(batch) < wire.BatchMax {
 		select {
 		case r := <-w.reports:
-			out = append(out, r)
+			if size += r.size(); size > reportBytesMax {
+				return batch, &r
+			}
+			batch = append(batch, r)
 		default:
-			return out
+			return batch, nil
 		}
 	}
-	return out
+	return batch, nil
 }
 
 func (w *Worker) send(ctx context.Context, batch []report) {
 	var comps []wire.Completion
 	var fails []wire.Failure
-	var compR, failR []*running
-	held := 0 // slots kept for the hand-off of comps
+	var compR, failR, backR []*running
+	var compHeld []bool // completions whose slot is kept for a hand-off
+	held := 0
 	draining := w.draining.Load()
 	for _, rep := range batch {
-		if rep.held && (draining || rep.r.lost.Load()) {
+		// Read once: a lease lost between two reads would keep a slot
+		// for a hand-off that is never asked for.
+		lost := rep.r.lost.Load()
+		if rep.held && (draining || lost) {
 			w.release(nil) // no hand-off once claiming stopped, nor for a lost lease
 			rep.held = false
 		}
-		if rep.r.lost.Load() {
+		switch {
+		case lost:
 			w.forget(rep.r)
-			continue
-		}
-		if rep.failed {
+		case rep.handBack:
+			backR = append(backR, rep.r)
+		case rep.failed:
 			fails = append(fails, wire.Failure{Lease: rep.r.lease, Message: rep.message, Retryable: rep.retryable})
 			failR = append(failR, rep.r)
-		} else {
+		default:
 			comps = append(comps, wire.Completion{Lease: rep.r.lease, Output: rep.output})
 			compR = append(compR, rep.r)
+			compHeld = append(compHeld, rep.held)
 			if rep.held {
 				held++
 			}
@@ -709,15 +785,30 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 	if len(comps) > 0 {
 		wg.Go(func() {
 			var granted []wire.Task
-			w.deliver(ctx, "complete", compR, func(ctx context.Context) ([]wire.LeaseResult, error) {
-				res, tasks, err := w.complete(ctx, comps, held)
-				granted = tasks
+			w.deliver(ctx, "complete", compR, func(ctx context.Context, items []int) ([]wire.LeaseResult, error) {
+				part := make([]wire.Completion, len(items))
+				ask := 0
+				for j, i := range items {
+					part[j] = comps[i]
+					if compHeld[i] {
+						ask++
+					}
+				}
+				// A request sent again (split, or items retried) asks for
+				// no more than the slots still kept.
+				res, tasks, err := w.complete(ctx, part, min(ask, held-len(granted)))
+				granted = append(granted, tasks...)
 				return res, err
 			})
 			for i := range held {
 				var t *wire.Task
 				if i < len(granted) {
 					t = &granted[i]
+				}
+				if t != nil && w.draining.Load() {
+					// Granted once the drain started: hand it back, not run.
+					_ = w.revoke(ctx, t.ExecutionID)
+					t = nil
 				}
 				w.release(t)
 			}
@@ -729,10 +820,17 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 	}
 	if len(fails) > 0 {
 		wg.Go(func() {
-			w.deliver(ctx, "fail", failR, func(ctx context.Context) ([]wire.LeaseResult, error) {
-				return w.c.Fail(ctx, wire.FailRequest{WorkerID: w.cfg.Name, Failures: fails})
+			w.deliver(ctx, "fail", failR, func(ctx context.Context, items []int) ([]wire.LeaseResult, error) {
+				part := make([]wire.Failure, len(items))
+				for j, i := range items {
+					part[j] = fails[i]
+				}
+				return w.c.Fail(ctx, wire.FailRequest{WorkerID: w.cfg.Name, Failures: part})
 			})
 		})
+	}
+	if len(backR) > 0 {
+		wg.Go(func() { w.handBack(ctx, backR) })
 	}
 	wg.Wait()
 }
@@ -759,16 +857,21 @@ func (w *Worker) complete(ctx context.Context, comps []wire.Completion, held int
 	return res, tasks, err
 }
 
-// deliver sends one batched report, retrying transport errors while the
-// leases may still be valid.
-func (w *Worker) deliver(ctx context.Context, op string, rs []*running, call func(context.Context) ([]wire.LeaseResult, error)) {
+// deliver sends one batched report: call sends the items of rs it is
+// given, and answers one result per item. Transport errors, 5xx answers
+// and items the server could not record for a passing reason (codes
+// unavailable and internal: one partition's call failed) are sent again
+// with backoff while the leases may still be valid; a request the server
+// finds too large (413) is split in halves, down to single items. Other
+// refusals are final.
+func (w *Worker) deliver(ctx context.Context, op string, rs []*running, call func(context.Context, []int) ([]wire.LeaseResult, error)) {
 	defer func() {
 		for _, r := range rs {
 			w.forget(r)
 		}
 	}()
 	reported := func(i int, err error) {
-		if w.cfg.OnReported != nil && i < len(rs) {
+		if w.cfg.OnReported != nil {
 			w.cfg.OnReported(rs[i].lease.ExecutionID, err)
 		}
 	}
@@ -781,47 +884,166 @@ func (w *Worker) deliver(ctx context.Context, op string, rs []*running, call fun
 	}
 	w.mu.Unlock()
 	delay := retryDelayMin
-	for {
+	// backoff waits before sending again; false when the leases may have
+	// run out by then or ctx ended.
+	backoff := func() bool {
+		if ctx.Err() != nil || time.Now().Add(delay).After(latest) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, retryDelayMax)
+		return true
+	}
+	all := make([]int, len(rs))
+	for i := range all {
+		all[i] = i
+	}
+	todo := [][]int{all} // requests to send, each a list of indexes into rs
+	for len(todo) > 0 {
+		items := todo[0]
+		todo = todo[1:]
 		cctx, cancel := context.WithTimeout(ctx, requestSlack)
-		res, err := call(cctx)
+		res, err := call(cctx, items)
 		cancel()
-		if err == nil {
-			for i, rr := range res {
+		var ae *client.APIError
+		isAPI := errors.As(err, &ae)
+		switch {
+		case err == nil:
+			var again []int
+			var againErrs []error
+			for j, i := range items {
+				if j >= len(res) {
+					reported(i, fmt.Errorf("worker: %s answered %d results for %d items", op, len(res), len(items)))
+					continue
+				}
+				rr := res[j]
 				if rr.OK {
 					reported(i, nil)
 					continue
 				}
-				if i < len(rs) {
-					w.log.Warn(op+" rejected", slog.String(attrExecution, rs[i].lease.ExecutionID),
-						slog.String(attrCode, codeOf(rr.Error)), slog.String("message", msgOf(rr.Error)))
+				code := codeOf(rr.Error)
+				rerr := fmt.Errorf("worker: %s rejected: %s: %s", op, code, msgOf(rr.Error))
+				if code == wire.CodeUnavailable || code == wire.CodeInternal {
+					again, againErrs = append(again, i), append(againErrs, rerr)
+					continue
 				}
-				reported(i, fmt.Errorf("worker: %s rejected: %s: %s", op, codeOf(rr.Error), msgOf(rr.Error)))
+				w.log.Warn(op+" rejected", slog.String(attrExecution, rs[i].lease.ExecutionID),
+					slog.String(attrCode, code), slog.String("message", msgOf(rr.Error)))
+				reported(i, rerr)
 			}
-			return
-		}
-		var ae *client.APIError
-		if errors.As(err, &ae) && ae.Status < 500 {
-			w.log.Error(op+" refused", slog.Any(attrError, err), slog.Int("items", len(rs)))
-			for i := range rs {
+			if len(again) == 0 {
+				continue
+			}
+			if backoff() {
+				w.log.Warn(op+" failed for some items; sending them again", slog.Any(attrError, againErrs[0]), slog.Int("items", len(again)))
+				todo = append(todo, again)
+				continue
+			}
+			w.log.Error(op+" failed for some items; the server will recover the tasks when their leases expire",
+				slog.Any(attrError, againErrs[0]), slog.Int("items", len(again)))
+			for k, i := range again {
+				reported(i, againErrs[k])
+			}
+		case isAPI && ae.Status == http.StatusRequestEntityTooLarge && len(items) > 1:
+			w.log.Warn(op+" too large for the server; sending it in halves", slog.Int("items", len(items)))
+			half := len(items) / 2
+			todo = append([][]int{items[:half], items[half:]}, todo...)
+		case isAPI && ae.Status < 500:
+			w.log.Error(op+" refused", slog.Any(attrError, err), slog.Int("items", len(items)))
+			for _, i := range items {
 				reported(i, err)
 			}
-			return
-		}
-		if time.Now().Add(delay).After(latest) || ctx.Err() != nil {
+		case backoff():
+			w.log.Warn(op+" failed; retrying", slog.Any(attrError, err), slog.Int("items", len(items)))
+			todo = append([][]int{items}, todo...)
+		default:
 			w.log.Error(op+" failed; the server will recover the tasks when their leases expire",
-				slog.Any(attrError, err), slog.Int("items", len(rs)))
-			for i := range rs {
+				slog.Any(attrError, err), slog.Int("items", len(items)))
+			for _, i := range items {
 				reported(i, err)
 			}
-			return
 		}
-		w.log.Warn(op+" failed; retrying", slog.Any(attrError, err), slog.Duration("delay", delay))
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, retryDelayMax)
 	}
+}
+
+// handBack gives back the leases of attempts the drain timeout stopped:
+// each attempt ends revoked, not charged to the retry policy, and its
+// execution is eligible again at once. The revoke route names the
+// execution, not the lease, so the leases are renewed first and only those
+// this worker still holds are revoked. A lease it cannot give back
+// expires.
+func (w *Worker) handBack(ctx context.Context, rs []*running) {
+	defer func() {
+		for _, r := range rs {
+			w.forget(r)
+		}
+	}()
+	var held []*running
+	for start := 0; start < len(rs); start += wire.BatchMax {
+		batch := rs[start:min(start+wire.BatchMax, len(rs))]
+		leases := make([]wire.Lease, len(batch))
+		for i, r := range batch {
+			leases[i] = r.lease
+		}
+		rctx, cancel := context.WithTimeout(ctx, requestSlack)
+		res, err := w.c.Renew(rctx, wire.RenewRequest{WorkerID: w.cfg.Name, LeaseMs: w.cfg.LeaseTTL.Milliseconds(), Leases: leases})
+		cancel()
+		if err == nil && len(res) != len(batch) {
+			err = fmt.Errorf("renew answered %d results for %d leases", len(res), len(batch))
+		}
+		if err != nil {
+			w.log.Warn("could not hand tasks back; their leases will expire", slog.Any(attrError, err), slog.Int("items", len(batch)))
+			for _, r := range batch {
+				w.handedBack(r, err)
+			}
+			continue
+		}
+		for i, rr := range res {
+			if rr.OK {
+				held = append(held, batch[i])
+			} else {
+				w.handedBack(batch[i], fmt.Errorf("worker: hand back: %s: %s", codeOf(rr.Error), msgOf(rr.Error)))
+			}
+		}
+	}
+	sem := make(chan struct{}, handBacksInFlight)
+	var wg sync.WaitGroup
+	for _, r := range held {
+		sem <- struct{}{}
+		r.lost.Store(true) // renewals leave it alone from now on
+		wg.Go(func() {
+			defer func() { <-sem }()
+			w.handedBack(r, w.revoke(ctx, r.lease.ExecutionID))
+		})
+	}
+	wg.Wait()
+}
+
+// revoke gives back the lease this worker holds on execution id.
+func (w *Worker) revoke(ctx context.Context, id string) error {
+	rctx, cancel := context.WithTimeout(ctx, requestSlack)
+	defer cancel()
+	if _, err := w.c.RevokeLease(rctx, id, handBackReason); err != nil {
+		w.log.Warn("could not hand a task back; its lease will expire", slog.String(attrExecution, id), slog.Any(attrError, err))
+		return err
+	}
+	w.log.Info("task handed back", slog.String(attrExecution, id))
+	return nil
+}
+
+// handedBack calls OnReported for an attempt handed back (err nil) or not.
+func (w *Worker) handedBack(r *running, err error) {
+	if w.cfg.OnReported == nil {
+		return
+	}
+	if err == nil {
+		err = fmt.Errorf("worker: handed back: %w", ErrShutdown)
+	}
+	w.cfg.OnReported(r.lease.ExecutionID, err)
 }
 
 // release gives back one slot held for a hand-off: it runs t on it when
@@ -842,6 +1064,18 @@ func (w *Worker) forget(r *running) {
 		delete(w.active, r.lease.ExecutionID)
 	}
 	w.mu.Unlock()
+}
+
+// clip cuts s to at most n bytes, on a UTF-8 boundary, as the server
+// stores failure messages.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xc0 == 0x80 {
+		n--
+	}
+	return s[:n]
 }
 
 // fieldOf returns the request field an API error names, if any.

@@ -89,7 +89,9 @@ var (
 	ErrLeaseLost = errors.New("worker: lease lost")
 	// ErrCancelled: the execution was cancelled.
 	ErrCancelled = errors.New("worker: execution cancelled")
-	// ErrShutdown: the worker stopped and the drain timeout passed.
+	// ErrShutdown: the worker stopped and the drain timeout passed. A
+	// handler that then fails has its task handed back, not failed (see
+	// Worker.Run).
 	ErrShutdown = errors.New("worker: shut down before the handler finished")
 )
 

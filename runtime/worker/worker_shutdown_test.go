@@ -1,0 +1,140 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
+	"github.com/flowfabric/ff/runtime/worker"
+)
+
+// TestShutdownHandsTheTaskBack: a worker stopped while a well-behaved
+// handler (one that returns when its context ends) still runs cancels it
+// with ErrShutdown after the drain timeout. That is the worker going away,
+// not the task failing: the worker gives the task back, uncharged (with
+// one attempt it does not fail) and at once (another worker runs it long
+// before the first one's lease would have expired).
+func TestShutdownHandsTheTaskBack(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	id := create(t, env, wire.CreateExecution{Kind: "job", Retry: &plan.Retry{Attempts: 1}})
+	started := make(chan struct{})
+	reported := make(chan error, 1)
+	a := newWorker(t, env, func(c *worker.Config) {
+		c.Name, c.DrainTimeout, c.LeaseTTL = "a", 50*time.Millisecond, time.Minute
+		c.OnReported = func(_ string, err error) { reported <- err }
+	})
+	_ = a.Handle("job", func(ctx context.Context, _ *worker.Task) (json.RawMessage, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	})
+	stopA := run(t, a)
+	<-started
+	if err := stopA(); err == nil {
+		t.Fatal("stopping a worker whose handler outlives the drain: want a drain timeout error")
+	}
+	select {
+	case err := <-reported:
+		if !errors.Is(err, worker.ErrShutdown) {
+			t.Fatalf("OnReported of the stopped attempt: %v, want an error wrapping ErrShutdown", err)
+		}
+	default:
+		t.Fatal("OnReported was not called for the stopped attempt")
+	}
+	ex, err := env.Client.GetExecution(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.State != "waiting" {
+		t.Fatalf("after the worker stopped the task is %s (%s), want waiting at once", ex.State, ex.LastError)
+	}
+
+	b := newWorker(t, env, func(c *worker.Config) { c.Name = "b" })
+	_ = b.Handle("job", func(context.Context, *worker.Task) (json.RawMessage, error) {
+		return json.RawMessage(`"from b"`), nil
+	})
+	run(t, b)
+	r := waitResult(t, env, id)
+	if r.State != "completed" || string(r.Result) != `"from b"` {
+		t.Fatalf("a task whose worker shut down mid-attempt ended %s (%s): the shutdown was reported as its failure", r.State, r.Error)
+	}
+}
+
+// beforeComplete calls hook before it passes on the first complete
+// request that asks for a hand-off.
+type beforeComplete struct {
+	base http.RoundTripper
+	hook func()
+	done atomic.Bool
+}
+
+func (b *beforeComplete) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == "/v1/worker/complete" && !b.done.Swap(true) {
+		b.hook()
+	}
+	return b.base.RoundTrip(r)
+}
+
+// TestShutdownHandsBackTasksGrantedInTheDrain: a worker stops while the
+// completion of a flow member, asking for a hand-off of the next one, is
+// in flight. The server grants the next member to it, but the worker is
+// draining: it gives the member back instead of running it, and another
+// worker runs it at once, uncharged (the member has one attempt).
+func TestShutdownHandsBackTasksGrantedInTheDrain(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	f := chainOf(2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := &beforeComplete{base: http.DefaultTransport, hook: func() {
+		cancel()                           // stop the worker...
+		time.Sleep(300 * time.Millisecond) // ...and let its drain begin before the grant arrives
+	}}
+	a := newWorker(t, env, func(c *worker.Config) {
+		c.Name, c.Concurrency, c.LeaseTTL = "a", 1, time.Minute
+		c.HTTPClient = &http.Client{Transport: tr}
+	})
+	var ranA, ranB atomic.Int64
+	handleChain(t, a, f, 0, &ranA)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	r, err := env.Client.StageFlow(ctxT(t), f, []string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("drain: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	if !tr.done.Load() {
+		t.Fatal("no complete request: the test did not exercise the hand-off")
+	}
+	if got := ranA.Load(); got != 1 {
+		t.Fatalf("the stopped worker ran %d members, want only the first: a member granted in the drain ran", got)
+	}
+
+	b := newWorker(t, env, func(c *worker.Config) { c.Name = "b" })
+	handleChain(t, b, f, 0, &ranB)
+	run(t, b)
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second) // well under a's lease of a minute
+	defer wcancel()
+	out, err := r.Result(wctx)
+	if err != nil || string(out) != `["a0","a1"]` {
+		t.Fatalf("result %s, %v: the member granted in the drain was not given back", out, err)
+	}
+	if got := ranB.Load(); got != 1 {
+		t.Fatalf("the second worker ran %d members, want 1", got)
+	}
+}
