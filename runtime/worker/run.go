@@ -714,13 +714,17 @@ func (w *Worker) reportLoop(ctx context.Context) {
 				return
 			}
 		}
+		if !quitting {
+			// Wait for a request slot before taking the queue: what
+			// finishes meanwhile joins this batch (fewer, larger reports).
+			sem <- struct{}{}
+		}
 		var batch []report
 		batch, carry = w.fill(first)
 		if quitting {
 			w.send(ctx, batch)
 			continue
 		}
-		sem <- struct{}{}
 		inflight.Go(func() {
 			defer func() { <-sem }()
 			w.send(ctx, batch)
