@@ -168,7 +168,11 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	}
 	var items []valkey.ValkeyMessage
 	if len(members) <= StageChunkExecs {
-		args := head
+		n := len(head)
+		for _, m := range members {
+			n += 1 + len(m)
+		}
+		args := append(make([]string, 0, n), head...)
 		for _, m := range members {
 			args = append(append(args, strconv.Itoa(len(m))), m...)
 		}
