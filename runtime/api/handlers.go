@@ -171,7 +171,14 @@ func (s *Server) revokeLease(c echo.Context) error {
 	if e := checkReason("reason", req.Reason); e != nil {
 		return e
 	}
-	ex, err := s.cfg.Service.RevokeLease(c.Request().Context(), c.Param("id"), cmp.Or(req.Reason, "revoked through the API"))
+	var lease *wire.Lease
+	if req.LeaseID != "" || req.Epoch != 0 {
+		lease = &wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}
+		if e := checkLease("lease", *lease); e != nil {
+			return e
+		}
+	}
+	ex, err := s.cfg.Service.RevokeLease(c.Request().Context(), c.Param("id"), cmp.Or(req.Reason, "revoked through the API"), lease)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,9 @@ type Service interface {
 	List(ctx context.Context, q ListQuery) (*wire.ExecutionList, error)
 	Cancel(ctx context.Context, id, reason string) (*wire.Execution, error)
 	SetPriority(ctx context.Context, id string, priority int) (*wire.Execution, error)
-	RevokeLease(ctx context.Context, id, reason string) (*wire.Execution, error)
+	// RevokeLease ends the running attempt of id as revoked; with lease,
+	// only that lease (another is a stale lease).
+	RevokeLease(ctx context.Context, id, reason string, lease *wire.Lease) (*wire.Execution, error)
 	// Claim grants up to req.Max tasks, waiting up to req.WaitMs for work.
 	Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task, error)
 	Renew(ctx context.Context, leases []wire.Lease, lease time.Duration) ([]wire.LeaseResult, error)

@@ -309,8 +309,20 @@ func (c *Client) SetPriority(ctx context.Context, id string, priority int) (*wir
 // RevokeLease takes the lease away from the worker running id; the attempt
 // is interrupted and the execution becomes eligible again.
 func (c *Client) RevokeLease(ctx context.Context, id, reason string) (*wire.Execution, error) {
+	return c.revokeLease(ctx, id, wire.RevokeLease{Reason: reason})
+}
+
+// GiveBack revokes lease l, only if it is still the execution's lease: a
+// worker handing back an attempt it will not finish (the attempt is not
+// charged and the execution is eligible again at once). Another lease
+// fails with code wire.CodeStaleLease and changes nothing.
+func (c *Client) GiveBack(ctx context.Context, l wire.Lease, reason string) (*wire.Execution, error) {
+	return c.revokeLease(ctx, l.ExecutionID, wire.RevokeLease{Reason: reason, LeaseID: l.LeaseID, Epoch: l.Epoch})
+}
+
+func (c *Client) revokeLease(ctx context.Context, id string, body wire.RevokeLease) (*wire.Execution, error) {
 	var out wire.Execution
-	if err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/revoke-lease", nil, wire.RevokeLease{Reason: reason}, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/revoke-lease", nil, body, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

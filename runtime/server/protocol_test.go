@@ -70,6 +70,14 @@ func TestStaleLeaseChangesNothing(t *testing.T) {
 	checkCode(t, "fail", err, 409, wire.CodeStaleLease)
 	_, err = c.RenewOne(ctx, old, time.Second)
 	checkCode(t, "renew", err, 409, wire.CodeStaleLease)
+	// A worker giving back a lease it no longer holds takes nothing from
+	// the new holder.
+	_, err = c.GiveBack(ctx, old, "stale hand-back")
+	checkCode(t, "give back", err, 409, wire.CodeStaleLease)
+	r := rawDo(t, env, "POST", "/v1/executions/"+ex.ID+"/revoke-lease", "", `{"lease_id": "x"}`)
+	if r.status != 400 || r.err.Details["field"] != "lease.epoch" {
+		t.Fatalf("revoke with half a lease: %d %s", r.status, r.body)
+	}
 	wrongEpoch := leaseOf(second)
 	wrongEpoch.Epoch++
 	_, err = c.CompleteOne(ctx, wrongEpoch, nil)

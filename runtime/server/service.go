@@ -143,8 +143,13 @@ func (s *service) SetPriority(ctx context.Context, id string, priority int) (*wi
 	})
 }
 
-func (s *service) RevokeLease(ctx context.Context, id, reason string) (*wire.Execution, error) {
-	return mutate(id, func(eid store.ExecutionID) (*store.Execution, error) { return s.st.RevokeLease(ctx, eid, reason) })
+func (s *service) RevokeLease(ctx context.Context, id, reason string, lease *wire.Lease) (*wire.Execution, error) {
+	return mutate(id, func(eid store.ExecutionID) (*store.Execution, error) {
+		if lease != nil {
+			return s.st.RevokeLeaseOf(ctx, storeLease(*lease), reason)
+		}
+		return s.st.RevokeLease(ctx, eid, reason)
+	})
 }
 
 // mutate runs f on the execution id names and returns the execution f

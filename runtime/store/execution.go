@@ -444,11 +444,23 @@ func (s *Store) ChangePriority(ctx context.Context, id ExecutionID, priority int
 // ends as revoked (not charged to the retry policy) and the execution is
 // eligible again at once. Its worker's next call gets ErrStaleLease.
 func (s *Store) RevokeLease(ctx context.Context, id ExecutionID, reason string) (*Execution, error) {
+	return s.revokeLease(ctx, id, reason)
+}
+
+// RevokeLeaseOf is RevokeLease fenced by lease l: only that lease is
+// revoked (a worker giving back its own attempt); another lease, or none,
+// is a *LeaseError and nothing changes.
+func (s *Store) RevokeLeaseOf(ctx context.Context, l Lease, reason string) (*Execution, error) {
+	return s.revokeLease(ctx, l.ExecutionID, reason, l.ID, strconv.FormatInt(l.Epoch, 10))
+}
+
+func (s *Store) revokeLease(ctx context.Context, id ExecutionID, reason string, fence ...string) (*Execution, error) {
 	p, uuid, err := s.locate(id)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.single(ctx, call{fn: "ff_revoke_lease", partition: p, args: []string{uuid, clip(reason, MaxErrorBytes)}}, id, "revoke the lease of"); err != nil {
+	args := append([]string{uuid, clip(reason, MaxErrorBytes)}, fence...)
+	if _, err := s.single(ctx, call{fn: "ff_revoke_lease", partition: p, args: args}, id, "revoke the lease of"); err != nil {
 		return nil, err
 	}
 	return s.GetExecution(ctx, id)

@@ -597,6 +597,27 @@ func TestRevokeLease(t *testing.T) {
 	}
 }
 
+// TestRevokeLeaseOf: a revoke fenced by a lease takes only that lease.
+func TestRevokeLeaseOf(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := e.create(CreateRequest{})
+	old := e.claim(x.ID, worker1, time.Minute)
+	if _, err := e.s.RevokeLease(e.ctx, x.ID, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	cur := e.claim(x.ID, worker2, time.Minute)
+	if _, err := e.s.RevokeLeaseOf(e.ctx, old.Lease, "late hand-back"); !errors.Is(err, ErrStaleLease) {
+		t.Fatalf("RevokeLeaseOf an old lease = %v, want ErrStaleLease", err)
+	}
+	e.wantState(x.ID, StateActive)
+	r, err := e.s.RevokeLeaseOf(e.ctx, cur.Lease, "hand-back")
+	if err != nil || r.State.Public != StateWaiting {
+		t.Fatalf("RevokeLeaseOf the current lease = %+v, %v", r, err)
+	}
+	e.check(x.ID)
+}
+
 // TestRevokeGrants: only the lease given is revoked (fenced by id and
 // epoch); the attempt is not charged and the execution is claimable again.
 func TestRevokeGrants(t *testing.T) {

@@ -134,9 +134,13 @@ type Cancel struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// RevokeLease is the body of POST /v1/executions/{id}/revoke-lease (optional).
+// RevokeLease is the body of POST /v1/executions/{id}/revoke-lease
+// (optional). With LeaseID and Epoch only that lease is revoked (a worker
+// giving back its own attempt): another lease answers 409 stale_lease.
 type RevokeLease struct {
-	Reason string `json:"reason,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	LeaseID string `json:"lease_id,omitempty"`
+	Epoch   int64  `json:"epoch,omitempty"`
 }
 
 // SetPriority is the body of PUT /v1/executions/{id}/priority.

@@ -811,7 +811,7 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 				}
 				if t != nil && w.draining.Load() {
 					// Granted once the drain started: hand it back, not run.
-					_ = w.revoke(ctx, t.ExecutionID)
+					_ = w.giveBack(ctx, wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch})
 					t = nil
 				}
 				w.release(t)
@@ -976,66 +976,33 @@ func (w *Worker) deliver(ctx context.Context, op string, rs []*running, call fun
 
 // handBack gives back the leases of attempts the drain timeout stopped:
 // each attempt ends revoked, not charged to the retry policy, and its
-// execution is eligible again at once. The revoke route names the
-// execution, not the lease, so the leases are renewed first and only those
-// this worker still holds are revoked. A lease it cannot give back
-// expires.
+// execution is eligible again at once. The revoke is fenced by the lease,
+// so a lease this worker lost meanwhile is left alone; a lease it cannot
+// give back expires.
 func (w *Worker) handBack(ctx context.Context, rs []*running) {
-	defer func() {
-		for _, r := range rs {
-			w.forget(r)
-		}
-	}()
-	var held []*running
-	for start := 0; start < len(rs); start += wire.BatchMax {
-		batch := rs[start:min(start+wire.BatchMax, len(rs))]
-		leases := make([]wire.Lease, len(batch))
-		for i, r := range batch {
-			leases[i] = r.lease
-		}
-		rctx, cancel := context.WithTimeout(ctx, requestSlack)
-		res, err := w.c.Renew(rctx, wire.RenewRequest{WorkerID: w.cfg.Name, LeaseMs: w.cfg.LeaseTTL.Milliseconds(), Leases: leases})
-		cancel()
-		if err == nil && len(res) != len(batch) {
-			err = fmt.Errorf("renew answered %d results for %d leases", len(res), len(batch))
-		}
-		if err != nil {
-			w.log.Warn("could not hand tasks back; their leases will expire", slog.Any(attrError, err), slog.Int("items", len(batch)))
-			for _, r := range batch {
-				w.handedBack(r, err)
-			}
-			continue
-		}
-		for i, rr := range res {
-			if rr.OK {
-				held = append(held, batch[i])
-			} else {
-				w.handedBack(batch[i], fmt.Errorf("worker: hand back: %s: %s", codeOf(rr.Error), msgOf(rr.Error)))
-			}
-		}
-	}
 	sem := make(chan struct{}, handBacksInFlight)
 	var wg sync.WaitGroup
-	for _, r := range held {
+	for _, r := range rs {
 		sem <- struct{}{}
 		r.lost.Store(true) // renewals leave it alone from now on
 		wg.Go(func() {
 			defer func() { <-sem }()
-			w.handedBack(r, w.revoke(ctx, r.lease.ExecutionID))
+			defer w.forget(r)
+			w.handedBack(r, w.giveBack(ctx, r.lease))
 		})
 	}
 	wg.Wait()
 }
 
-// revoke gives back the lease this worker holds on execution id.
-func (w *Worker) revoke(ctx context.Context, id string) error {
+// giveBack revokes lease l, if it is still the execution's lease.
+func (w *Worker) giveBack(ctx context.Context, l wire.Lease) error {
 	rctx, cancel := context.WithTimeout(ctx, requestSlack)
 	defer cancel()
-	if _, err := w.c.RevokeLease(rctx, id, handBackReason); err != nil {
-		w.log.Warn("could not hand a task back; its lease will expire", slog.String(attrExecution, id), slog.Any(attrError, err))
+	if _, err := w.c.GiveBack(rctx, l, handBackReason); err != nil {
+		w.log.Warn("could not hand a task back; its lease will expire", slog.String(attrExecution, l.ExecutionID), slog.Any(attrError, err))
 		return err
 	}
-	w.log.Info("task handed back", slog.String(attrExecution, id))
+	w.log.Info("task handed back", slog.String(attrExecution, l.ExecutionID))
 	return nil
 }
 
