@@ -152,7 +152,7 @@ func (a *admission) executionUsage(c echo.Context) error {
 	if err := Decode(c, a.s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err
 	}
-	if e := checkLease("lease", wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}); e != nil {
+	if e := checkLease("", wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}); e != nil {
 		return e
 	}
 	if e := checkUsage(req.Dimension, req.Delta, req.DedupKey, true); e != nil {

@@ -20,10 +20,11 @@ import (
 
 // Body size limits per route family.
 const (
-	BodyLimitDefault = 64 << 10  // operator calls, claims, renewals
-	BodyLimitCreate  = 1 << 20   // one execution with its input
-	BodyLimitBatch   = 16 << 20  // batch create, batched complete/fail
-	BodyLimitMax     = 256 << 20 // upper bound of any configured limit
+	BodyLimitDefault = 64 << 10       // operator calls, renewals
+	BodyLimitClaim   = 1 << 20        // claims: up to 1,024 kinds of up to 128 bytes, escaped
+	BodyLimitCreate  = 1<<20 + 64<<10 // one execution with its input (up to 1 MiB) and the rest
+	BodyLimitBatch   = 16 << 20       // batch create, batched complete/fail
+	BodyLimitMax     = 256 << 20      // upper bound of any configured limit
 )
 
 // Decode reads the request body (at most limit bytes) into v, rejecting

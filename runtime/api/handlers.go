@@ -174,7 +174,7 @@ func (s *Server) revokeLease(c echo.Context) error {
 	var lease *wire.Lease
 	if req.LeaseID != "" || req.Epoch != 0 {
 		lease = &wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}
-		if e := checkLease("lease", *lease); e != nil {
+		if e := checkLease("", *lease); e != nil {
 			return e
 		}
 	}
@@ -200,7 +200,7 @@ func (s *Server) claim(c echo.Context) error {
 		return e
 	}
 	var req wire.ClaimRequest
-	if err := Decode(c, s.limit(BodyLimitDefault), false, &req); err != nil {
+	if err := Decode(c, s.limit(BodyLimitClaim), false, &req); err != nil {
 		return err
 	}
 	if e := s.checkClaim(&req); e != nil {
@@ -432,7 +432,7 @@ func (s *Server) renewOne(c echo.Context) error {
 		return err
 	}
 	l := wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}
-	if e := checkLease("lease", l); e != nil {
+	if e := checkLease("", l); e != nil {
 		return e
 	}
 	d, e := s.leaseDuration("lease_ms", req.LeaseMs)
@@ -452,7 +452,7 @@ func (s *Server) completeOne(c echo.Context) error {
 		return err
 	}
 	l := wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}
-	if e := checkLease("lease", l); e != nil {
+	if e := checkLease("", l); e != nil {
 		return e
 	}
 	res, _, err := s.cfg.Service.Complete(c.Request().Context(), wire.CompleteRequest{Completions: []wire.Completion{{Lease: l, Output: req.Output}}})
@@ -468,7 +468,7 @@ func (s *Server) failOne(c echo.Context) error {
 		return err
 	}
 	l := wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}
-	if e := checkLease("lease", l); e != nil {
+	if e := checkLease("", l); e != nil {
 		return e
 	}
 	res, err := s.cfg.Service.Fail(c.Request().Context(), []wire.Failure{{Lease: l, Message: cutMessage(req.Message), Retryable: req.Retryable}})

@@ -190,15 +190,24 @@ func normalizeCreate(prefix string, r *wire.CreateExecution) *Error {
 	return checkCapabilities(prefix+"requires", r.Requires)
 }
 
+// checkLease checks a lease given under field (a list item,
+// "completions[2]"), or, with field "", as members of the body itself (the
+// single-execution routes: {"lease_id": …, "epoch": …}).
 func checkLease(field string, l wire.Lease) *Error {
+	path := func(f string) string {
+		if field == "" {
+			return f
+		}
+		return field + "." + f
+	}
 	if l.ExecutionID == "" {
-		return invalid(field+".execution_id", "must not be empty")
+		return invalid(path("execution_id"), "must not be empty")
 	}
 	if l.LeaseID == "" {
-		return invalid(field+".lease_id", "must not be empty")
+		return invalid(path("lease_id"), "must not be empty")
 	}
 	if l.Epoch < 1 {
-		return invalid(field+".epoch", "must be at least 1")
+		return invalid(path("epoch"), "must be at least 1")
 	}
 	return nil
 }

@@ -75,7 +75,7 @@ func TestStaleLeaseChangesNothing(t *testing.T) {
 	_, err = c.GiveBack(ctx, old, "stale hand-back")
 	checkCode(t, "give back", err, 409, wire.CodeStaleLease)
 	r := rawDo(t, env, "POST", "/v1/executions/"+ex.ID+"/revoke-lease", "", `{"lease_id": "x"}`)
-	if r.status != 400 || r.err.Details["field"] != "lease.epoch" {
+	if r.status != 400 || r.err.Details["field"] != "epoch" {
 		t.Fatalf("revoke with half a lease: %d %s", r.status, r.body)
 	}
 	wrongEpoch := leaseOf(second)

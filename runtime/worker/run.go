@@ -450,7 +450,9 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) err
 			}
 			level := slog.LevelWarn
 			var ae *client.APIError
-			if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+			// A bad request (400) or a claim larger than the server takes
+			// (413) will not succeed on a retry.
+			if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusRequestEntityTooLarge) {
 				w.log.ErrorContext(ctx, "claim refused; stopping", slog.Any(attrError, err))
 				return fmt.Errorf("worker: claim refused: %w", err)
 			}
