@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"strconv"
 	"strings"
 
 	"github.com/flowfabric/ff/compiler/plan"
@@ -126,6 +125,10 @@ func (m Method) check(t reflect.Type) error {
 // a method of shape m.
 func (m Method) handler(flow, exec string, fn reflect.Value) worker.Handler {
 	t := fn.Type()
+	var upFields map[string]int // upstream name -> field of the upstream struct
+	if len(m.Upstreams) > 0 {
+		upFields = upstreamFields(t.In(t.NumIn() - 1))
+	}
 	return func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
 		args := make([]reflect.Value, 0, t.NumIn())
 		args = append(args, reflect.ValueOf(&ctx).Elem())
@@ -137,11 +140,11 @@ func (m Method) handler(flow, exec string, fn reflect.Value) worker.Handler {
 			args = append(args, in.Elem())
 		}
 		if len(m.Upstreams) > 0 {
-			up := reflect.New(t.In(len(args)))
-			if err := decodeUpstreams(flow, exec, m.Upstreams, task, up.Interface()); err != nil {
+			up := reflect.New(t.In(len(args))).Elem()
+			if err := decodeUpstreams(flow, exec, m.Upstreams, upFields, task, up); err != nil {
 				return nil, err
 			}
-			args = append(args, up.Elem())
+			args = append(args, up)
 		}
 		res := fn.Call(args)
 		if err, _ := res[len(res)-1].Interface().(error); err != nil {
@@ -152,31 +155,51 @@ func (m Method) handler(flow, exec string, fn reflect.Value) worker.Handler {
 		}
 		raw, err := json.Marshal(res[0].Interface())
 		if err != nil {
-			return nil, fmt.Errorf("flow %s: exec %s: encode output: %w", flow, exec, err)
+			// The same value would fail again: no retry can fix it.
+			return nil, worker.Permanent(fmt.Errorf("flow %s: exec %s: encode output: %w", flow, exec, err))
 		}
 		return raw, nil
 	}
 }
 
-// decodeUpstreams fills up, a pointer to an upstream struct, from the
-// outputs of the upstreams named. A failure is permanent: a retry cannot
-// fix it.
-func decodeUpstreams(flow, exec string, names []string, task *worker.Task, up any) error {
+// upstreamFields maps the upstream names of t, a generated upstream
+// struct whose fields are tagged with them, to the fields' indexes.
+func upstreamFields(t reflect.Type) map[string]int {
+	out := make(map[string]int, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out[name] = i
+		}
+	}
+	return out
+}
+
+// decodeUpstreams fills up, an upstream struct, from the outputs of the
+// upstreams named. A field is set for every upstream that produced an
+// output, null included (a nil list, map or json value): a nil field
+// means no output (the upstream failed, was skipped or has not ended). A
+// failure is permanent: a retry cannot fix it.
+func decodeUpstreams(flow, exec string, names []string, fields map[string]int, task *worker.Task, up reflect.Value) error {
 	for _, name := range names {
 		raw, ok := task.Upstream(name)
 		if !ok {
 			continue
 		}
-		// Decode {"name": output} into the struct, whose fields are
-		// tagged with the upstream names.
-		obj := make([]byte, 0, len(name)+len(raw)+8)
-		obj = append(obj, '{')
-		obj = strconv.AppendQuote(obj, name)
-		obj = append(obj, ':')
-		obj = append(obj, raw...)
-		obj = append(obj, '}')
-		if err := json.Unmarshal(obj, up); err != nil {
+		i, ok := fields[name]
+		if !ok {
+			return worker.Permanent(fmt.Errorf("flow %s: exec %s: the upstream struct has no field for %s", flow, exec, name))
+		}
+		f := up.Field(i)
+		target := f.Addr()
+		if f.Kind() == reflect.Pointer {
+			target = reflect.New(f.Type().Elem())
+		}
+		if err := json.Unmarshal(raw, target.Interface()); err != nil {
 			return worker.Permanent(fmt.Errorf("flow %s: exec %s: decode output of upstream %s: %w", flow, exec, name, err))
+		}
+		if f.Kind() == reflect.Pointer {
+			f.Set(target)
 		}
 	}
 	return nil
