@@ -18,6 +18,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,7 +63,8 @@ func Flow(f *plan.Flow, root string, input []byte) error {
 	if err != nil {
 		return &Error{Path: root, Msg: fmt.Sprintf("is not valid JSON: %v", err)}
 	}
-	if dec.More() {
+	// More is false before a stray ']' or '}': read to the end instead.
+	if _, err := dec.Token(); err != io.EOF {
 		return &Error{Path: root, Msg: "has data after the JSON value"}
 	}
 	return v.check(root, f.Input, val, 0)
@@ -201,7 +203,7 @@ func (c *checker) check(path string, t *plan.TypeRef, v any, depth int) error {
 		if !ok {
 			return want()
 		}
-		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+		if _, err := time.Parse(time.RFC3339Nano, s); err != nil || !strictRFC3339(s) {
 			return &Error{Path: path, Msg: fmt.Sprintf("want an RFC 3339 time like 2026-11-21T19:00:00Z, got %q", s)}
 		}
 	case plan.KindList:
@@ -309,4 +311,46 @@ func describe(t *plan.TypeRef) string {
 		return plan.TypeString(t) + " (an " + map[string]string{plan.KindList: "array", plan.KindMap: "object"}[t.Kind] + ")"
 	}
 	return plan.TypeString(t)
+}
+
+// strictRFC3339 reports whether s has the exact shape of an RFC 3339
+// date-time, which time.Parse checks only loosely (a one-digit hour, a
+// comma before the fraction and zone offsets of 24 hours or 60 minutes
+// pass it): YYYY-MM-DDTHH:MM:SS, an optional '.' and digits, then Z or
+// ±HH:MM with HH < 24 and MM < 60. Go's own encoder writes only this
+// shape; decoders elsewhere refuse the others.
+func strictRFC3339(s string) bool {
+	digits := func(i, n int) bool {
+		if i+n > len(s) {
+			return false
+		}
+		for _, c := range []byte(s[i : i+n]) {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	if len(s) < 20 || !digits(0, 4) || s[4] != '-' || !digits(5, 2) || s[7] != '-' || !digits(8, 2) ||
+		s[10] != 'T' || !digits(11, 2) || s[13] != ':' || !digits(14, 2) || s[16] != ':' || !digits(17, 2) {
+		return false
+	}
+	i := 19
+	if s[i] == '.' {
+		j := i + 1
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		if j == i+1 {
+			return false
+		}
+		i = j
+	}
+	switch rest := s[i:]; {
+	case rest == "Z":
+		return true
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' && digits(i+1, 2) && digits(i+4, 2):
+		return rest[1:3] < "24" && rest[4:6] < "60"
+	}
+	return false
 }
