@@ -23,12 +23,14 @@ type UnsureInput struct {
 // has join all and one of its edges implies it, or U has join any or
 // join N and fewer of its edges than the join needs do not. Failure and
 // done edges of X imply nothing about X's success. Every exec is assumed
-// able to run (contradictory requirements are not used), so the answer
-// errs on the side of reporting.
+// able to run and any edges to hold together (contradictory requirements
+// are not used), so the answer errs on the side of reporting
+// (input_oracle_test.go compares it with every outcome of small flows).
 //
 // The flow must have unique exec names, edges between known execs and no
-// cycle; otherwise UnsureInputs returns nil. It runs in time linear in
-// the size of the flow times the number of distinct inputs checked / 64.
+// cycle; otherwise UnsureInputs returns nil. It costs O(k log k) word
+// operations per exec of k upstreams, with one bit per distinct input
+// checked.
 func (f *Flow) UnsureInputs() []UnsureInput {
 	n := len(f.Execs)
 	index := make(map[string]int, n)
