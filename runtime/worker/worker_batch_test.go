@@ -121,6 +121,25 @@ func gatedTasks(t *testing.T, env *servertest.Env, w *worker.Worker, kind string
 // takes batched reports of up to 16 MiB (api.BodyLimitBatch): the worker
 // must send 40 such outputs in several requests of at most 8 MiB, none
 // refused as too large, and every completion is recorded the first time.
+// wantAllCompleted waits until every task of ids was reported and fails t
+// unless each was recorded, completed with result out, and ran once.
+func wantAllCompleted(t *testing.T, env *servertest.Env, rc *reportCounter, ids []string, runs *atomic.Int64, out json.RawMessage) {
+	t.Helper()
+	n := int64(len(ids))
+	rc.wait(n)
+	if f := rc.failed.Load(); f > 0 || rc.reported.Load() < n {
+		t.Fatalf("%d of %d completions were refused (first: %v), %d answered", f, n, rc.first.Load(), rc.reported.Load())
+	}
+	for _, id := range ids {
+		if got := waitResult(t, env, id); got.State != "completed" || string(got.Result) != string(out) {
+			t.Fatalf("%s ended %s (%s)", id, got.State, got.Error)
+		}
+	}
+	if r := runs.Load(); r != n {
+		t.Errorf("%d handler calls for %d tasks: a completion was lost", r, n)
+	}
+}
+
 func TestLargeOutputsFinishingTogetherAllReported(t *testing.T) {
 	// Not parallel: tens of MB through the race detector slow the
 	// renewals of the tests that run beside it past their short leases.
@@ -137,18 +156,7 @@ func TestLargeOutputsFinishingTogetherAllReported(t *testing.T) {
 	big := json.RawMessage(`"` + strings.Repeat("x", 1_000_000) + `"`)
 	var runs atomic.Int64
 	ids := gatedTasks(t, env, w, "big", n, &runs, func() (json.RawMessage, error) { return big, nil })
-	rc.wait(n)
-	if f := rc.failed.Load(); f > 0 || rc.reported.Load() < n {
-		t.Fatalf("%d of %d completions were refused (first: %v), %d answered", f, n, rc.first.Load(), rc.reported.Load())
-	}
-	for _, id := range ids {
-		if got := waitResult(t, env, id); got.State != "completed" || len(got.Result) != len(big) {
-			t.Fatalf("%s ended %s (%s)", id, got.State, got.Error)
-		}
-	}
-	if r := runs.Load(); r != n {
-		t.Errorf("%d handler calls for %d tasks: a completion was lost", r, n)
-	}
+	wantAllCompleted(t, env, &rc, ids, &runs, big)
 	if got := sizes.tooLarge.Load(); got != 0 {
 		t.Errorf("the server refused %d reports as too large", got)
 	}
@@ -231,18 +239,7 @@ func TestReportTooLargeIsSplit(t *testing.T) {
 	out := json.RawMessage(`"` + strings.Repeat("x", 40_000) + `"`) // one fits in 64 KiB, two do not
 	var runs atomic.Int64
 	ids := gatedTasks(t, env, w, "mid", n, &runs, func() (json.RawMessage, error) { return out, nil })
-	rc.wait(n)
-	if f := rc.failed.Load(); f > 0 || rc.reported.Load() < n {
-		t.Fatalf("%d of %d completions were refused (first: %v), %d answered", f, n, rc.first.Load(), rc.reported.Load())
-	}
-	for _, id := range ids {
-		if got := waitResult(t, env, id); got.State != "completed" || string(got.Result) != string(out) {
-			t.Fatalf("%s ended %s (%s)", id, got.State, got.Error)
-		}
-	}
-	if r := runs.Load(); r != n {
-		t.Errorf("%d handler calls for %d tasks: a completion was lost", r, n)
-	}
+	wantAllCompleted(t, env, &rc, ids, &runs, out)
 	if sizes.tooLarge.Load() == 0 {
 		t.Error("no report was refused as too large: the test did not exercise the split")
 	}
