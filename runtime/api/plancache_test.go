@@ -397,7 +397,7 @@ func FuzzStage(f *testing.F) {
 		var want wire.StageFlow
 		var wantErr *Error
 		if err := decodeBody([]byte(body), false, &want); err != nil {
-			wantErr = asError(err)
+			wantErr = asError(packageHint([]byte(body), err)) // as the route words it
 		} else if wantErr = checkPlan(want.Plan); wantErr == nil {
 			wantErr = checkInput(want.Plan, want.Input)
 			if wantErr == nil && want.Namespace != "" {
