@@ -1,6 +1,7 @@
 package flowinput_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -138,4 +139,22 @@ func TestScalarRoots(t *testing.T) {
 			t.Errorf("%s %s: err = %v, want ok=%v", plan.TypeString(&tt.t), tt.input, err, tt.ok)
 		}
 	}
+}
+
+// FuzzFlow: the check never panics, and whatever it accepts is one valid
+// JSON value (what the server stages and the handler decodes).
+func FuzzFlow(f *testing.F) {
+	for _, s := range []string{good + `}`, good + `,"owner":{"name":"n"}}`, `{"id":"c","id":"d"}`, `[1]]`, `"x"`, `null`, ``} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, input string) {
+		err := flowinput.Flow(clipFlow, "input", []byte(input))
+		if err == nil && !json.Valid([]byte(input)) {
+			t.Fatalf("accepted %q, which is not valid JSON", input)
+		}
+		var fe *flowinput.Error
+		if err != nil && !errors.As(err, &fe) {
+			t.Fatalf("error %v is not a *flowinput.Error", err)
+		}
+	})
 }
