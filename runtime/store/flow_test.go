@@ -566,30 +566,69 @@ func TestFlowChunkedStaging(t *testing.T) {
 	}
 }
 
+// handStaging stages the run a->b of flow x chunk by chunk by hand, as
+// stageChunked would, so that a test can stall or abandon it in between.
+type handStaging struct {
+	e     *env
+	pf    *preparedFlow
+	refs  *stageRefs
+	uuids []string
+	run   string
+}
+
+func newHandStaging(e *env) *handStaging {
+	e.t.Helper()
+	f := flowOf("x", execs("a", "b"), "a->b")
+	pf, err := prepareFlow(f)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	run := newUUID()
+	return &handStaging{e: e, pf: pf, run: run, uuids: []string{newUUID(), newUUID()},
+		refs: newStageRefs(f, "default", RunID("0."+run), []byte("in"))}
+}
+
+// member returns the ff_stage_flow entries of member i.
+func (h *handStaging) member(i int) []string {
+	h.e.t.Helper()
+	m, err := h.pf.members[i].args(h.uuids, h.refs)
+	if err != nil {
+		h.e.t.Fatal(err)
+	}
+	return m
+}
+
+// chunk writes members with ff_stage_chunk, with a staging lifetime (ms).
+func (h *handStaging) chunk(lifetime string, members ...int) {
+	h.e.t.Helper()
+	args := []string{h.run, "default", "in", lifetime}
+	for _, i := range members {
+		m := h.member(i)
+		args = append(append(args, strconv.Itoa(len(m))), m...)
+	}
+	if _, err := h.e.s.single(h.e.ctx, call{fn: "ff_stage_chunk", partition: 0, args: args}, "", "stage"); err != nil {
+		h.e.t.Fatal(err)
+	}
+}
+
+// extraKeys returns the keys that are not in before, lane registries aside.
+func (e *env) extraKeys(before []string) []string {
+	var extra []string
+	for _, k := range e.keys() {
+		if !slices.Contains(before, k) && !strings.HasSuffix(k, ":lanes") {
+			extra = append(extra, k)
+		}
+	}
+	return extra
+}
+
 func TestFlowAbandonedStagingIsInvisibleAndPurged(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
 	before := e.keys()
-	f := flowOf("x", execs("a", "b"), "a->b")
-	pf, err := prepareFlow(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uuids := []string{newUUID(), newUUID()}
-	run := newUUID()
-	args := []string{run, "default", "in", "50"} // staging lifetime: 50 ms
-	refs := newStageRefs(f, "default", RunID("0."+run), []byte("in"))
-	for i := range pf.members {
-		m, err := pf.members[i].args(uuids, refs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		args = append(append(args, strconv.Itoa(len(m))), m...)
-	}
-	// A stager writes a chunk and dies before committing.
-	if _, err := e.s.single(e.ctx, call{fn: "ff_stage_chunk", partition: 0, args: args}, "", "stage"); err != nil {
-		t.Fatal(err)
-	}
+	h := newHandStaging(e)
+	run := h.run
+	h.chunk("50", 0, 1) // a stager writes a chunk (lifetime 50 ms) and dies before committing
 	if g := e.claimAll(worker1, 10, time.Minute); len(g) != 0 {
 		t.Fatalf("claimed an uncommitted member: %v", grantIDs(g))
 	}
@@ -603,14 +642,7 @@ func TestFlowAbandonedStagingIsInvisibleAndPurged(t *testing.T) {
 	if _, err := e.s.PurgeTerminal(e.ctx, 0, time.Hour, 10); err != nil {
 		t.Fatal(err)
 	}
-	after := e.keys()
-	var extra []string
-	for _, k := range after {
-		if !slices.Contains(before, k) && !strings.HasSuffix(k, ":lanes") {
-			extra = append(extra, k)
-		}
-	}
-	if len(extra) != 0 {
+	if extra := e.extraKeys(before); len(extra) != 0 {
 		t.Fatalf("keys left by an abandoned staging: %v", extra)
 	}
 	// Committing it now finds nothing.
@@ -630,37 +662,16 @@ func TestFlowStalledStagingCommitRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
 	before := e.keys()
-	f := flowOf("x", execs("a", "b"), "a->b")
-	pf, err := prepareFlow(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uuids := []string{newUUID(), newUUID()}
-	run := newUUID()
-	refs := newStageRefs(f, "default", RunID("0."+run), []byte("in"))
-	member := func(i int) []string {
-		m, err := pf.members[i].args(uuids, refs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	chunk := func(i int, lifetime string) {
-		m := member(i)
-		args := append([]string{run, "default", "in", lifetime, strconv.Itoa(len(m))}, m...)
-		if _, err := e.s.single(e.ctx, call{fn: "ff_stage_chunk", partition: 0, args: args}, "", "stage"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	chunk(0, "20") // a; then the stager stalls past the lifetime
+	h := newHandStaging(e)
+	h.chunk("20", 0) // a; then the stager stalls past the lifetime
 	time.Sleep(40 * time.Millisecond)
 	if _, err := e.s.PurgeTerminal(e.ctx, 0, time.Hour, 10); err != nil {
 		t.Fatal(err)
 	}
-	chunk(1, ms(StagingTTL)) // b
-	commit := []string{run, "default", "x", "", "", "1000", "in", "2"}
-	for i, u := range uuids {
-		m := member(i)
+	h.chunk(ms(StagingTTL), 1) // b
+	commit := []string{h.run, "default", "x", "", "", "1000", "in", "2"}
+	for i, u := range h.uuids {
+		m := h.member(i)
 		commit = append(commit, m[0], u, m[2], m[3], m[5], "0")
 	}
 	if _, err := e.s.single(e.ctx, call{fn: "ff_commit_flow", partition: 0, args: commit}, "", "stage"); !errors.Is(err, ErrStagingExpired) {
@@ -669,13 +680,7 @@ func TestFlowStalledStagingCommitRefused(t *testing.T) {
 	if g := e.claimAll(worker1, 10, time.Minute); len(g) != 0 {
 		t.Fatalf("claimed after the refused commit: %v", grantIDs(g))
 	}
-	var extra []string
-	for _, k := range e.keys() {
-		if !slices.Contains(before, k) && !strings.HasSuffix(k, ":lanes") {
-			extra = append(extra, k)
-		}
-	}
-	if len(extra) != 0 {
+	if extra := e.extraKeys(before); len(extra) != 0 {
 		t.Fatalf("keys left by the refused commit: %v", extra)
 	}
 }
