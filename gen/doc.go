@@ -61,7 +61,8 @@
 // The up struct has one pointer field per upstream that declares an output,
 // named after the upstream, nil when that upstream produced no output (it
 // failed or was skipped, or, under join any or join N, had not ended when
-// the exec started). The input itself is always there: the compiler
+// the exec started), and set when it succeeded, with a null output too (a
+// nil list, map or json value). The input itself is always there: the compiler
 // refuses a join that could start an exec before the upstream feeding its
 // input has succeeded (FF0309). RegisterPublish decodes the plan and passes it
 // with h to bind.Register, which binds each method to its exec's kind by
