@@ -121,6 +121,17 @@ func gatedTasks(t *testing.T, env *servertest.Env, w *worker.Worker, kind string
 // takes batched reports of up to 16 MiB (api.BodyLimitBatch): the worker
 // must send 40 such outputs in several requests of at most 8 MiB, none
 // refused as too large, and every completion is recorded the first time.
+// reportingWorker returns a worker of n slots whose reports go through
+// transport and are counted by rc.
+func reportingWorker(t *testing.T, env *servertest.Env, n int, rc *reportCounter, transport http.RoundTripper) *worker.Worker {
+	t.Helper()
+	return newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency, c.LeaseTTL = n, 5*time.Second
+		c.OnReported = rc.hook
+		c.HTTPClient = &http.Client{Transport: transport}
+	})
+}
+
 // wantAllCompleted waits until every task of ids was reported and fails t
 // unless each was recorded, completed with result out, and ran once.
 func wantAllCompleted(t *testing.T, env *servertest.Env, rc *reportCounter, ids []string, runs *atomic.Int64, out json.RawMessage) {
@@ -145,18 +156,13 @@ func TestLargeOutputsFinishingTogetherAllReported(t *testing.T) {
 	// renewals of the tests that run beside it past their short leases.
 	env := servertest.Start(t)
 	const n = 40
-	var rc reportCounter
-	sizes := &reportSizes{base: http.DefaultTransport}
-	w := newWorker(t, env, func(c *worker.Config) {
-		c.Concurrency, c.LeaseTTL = n, 5*time.Second
-		c.OnReported = rc.hook
-		c.HTTPClient = &http.Client{Transport: sizes}
-	})
+	rc, sizes := &reportCounter{}, &reportSizes{base: http.DefaultTransport}
+	w := reportingWorker(t, env, n, rc, sizes)
 	// A JSON string just under the 1 MiB limit.
 	big := json.RawMessage(`"` + strings.Repeat("x", 1_000_000) + `"`)
 	var runs atomic.Int64
 	ids := gatedTasks(t, env, w, "big", n, &runs, func() (json.RawMessage, error) { return big, nil })
-	wantAllCompleted(t, env, &rc, ids, &runs, big)
+	wantAllCompleted(t, env, rc, ids, &runs, big)
 	if got := sizes.tooLarge.Load(); got != 0 {
 		t.Errorf("the server refused %d reports as too large", got)
 	}
@@ -176,13 +182,8 @@ func TestLongErrorsFinishingTogetherAllReported(t *testing.T) {
 	// renewals of the tests that run beside it past their short leases.
 	env := servertest.Start(t)
 	const n = 20
-	var rc reportCounter
-	sizes := &reportSizes{base: http.DefaultTransport}
-	w := newWorker(t, env, func(c *worker.Config) {
-		c.Concurrency, c.LeaseTTL = n, 5*time.Second
-		c.OnReported = rc.hook
-		c.HTTPClient = &http.Client{Transport: sizes}
-	})
+	rc, sizes := &reportCounter{}, &reportSizes{base: http.DefaultTransport}
+	w := reportingWorker(t, env, n, rc, sizes)
 	long := errors.New(strings.Repeat("e", 1_000_000))
 	var runs atomic.Int64
 	ids := gatedTasks(t, env, w, "long", n, &runs, func() (json.RawMessage, error) { return nil, worker.Permanent(long) })
@@ -229,17 +230,12 @@ func TestReportTooLargeIsSplit(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t, func(c *server.Config) { c.BodyLimit = 64 << 10 })
 	const n = 8
-	var rc reportCounter
-	sizes := &reportSizes{base: http.DefaultTransport}
-	w := newWorker(t, env, func(c *worker.Config) {
-		c.Concurrency, c.LeaseTTL = n, 5*time.Second
-		c.OnReported = rc.hook
-		c.HTTPClient = &http.Client{Transport: &slowReports{base: sizes}}
-	})
+	rc, sizes := &reportCounter{}, &reportSizes{base: http.DefaultTransport}
+	w := reportingWorker(t, env, n, rc, &slowReports{base: sizes})
 	out := json.RawMessage(`"` + strings.Repeat("x", 40_000) + `"`) // one fits in 64 KiB, two do not
 	var runs atomic.Int64
 	ids := gatedTasks(t, env, w, "mid", n, &runs, func() (json.RawMessage, error) { return out, nil })
-	wantAllCompleted(t, env, &rc, ids, &runs, out)
+	wantAllCompleted(t, env, rc, ids, &runs, out)
 	if sizes.tooLarge.Load() == 0 {
 		t.Error("no report was refused as too large: the test did not exercise the split")
 	}
