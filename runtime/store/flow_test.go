@@ -1032,14 +1032,20 @@ func (e *env) stageResultFirst() (*Run, Grant) {
 	return r, a
 }
 
-// runRecord returns the record of run id, as stored.
-func (e *env) runRecord(id RunID) map[string]string {
+// runKey returns the key of run id's record.
+func (e *env) runKey(id RunID) string {
 	e.t.Helper()
 	p, uuid, err := e.s.locate(ExecutionID(id))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	f, err := e.c.Do(e.ctx, e.c.B().Hgetall().Key(e.s.k.run(p, uuid)).Build()).AsStrMap()
+	return e.s.k.run(p, uuid)
+}
+
+// runRecord returns the record of run id, as stored.
+func (e *env) runRecord(id RunID) map[string]string {
+	e.t.Helper()
+	f, err := e.c.Do(e.ctx, e.c.B().Hgetall().Key(e.runKey(id)).Build()).AsStrMap()
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -1079,8 +1085,7 @@ func TestFlowRunRecordBeforeLeftIsConverted(t *testing.T) {
 	first := e.claimOne("")
 	e.finishOK(first, "ra", nil)
 	// Rewrite the record as the previous layout kept it after one success.
-	p, uuid, _ := e.s.locate(ExecutionID(r.ID))
-	key := e.s.k.run(p, uuid)
+	key := e.runKey(r.ID)
 	for _, cmd := range []valkey.Completed{
 		e.c.B().Hdel().Key(key).Field("left").Build(),
 		e.c.B().Hset().Key(key).FieldValue().FieldValue("done", "1").FieldValue("succeeded", "1").Build(),
@@ -1125,8 +1130,7 @@ func TestFlowMemberEndWithoutRunRecord(t *testing.T) {
 	e := newEnv(t)
 	r := e.stage(flowOf("gone", execs("a", "b"), "a->b"), "")
 	first := e.claimOne("")
-	p, uuid, _ := e.s.locate(ExecutionID(r.ID))
-	key := e.s.k.run(p, uuid)
+	key := e.runKey(r.ID)
 	if err := e.c.Do(e.ctx, e.c.B().Del().Key(key).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -1211,8 +1215,7 @@ func TestFlowExtraEndLeavesRecord(t *testing.T) {
 	e := newEnv(t)
 	r := e.stage(flowOf("extra", execs("a", "b"), "a->b"), "")
 	first := e.claimOne("")
-	p, uuid, _ := e.s.locate(ExecutionID(r.ID))
-	key := e.s.k.run(p, uuid)
+	key := e.runKey(r.ID)
 	if err := e.c.Do(e.ctx, e.c.B().Hset().Key(key).FieldValue().FieldValue("left", "0").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
