@@ -37,21 +37,10 @@ const nullsHarness = `package nulls
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 
 	"github.com/flowfabric/ff/runtime/worker"
 )
-
-type registrar map[string]worker.Handler
-
-func (r registrar) Handle(kind string, h worker.Handler) error {
-	if _, dup := r[kind]; dup {
-		return fmt.Errorf("kind %q registered twice", kind)
-	}
-	r[kind] = h
-	return nil
-}
 
 type handlers struct{ up *NullsCUpstream }
 
@@ -65,7 +54,7 @@ func (h *handlers) C(_ context.Context, in []Item, up NullsCUpstream) ([]string,
 }
 
 func TestSucceededUpstreamIsNotNil(t *testing.T) {
-	r := registrar{}
+	r := worker.TestRegistrar{}
 	h := &handlers{}
 	if err := RegisterNulls(r, h); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,21 +13,10 @@ import (
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
-// registrar is a fake worker.Registrar keeping the handlers by kind.
-type registrar map[string]worker.Handler
-
-func (r registrar) Handle(kind string, h worker.Handler) error {
-	if _, dup := r[kind]; dup {
-		return fmt.Errorf("kind %q registered twice", kind)
-	}
-	r[kind] = h
-	return nil
-}
-
-func newDemo(t *testing.T, f Faults) (*Demo, registrar) {
+func newDemo(t *testing.T, f Faults) (*Demo, worker.TestRegistrar) {
 	t.Helper()
 	d := NewDemo(f)
-	r := registrar{}
+	r := worker.TestRegistrar{}
 	if err := d.Register(r); err != nil {
 		t.Fatalf("Register: %v", err)
 	}

@@ -15,16 +15,6 @@ import (
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
-type registrar map[string]worker.Handler
-
-func (r registrar) Handle(kind string, h worker.Handler) error {
-	if _, dup := r[kind]; dup {
-		return errors.New("already registered")
-	}
-	r[kind] = h
-	return nil
-}
-
 type item struct {
 	N    int64    `json:"n"`
 	Tags []string `json:"tags,omitempty"`
@@ -35,7 +25,7 @@ type ups struct {
 	B *[]item `json:"b,omitempty"`
 }
 
-func call(t *testing.T, r registrar, kind string, in string, up map[string]json.RawMessage) (string, error) {
+func call(t *testing.T, r worker.TestRegistrar, kind string, in string, up map[string]json.RawMessage) (string, error) {
 	t.Helper()
 	h, ok := r[kind]
 	if !ok {
@@ -154,7 +144,7 @@ func TestMethodOf(t *testing.T) {
 
 func TestShapes(t *testing.T) {
 	h := &shapes{}
-	r := registrar{}
+	r := worker.TestRegistrar{}
 	if err := Register(r, shapesPlan("f"), h); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +184,7 @@ func TestShapes(t *testing.T) {
 }
 
 func TestDecodeFailuresArePermanent(t *testing.T) {
-	r := registrar{}
+	r := worker.TestRegistrar{}
 	if err := Register(r, shapesPlan("flowx"), &shapes{}); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +224,7 @@ func (h failing) Broken(context.Context) (json.RawMessage, error) {
 
 func TestHandlerErrorsPassThrough(t *testing.T) {
 	boom := errors.New("boom")
-	r := registrar{}
+	r := worker.TestRegistrar{}
 	fl := &plan.Flow{Name: "f", Execs: []plan.Exec{exec("retry", nil, nil), exec("perm", nil, itemType)}}
 	if err := Register(r, fl, failing{boom}); err != nil {
 		t.Fatal(err)
@@ -257,16 +247,16 @@ func TestRegisterErrors(t *testing.T) {
 		h    any
 		want string
 	}{
-		{"nil plan", registrar{}, nil, &shapes{}, "register: nil plan"},
+		{"nil plan", worker.TestRegistrar{}, nil, &shapes{}, "register: nil plan"},
 		{"nil registrar", nil, plain, &shapes{}, "register flow f: nil worker.Registrar"},
-		{"nil handlers", registrar{}, plain, nil, "register flow f: nil handlers"},
-		{"no such method", registrar{}, flow(exec("missing", nil, nil)), &shapes{},
+		{"nil handlers", worker.TestRegistrar{}, plain, nil, "register flow f: nil handlers"},
+		{"no such method", worker.TestRegistrar{}, flow(exec("missing", nil, nil)), &shapes{},
 			"register flow f: exec missing: *bind.shapes has no method Missing"},
-		{"input not taken", registrar{}, flow(plan.Exec{Name: "plain", Input: itemType, InputFrom: plan.InputFlow}), &shapes{},
+		{"input not taken", worker.TestRegistrar{}, flow(plan.Exec{Name: "plain", Input: itemType, InputFrom: plan.InputFlow}), &shapes{},
 			"register flow f: exec plain: method Plain: takes func(context.Context) error, want context.Context and 1 more parameters"},
-		{"output not returned", registrar{}, flow(exec("in", itemType, itemType)), &shapes{},
+		{"output not returned", worker.TestRegistrar{}, flow(exec("in", itemType, itemType)), &shapes{},
 			"register flow f: exec in: method In: returns func(context.Context, bind.item) error, want 2 results, the last an error"},
-		{"upstreams not taken", registrar{}, flow(exec("a", nil, itemType), exec("in_out", itemType, itemType, "a")), &shapes{},
+		{"upstreams not taken", worker.TestRegistrar{}, flow(exec("a", nil, itemType), exec("in_out", itemType, itemType, "a")), &shapes{},
 			"register flow f: exec in_out: method InOut: takes func(context.Context, bind.item) (bind.item, error), want context.Context and 2 more parameters"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -278,7 +268,7 @@ func TestRegisterErrors(t *testing.T) {
 	}
 
 	// A bad method anywhere in the flow binds nothing.
-	r := registrar{}
+	r := worker.TestRegistrar{}
 	err := Register(r, flow(exec("plain", nil, nil), exec("missing", nil, nil)), &shapes{})
 	if err == nil || len(r) != 0 {
 		t.Fatalf("err = %v, %d handlers registered; want an error and none", err, len(r))
@@ -289,13 +279,13 @@ func TestRegisterErrors(t *testing.T) {
 	}
 	again := flow(plan.Exec{Name: "quiet", Kind: "k.plain"})
 	err = Register(r, again, &shapes{})
-	if err == nil || err.Error() != `register flow f: exec quiet (kind "k.plain"): already registered` {
+	if err == nil || err.Error() != `register flow f: exec quiet (kind "k.plain"): kind "k.plain" registered twice` {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestEncodeFailure(t *testing.T) {
-	r := registrar{}
+	r := worker.TestRegistrar{}
 	if err := Register(r, &plan.Flow{Name: "f", Execs: []plan.Exec{exec("broken", nil, itemType)}}, failing{}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,27 @@
 package worker
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // NewTestTask returns a task carrying input and the outputs of upstream
 // execs by name, so that handlers, generated Register<Flow> bindings
 // included, can be exercised without a server.
 func NewTestTask(input json.RawMessage, upstreams map[string]json.RawMessage) *Task {
 	return &Task{input: input, upstreams: upstreams}
+}
+
+// TestRegistrar is a Registrar that keeps the handlers by kind, so that
+// generated Register<Flow> bindings can be exercised without a Worker:
+// call TestRegistrar[kind] with a task from NewTestTask.
+type TestRegistrar map[string]Handler
+
+// Handle records h for kind; a kind registered twice is an error.
+func (r TestRegistrar) Handle(kind string, h Handler) error {
+	if _, dup := r[kind]; dup {
+		return fmt.Errorf("kind %q registered twice", kind)
+	}
+	r[kind] = h
+	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -23,17 +22,6 @@ import (
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/worker"
 )
-
-// registrar is a fake worker.Registrar that keeps the handlers by kind.
-type registrar struct{ handlers map[string]worker.Handler }
-
-func (r *registrar) Handle(kind string, h worker.Handler) error {
-	if _, dup := r.handlers[kind]; dup {
-		return fmt.Errorf("kind %q registered twice", kind)
-	}
-	r.handlers[kind] = h
-	return nil
-}
 
 // handlers records what each method received.
 type handlers struct {
@@ -79,9 +67,9 @@ func (h *handlers) Cleanup(ctx context.Context, up media.PublishCleanupUpstream)
 	return nil
 }
 
-func register(t *testing.T, h *handlers) *registrar {
+func register(t *testing.T, h *handlers) worker.TestRegistrar {
 	t.Helper()
-	r := &registrar{handlers: map[string]worker.Handler{}}
+	r := worker.TestRegistrar{}
 	if err := media.RegisterPublish(r, h); err != nil {
 		t.Fatalf("RegisterPublish: %v", err)
 	}
@@ -106,7 +94,7 @@ var sample = media.Clip{
 func TestRegisterBindsEveryKind(t *testing.T) {
 	r := register(t, &handlers{})
 	var got []string
-	for k := range r.handlers {
+	for k := range r {
 		got = append(got, k)
 	}
 	slices.Sort(got)
@@ -123,7 +111,7 @@ func TestRegisterBindsEveryKind(t *testing.T) {
 
 func TestHandlerDecodesAndEncodes(t *testing.T) {
 	r := register(t, &handlers{})
-	out, err := r.handlers["media.probe"](context.Background(), worker.NewTestTask(clipJSON(t, sample), nil))
+	out, err := r["media.probe"](context.Background(), worker.NewTestTask(clipJSON(t, sample), nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +131,7 @@ func TestHandlerDecodesAndEncodes(t *testing.T) {
 func TestBadInputIsPermanent(t *testing.T) {
 	r := register(t, &handlers{})
 	for _, in := range []string{`{"seconds": "long"}`, `not json`, ``} {
-		_, err := r.handlers["media.probe"](context.Background(), worker.NewTestTask(json.RawMessage(in), nil))
+		_, err := r["media.probe"](context.Background(), worker.NewTestTask(json.RawMessage(in), nil))
 		if err == nil || !worker.IsPermanent(err) {
 			t.Fatalf("input %q: err = %v, want a permanent error", in, err)
 		}
@@ -151,7 +139,7 @@ func TestBadInputIsPermanent(t *testing.T) {
 			t.Fatalf("input %q: message %q does not name flow and exec", in, err)
 		}
 	}
-	_, err := r.handlers["media.probe"](context.Background(), worker.NewTestTask(json.RawMessage(`{"seconds": "long"}`), nil))
+	_, err := r["media.probe"](context.Background(), worker.NewTestTask(json.RawMessage(`{"seconds": "long"}`), nil))
 	if !strings.Contains(err.Error(), "seconds") {
 		t.Fatalf("message %q does not name the field", err)
 	}
@@ -160,7 +148,7 @@ func TestBadInputIsPermanent(t *testing.T) {
 func TestHandlerErrorPassesThrough(t *testing.T) {
 	boom := errors.New("probe: codec not supported")
 	r := register(t, &handlers{failProbe: boom})
-	_, err := r.handlers["media.probe"](context.Background(), worker.NewTestTask(clipJSON(t, sample), nil))
+	_, err := r["media.probe"](context.Background(), worker.NewTestTask(clipJSON(t, sample), nil))
 	if !errors.Is(err, boom) || worker.IsPermanent(err) {
 		t.Fatalf("err = %v, want the handler's own retryable error", err)
 	}
@@ -174,7 +162,7 @@ func TestUpstreamsAreDecoded(t *testing.T) {
 	trans := sample
 	trans.URL = "s3://out/c1.mp4"
 	ups := map[string]json.RawMessage{"thumbnail": clipJSON(t, thumb), "transcode": clipJSON(t, trans)}
-	out, err := r.handlers["publish.publish"](context.Background(), worker.NewTestTask(clipJSON(t, trans), ups))
+	out, err := r["publish.publish"](context.Background(), worker.NewTestTask(clipJSON(t, trans), ups))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +179,7 @@ func TestUpstreamsAreDecoded(t *testing.T) {
 
 	// An upstream that produced nothing (here: transcode failed, so alert
 	// runs) is a nil field.
-	out, err = r.handlers["publish.alert"](context.Background(), worker.NewTestTask(nil, nil))
+	out, err = r["publish.alert"](context.Background(), worker.NewTestTask(nil, nil))
 	if err != nil || out != nil {
 		t.Fatalf("alert: out %s err %v, want no output and no error", out, err)
 	}
@@ -200,7 +188,7 @@ func TestUpstreamsAreDecoded(t *testing.T) {
 	}
 
 	// A malformed upstream output is a permanent failure naming it.
-	_, err = r.handlers["publish.publish"](context.Background(),
+	_, err = r["publish.publish"](context.Background(),
 		worker.NewTestTask(clipJSON(t, trans), map[string]json.RawMessage{"transcode": json.RawMessage(`[1]`)}))
 	if !worker.IsPermanent(err) || !strings.Contains(err.Error(), "flow publish: exec publish: decode output of upstream transcode") {
 		t.Fatalf("err = %v", err)
@@ -210,7 +198,7 @@ func TestUpstreamsAreDecoded(t *testing.T) {
 func TestNoInputNoOutputExec(t *testing.T) {
 	h := &handlers{}
 	r := register(t, h)
-	out, err := r.handlers["publish.cleanup"](context.Background(), worker.NewTestTask(nil, nil))
+	out, err := r["publish.cleanup"](context.Background(), worker.NewTestTask(nil, nil))
 	if err != nil || out != nil || !h.cleanupRan {
 		t.Fatalf("cleanup: out %s err %v ran %v", out, err, h.cleanupRan)
 	}
