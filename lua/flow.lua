@@ -362,10 +362,14 @@ end
 -- ARGV[3]  the run's input
 -- ARGV[4]  staging lifetime, ms
 -- ARGV[5..] members, as in ff_stage_flow
--- Reply: {1, members written}
+-- Reply: {1, members written} | {0, 'run_exists'} (the run is already
+--        committed: nothing written)
 local function ff_stage_chunk(keys, argv)
   local p = part(keys[1])
   local run, ns = argv[1], argv[2]
+  -- Rewriting members of a live run would reset their state under the
+  -- scheduler's feet.
+  if redis.call('EXISTS', p.base .. ':f:' .. run) == 1 then return refuse('run_exists') end
   local now = now_ms()
   local staged = {}
   local i = 5

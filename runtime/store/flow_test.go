@@ -685,6 +685,38 @@ func TestFlowStalledStagingCommitRefused(t *testing.T) {
 	}
 }
 
+// TestFlowStageChunkAfterCommitRefused: a chunk for a run that is
+// already committed (a stager's stray retry) must not write its members
+// again, which would reset a running member's state under the scheduler.
+func TestFlowStageChunkAfterCommitRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	h := newHandStaging(e)
+	h.chunk(ms(StagingTTL), 0, 1)
+	commit := []string{h.run, "default", "x", "", "", "1000", "in", "2"}
+	for i, u := range h.uuids {
+		m := h.member(i)
+		commit = append(commit, m[0], u, m[2], m[3], m[5], "0")
+	}
+	if _, err := e.s.single(e.ctx, call{fn: "ff_commit_flow", partition: 0, args: commit}, "", "stage"); err != nil {
+		t.Fatal(err)
+	}
+	g := e.claimAll(worker1, 10, time.Minute)
+	if len(g) != 1 {
+		t.Fatalf("claimed %v, want the root", grantIDs(g))
+	}
+	args := []string{h.run, "default", "in", ms(StagingTTL)}
+	m := h.member(0)
+	args = append(append(args, strconv.Itoa(len(m))), m...)
+	if _, err := e.s.single(e.ctx, call{fn: "ff_stage_chunk", partition: 0, args: args}, ExecutionID(makeID(0, h.run)), "stage"); !errors.Is(err, ErrWrongState) {
+		t.Fatalf("chunk after commit = %v, want ErrWrongState", err)
+	}
+	e.wantState(g[0].ExecutionID, StateActive)
+	if ks := e.keys(); slices.ContainsFunc(ks, func(k string) bool { return strings.Contains(k, ":staged") || strings.HasSuffix(k, ":staging") }) {
+		t.Fatalf("the refused chunk left staging keys: %v", ks)
+	}
+}
+
 // TestFlowReplayResetsReclaims: a replay starts a member's allowances
 // again, lost leases included: a member that failed because its worker
 // lost the lease more than max_reclaims times is reclaimed, not failed,

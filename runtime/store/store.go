@@ -380,6 +380,8 @@ func refusalError(r *refusal, id ExecutionID, op string) error {
 		return &StateError{ExecutionID: id, Op: op, State: PublicState(d(0))}
 	case "staging_expired":
 		return fmt.Errorf("%w: the staging of run %s took longer than %s and was dropped; stage it again", ErrStagingExpired, id, StagingTTL)
+	case "run_exists":
+		return fmt.Errorf("%w: run %s is already staged; its members cannot be written again", ErrWrongState, id)
 	case "idempotency_conflict": // the key and the run's partition are the caller's to fill in
 		return &IdempotencyError{Flow: d(0), RunID: RunID(d(1))}
 	}
