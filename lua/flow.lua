@@ -264,12 +264,16 @@ local function stage_member(p, argv, i, run, ns, input, now, hidden)
   return name, u, lane, priority, deps, deadline, n
 end
 
--- write_run writes the run record and its node map (name, uuid pairs).
-local function write_run(p, runkey, ns, flow, result, input, ikey, total, nodes, now)
+-- write_run writes the record of run (a uuid) and its node map (name, uuid
+-- pairs), and indexes the run in its namespace.
+local function write_run(p, run, ns, flow, result, input, ikey, total, nodes, now)
+  local runkey = p.base .. ':f:' .. run
   redis.call('HSET', runkey, 'ns', ns, 'flow', flow, 'state', 'running', 'total', itoa(total), 'left', itoa(total),
     'failed', '0', 'skipped', '0', 'cancelled', '0', 'unhandled', '0',
     'result_node', result, 'input', input, 'idem_key', ikey, 'created_at', ts(now), 'updated_at', ts(now))
   call_all('HSET', runkey .. ':nodes', nodes)
+  -- The namespace's run index (listings), until retention deletes the run.
+  zadd(p, p.base .. ':runs:ns:' .. ns, ts(now), run)
 end
 
 -- duplicate_run looks up idempotency key ikey of namespace ns for a run of
@@ -347,7 +351,7 @@ local function ff_stage_flow(keys, argv)
     nodes[#nodes + 1] = u
     i = i + n + 1
   end
-  write_run(p, p.base .. ':f:' .. run, ns, argv[3], argv[4], argv[7], argv[5], #nodes / 2, nodes, now)
+  write_run(p, run, ns, argv[3], argv[4], argv[7], argv[5], #nodes / 2, nodes, now)
   if ik then redis.call('SET', ik, run, 'PX', argv[6]) end
   flush(p)
   return ok('created', now)
@@ -440,7 +444,7 @@ local function ff_commit_flow(keys, argv)
     end
     enqueue_member(p, ns, lane, u, priority, deps, now, registered)
   end
-  write_run(p, p.base .. ':f:' .. run, ns, argv[3], argv[4], argv[7], argv[5], m, nodes, now)
+  write_run(p, run, ns, argv[3], argv[4], argv[7], argv[5], m, nodes, now)
   redis.call('DEL', p.base .. ':f:' .. run .. ':staged')
   redis.call('ZREM', p.base .. ':staging', run)
   if ik then redis.call('SET', ik, run, 'PX', argv[6]) end

@@ -184,6 +184,7 @@ local function ff_purge_terminal(keys, argv)
       end
       redis.call('DEL', runkey)
       zrem(p, ended, run)
+      if v[2] then zrem(p, p.base .. ':runs:ns:' .. v[2], run) end
       if redis.call('EXISTS', runkey .. ':nodes') == 1 then
         redis.call('RENAME', runkey .. ':nodes', runkey .. ':purge')
         if not drain(run) then zadd(p, purging, ts(now), run) end

@@ -47,6 +47,18 @@ type FlowService interface {
 	RunResult(ctx context.Context, id string, wait time.Duration) (*wire.FlowRun, error)
 	CancelRun(ctx context.Context, id, reason string) (*wire.FlowRun, error)
 	ReplayRun(ctx context.Context, id string) (*wire.FlowRun, error)
+	// ListRuns returns one page of runs, newest first.
+	ListRuns(ctx context.Context, q RunListQuery) (*wire.FlowRunList, error)
+}
+
+// RunListQuery is the filter of GET /v1/flows; the service validates its
+// values.
+type RunListQuery struct {
+	Namespace string // "" = the default namespace
+	Flow      string // "" = every flow
+	State     string // "" = every state
+	Cursor    string
+	Limit     int
 }
 
 // FlowRequest is a validated request to stage a run.
@@ -93,6 +105,7 @@ func (s *Server) AddFlows(svc FlowService, templates []*plan.Flow) error {
 	}
 	slices.Sort(f.names)
 	s.v1.POST("/flows", f.stage)
+	s.v1.GET("/flows", f.list)
 	s.v1.GET("/flows/:id", f.get)
 	s.v1.GET("/flows/:id/result", f.result)
 	s.v1.POST("/flows/:id/cancel", f.cancel)
@@ -274,6 +287,31 @@ func (f *flows) get(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, run)
+}
+
+func (f *flows) list(c echo.Context) error {
+	if e := onlyQuery(c, "namespace", "flow", "state", "cursor", "limit"); e != nil {
+		return e
+	}
+	q := RunListQuery{
+		Namespace: c.QueryParam("namespace"),
+		Flow:      c.QueryParam("flow"),
+		State:     c.QueryParam("state"),
+		Cursor:    c.QueryParam("cursor"),
+		Limit:     ListLimitDef,
+	}
+	n, e := limitParam(c)
+	if e != nil {
+		return e
+	}
+	if n > 0 {
+		q.Limit = n
+	}
+	out, err := f.svc.ListRuns(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 func (f *flows) result(c echo.Context) error {

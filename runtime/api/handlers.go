@@ -95,12 +95,11 @@ func (s *Server) list(c echo.Context) error {
 	if e := onlyQuery(c, "namespace", "lane", "state", "cursor", "limit"); e != nil {
 		return e
 	}
-	if vs, ok := c.QueryParams()["limit"]; ok {
-		v := vs[0]
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > ListLimitMax {
-			return invalid("limit", "%q is not an integer in 1..%d", v, ListLimitMax)
-		}
+	n, e := limitParam(c)
+	if e != nil {
+		return e
+	}
+	if n > 0 {
 		q.Limit = n
 	}
 	out, err := s.cfg.Service.List(c.Request().Context(), q)
@@ -108,6 +107,20 @@ func (s *Server) list(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// limitParam reads the limit query parameter of a list route: 0 when
+// absent, else 1..ListLimitMax.
+func limitParam(c echo.Context) (int, *Error) {
+	vs, ok := c.QueryParams()["limit"]
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(vs[0])
+	if err != nil || n < 1 || n > ListLimitMax {
+		return 0, invalid("limit", "%q is not an integer in 1..%d", vs[0], ListLimitMax)
+	}
+	return n, nil
 }
 
 func (s *Server) result(c echo.Context) error {

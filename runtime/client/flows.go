@@ -168,6 +168,36 @@ func (c *Client) GetRun(ctx context.Context, id string) (*wire.FlowRun, error) {
 	return &out, nil
 }
 
+// RunListOptions filter ListRuns. Empty fields do not filter.
+type RunListOptions struct {
+	Namespace string // default: the server's default namespace
+	Flow      string
+	State     string // running, succeeded, failed or cancelled
+	Cursor    string // NextCursor of the previous page
+	Limit     int    // page size, at most 500; 0 = the server's default (50)
+}
+
+// ListRuns returns one page of runs, newest first, without their execs. A
+// page may hold fewer runs than the limit, even none, and still have a
+// NextCursor: the server applies the filters as it reads its index, a
+// bounded number of entries per request.
+func (c *Client) ListRuns(ctx context.Context, o RunListOptions) (*wire.FlowRunList, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"namespace": o.Namespace, "flow": o.Flow, "state": o.State, "cursor": o.Cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if o.Limit > 0 {
+		q.Set("limit", fmt.Sprint(o.Limit))
+	}
+	var out wire.FlowRunList
+	if err := c.do(ctx, http.MethodGet, "/v1/flows", q, nil, &out); err != nil {
+		return nil, flowsError("list runs", err)
+	}
+	return &out, nil
+}
+
 // RunResult asks once for the outcome of a run, letting the server wait up
 // to wait (at most a minute) for it to end. A run still running afterwards
 // is an *APIError with code wire.CodeNotTerminal.

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/scheduler"
 	"github.com/flowfabric/ff/runtime/store"
@@ -201,6 +202,25 @@ func (f *flowService) ReplayRun(ctx context.Context, id string) (*wire.FlowRun, 
 	}
 	w := toFlowRun(run, true)
 	return &w, nil
+}
+
+func (f *flowService) ListRuns(ctx context.Context, q api.RunListQuery) (*wire.FlowRunList, error) {
+	page, err := f.st.ListRuns(ctx, store.RunListRequest{
+		Namespace: cmp.Or(q.Namespace, plan.DefaultNamespace), Flow: q.Flow, State: store.RunState(q.State),
+		Cursor: q.Cursor, Limit: q.Limit,
+	})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := &wire.FlowRunList{Runs: make([]wire.FlowRun, 0, len(page.Runs)), NextCursor: page.Cursor}
+	for _, r := range page.Runs {
+		out.Runs = append(out.Runs, wire.FlowRun{
+			ID: string(r.ID), Namespace: r.Namespace, Flow: r.Flow, State: string(r.State),
+			Total: r.Total, Done: r.Done, Succeeded: r.Succeeded, Failed: r.Failed, Skipped: r.Skipped, Cancelled: r.Cancelled,
+			CreatedAt: timePtr(r.CreatedAt), EndedAt: timePtr(r.EndedAt),
+		})
+	}
+	return out, nil
 }
 
 // toFlowRun converts a run; withExecs adds every member.

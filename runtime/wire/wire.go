@@ -364,6 +364,14 @@ type FlowRun struct {
 	Execs     []FlowExec    `json:"execs,omitempty"`
 }
 
+// FlowRunList is a page of GET /v1/flows: runs newest first, with their
+// counts and times only (no execs, result exec, result, error or
+// failures: GET /v1/flows/{id} has them).
+type FlowRunList struct {
+	Runs       []FlowRun `json:"runs"`
+	NextCursor string    `json:"next_cursor,omitempty"` // empty on the last page
+}
+
 // ExecFailure is a member of a run that did not succeed on its own.
 type ExecFailure struct {
 	Exec        string `json:"exec"`
