@@ -336,6 +336,9 @@ func (c *checker) durationValue(l *dsl.DurationLit, what string, positive bool) 
 // nameValue returns a string setting checked as a kind, lane or namespace.
 func (c *checker) nameValue(l *dsl.StringLit, what string) (string, bool) {
 	v := l.Value()
+	if !l.Valid() {
+		return v, false // reported by the parser
+	}
 	check := plan.ValidateLabel
 	if what == "kind" {
 		check = plan.ValidateKind

@@ -157,6 +157,9 @@ func (c *checker) readRequires(l *dsl.StringList, s *settings) {
 	seen := map[string]bool{}
 	for _, it := range l.Items {
 		v := it.Value()
+		if !it.Valid() {
+			continue // reported by the parser
+		}
 		if err := plan.CheckCapability(v); err != nil {
 			c.diags.Errorf(it.Range(), dsl.CodeCapability, "invalid capability: %v", err)
 			continue
@@ -797,16 +800,20 @@ func (fc *flowCheck) checkResult(results []*dsl.Ident, outOK bool) {
 		return
 	}
 	var match, sinks []string
+	unresolved := false // a sink whose output type was already reported
 	for _, ei := range fc.execs {
 		if len(ei.downs) == 0 {
 			sinks = append(sinks, ei.decl.Name.Name)
 			if ei.outOK && plan.SameType(ei.out, f.Output) {
 				match = append(match, ei.decl.Name.Name)
 			}
+			unresolved = unresolved || !ei.outOK
 		}
 	}
-	if len(match) == 1 {
-		f.Result = match[0]
+	if len(match) == 1 || len(match) == 0 && unresolved {
+		if len(match) == 1 {
+			f.Result = match[0]
+		}
 		return
 	}
 	var msg string

@@ -3,6 +3,7 @@ package dsl
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2/lexer"
 )
@@ -386,6 +387,14 @@ type StringLit struct {
 
 // Range returns the source range of the literal.
 func (l *StringLit) Range() Range { return tokenRange(lexer.Token{Pos: l.Pos, Value: l.Raw}) }
+
+// Valid reports whether the literal is well formed: closed, with valid
+// escape sequences and UTF-8 text. Parse has reported an invalid one, so
+// checks of its value would only repeat that error.
+func (l *StringLit) Valid() bool {
+	_, err := strconv.Unquote(l.Raw)
+	return err == nil && utf8.ValidString(l.Raw)
+}
 
 // Value returns the unquoted string. An invalid literal, already reported
 // by Parse, yields its text without the quotes.

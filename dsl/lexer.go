@@ -181,6 +181,9 @@ func (s *scanner) number(start lexer.Position) {
 	}
 }
 
+// str scans a string literal. Each escape sequence and each byte that is
+// not UTF-8 is checked where it stands, so that a diagnostic points at it
+// rather than at the opening quote.
 func (s *scanner) str(start lexer.Position) {
 	s.advance(1)
 	for s.off < len(s.src) {
@@ -189,20 +192,52 @@ func (s *scanner) str(start lexer.Position) {
 		case c == '"':
 			s.advance(1)
 			s.emit(tokString, start)
-			if _, err := strconv.Unquote(string(s.src[start.Offset:s.off])); err != nil {
-				s.errorf(start, CodeBadString, "invalid string literal: bad escape sequence")
-			}
 			return
 		case c == '\\' && s.off+1 < len(s.src) && s.src[s.off+1] != '\n':
-			s.advance(2)
+			s.escape()
 		case c == '\n':
 			s.unterminated(start)
 			return
+		case c >= utf8.RuneSelf:
+			at := s.pos()
+			r, size := utf8.DecodeRune(s.src[s.off:])
+			s.advance(size)
+			if r == utf8.RuneError && size == 1 {
+				s.errorf(at, CodeBadChar, "invalid UTF-8 byte 0x%02x in string literal: .ff files are UTF-8 text", c)
+			}
 		default:
 			s.advance(1)
 		}
 	}
 	s.unterminated(start)
+}
+
+// escape scans the escape sequence at s.off (a backslash followed by
+// anything but a newline) and reports it when Go's rules refuse it.
+func (s *scanner) escape() {
+	at := s.pos()
+	rest := s.text[s.off:]
+	if _, _, tail, err := strconv.UnquoteChar(rest, '"'); err == nil {
+		s.advance(len(rest) - len(tail))
+		return
+	}
+	_, size := utf8.DecodeRuneInString(rest[1:])
+	seq := rest[:1+size]
+	var hint string
+	switch c := rest[1]; {
+	case c == 'x':
+		hint = `\x takes 2 hex digits`
+	case c == 'u':
+		hint = `\u takes 4 hex digits of a valid code point`
+	case c == 'U':
+		hint = `\U takes 8 hex digits of a valid code point`
+	case '0' <= c && c <= '7':
+		hint = `an octal escape is 3 digits, at most \377`
+	default:
+		hint = `write \\ for a backslash; the escapes are \a \b \f \n \r \t \v \\ \" \x \u \U and octal`
+	}
+	s.advance(len(seq))
+	s.errorf(at, CodeBadString, "invalid escape sequence %s in string literal: %s", seq, hint)
 }
 
 func (s *scanner) unterminated(start lexer.Position) {

@@ -186,7 +186,19 @@ func syntaxDiagnostic(p *participle.Parser[File], err error, chunk []lexer.Token
 		// start of whatever follows.
 		tok.Pos = tokenRange(chunk[idx-1]).End.lexer()
 	}
+	if d, ok := missingOutputType(chunk, idx); ok {
+		return d
+	}
+	if tok.Type == tokPunct && strings.Contains("})]", tok.Value) && len(openBrackets(chunk, idx)) == 0 {
+		return Diagnostic{Range: tokenRange(tok), Code: CodeSyntax,
+			Message: fmt.Sprintf("syntax error: unexpected %q: there is no %q open for it to close", tok.Value, map[string]string{"}": "{", ")": "(", "]": "["}[tok.Value])}
+	}
 	expected := expectedOf(perr.Message())
+	if tok.Type == lexer.EOF {
+		if d, ok := unclosedDiagnostic(chunk, idx, tok, expected); ok {
+			return d
+		}
+	}
 	blk := blockAt(chunk, idx)
 	if expected == `"}"` && blk.reparse != nil {
 		reparse := blk.reparse
@@ -206,7 +218,11 @@ func syntaxDiagnostic(p *participle.Parser[File], err error, chunk []lexer.Token
 				return finishSyntax(tok2, idx2, chunk, expectedOf(perr2.Message()), "")
 			}
 		}
-		return syntaxMessage(tok, idx, chunk, blk.accepts+` or "}"`, blk.kind)
+		d := syntaxMessage(tok, idx, chunk, blk.accepts+` or "}"`, blk.kind)
+		if tok.Value == "exec" && blk.kind == "exec body" {
+			d.Message += ` (is the "}" that closes the exec before it missing?)`
+		}
+		return d
 	}
 	if idx == 0 {
 		return syntaxMessage(tok, idx, chunk, "a declaration (package, type, budget, quota or flow)", "")
@@ -215,6 +231,82 @@ func syntaxDiagnostic(p *participle.Parser[File], err error, chunk []lexer.Token
 		return Diagnostic{Range: tokenRange(tok), Code: CodeSyntax, Message: "syntax error: " + perr.Message()}
 	}
 	return finishSyntax(tok, idx, chunk, expected, "")
+}
+
+// unclosedDiagnostic reports a declaration that ends (at the end of the
+// file or where the next declaration starts) inside brackets it opened:
+// "type body is not closed: add \"}\"", at the end of its last token,
+// with the opening bracket as a related position. It does not apply when
+// the parser expected something other than the closing bracket (`type T
+// { id: ` wants a type first), nor when nothing is open.
+func unclosedDiagnostic(chunk []lexer.Token, idx int, at lexer.Token, expected string) (Diagnostic, bool) {
+	open := openBrackets(chunk, idx)
+	if len(open) == 0 {
+		return Diagnostic{}, false
+	}
+	o := chunk[open[len(open)-1]]
+	closer := map[string]string{"{": "}", "(": ")", "[": "]"}[o.Value]
+	if expected != "" && !strings.Contains(expected, `"`+closer+`"`) {
+		return Diagnostic{}, false
+	}
+	what := fmt.Sprintf("%q", o.Value)
+	if o.Value == "{" {
+		if isMapBrace(chunk, open[len(open)-1]) {
+			what = "map type"
+		} else if k := blockAt(chunk, open[len(open)-1]+1).kind; k != "" {
+			what = k
+		}
+	}
+	d := Diagnostic{Range: Range{Start: toPos(at.Pos), End: toPos(at.Pos)}, Code: CodeSyntax,
+		Message: fmt.Sprintf("syntax error: %s is not closed: add %q", what, closer)}
+	d.With(tokenRange(o), fmt.Sprintf("%q opened here", o.Value))
+	return d, true
+}
+
+// missingOutputType reports a flow or exec header whose "->" is followed
+// by the body's "{" instead of a type (`exec a(T) -> { }`): the parser
+// reads that "{" as the start of a map type and stops at what follows,
+// which says nothing of the real mistake. It applies when the error is
+// at the "->" or within the three tokens after it, and the token after
+// the "{" is "}" or a word that starts a statement of a body.
+func missingOutputType(chunk []lexer.Token, idx int) (Diagnostic, bool) {
+	for j := max(1, idx-3); j <= idx && j+2 < len(chunk); j++ {
+		arrow, brace, next := chunk[j], chunk[j+1], chunk[j+2]
+		if arrow.Value != "->" || chunk[j-1].Value != ")" || brace.Value != "{" || brace.Type != tokPunct {
+			continue
+		}
+		if next.Value == "}" && next.Type == tokPunct || next.Type == tokIdent && (flowStatements[next.Value] != nil || next.Value == "exec") {
+			return Diagnostic{Range: tokenRange(arrow), Code: CodeSyntax,
+				Message: `syntax error: "->" is not followed by a type: write "-> T {" for an output of type T, or leave "->" out for none`}, true
+		}
+	}
+	return Diagnostic{}, false
+}
+
+// openBrackets returns the indices of the brackets of chunk still open
+// before chunk[idx], innermost last.
+func openBrackets(chunk []lexer.Token, idx int) []int {
+	var open []int
+	for i := 0; i < idx && i < len(chunk); i++ {
+		if chunk[i].Type != tokPunct {
+			continue
+		}
+		switch chunk[i].Value {
+		case "{", "(", "[":
+			open = append(open, i)
+		case "}", ")", "]":
+			if len(open) > 0 {
+				open = open[:len(open)-1]
+			}
+		}
+	}
+	return open
+}
+
+// isMapBrace reports whether the "{" at chunk[i] opens a map type, as
+// blockAt decides it.
+func isMapBrace(chunk []lexer.Token, i int) bool {
+	return i > 0 && chunk[i-1].Type == tokPunct && strings.Contains(":->([{", chunk[i-1].Value)
 }
 
 // finishSyntax handles an arrow without a name after it, then formats the
@@ -441,12 +533,15 @@ func isKeyword(s string) bool {
 // closestKeyword returns the keyword s is likely a misspelling of, or "".
 func closestKeyword(s string) string { return Suggest(s, Keywords) }
 
-// EditDistance is the Levenshtein distance between a and b in bytes.
+// EditDistance is the edit distance between a and b in bytes: the
+// Levenshtein distance, where swapping two adjacent bytes (`exce` for
+// `exec`) also counts as one edit (optimal string alignment).
 func EditDistance(a, b string) int {
 	if len(a) < len(b) {
 		a, b = b, a
 	}
-	prev := make([]int, len(b)+1)
+	older := make([]int, len(b)+1) // row i-2
+	prev := make([]int, len(b)+1)  // row i-1
 	cur := make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j
@@ -459,24 +554,29 @@ func EditDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], older[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		older, prev, cur = prev, cur, older
 	}
 	return prev[len(b)]
 }
 
 // Suggest returns the candidate closest to name when it is close enough to
-// be a likely misspelling: an edit distance of at most 2 and at most a third
-// of the name's length. Ties go to the alphabetically first
-// candidate. It returns "" when nothing is close.
+// be a likely misspelling: an edit distance (ignoring case: `String` for
+// `string`) of at most 2 and at most a third of the name's length. Ties go
+// to the alphabetically first candidate. It returns "" when nothing is
+// close.
 func Suggest(name string, candidates []string) string {
 	limit := min(2, len(name)/3)
 	best, bestD := "", limit+1
+	lower := strings.ToLower(name)
 	for _, c := range candidates {
 		if c == name {
 			continue
 		}
-		d := EditDistance(name, c)
+		d := EditDistance(lower, strings.ToLower(c))
 		if d < bestD || (d == bestD && c < best) {
 			best, bestD = c, d
 		}

@@ -50,7 +50,7 @@ func TestScanErrors(t *testing.T) {
 		{"a \xff b", "t.ff:1:3: error: invalid UTF-8 byte 0xff"},
 		{`"abc`, "t.ff:1:1: error: string literal is not terminated: add a closing \""},
 		{"\"ab\ncd\"", "t.ff:1:1: error: string literal is not terminated"},
-		{`"\q"`, "t.ff:1:1: error: invalid string literal: bad escape sequence"},
+		{`"\q"`, "t.ff:1:2: error: invalid escape sequence \\q in string literal: write \\\\ for a backslash"},
 		{"/* never", "t.ff:1:1: error: block comment is not terminated: add */"},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,153 @@
+package dsl
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestSuggestSwapsAndCase checks the suggestions for misspelt names: a swap of
+// two adjacent letters is one edit, and case is ignored.
+func TestSuggestSwapsAndCase(t *testing.T) {
+	tests := []struct {
+		name       string
+		candidates []string
+		want       string
+	}{
+		{"exce", Keywords, "exec"},
+		{"flwo", Keywords, "flow"},
+		{"tpye", Keywords, "type"},
+		{"retyr", Keywords, "retry"},
+		{"Strin", []string{"string", "int", "Clip"}, "string"},
+		{"String", []string{"string", "int"}, "string"},
+		{"INT", []string{"string", "int"}, "int"},
+		{"clip", []string{"Clip"}, "Clip"},
+		{"xyz", Keywords, ""},
+		{"exec", Keywords, ""},
+	}
+	for _, tt := range tests {
+		if got := Suggest(tt.name, tt.candidates); got != tt.want {
+			t.Errorf("Suggest(%q) = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestEditDistance checks the distance on swaps, inserts, deletes and
+// substitutions, both ways round.
+func TestEditDistance(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"", "abc", 3},
+		{"exec", "exec", 0},
+		{"exce", "exec", 1},
+		{"ab", "ba", 1},
+		{"abc", "ca", 3}, // a restricted swap: no edit of the swapped pair
+		{"kitten", "sitting", 3},
+		{"flow", "flwo", 1},
+		{"attempts", "atempts", 1},
+		{"backof", "backoff", 1},
+	}
+	for _, tt := range tests {
+		if got := EditDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+		if got := EditDistance(tt.b, tt.a); got != tt.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d", tt.b, tt.a, got, tt.want)
+		}
+	}
+}
+
+// TestStringLiteral checks where the lexer reports what is wrong
+// inside a string literal (at the escape or byte, not at the opening
+// quote) and that StringLit.Valid agrees with it.
+func TestStringLiteral(t *testing.T) {
+	tests := []struct {
+		src   string
+		want  []string
+		valid bool
+	}{
+		{`"a\qb"`, []string{`t.ff:1:3: error: invalid escape sequence \q in string literal: write \\ for a backslash`}, false},
+		{`"\x4g"`, []string{`t.ff:1:2: error: invalid escape sequence \x in string literal: \x takes 2 hex digits`}, false},
+		{`"ab\u12"`, []string{`t.ff:1:4: error: invalid escape sequence \u in string literal: \u takes 4 hex digits`}, false},
+		{`"\ud800"`, []string{`t.ff:1:2: error: invalid escape sequence \u in string literal`}, false},
+		{`"\400"`, []string{`t.ff:1:2: error: invalid escape sequence \4 in string literal: an octal escape is 3 digits, at most \377`}, false},
+		{`"\'"`, []string{`t.ff:1:2: error: invalid escape sequence \' in string literal`}, false},
+		{"\"gp\xffu\"", []string{"t.ff:1:4: error: invalid UTF-8 byte 0xff in string literal: .ff files are UTF-8 text"}, false},
+		{"\"caf\xc3\xa9 \xc3\"", []string{"t.ff:1:8: error: invalid UTF-8 byte 0xc3 in string literal"}, false},
+		{`"a\"b\\c\n\t\u00e9\x41\101"`, nil, true},
+		{"\"caf\xc3\xa9\"", nil, true},
+	}
+	for _, tt := range tests {
+		var diags Diagnostics
+		toks := scan("t.ff", []byte(tt.src), &diags)
+		var got []string
+		for _, d := range diags {
+			got = append(got, d.Range.Start.String()+": "+d.Severity.String()+": "+d.Message)
+		}
+		if len(got) != len(tt.want) {
+			t.Errorf("%q: got %q, want %q", tt.src, got, tt.want)
+		} else {
+			for i := range got {
+				if !strings.HasPrefix(got[i], tt.want[i]) {
+					t.Errorf("%q: got %q, want prefix %q", tt.src, got[i], tt.want[i])
+				}
+			}
+		}
+		if len(toks) != 2 || toks[0].Type != tokString {
+			t.Fatalf("%q: tokens %v, want one string", tt.src, toks)
+		}
+		if v := (&StringLit{Raw: toks[0].Value}).Valid(); v != tt.valid {
+			t.Errorf("%q: Valid() = %v, want %v", tt.src, v, tt.valid)
+		}
+	}
+}
+
+// TestUnclosed checks the diagnostic of a declaration that ends
+// inside a bracket it opened: it is placed right after the last token and
+// points at the opening bracket.
+func TestUnclosed(t *testing.T) {
+	tests := []struct {
+		src  string
+		want []string
+	}{
+		{"type T { id: string\n\nflow f() {}\n", []string{
+			`t.ff:1:20: error: syntax error: type body is not closed: add "}"`,
+			`	t.ff:1:8: "{" opened here`,
+		}},
+		{"flow f() {\n  exec a() { retry { attempts 2 }\n", []string{
+			`t.ff:2:34: error: syntax error: exec body is not closed: add "}"`,
+			`	t.ff:2:12: "{" opened here`,
+		}},
+		{"flow f() { requires [\"a\",\n", []string{
+			`t.ff:1:26: error: syntax error: "[" is not closed: add "]"`,
+			`	t.ff:1:21: "[" opened here`,
+		}},
+		{"type T { m: {string: int\n", []string{
+			`t.ff:1:25: error: syntax error: map type is not closed: add "}"`,
+			`	t.ff:1:13: "{" opened here`,
+		}},
+		// The parser wants a type first: that is what it says.
+		{"type T { id:\n", []string{`t.ff:1:13: error: syntax error: unexpected end of file, expected a type`}},
+		{"flow f() -> {\n  exec a() {}\n}\n", []string{
+			`t.ff:1:10: error: syntax error: "->" is not followed by a type: write "-> T {" for an output of type T, or leave "->" out for none`,
+		}},
+		{"flow f() {}\n}\n", []string{`t.ff:2:1: error: syntax error: unexpected "}": there is no "{" open for it to close`}},
+	}
+	for _, tt := range tests {
+		_, diags := Parse("t.ff", []byte(tt.src))
+		var got []string
+		for _, d := range diags {
+			got = append(got, d.Range.Start.String()+": "+d.Severity.String()+": "+d.Message)
+			for _, r := range d.Related {
+				got = append(got, "\t"+r.Range.Start.String()+": "+r.Message)
+			}
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", tt.src, diff)
+		}
+	}
+}
