@@ -48,13 +48,18 @@ local function decide(p, d, ok_edge, now)
   if not dc or not is(dc.state, 'runnable') or split(dc).eligibility ~= 'blocked_by_dependencies' then
     return -- gone, or already fired
   end
+  -- A hand-off grants only members whose join a success of the call
+  -- (p.success, ff_finish) helps satisfy: not one fired by failures alone
+  -- (a failure reported with a hand-off, or a lease the call found
+  -- expired), whatever the order of the call's items.
+  if h and ok_edge and p.success then h.fed[d] = true end
   local total, done, okc = num(dc.deps_total), num(dc.deps_done) + 1, num(dc.deps_ok)
   local need = total -- join all: staging writes join_need only when it differs
   if dc.join_need ~= '' then need = num(dc.join_need) end
   if ok_edge then okc = okc + 1 end
   if okc >= need then
     leave_indexes(p, dc)
-    dc.fresh = true -- a hand-off may grant it (to_eligible)
+    dc.fresh = h ~= nil and h.fed[d] == true -- a hand-off may grant it (to_eligible)
     -- Its own attempt state: a member a replay put back is pending a replay.
     -- A member that fired is never decided again (above): its counters
     -- are not written (each field written costs the call ~2.7k

@@ -480,7 +480,7 @@ local function ff_finish(keys, argv)
   local max = tonumber(argv[2])
   local h
   if max > 0 then
-    h = {max = max, ns = argv[6], lanes = token_set(argv[7]), have = token_set(argv[5]), fresh = {}, fired = {}, heads = {}, kinds = kind_set(argv[10]),
+    h = {max = max, ns = argv[6], lanes = token_set(argv[7]), have = token_set(argv[5]), fresh = {}, fired = {}, fed = {}, heads = {}, kinds = kind_set(argv[10]),
       g = grant_ctx(argv[3], argv[4], tonumber(argv[8]), argv[9])}
     h.g.results = {} -- results recorded by this call, for the grants' inputs
     p.handoff = h
@@ -504,7 +504,9 @@ local function ff_finish(keys, argv)
         leave_indexes(p, c)
         local af, av = attempt_end(c, 'success', '', now)
         if h then h.g.results[c.u] = argv[i + 4] end
+        p.success = true -- the members this success helps fire may be handed off (decide)
         local public = to_terminal(p, c, 'success', nil, now, 'result', argv[i + 4], af, av)
+        p.success = nil
         if p.ended then
           items[#items + 1] = ok(public, 0, unpack(p.ended))
           p.ended = nil

@@ -499,7 +499,7 @@ type Grant struct {
 }
 
 // Handoff asks FinishHandoff to grant the finishing worker, in the same
-// calls, downstream flow members that the finished attempts make eligible:
+// calls, downstream flow members that the successful attempts make eligible:
 // up to Max of them, in its namespace and lanes, that it has the
 // capabilities for, that count against no budget or quota, and that are
 // not behind the head of their lane (so that a claim of the partition
