@@ -130,7 +130,8 @@ func (g *generator) genStage(f *jen.File, fl *plan.Flow, n goname.Flow) error {
 			jen.Id("ctx"), jen.Index().Byte().Parens(jen.Id(n.PlanJSON)), input, jen.Id("opts").Op("..."),
 		),
 		jen.If(jen.Err().Op("!=").Nil()).Block(
-			jen.Return(jen.Nil(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit(escapeVerbs("stage flow "+fl.Name+": ")+"%w"), jen.Err())),
+			// The client's error names the flow already.
+			jen.Return(jen.Nil(), jen.Err()),
 		),
 		jen.Return(jen.Op("&").Id(n.Run).Values(jen.Dict{jen.Id("Run"): jen.Id("r")}), jen.Nil()),
 	)

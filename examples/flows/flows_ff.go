@@ -566,7 +566,7 @@ func AskPlan() (*plan.Flow, error) {
 func StageAsk(ctx context.Context, c client.Stager, in Question, opts ...client.StageOption) (*AskRun, error) {
 	r, err := c.StageFlowJSON(ctx, []byte(AskPlanJSON), in, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("stage flow ask: %w", err)
+		return nil, err
 	}
 	return &AskRun{Run: r}, nil
 }
@@ -1274,7 +1274,7 @@ func FulfilOrderPlan() (*plan.Flow, error) {
 func StageFulfilOrder(ctx context.Context, c client.Stager, in Order, opts ...client.StageOption) (*FulfilOrderRun, error) {
 	r, err := c.StageFlowJSON(ctx, []byte(FulfilOrderPlanJSON), in, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("stage flow fulfil_order: %w", err)
+		return nil, err
 	}
 	return &FulfilOrderRun{Run: r}, nil
 }
@@ -1824,7 +1824,7 @@ func NightlyETLPlan() (*plan.Flow, error) {
 func StageNightlyETL(ctx context.Context, c client.Stager, in Batch, opts ...client.StageOption) (*NightlyETLRun, error) {
 	r, err := c.StageFlowJSON(ctx, []byte(NightlyETLPlanJSON), in, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("stage flow nightly_etl: %w", err)
+		return nil, err
 	}
 	return &NightlyETLRun{Run: r}, nil
 }
@@ -2276,7 +2276,7 @@ func PublishPlan() (*plan.Flow, error) {
 func StagePublish(ctx context.Context, c client.Stager, in Clip, opts ...client.StageOption) (*PublishRun, error) {
 	r, err := c.StageFlowJSON(ctx, []byte(PublishPlanJSON), in, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("stage flow publish: %w", err)
+		return nil, err
 	}
 	return &PublishRun{Run: r}, nil
 }

@@ -668,6 +668,15 @@ func TestE2EInputValidation(t *testing.T) {
 			t.Fatalf("namespace %s after refused stagings: %v, %v", ns, list, err)
 		}
 	}
+	// A typed staging that fails says which flow once (the generated code
+	// added it to the client's error, which names it already).
+	dead, err := client.New("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := StagePublish(e.ctx, dead, sampleClip); err == nil || strings.Count(err.Error(), "publish") != 1 {
+		t.Fatalf("StagePublish against no server = %v, want the flow named once", err)
+	}
 	if _, err := e.c.StageTemplate(e.ctx, "nope", sampleClip); !client.IsCode(err, wire.CodeNotFound) {
 		t.Fatalf("unknown template: %v", err)
 	}
