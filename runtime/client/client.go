@@ -92,6 +92,10 @@ func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 // New returns a Client for the server at baseURL (for example
 // "http://127.0.0.1:8080").
 func New(baseURL string, opts ...Option) (*Client, error) {
+	if !strings.Contains(baseURL, "://") {
+		// "127.0.0.1:8080" fails url.Parse with a message about a colon.
+		return nil, fmt.Errorf("client: base URL %q has no scheme: write http://%s", baseURL, baseURL)
+	}
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil {
 		return nil, fmt.Errorf("client: base URL %q: %w", baseURL, err)

@@ -18,6 +18,9 @@ func TestNewValidatesURL(t *testing.T) {
 			t.Errorf("New(%q): want an error", u)
 		}
 	}
+	if _, err := client.New("127.0.0.1:8080"); err == nil || !strings.Contains(err.Error(), "write http://127.0.0.1:8080") {
+		t.Errorf("New without a scheme = %v, want the fix named", err)
+	}
 	if _, err := client.New("https://ffrun.example.com:8443/base/"); err != nil {
 		t.Errorf("New with a path: %v", err)
 	}
