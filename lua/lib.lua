@@ -653,12 +653,23 @@ local function after_attempt(p, c, outcome, message, now, charge, retryable, fra
 end
 
 -- lease_check returns nil when the lease (id, epoch) is the current,
--- unexpired lease of c, else the refusal reason.
+-- unexpired lease of c and neither the attempt's timeout nor the
+-- execution's deadline has passed, else the refusal reason: not_active,
+-- lease_mismatch, or one of OVERDUE (end_overdue applies it).
 local function lease_check(c, lease_id, epoch, now)
   if not is(c.state, 'active') then return 'not_active' end
   if c.lease_id ~= lease_id or c.lease_epoch ~= epoch then return 'lease_mismatch' end
-  if num(c.lease_expires_at) <= now then return 'lease_expired' end
-  return nil
+  -- A limit that passed ends the attempt whether or not its scanner came
+  -- by yet: the first of them to pass, as an instant scanner would have.
+  local why, at = nil, num(c.lease_expires_at)
+  if at <= now then why = 'lease_expired' end
+  if num(c.attempt_timeout_ms) > 0 then
+    local ad = num(more(c).attempt_deadline_at)
+    if ad > 0 and ad <= now and (not why or ad < at) then why, at = 'attempt_timed_out', ad end
+  end
+  local dl = num(c.deadline_at)
+  if dl > 0 and dl <= now and (not why or dl < at) then why = 'deadline_passed' end
+  return why
 end
 
 -- expire_lease applies the lease-expiry transition: the interrupted attempt
@@ -690,6 +701,21 @@ end
 local function expire_deadline(p, c, now)
   return end_execution(p, c, 'expired', 'execution deadline passed', now)
 end
+
+-- end_overdue applies to active execution c the transition of the limit
+-- lease_check found passed (why): what the lease, timeout or deadline
+-- scanner would have done. jitter is the retry jitter fraction of a
+-- timeout. Returns the public state.
+local function end_overdue(p, c, why, now, jitter)
+  if why == 'lease_expired' then return expire_lease(p, c, now) end
+  if why == 'attempt_timed_out' then
+    return after_attempt(p, c, 'timed_out', 'attempt timed out', now, true, true, jitter)
+  end
+  return expire_deadline(p, c, now)
+end
+
+-- OVERDUE holds the reasons of lease_check that end_overdue applies.
+local OVERDUE = {lease_expired = true, attempt_timed_out = true, deadline_passed = true}
 
 -- drop_staged deletes the members of a flow run staged in chunks and never
 -- committed (see ff_stage_chunk), and forgets the staging.

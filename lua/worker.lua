@@ -376,7 +376,8 @@ end
 -- ARGV[2..] triples: uuid, lease id, lease epoch
 -- Reply: {1, item...}; item = {1, lease_expires_at}
 --        | {0, 'not_found'} | {0, 'stale_lease', reason, public_state}
--- A lease found expired is expired on the spot (as the scanner would).
+-- A lease found expired, an attempt found timed out or an execution found
+-- past its deadline ends on the spot, as its scanner would have ended it.
 local function ff_renew(keys, argv)
   local p = part(keys[1])
   local ttl = tonumber(argv[1])
@@ -389,8 +390,8 @@ local function ff_renew(keys, argv)
       items[#items + 1] = refuse('not_found')
     else
       local why = lease_check(c, argv[i + 1], argv[i + 2], now)
-      if why == 'lease_expired' then
-        local public = expire_lease(p, c, now)
+      if OVERDUE[why] then
+        local public = end_overdue(p, c, why, now, jitter_frac(ts(now), i))
         items[#items + 1] = refuse('stale_lease', why, public)
       elseif why then
         items[#items + 1] = refuse('stale_lease', why, public_of(c.state))
@@ -495,8 +496,8 @@ local function ff_finish(keys, argv)
       items[#items + 1] = refuse('not_found')
     else
       local why = lease_check(c, argv[i + 1], argv[i + 2], now)
-      if why == 'lease_expired' then
-        local public = expire_lease(p, c, now)
+      if OVERDUE[why] then
+        local public = end_overdue(p, c, why, now, jitter_frac(argv[1], i))
         items[#items + 1] = refuse('stale_lease', why, public)
       elseif why then
         items[#items + 1] = refuse('stale_lease', why, public_of(c.state))

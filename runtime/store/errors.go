@@ -65,6 +65,12 @@ const (
 	LeaseReasonMismatch  = "lease_mismatch" // another lease (id or epoch) is current
 	LeaseReasonNotActive = "not_active"     // the execution is not running (finished, cancelled, requeued)
 	LeaseReasonExpired   = "lease_expired"  // the lease's expiry has passed
+	// The attempt's timeout has passed: the call ended the attempt as timed
+	// out (a retry when attempts remain), as the timeout scanner would.
+	LeaseReasonTimedOut = "attempt_timed_out"
+	// The execution's deadline has passed: the call ended it expired, as
+	// the deadline scanner would.
+	LeaseReasonDeadline = "deadline_passed"
 )
 
 func (e *LeaseError) Error() string {

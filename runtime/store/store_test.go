@@ -363,6 +363,66 @@ func TestExpiredLeaseRefusedBeforeScanner(t *testing.T) {
 	e.wantState(x.ID, StateWaiting)
 }
 
+// TestLimitsPassedRefusedBeforeScanner: a report or renew that comes
+// after the attempt's timeout or the execution's deadline is refused and
+// ends the attempt as the scanner would have, whether or not the scanner
+// came by: the outcome does not depend on its timing. When two limits
+// passed, the first to pass decides.
+func TestLimitsPassedRefusedBeforeScanner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wantRefused := func(what string, err error, reason string) {
+		t.Helper()
+		var le *LeaseError
+		if !errors.As(err, &le) || le.Reason != reason {
+			t.Fatalf("%s = %v, want %s", what, err, reason)
+		}
+	}
+	// A success after the attempt timeout: the attempt timed out, and is
+	// retried (attempts remain); the result is not kept.
+	x := e.create(CreateRequest{AttemptTimeout: 50 * time.Millisecond, Retry: RetryPolicy{Attempts: 2}})
+	g := e.claim(x.ID, worker1, time.Minute)
+	time.Sleep(70 * time.Millisecond)
+	wantRefused("Complete after the timeout", e.s.Complete(e.ctx, g.Lease, []byte(`"late"`)), LeaseReasonTimedOut)
+	w := e.wantState(x.ID, StateWaiting)
+	if len(w.Attempts) != 1 || w.Attempts[0].Outcome != AttemptTimedOut || len(w.Result) != 0 {
+		t.Fatalf("after the refused complete: attempts %+v, result %q", w.Attempts, w.Result)
+	}
+	// The same through a renew, on the last attempt: failed for good.
+	g = e.claim(x.ID, worker1, time.Minute)
+	time.Sleep(70 * time.Millisecond)
+	rr, err := e.s.Renew(e.ctx, []Lease{g.Lease}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRefused("Renew after the timeout", rr[0].Err, LeaseReasonTimedOut)
+	if f := e.wantState(x.ID, StateFailed); f.FailureReason != "attempt timed out" {
+		t.Fatalf("reason %q", f.FailureReason)
+	}
+	p, _ := x.ID.Partition()
+	if res, err := e.s.TimeoutAttempts(e.ctx, p, 10); err != nil || res.Processed != 0 {
+		t.Fatalf("the scanner found %+v, %v after the call applied the timeout", res, err)
+	}
+
+	// A failure report after the execution's deadline: expired, not retried.
+	d := e.create(CreateRequest{Deadline: 50 * time.Millisecond, Retry: RetryPolicy{Attempts: 3}})
+	g = e.claim(d.ID, worker1, time.Minute)
+	time.Sleep(70 * time.Millisecond)
+	_, err = e.s.Fail(e.ctx, g.Lease, "boom", true)
+	wantRefused("Fail after the deadline", err, LeaseReasonDeadline)
+	e.wantState(d.ID, StateExpired)
+
+	// Both passed: the lease expired first, so the attempt is a reclaim (not
+	// charged), not a timeout.
+	b := e.create(CreateRequest{AttemptTimeout: 300 * time.Millisecond, Retry: RetryPolicy{Attempts: 1}})
+	g = e.claim(b.ID, worker1, LeaseTTLMin)
+	time.Sleep(350 * time.Millisecond)
+	wantRefused("Complete after both", e.s.Complete(e.ctx, g.Lease, nil), LeaseReasonExpired)
+	if w := e.wantState(b.ID, StateWaiting); w.Reclaims != 1 {
+		t.Fatalf("reclaims %d, want 1", w.Reclaims)
+	}
+}
+
 func TestStaleLeaseAndEpoch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
