@@ -271,7 +271,7 @@ func (g *generator) genHandlers(f *jen.File, fl *plan.Flow, n goname.Flow) error
 			jen.Id(m.name).Params(params...).Add(results),
 		)
 	}
-	decl(f, "%s implements the execs of flow %q, one method per exec: typed input in, typed output out, and, when it has upstreams that declare an output, a struct up with one pointer field per such upstream, named after it and nil when that upstream produced no output (it failed or was skipped, or, under join any or join N, had not ended when the exec started). An error fails the attempt, which is retried per the exec's policy unless the error is wrapped with worker.Permanent. Bind an implementation to a worker with %s.", n.Handlers, fl.Name, n.Register)
+	decl(f, "%s implements the execs of flow %q, one method per exec: typed input in, typed output out, and, when it has upstreams that declare an output, a struct up with one pointer field per such upstream, named after it and nil when that upstream produced no output (it failed or was skipped, or, under join any or join N, had not ended when the exec started). An error fails the attempt, which is retried per the exec's policy unless the error is wrapped with worker.Permanent. A method reaches its task through worker.TaskFrom(ctx): the attempt number, the deadline, why an upstream ended without output (Task.UpstreamError, for an exec that runs on failure) and usage reports for budgets. Bind an implementation to a worker with %s.", n.Handlers, fl.Name, n.Register)
 	f.Type().Id(n.Handlers).Interface(methods...)
 	f.Line()
 	return nil

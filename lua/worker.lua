@@ -117,6 +117,7 @@ local function grant(p, g, u, v, lane, now, now_s, extra)
   zadd(p, p.leases, g.expires_s, u)
   local payload = v[9] or ''
   local ups = NONE -- shared by the grants of standalone executions
+  local errs = NONE
   if v[11] then
     ups = {}
     -- A flow member: its input is the result of its feeding upstream,
@@ -134,7 +135,20 @@ local function grant(p, g, u, v, lane, now, now_s, extra)
     end
     for _, name, up in each_up, v[16] or '', 1 do
       local r = results[up]
-      if r == nil then r = redis.call('HGET', p.xp .. up, 'result') end
+      if not r then
+        -- Not one this call recorded (or read as missing just above, for
+        -- the input): its result, or why it ended
+        -- without one (an on failure or on done edge lets a member run
+        -- after it failed, expired, was cancelled or skipped).
+        local rv = redis.call('HMGET', p.xp .. up, 'result', 'failure_reason', 'state')
+        r = rv[1]
+        if not r and rv[2] and rv[2] ~= '' then
+          if errs == NONE then errs = {} end
+          errs[#errs + 1] = name
+          errs[#errs + 1] = public_of(rv[3])
+          errs[#errs + 1] = rv[2]
+        end
+      end
       if r then
         ups[#ups + 1] = name
         ups[#ups + 1] = r
@@ -144,7 +158,7 @@ local function grant(p, g, u, v, lane, now, now_s, extra)
   g.list[#g.list + 1] = {
     u, lane, v[3] or '', v[4] or '0', attempt, atype, lease_id, epoch, expires,
     attempt_deadline, v[7] or '1', payload, v[10] or '', v[11] or '', v[12] or '', ups,
-    v[19] == '1' and 1 or 0,
+    v[19] == '1' and 1 or 0, errs,
   }
 end
 

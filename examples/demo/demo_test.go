@@ -24,7 +24,7 @@ func TestDemo(t *testing.T) {
 		"-> completed",
 		"run failed (4 succeeded, 1 failed, 2 skipped, 0 cancelled)",
 		"run failed: result exec load ended skipped; transform failed: nightly_etl.transform: injected failure",
-		"on-call notified: nightly_etl: transform or load failed",
+		"on-call notified: nightly_etl: transform failed: nightly_etl.transform: injected failure",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

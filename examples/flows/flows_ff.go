@@ -623,7 +623,10 @@ type AskJudgeUpstream struct {
 // and nil when that upstream produced no output (it failed or was skipped, or,
 // under join any or join N, had not ended when the exec started). An error
 // fails the attempt, which is retried per the exec's policy unless the error is
-// wrapped with worker.Permanent. Bind an implementation to a worker with
+// wrapped with worker.Permanent. A method reaches its task through
+// worker.TaskFrom(ctx): the attempt number, the deadline, why an upstream ended
+// without output (Task.UpstreamError, for an exec that runs on failure) and
+// usage reports for budgets. Bind an implementation to a worker with
 // RegisterAsk.
 type AskHandlers interface {
 	// Prepare runs exec "prepare" (kind "ask.prepare"). Its input in (Question) is
@@ -1362,8 +1365,11 @@ type FulfilOrderRefundPaymentUpstream struct {
 // named after it and nil when that upstream produced no output (it failed or
 // was skipped, or, under join any or join N, had not ended when the exec
 // started). An error fails the attempt, which is retried per the exec's policy
-// unless the error is wrapped with worker.Permanent. Bind an implementation to
-// a worker with RegisterFulfilOrder.
+// unless the error is wrapped with worker.Permanent. A method reaches its task
+// through worker.TaskFrom(ctx): the attempt number, the deadline, why an
+// upstream ended without output (Task.UpstreamError, for an exec that runs on
+// failure) and usage reports for budgets. Bind an implementation to a worker
+// with RegisterFulfilOrder.
 type FulfilOrderHandlers interface {
 	// CheckOrder runs exec "check_order" (kind "fulfil_order.check_order"). Its
 	// input in (Order) is the flow input. It returns its output (Order).
@@ -1894,8 +1900,11 @@ type NightlyETLCleanupUpstream struct {
 // named after it and nil when that upstream produced no output (it failed or
 // was skipped, or, under join any or join N, had not ended when the exec
 // started). An error fails the attempt, which is retried per the exec's policy
-// unless the error is wrapped with worker.Permanent. Bind an implementation to
-// a worker with RegisterNightlyETL.
+// unless the error is wrapped with worker.Permanent. A method reaches its task
+// through worker.TaskFrom(ctx): the attempt number, the deadline, why an
+// upstream ended without output (Task.UpstreamError, for an exec that runs on
+// failure) and usage reports for budgets. Bind an implementation to a worker
+// with RegisterNightlyETL.
 type NightlyETLHandlers interface {
 	// Extract runs exec "extract" (kind "nightly_etl.extract"). Its input in
 	// (Batch) is the flow input. It returns its output (Staged).
@@ -2338,7 +2347,10 @@ type PublishCleanupUpstream struct {
 // and nil when that upstream produced no output (it failed or was skipped, or,
 // under join any or join N, had not ended when the exec started). An error
 // fails the attempt, which is retried per the exec's policy unless the error is
-// wrapped with worker.Permanent. Bind an implementation to a worker with
+// wrapped with worker.Permanent. A method reaches its task through
+// worker.TaskFrom(ctx): the attempt number, the deadline, why an upstream ended
+// without output (Task.UpstreamError, for an exec that runs on failure) and
+// usage reports for budgets. Bind an implementation to a worker with
 // RegisterPublish.
 type PublishHandlers interface {
 	// Probe runs exec "probe" (kind "media.probe"). Its input in (Clip) is the flow

@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -395,12 +396,23 @@ func (e ETL) Quarantine(ctx context.Context, in Staged, up NightlyETLQuarantineU
 	}, nil
 }
 
-// NotifyFailure pages the on-call engineer after a failed transform or load.
+// NotifyFailure pages the on-call engineer after a failed transform or
+// load, with the failure: the upstream's error, which the task carries
+// (worker.TaskFrom).
 func (e ETL) NotifyFailure(ctx context.Context, up NightlyETLNotifyFailureUpstream) error {
 	if err := e.d.enter(ctx, "nightly_etl.notify_failure"); err != nil {
 		return err
 	}
-	e.d.notify("nightly_etl: transform or load failed")
+	var why []string
+	if t, ok := worker.TaskFrom(ctx); ok {
+		for _, exec := range []string{"transform", "load"} {
+			// The other one was skipped (or had not ended): not news.
+			if state, msg, ok := t.UpstreamError(exec); ok && state != "skipped" {
+				why = append(why, fmt.Sprintf("%s %s: %s", exec, state, msg))
+			}
+		}
+	}
+	e.d.notify("nightly_etl: %s", cmp.Or(strings.Join(why, "; "), "transform or load failed"))
 	return nil
 }
 

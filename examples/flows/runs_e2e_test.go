@@ -351,7 +351,7 @@ func TestE2ENightlyETL(t *testing.T) {
 				"quarantine": skip, "notify_failure": success, "cleanup": success},
 			state:  wire.RunFailed,
 			failed: []string{"transform"},
-			notify: []string{"nightly_etl: transform or load failed"},
+			notify: []string{"nightly_etl: transform failed: nightly_etl.transform: injected failure"},
 		},
 		{
 			name:  "extract fails: every other member skipped",
@@ -399,7 +399,7 @@ func TestE2ENightlyETLRetries(t *testing.T) {
 		if load := e.exec(run, "load"); load.Attempts != 3 {
 			t.Fatalf("load attempts = %d, want 3 (its retry policy)", load.Attempts)
 		}
-		checkNotified(t, e.demo, []string{"nightly_etl: transform or load failed"})
+		checkNotified(t, e.demo, []string{"nightly_etl: load failed: nightly_etl.load: attempt 3: injected failure"})
 	})
 	t.Run("extract retried: the result", func(t *testing.T) {
 		e := startE2EWith(t, Faults{FailTimes: map[string]int{"nightly_etl.extract": 2}}, quick(Plans()))

@@ -130,6 +130,9 @@ func (m Method) handler(flow, exec string, fn reflect.Value) worker.Handler {
 		upFields = upstreamFields(t.In(t.NumIn() - 1))
 	}
 	return func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		if cur, ok := worker.TaskFrom(ctx); !ok || cur != task {
+			ctx = worker.WithTask(ctx, task) // called directly (tests): TaskFrom works all the same
+		}
 		args := make([]reflect.Value, 0, t.NumIn())
 		args = append(args, reflect.ValueOf(&ctx).Elem())
 		if m.In {

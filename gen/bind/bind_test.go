@@ -74,7 +74,15 @@ func (h *shapes) In(_ context.Context, in item) error { h.record("in in=%d", in.
 
 func (h *shapes) Up(_ context.Context, up ups) error { h.record("up b=%d", len(*up.B)); return nil }
 
-func (h *shapes) Plain(context.Context) error { h.record("plain"); return nil }
+// Plain also checks that a method finds its task in its context, even
+// when the binding is called with a context that does not carry it.
+func (h *shapes) Plain(ctx context.Context) error {
+	if _, ok := worker.TaskFrom(ctx); !ok {
+		h.record("plain without its task")
+	}
+	h.record("plain")
+	return nil
+}
 
 // Quiet has an upstream, plain, without output: nothing to read.
 func (h *shapes) Quiet(context.Context) error { h.record("quiet"); return nil }

@@ -446,5 +446,11 @@ func toTask(g store.Grant) wire.Task {
 			t.Upstreams[k] = rawJSON(v)
 		}
 	}
+	if len(g.UpstreamErrors) > 0 {
+		t.UpstreamErrors = make(map[string]wire.UpstreamError, len(g.UpstreamErrors))
+		for k, v := range g.UpstreamErrors {
+			t.UpstreamErrors[k] = wire.UpstreamError{State: string(v.State), Error: v.Error}
+		}
+	}
 	return t
 }

@@ -1428,3 +1428,38 @@ func TestFlowOutcomeLeavesInputOut(t *testing.T) {
 		t.Fatalf("outcome = %+v, %v", run, err)
 	}
 }
+
+// TestFlowUpstreamErrorsReachTheGrant: a member that runs after upstreams
+// that ended without output (an on failure edge, or join any beside a
+// skipped upstream) is granted with how and why each of them ended.
+func TestFlowUpstreamErrorsReachTheGrant(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	x := execs("a", "b", "c", "d")
+	x[3].Join = plan.Join{Kind: plan.JoinAny}
+	x[3].InputFrom = plan.InputNone
+	r := e.stage(flowOf("errs", x, "a->b", "a->c on failure", "b->d", "c->d"), "")
+	ids := map[string]ExecutionID{}
+	for _, n := range r.Nodes {
+		ids[n.Name] = n.ExecutionID
+	}
+	g := e.claim(ids["a"], worker1, time.Minute)
+	if len(g.UpstreamErrors) != 0 {
+		t.Fatalf("a root has upstream errors: %v", g.UpstreamErrors)
+	}
+	if _, err := e.s.Fail(e.ctx, g.Lease, "boom", false); err != nil {
+		t.Fatal(err)
+	}
+	g = e.claim(ids["c"], worker1, time.Minute)
+	if diff := cmp.Diff(map[string]UpstreamError{"a": {State: StateFailed, Error: "boom"}}, g.UpstreamErrors); diff != "" || len(g.Upstreams) != 0 {
+		t.Fatalf("grant of c: upstream errors (-want +got):\n%s; upstreams %v", diff, g.Upstreams)
+	}
+	if err := e.s.Complete(e.ctx, g.Lease, []byte(`"handled"`)); err != nil {
+		t.Fatal(err)
+	}
+	g = e.claim(ids["d"], worker1, time.Minute)
+	want := map[string]UpstreamError{"b": {State: StateSkipped, Error: "its join can no longer be satisfied"}}
+	if diff := cmp.Diff(want, g.UpstreamErrors); diff != "" || string(g.Upstreams["c"]) != `"handled"` {
+		t.Fatalf("grant of d: upstream errors (-want +got):\n%s; upstreams %v", diff, g.Upstreams)
+	}
+}

@@ -492,10 +492,21 @@ type Grant struct {
 	// Upstreams holds the outputs of a flow member's upstream executions by
 	// exec name (flows; nil for standalone executions).
 	Upstreams map[string][]byte `json:"upstreams,omitempty"`
+	// UpstreamErrors holds, by exec name, how and why upstream executions
+	// of a flow member ended without an output: what an on failure or on
+	// done edge let the member run after.
+	UpstreamErrors map[string]UpstreamError `json:"upstream_errors,omitempty"`
 	// Downstream is true for a flow member whose success alone makes a
 	// downstream member eligible (staged with handoff=1): a Handoff can
 	// grant that member when this one completes.
 	Downstream bool `json:"downstream,omitempty"`
+}
+
+// UpstreamError is how an upstream of a flow member ended without an
+// output.
+type UpstreamError struct {
+	State PublicState `json:"state"` // failed, expired, cancelled or skipped
+	Error string      `json:"error"` // its failure, or why it expired, was cancelled or skipped
 }
 
 // Handoff asks FinishHandoff to grant the finishing worker, in the same

@@ -107,7 +107,7 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 
 // grantFields is the length of a grant of ff_claim and ff_finish (grant()
 // in lua/worker.lua).
-const grantFields = 17
+const grantFields = 18
 
 // parseGrants decodes the grants of ff_claim or ff_finish (partition p).
 func parseGrants(p int, ns string, gv []valkey.ValkeyMessage, fn string) ([]Grant, error) {
@@ -146,6 +146,13 @@ func parseGrants(p int, ns string, gv []valkey.ValkeyMessage, fn string) ([]Gran
 			g.Upstreams[str(ups[i])] = []byte(str(ups[i+1]))
 		}
 		g.Downstream = str(v[16]) == "1"
+		errs, _ := v[17].ToArray()
+		for i := 0; i+2 < len(errs); i += 3 {
+			if g.UpstreamErrors == nil {
+				g.UpstreamErrors = map[string]UpstreamError{}
+			}
+			g.UpstreamErrors[str(errs[i])] = UpstreamError{State: PublicState(str(errs[i+1])), Error: str(errs[i+2])}
+		}
 		grants = append(grants, g)
 	}
 	return grants, nil

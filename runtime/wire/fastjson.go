@@ -63,6 +63,9 @@ func tasksSize(tasks []Task) int {
 		for k, v := range t.Tags {
 			n += 6 + len(k) + len(v)
 		}
+		for k, v := range t.UpstreamErrors {
+			n += 30 + len(k) + len(v.State) + len(v.Error)
+		}
 	}
 	return n
 }
@@ -137,6 +140,22 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 			b, ok = appendString(b, k, ok)
 			b = append(b, ':')
 			b, ok = appendRaw(b, t.Upstreams[k], ok)
+		}
+		b = append(b, '}')
+	}
+	if len(t.UpstreamErrors) > 0 {
+		b = append(b, `,"upstream_errors":{`...)
+		for i, k := range sortedKeys(t.UpstreamErrors) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			v := t.UpstreamErrors[k]
+			b, ok = appendString(b, k, ok)
+			b = append(b, `:{"state":`...)
+			b, ok = appendString(b, v.State, ok)
+			b = append(b, `,"error":`...)
+			b, ok = appendString(b, v.Error, ok)
+			b = append(b, '}')
 		}
 		b = append(b, '}')
 	}
@@ -542,8 +561,31 @@ func (d *decoder) taskField(t *Task, key []byte) bool {
 	case "upstreams":
 		t.Upstreams = map[string]json.RawMessage{}
 		return fields(d, &t.Upstreams, (*decoder).rawEntry)
+	case "upstream_errors":
+		t.UpstreamErrors = map[string]UpstreamError{}
+		return fields(d, &t.UpstreamErrors, (*decoder).upstreamErrorEntry)
 	case "downstream":
 		return d.bool(&t.Downstream)
+	}
+	return false
+}
+
+// upstreamErrorEntry reads an UpstreamError into map *m under key.
+func (d *decoder) upstreamErrorEntry(m *map[string]UpstreamError, key []byte) bool {
+	var v UpstreamError
+	if !fields(d, &v, (*decoder).upstreamErrorField) {
+		return false
+	}
+	(*m)[string(key)] = v
+	return true
+}
+
+func (d *decoder) upstreamErrorField(v *UpstreamError, key []byte) bool {
+	switch string(key) {
+	case "state":
+		return d.str(&v.State)
+	case "error":
+		return d.str(&v.Error)
 	}
 	return false
 }

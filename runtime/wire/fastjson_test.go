@@ -27,7 +27,10 @@ func sampleTasks() []Task {
 			Downstream: true},
 		{ExecutionID: "0.x", Kind: "k", Namespace: "n", Lane: "l", Attempt: 2, LeaseID: "p-1", Epoch: 9, LeaseExpiresAt: east,
 			DeadlineAt: &deadline, Tags: map[string]string{"b": "2", "a": "1", "": ""}, Input: json.RawMessage(`[]`)},
+		{ExecutionID: "2.y", Kind: "etl.notify", LeaseExpiresAt: at, Upstreams: map[string]json.RawMessage{"extract": json.RawMessage(`{}`)},
+			UpstreamErrors: map[string]UpstreamError{"transform": {State: "failed", Error: "etl.transform: bad row 7"}, "load": {State: "skipped", Error: "its join can no longer be satisfied"}}},
 		{}, // zero: every omitempty field omitted
+		{LeaseExpiresAt: at, UpstreamErrors: map[string]UpstreamError{"a": {State: "failed", Error: "a \"quoted\"\nline"}}}, // escapes
 		{Kind: "html <b> & co", LeaseExpiresAt: at},                          // escaped by encoding/json
 		{Kind: "naïve", LeaseExpiresAt: at},                                  // not ASCII
 		{LeaseExpiresAt: at, Input: json.RawMessage(`{"a": 1}`)},             // not compact
@@ -77,10 +80,10 @@ func TestFastEncodeMatchesEncodingJSON(t *testing.T) {
 			}
 		}
 	}
-	// The first two tasks, the empty ones, an escape written as such, and
-	// three of the results.
-	if fast != 8 {
-		t.Errorf("%d samples took the fast path, want 8", fast)
+	// The first three tasks, the empty ones, an escape written as such,
+	// and three of the results.
+	if fast != 9 {
+		t.Errorf("%d samples took the fast path, want 9", fast)
 	}
 	checkEncode(t, LeaseResults{})
 	checkEncode(t, ClaimResponse{})
@@ -109,7 +112,7 @@ func checkEncode(t *testing.T, v any) {
 // TestFastDecodeMatchesEncodingJSON: the answers the server writes decode
 // on the fast path, to what json.Unmarshal gives.
 func TestFastDecodeMatchesEncodingJSON(t *testing.T) {
-	tasks := sampleTasks()[:3]
+	tasks := sampleTasks()[:4]
 	results := sampleResults()
 	results = append(results[:2], results[3])
 	for _, v := range []any{
@@ -196,7 +199,8 @@ func FuzzEncode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, kind, tag, raw string, n, unixNano int64, offset int32, down bool) {
 		task := Task{ExecutionID: id, Kind: kind, Namespace: tag, Lane: tag, Attempt: int(n), MaxAttempts: int(n % 7),
 			LeaseID: id + kind, Epoch: n, LeaseExpiresAt: time.Unix(0, unixNano).In(time.FixedZone("z", int(offset))),
-			Tags: map[string]string{tag: kind, kind: id}, Downstream: down}
+			Tags: map[string]string{tag: kind, kind: id}, Downstream: down,
+			UpstreamErrors: map[string]UpstreamError{tag: {State: kind, Error: raw}}}
 		if json.Valid([]byte(raw)) {
 			task.Input = json.RawMessage(raw)
 			task.Upstreams = map[string]json.RawMessage{tag: task.Input}

@@ -202,11 +202,21 @@ type Task struct {
 	Tags           map[string]string          `json:"tags,omitempty"`
 	Input          json.RawMessage            `json:"input,omitempty"`
 	Upstreams      map[string]json.RawMessage `json:"upstreams,omitempty"`
+	// UpstreamErrors holds, by exec name, how and why upstreams of a flow
+	// member ended without an output.
+	UpstreamErrors map[string]UpstreamError `json:"upstream_errors,omitempty"`
 	// Downstream is true for a flow member whose success alone makes a
 	// downstream member eligible (an edge on success or done into a join
 	// that needs one edge), which a Handoff in the complete request can
 	// have granted at once.
 	Downstream bool `json:"downstream,omitempty"`
+}
+
+// UpstreamError is how an upstream of a flow member ended without an
+// output.
+type UpstreamError struct {
+	State string `json:"state"` // failed, expired, cancelled or skipped
+	Error string `json:"error"` // its failure, or why it expired, was cancelled or skipped
 }
 
 // Lease is the fence every worker call carries: a call whose lease id or

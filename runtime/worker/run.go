@@ -522,6 +522,7 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 		running
 		task  Task
 		usage taskUsage
+		ctx   taskCtx
 	}{running: running{lease: wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch}, expires: t.LeaseExpiresAt, cancel: cancel}}
 	r := &j.running
 	w.mu.Lock()
@@ -539,7 +540,7 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 	*task = Task{
 		id: t.ExecutionID, kind: t.Kind, namespace: t.Namespace, lane: t.Lane,
 		attempt: t.Attempt, maxAttempts: t.MaxAttempts, tags: t.Tags,
-		input: t.Input, upstreams: t.Upstreams,
+		input: t.Input, upstreams: t.Upstreams, upErrors: t.UpstreamErrors,
 		usage: &j.usage,
 	}
 	if t.DeadlineAt != nil {
@@ -555,10 +556,11 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 			rep.message = fmt.Sprintf("worker %s has no handler for kind %q", w.cfg.Name, t.Kind)
 			w.log.Warn("no handler for claimed task", slog.String(attrKind, t.Kind), slog.String(attrExecution, t.ExecutionID))
 		} else {
-			ctx := hctx
+			j.ctx = taskCtx{Context: hctx, t: task}
+			ctx := context.Context(&j.ctx)
 			if !task.deadline.IsZero() {
 				var c context.CancelFunc
-				ctx, c = context.WithDeadline(hctx, task.deadline)
+				ctx, c = context.WithDeadline(ctx, task.deadline)
 				defer c()
 			}
 			out, err := w.call(ctx, h, task)

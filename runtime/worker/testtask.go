@@ -3,6 +3,8 @@ package worker
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/flowfabric/ff/runtime/wire"
 )
 
 // NewTestTask returns a task carrying input and the outputs of upstream
@@ -10,6 +12,13 @@ import (
 // included, can be exercised without a server.
 func NewTestTask(input json.RawMessage, upstreams map[string]json.RawMessage) *Task {
 	return &Task{input: input, upstreams: upstreams}
+}
+
+// NewTestFlowTask is NewTestTask with the errors of upstreams that ended
+// without an output (Task.UpstreamError), as an exec that runs on failure
+// sees them.
+func NewTestFlowTask(input json.RawMessage, upstreams map[string]json.RawMessage, upstreamErrors map[string]wire.UpstreamError) *Task {
+	return &Task{input: input, upstreams: upstreams, upErrors: upstreamErrors}
 }
 
 // TestRegistrar is a Registrar that keeps the handlers by kind, so that

@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/flowfabric/ff/runtime/wire"
 )
 
 // Handler runs one attempt of a task and returns its JSON output (nil for
@@ -42,6 +44,7 @@ type Task struct {
 	tags        map[string]string
 	input       json.RawMessage
 	upstreams   map[string]json.RawMessage
+	upErrors    map[string]wire.UpstreamError
 	usage       *taskUsage // nil for test tasks
 }
 
@@ -80,6 +83,52 @@ func (t *Task) Input() json.RawMessage { return t.input }
 func (t *Task) Upstream(name string) (json.RawMessage, bool) {
 	out, ok := t.upstreams[name]
 	return out, ok
+}
+
+// UpstreamError returns how the upstream exec name of the same flow run
+// ended without an output, state (failed, expired, cancelled or skipped),
+// and why, msg: its failure, or the reason it expired, was cancelled or
+// was skipped. What an exec that runs on failure (an on failure or on done
+// edge) reports or acts on. ok is false when that upstream succeeded or
+// had not ended when the task was granted.
+func (t *Task) UpstreamError(name string) (state, msg string, ok bool) {
+	e, ok := t.upErrors[name]
+	return e.State, e.Error, ok
+}
+
+// taskKey is the context key of the Task a handler runs.
+type taskKey struct{}
+
+// taskCtx is a context carrying a Task: what WithTask returns, and what a
+// Worker hands its handlers (kept with the attempt's other state, so that
+// it costs no allocation of its own).
+type taskCtx struct {
+	context.Context
+	t *Task
+}
+
+func (c *taskCtx) Value(key any) any {
+	if key == (taskKey{}) {
+		return c.t
+	}
+	return c.Context.Value(key)
+}
+
+// WithTask returns a copy of ctx carrying t, for TaskFrom. A Worker gives
+// every handler such a context; generated bindings add it when the
+// context they are called with does not carry their task (tests calling
+// them directly).
+func WithTask(ctx context.Context, t *Task) context.Context {
+	return &taskCtx{Context: ctx, t: t}
+}
+
+// TaskFrom returns the Task whose handler ctx was given to (or a context
+// derived from it), and false for any other context. The typed handlers of
+// generated code take no Task: they reach the attempt number, deadline,
+// tags, the upstreams' errors and ReportUsage through it.
+func TaskFrom(ctx context.Context) (*Task, bool) {
+	t, ok := ctx.Value(taskKey{}).(*Task)
+	return t, ok
 }
 
 // Causes of a handler's context cancellation, read with context.Cause.
