@@ -221,7 +221,13 @@ func (s *scanner) escape() {
 		s.advance(len(rest) - len(tail))
 		return
 	}
-	_, size := utf8.DecodeRuneInString(rest[1:])
+	r, size := utf8.DecodeRuneInString(rest[1:])
+	if r == utf8.RuneError && size == 1 {
+		// A byte that is not UTF-8: str reports it where it stands (the
+		// message would otherwise hold it raw).
+		s.advance(1)
+		return
+	}
 	seq := rest[:1+size]
 	var hint string
 	switch c := rest[1]; {

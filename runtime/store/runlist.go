@@ -65,11 +65,16 @@ func decodeRunPos(s string) (runPos, error) {
 // runSource reads one partition's run index of a namespace, newest first,
 // from the cursor on.
 type runSource struct {
-	p      int
-	key    string
-	offset int64    // entries read so far, from the cursor's time
-	buf    []runPos // read and not merged yet
-	done   bool     // the index has nothing after buf
+	p   int
+	key string
+	// Reads go on after last (the last entry read, or the cursor), not
+	// from an offset: runs staged or purged between two reads of one call
+	// move the entries' offsets. tied entries of last's time were read (or
+	// are at or before the cursor): a read takes them again, and drops them.
+	last *runPos
+	tied int64
+	buf  []runPos // read and not merged yet
+	done bool     // the index has nothing after buf
 }
 
 // ListRuns returns one page of the runs of a namespace, newest first,
@@ -111,14 +116,14 @@ func (s *Store) ListRuns(ctx context.Context, req RunListRequest) (*RunPage, err
 	}
 	srcs := make([]*runSource, s.cfg.FlowPartitions)
 	for p := range srcs {
-		srcs[p] = &runSource{p: p, key: s.k.base(p) + ":runs:ns:" + req.Namespace}
+		srcs[p] = &runSource{p: p, key: s.k.base(p) + ":runs:ns:" + req.Namespace, last: cur}
 	}
 	page := &RunPage{}
 	scanned := 0
 	var last *runPos // the last entry looked at
 	for len(page.Runs) < limit && scanned < runScanMax {
 		want := min(max(limit-len(page.Runs), 32), runScanMax-scanned)
-		if err := s.fillRunSources(ctx, srcs, cur, want); err != nil {
+		if err := s.fillRunSources(ctx, srcs, want); err != nil {
 			return nil, err
 		}
 		batch := mergeRuns(srcs, want)
@@ -126,7 +131,7 @@ func (s *Store) ListRuns(ctx context.Context, req RunListRequest) (*RunPage, err
 			page.Cursor = "" // every index is exhausted
 			return page, nil
 		}
-		runs, err := s.readListedRuns(ctx, batch)
+		runs, err := s.readListedRuns(ctx, req.Namespace, batch)
 		if err != nil {
 			return nil, err
 		}
@@ -151,20 +156,20 @@ func (s *Store) ListRuns(ctx context.Context, req RunListRequest) (*RunPage, err
 
 // fillRunSources reads up to want more entries of every index whose buffer
 // is empty, in one round trip (more when every entry read was at or
-// before the cursor, as when many runs were staged in its millisecond).
-// cur, when set, is the entry the listing continues after.
-func (s *Store) fillRunSources(ctx context.Context, srcs []*runSource, cur *runPos, want int) error {
-	top := "+inf"
-	if cur != nil {
-		top = strconv.FormatInt(cur.ms, 10) // inclusive: entries of the same time may follow it
-	}
+// before where the index's reads stopped, as when many runs were staged in
+// its millisecond).
+func (s *Store) fillRunSources(ctx context.Context, srcs []*runSource, want int) error {
 	for {
 		var cmds valkey.Commands
 		var which []*runSource
 		for _, src := range srcs {
 			if len(src.buf) == 0 && !src.done {
+				top := "+inf"
+				if src.last != nil {
+					top = strconv.FormatInt(src.last.ms, 10) // inclusive: entries of the same time may follow it
+				}
 				cmds = append(cmds, s.c.B().Zrevrangebyscore().Key(src.key).Max(top).Min("-inf").Withscores().
-					Limit(src.offset, int64(want)).Build())
+					Limit(0, src.tied+int64(want)).Build())
 				which = append(which, src)
 			}
 		}
@@ -177,12 +182,23 @@ func (s *Store) fillRunSources(ctx context.Context, srcs []*runSource, cur *runP
 			if err != nil {
 				return fmt.Errorf("store: list runs of partition %d: %w", src.p, err)
 			}
-			src.offset += int64(len(entries))
-			src.done = len(entries) < want
+			src.done = int64(len(entries)) < src.tied+int64(want)
+			var next *runPos
 			for _, e := range entries {
 				pos := runPos{int64(e.Score), RunID(makeID(src.p, e.Member))}
-				if cur == nil || pos.before(*cur) {
+				if src.last == nil || pos.before(*src.last) {
 					src.buf = append(src.buf, pos)
+					next = &pos
+				}
+			}
+			if next == nil { // all of them at or before last: of its time
+				src.tied = int64(len(entries))
+				continue
+			}
+			src.last, src.tied = next, 0
+			for _, e := range entries {
+				if int64(e.Score) == next.ms {
+					src.tied++
 				}
 			}
 		}
@@ -225,9 +241,9 @@ func runSourcesEmpty(srcs []*runSource) bool {
 	return true
 }
 
-// readListedRuns reads the records of listed runs in one round trip: nil
-// for a run deleted meanwhile.
-func (s *Store) readListedRuns(ctx context.Context, batch []runPos) ([]*Run, error) {
+// readListedRuns reads the records of runs listed in namespace ns in one
+// round trip: nil for a run deleted meanwhile, or whose record is not of ns.
+func (s *Store) readListedRuns(ctx context.Context, ns string, batch []runPos) ([]*Run, error) {
 	cmds := make(valkey.Commands, len(batch))
 	for i, pos := range batch {
 		p, uuid, err := splitID(string(pos.id))
@@ -248,7 +264,7 @@ func (s *Store) readListedRuns(ctx context.Context, batch []runPos) ([]*Run, err
 				f[runListFields[j]] = s
 			}
 		}
-		if f["state"] == "" {
+		if f["state"] == "" || f["ns"] != ns {
 			continue
 		}
 		out[i] = runOf(batch[i].id, f)

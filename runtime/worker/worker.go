@@ -22,7 +22,10 @@ import (
 
 // Handler runs one attempt of a task and returns its JSON output (nil for
 // none). An error fails the attempt; the task is retried per its policy
-// unless the error is wrapped with Permanent.
+// unless the error is wrapped with Permanent. Handlers run on goroutines
+// the worker keeps for later tasks: what a handler leaves on its goroutine
+// (runtime.LockOSThread without UnlockOSThread, labels set with
+// pprof.SetGoroutineLabels) stays for the next task that goroutine runs.
 type Handler func(ctx context.Context, t *Task) (json.RawMessage, error)
 
 // Registrar binds handlers to task kinds. *Worker implements it; generated
