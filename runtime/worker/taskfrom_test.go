@@ -11,6 +11,9 @@ import (
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
+// otherKey is a context key of the test's own.
+type otherKey struct{}
+
 // TestTaskFromAndUpstreamErrors: a handler finds its task in its context
 // (through a deadline too), and a member that runs on its upstream's
 // failure reads how and why that upstream ended.
@@ -41,7 +44,7 @@ func TestTaskFromAndUpstreamErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := w.Handle("onfail.b", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
-		from, ok := worker.TaskFrom(context.WithValue(ctx, struct{}{}, 1)) // a context derived from it
+		from, ok := worker.TaskFrom(context.WithValue(ctx, otherKey{}, 1)) // a context derived from it
 		_, hasDeadline := ctx.Deadline()
 		s := seen{same: ok && from == task, hasDeadline: hasDeadline}
 		s.state, s.msg, s.ok = task.UpstreamError("a")
