@@ -209,7 +209,9 @@ end
 -- Reply: {1, public_state}
 --        {0, 'not_found'}
 --        {0, 'wrong_state', public_state}  (not active)
---        {0, 'stale_lease', reason, public_state}  (fenced: another lease)
+--        {0, 'stale_lease', reason, public_state}  (fenced: another lease;
+--        or its lease expired, attempt timed out or deadline passed, and
+--        the call applied that limit instead)
 local function ff_revoke_lease(keys, argv)
   local p = part(keys[1])
   local c = read_core(p, argv[1])

@@ -12,6 +12,10 @@ local CLAIM_FIELDS = {
 -- grant that is not a flow member, the grants of a finish without hand-off.
 local NONE = {}
 
+-- The public states of an upstream that ended without an output, which
+-- a grant reports (upstream_errors).
+local ENDED_WITHOUT = {failed = true, expired = true, cancelled = true, skipped = true}
+
 -- The attempt type of the next attempt, by the attempt state of a waiting
 -- execution.
 local NEXT_ATTEMPT = {
@@ -142,11 +146,14 @@ local function grant(p, g, u, v, lane, now, now_s, extra)
         -- after it failed, expired, was cancelled or skipped).
         local rv = redis.call('HMGET', p.xp .. up, 'result', 'failure_reason', 'state')
         r = rv[1]
-        if not r and rv[2] and rv[2] ~= '' then
+        local public = not r and public_of(rv[3])
+        if public and ENDED_WITHOUT[public] then
+          -- By its state, not its failure_reason: a failure may have an
+          -- empty message.
           if errs == NONE then errs = {} end
           errs[#errs + 1] = name
-          errs[#errs + 1] = public_of(rv[3])
-          errs[#errs + 1] = rv[2]
+          errs[#errs + 1] = public
+          errs[#errs + 1] = rv[2] or ''
         end
       end
       if r then

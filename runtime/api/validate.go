@@ -226,7 +226,8 @@ func cutMessage(s string) string {
 	if len(s) <= MessageMaxBytes {
 		return s
 	}
-	s = s[:MessageMaxBytes]
+	// Room for the marker: the store keeps at most MessageMaxBytes.
+	s = s[:MessageMaxBytes-len("…")]
 	for !utf8.ValidString(s) {
 		s = s[:len(s)-1]
 	}

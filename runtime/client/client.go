@@ -319,7 +319,9 @@ func (c *Client) RevokeLease(ctx context.Context, id, reason string) (*wire.Exec
 // GiveBack revokes lease l, only if it is still the execution's lease: a
 // worker handing back an attempt it will not finish (the attempt is not
 // charged and the execution is eligible again at once). Another lease
-// fails with code wire.CodeStaleLease and changes nothing.
+// fails with code wire.CodeStaleLease and changes nothing; a lease past its
+// expiry, the attempt's timeout or the execution's deadline fails with it
+// too, and the server applies that limit instead.
 func (c *Client) GiveBack(ctx context.Context, l wire.Lease, reason string) (*wire.Execution, error) {
 	return c.revokeLease(ctx, l.ExecutionID, wire.RevokeLease{Reason: reason, LeaseID: l.LeaseID, Epoch: l.Epoch})
 }

@@ -449,7 +449,9 @@ func (s *Store) RevokeLease(ctx context.Context, id ExecutionID, reason string) 
 
 // RevokeLeaseOf is RevokeLease fenced by lease l: only that lease is
 // revoked (a worker giving back its own attempt); another lease, or none,
-// is a *LeaseError and nothing changes.
+// is a *LeaseError and nothing changes. A lease past its expiry, the
+// attempt's timeout or the execution's deadline is a *LeaseError too, and
+// that limit is applied instead, as its scanner would have.
 func (s *Store) RevokeLeaseOf(ctx context.Context, l Lease, reason string) (*Execution, error) {
 	return s.revokeLease(ctx, l.ExecutionID, reason, l.ID, strconv.FormatInt(l.Epoch, 10))
 }
