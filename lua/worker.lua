@@ -495,7 +495,10 @@ end
 --        result);
 --        grants as ff_claim's, made by the hand-off (see settle_handoff):
 --        each such member goes from pending to active in this call and is
---        never in the eligible index.
+--        never in the eligible index. An 'ok' item repeating the success
+--        that ended the same lease's attempt, with the same output, is
+--        answered {1, 'completed', 0} and changes nothing (a report sent
+--        again after its answer was lost).
 local function ff_finish(keys, argv)
   local p = part(keys[1])
   local now = now_ms()
@@ -517,7 +520,13 @@ local function ff_finish(keys, argv)
       items[#items + 1] = refuse('not_found')
     else
       local why = lease_check(c, argv[i + 1], argv[i + 2], now)
-      if OVERDUE[why] then
+      if why == 'not_active' and argv[i + 3] == 'ok' and c.lease_id == argv[i + 1] and c.lease_epoch == argv[i + 2]
+          and public_of(c.state) == 'completed' and (redis.call('HGET', c.key, 'result') or '') == argv[i + 4] then
+        -- The success that ended this very attempt, sent again with the
+        -- same output (its answer was lost): it was recorded once, and is
+        -- answered alike. Another output is no repeat: refused below.
+        items[#items + 1] = ok('completed', 0)
+      elseif OVERDUE[why] then
         local public = end_overdue(p, c, why, now, jitter_frac(argv[1], i))
         items[#items + 1] = refuse('stale_lease', why, public)
       elseif why then

@@ -516,7 +516,10 @@ func TestRaceDuplicateItemInOneFinish(t *testing.T) {
 	if res[0].Err != nil {
 		t.Fatalf("first item = %+v", res[0])
 	}
-	wantLeaseErr(t, "second item", res[1].Err, LeaseReasonNotActive, StateCompleted)
+	// The same success twice: recorded once, answered alike.
+	if res[1].Err != nil || res[1].State != StateCompleted {
+		t.Fatalf("second item = %+v", res[1])
+	}
 	if len(grants) != 1 || grants[0].FlowNode != "b" {
 		t.Fatalf("grants = %+v", grants)
 	}

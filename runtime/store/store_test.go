@@ -423,6 +423,46 @@ func TestLimitsPassedRefusedBeforeScanner(t *testing.T) {
 	}
 }
 
+// TestCompleteSentAgain: a worker whose complete went through but whose
+// answer was lost sends it again; the repeat (same lease, same output) is
+// answered as recorded and changes nothing. Any other late call of the
+// lease, another output included, stays refused.
+func TestCompleteSentAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := e.create(CreateRequest{Retry: RetryPolicy{Attempts: 2}})
+	g := e.claim(x.ID, worker1, time.Minute)
+	if err := e.s.Complete(e.ctx, g.Lease, []byte(`"first"`)); err != nil {
+		t.Fatal(err)
+	}
+	before := e.get(x.ID)
+	if err := e.s.Complete(e.ctx, g.Lease, []byte(`"first"`)); err != nil {
+		t.Fatalf("the same complete again = %v, want it answered as recorded", err)
+	}
+	if diff := cmp.Diff(before, e.get(x.ID)); diff != "" {
+		t.Fatalf("the repeat changed the execution (-before +after):\n%s", diff)
+	}
+	var le *LeaseError
+	if err := e.s.Complete(e.ctx, g.Lease, []byte(`"second"`)); !errors.As(err, &le) || le.Reason != LeaseReasonNotActive {
+		t.Fatalf("a complete with another output = %v, want not_active", err)
+	}
+	if _, err := e.s.Fail(e.ctx, g.Lease, "late", true); !errors.As(err, &le) || le.Reason != LeaseReasonNotActive {
+		t.Fatalf("a fail after the success = %v, want not_active", err)
+	}
+	if err := e.s.Complete(e.ctx, Lease{ExecutionID: x.ID, ID: g.ID, Epoch: g.Epoch + 1}, nil); !errors.As(err, &le) || le.Reason != LeaseReasonNotActive {
+		t.Fatalf("a complete of another epoch = %v, want not_active", err)
+	}
+	// A success after the attempt failed is no repeat: refused.
+	y := e.create(CreateRequest{Retry: RetryPolicy{Attempts: 1}})
+	gy := e.claim(y.ID, worker1, time.Minute)
+	if _, err := e.s.Fail(e.ctx, gy.Lease, "boom", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Complete(e.ctx, gy.Lease, nil); !errors.As(err, &le) || le.Reason != LeaseReasonNotActive {
+		t.Fatalf("a complete after the failure = %v, want not_active", err)
+	}
+}
+
 func TestStaleLeaseAndEpoch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
