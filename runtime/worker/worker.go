@@ -137,7 +137,8 @@ func TaskFrom(ctx context.Context) (*Task, bool) {
 // Causes of a handler's context cancellation, read with context.Cause.
 var (
 	// ErrLeaseLost: the server rejected the lease (expired, revoked or
-	// superseded) or it could not be renewed before it ran out.
+	// superseded, or the attempt's timeout or the execution's deadline
+	// passed) or it could not be renewed before it ran out.
 	ErrLeaseLost = errors.New("worker: lease lost")
 	// ErrCancelled: the execution was cancelled.
 	ErrCancelled = errors.New("worker: execution cancelled")
