@@ -15,7 +15,7 @@ import (
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
-// Tasks decodes the tasks of a claim or complete answer body as
+// rawTasks decodes the tasks of a claim or complete answer body as
 // plain JSON, so that the test sees the keys the server wrote.
 func rawTasks(t *testing.T, r servertest.Response) []map[string]json.RawMessage {
 	t.Helper()
@@ -31,7 +31,7 @@ func rawTasks(t *testing.T, r servertest.Response) []map[string]json.RawMessage 
 	return body.Tasks
 }
 
-// Lease is the lease of a task decoded by Tasks.
+// rawLease is the lease of a task decoded by rawTasks.
 func rawLease(t *testing.T, task map[string]json.RawMessage) wire.Lease {
 	t.Helper()
 	var l wire.Lease

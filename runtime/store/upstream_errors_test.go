@@ -9,16 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// IDs returns the members of run r by name.
-func memberIDs(r *Run) map[string]ExecutionID {
-	ids := map[string]ExecutionID{}
-	for _, n := range r.Nodes {
-		ids[n.Name] = n.ExecutionID
-	}
-	return ids
-}
-
-// Grant returns the grant of gs for id, failing the test when none.
+// grantOf returns the grant of gs for id, failing the test when none.
 func grantOf(t *testing.T, gs []Grant, id ExecutionID) Grant {
 	t.Helper()
 	for _, g := range gs {
@@ -37,7 +28,7 @@ func grantOf(t *testing.T, gs []Grant, id ExecutionID) Grant {
 func TestEmptyFailureMessageStillReported(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
-	ids := memberIDs(e.stage(flowOf("emptymsg", execs("a", "b"), "a->b on failure"), ""))
+	ids := nodeIDs(e.stage(flowOf("emptymsg", execs("a", "b"), "a->b on failure"), ""))
 	g := e.claim(ids["a"], worker1, time.Minute)
 	if _, err := e.s.Fail(e.ctx, g.Lease, "", false); err != nil {
 		t.Fatal(err)
@@ -57,7 +48,7 @@ func TestHandoffSameCallFailure(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
 	x := execs("a", "b", "d")
 	x[2].InputFrom = plan.InputNone
-	ids := memberIDs(e.stage(flowOf("handerr", x, "a->d on failure", "b->d"), ""))
+	ids := nodeIDs(e.stage(flowOf("handerr", x, "a->d on failure", "b->d"), ""))
 	gs := e.claimAll(worker1, 2, time.Minute)
 	ga, gb := grantOf(t, gs, ids["a"]), grantOf(t, gs, ids["b"])
 	res, grants, err := e.s.FinishHandoff(e.ctx, []Finish{
@@ -81,7 +72,7 @@ func TestHandoffEarlierFailure(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
 	x := execs("a", "b", "d")
 	x[2].InputFrom = plan.InputNone
-	ids := memberIDs(e.stage(flowOf("handerr2", x, "a->d on done", "b->d"), ""))
+	ids := nodeIDs(e.stage(flowOf("handerr2", x, "a->d on done", "b->d"), ""))
 	gs := e.claimAll(worker1, 2, time.Minute)
 	if _, err := e.s.Fail(e.ctx, grantOf(t, gs, ids["a"]).Lease, "earlier", false); err != nil {
 		t.Fatal(err)
@@ -103,7 +94,7 @@ func TestReplayClearsUpstreamErrors(t *testing.T) {
 	x[2].Join = plan.Join{Kind: plan.JoinAny}
 	x[2].InputFrom = plan.InputNone
 	r := e.stage(flowOf("replayerr", x, "a->d", "b->d"), "")
-	ids := memberIDs(r)
+	ids := nodeIDs(r)
 	gs := e.claimAll(worker1, 2, time.Minute)
 	if _, err := e.s.Fail(e.ctx, grantOf(t, gs, ids["a"]).Lease, "first run", false); err != nil {
 		t.Fatal(err)
@@ -144,7 +135,7 @@ func TestCancelledAndPendingUpstreams(t *testing.T) {
 	x[1].Retry = plan.Retry{Attempts: 3, Backoff: plan.BackoffFixed, DelayMs: 60_000}
 	x[3].Join = plan.Join{Kind: plan.JoinAny}
 	x[3].InputFrom = plan.InputNone
-	ids := memberIDs(e.stage(flowOf("mixed", x, "a->d", "b->d", "c->d"), ""))
+	ids := nodeIDs(e.stage(flowOf("mixed", x, "a->d", "b->d", "c->d"), ""))
 	if _, err := e.s.Cancel(e.ctx, ids["a"], "operator said \"no\"\nfor now"); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +162,7 @@ func TestGiveBackAfterDeadlineExpiresUpstream(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
 	x := execs("a", "b")
 	x[0].DeadlineMs = 300
-	ids := memberIDs(e.stage(flowOf("expired", x, "a->b on failure"), ""))
+	ids := nodeIDs(e.stage(flowOf("expired", x, "a->b on failure"), ""))
 	g := e.claim(ids["a"], worker1, time.Minute)
 	time.Sleep(400 * time.Millisecond)
 	_, err := e.s.RevokeLeaseOf(e.ctx, g.Lease, "shutdown")
@@ -214,7 +205,7 @@ func TestGiveBackAfterLeaseExpiry(t *testing.T) {
 func TestLongErrorClipped(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
-	ids := memberIDs(e.stage(flowOf("long", execs("a", "b"), "a->b on failure"), ""))
+	ids := nodeIDs(e.stage(flowOf("long", execs("a", "b"), "a->b on failure"), ""))
 	g := e.claim(ids["a"], worker1, time.Minute)
 	if _, err := e.s.Fail(e.ctx, g.Lease, "x"+strings.Repeat("é", 3000), false); err != nil {
 		t.Fatal(err)
@@ -251,7 +242,7 @@ func TestSkippedInputUpstreamInHandoff(t *testing.T) {
 	x := execs("a", "b", "c", "d")
 	x[3].Join = plan.Join{Kind: plan.JoinAny}
 	x[3].InputFrom, x[3].InputExec = plan.InputExec, "b"
-	ids := memberIDs(e.stage(flowOf("skipin", x, "a->b", "a->c on failure", "b->d", "c->d"), ""))
+	ids := nodeIDs(e.stage(flowOf("skipin", x, "a->b", "a->c on failure", "b->d", "c->d"), ""))
 	g := e.claim(ids["a"], worker1, time.Minute)
 	if _, err := e.s.Fail(e.ctx, g.Lease, "a broke", false); err != nil {
 		t.Fatal(err)

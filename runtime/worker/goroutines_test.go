@@ -206,12 +206,11 @@ func (r *reportKinds) RoundTrip(req *http.Request) (*http.Response, error) {
 // stops), as http.Transport answers it.
 func (r *reportKinds) CloseIdleConnections() { r.base.CloseIdleConnections() }
 
-// TestReportsOfSeveralKindsInOneBatch: with every request slot
-// busy, a completion and a failure queue up and go in one batch, as two
-// requests; both are recorded, and nothing stays behind after Run.
-func TestReportsOfSeveralKindsInOneBatch(t *testing.T) {
-	t.Parallel()
-	env := servertest.Start(t)
+// holdingWorker returns a worker of 8 slots with handlers "ok" (succeeds)
+// and "bad" (fails for good), whose reports go through a reportKinds
+// transport that holds them until released.
+func holdingWorker(t *testing.T, env *servertest.Env) (*reportKinds, *worker.Worker) {
+	t.Helper()
 	tr := &reportKinds{base: &http.Transport{}, hold: make(chan struct{})}
 	w := newWorker(t, env, func(c *worker.Config) {
 		c.Concurrency = 8
@@ -221,6 +220,16 @@ func TestReportsOfSeveralKindsInOneBatch(t *testing.T) {
 	_ = w.Handle("bad", func(context.Context, *worker.Task) (json.RawMessage, error) {
 		return nil, worker.Permanent(errors.New("bad"))
 	})
+	return tr, w
+}
+
+// TestReportsOfSeveralKindsInOneBatch: with every request slot
+// busy, a completion and a failure queue up and go in one batch, as two
+// requests; both are recorded, and nothing stays behind after Run.
+func TestReportsOfSeveralKindsInOneBatch(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	tr, w := holdingWorker(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := runLabelled(ctx, w, "leak-mixed")
@@ -275,15 +284,7 @@ func TestReportsOfSeveralKindsInOneBatch(t *testing.T) {
 func TestDrainWaitsForHeldReports(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
-	tr := &reportKinds{base: &http.Transport{}, hold: make(chan struct{})}
-	w := newWorker(t, env, func(c *worker.Config) {
-		c.Concurrency = 8
-		c.HTTPClient = &http.Client{Transport: tr}
-	})
-	_ = w.Handle("ok", func(context.Context, *worker.Task) (json.RawMessage, error) { return json.RawMessage(`1`), nil })
-	_ = w.Handle("bad", func(context.Context, *worker.Task) (json.RawMessage, error) {
-		return nil, worker.Permanent(errors.New("bad"))
-	})
+	tr, w := holdingWorker(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := runLabelled(ctx, w, "leak-drain")

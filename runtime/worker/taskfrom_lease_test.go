@@ -17,7 +17,7 @@ import (
 // leaseKey is a context key of this test's own.
 type leaseKey struct{}
 
-// Derived returns contexts derived from ctx in every way a handler
+// derivedContexts returns contexts derived from ctx in every way a handler
 // may derive one, with their cancel functions.
 func derivedContexts(ctx context.Context) (map[string]context.Context, func()) {
 	c1, cancel1 := context.WithCancel(ctx)
@@ -54,6 +54,8 @@ func TestTaskFromAcrossLeaseLoss(t *testing.T) {
 	}
 }
 
+// checkTaskFromAcrossLeaseLoss runs TestTaskFromAcrossLeaseLoss with an
+// attempt timeout of timeoutMs (0 = none).
 func checkTaskFromAcrossLeaseLoss(t *testing.T, timeoutMs int64) {
 	env := servertest.Start(t)
 	w := newWorker(t, env, func(c *worker.Config) {
