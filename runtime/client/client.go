@@ -92,6 +92,9 @@ func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 // New returns a Client for the server at baseURL (for example
 // "http://127.0.0.1:8080").
 func New(baseURL string, opts ...Option) (*Client, error) {
+	if baseURL == "" {
+		return nil, errors.New(`client: the base URL is empty (for example "http://127.0.0.1:8080")`)
+	}
 	if !strings.Contains(baseURL, "://") {
 		// "127.0.0.1:8080" fails url.Parse with a message about a colon.
 		return nil, fmt.Errorf("client: base URL %q has no scheme: write http://%s", baseURL, baseURL)

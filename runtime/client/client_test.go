@@ -18,6 +18,9 @@ func TestNewValidatesURL(t *testing.T) {
 			t.Errorf("New(%q): want an error", u)
 		}
 	}
+	if _, err := client.New(""); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("New(\"\") = %v, want it called empty", err)
+	}
 	if _, err := client.New("127.0.0.1:8080"); err == nil || !strings.Contains(err.Error(), "write http://127.0.0.1:8080") {
 		t.Errorf("New without a scheme = %v, want the fix named", err)
 	}
