@@ -80,45 +80,12 @@ local function grant_ctx(worker, instance, ttl, prefix)
   return {worker = worker, instance = instance, ttl = ttl, prefix = prefix, list = {}}
 end
 
--- grant leases execution u, whose CLAIM_FIELDS are v, to the worker of
--- grant context g at time now (now_s its string): the attempt starts, the
--- execution enters the partition's lease index,
--- and the grant is appended to g.list. The caller has checked that u is
--- eligible and that the worker may run it, and removes it from the index
--- it was in. extra, when set, holds more field/value pairs to write: the
--- quota admission the attempt holds (qheld = "<attempt>#<token>", a
--- claim), or what to_eligible would have written (a hand-off).
-local function grant(p, g, u, v, lane, now, now_s, extra)
-  local key = p.xp .. u
-  local attempt = num(v[5]) + 1
-  local epoch = num(v[6]) + 1
-  local lease_id = g.prefix .. '-' .. itoa(#g.list)
-  local expires = now + g.ttl
-  if not g.expires_s then g.expires_s = ts(expires) end -- the same for every grant of a call
-  local atype = next_attempt(v[1])
-  local timeout = num(v[8])
-  local attempt_deadline = 0
-  local started = v[13]
-  if not started or started == '' then started = now_s end
-  if not g.running then
-    g.running = sv('active', 'leased', 'not_applicable', 'none', 'none', 'running_attempt')
-    g.who = '\t' .. g.worker .. '\t' .. g.instance .. '\t'
-  end
-  local av = atype .. g.who .. lease_id .. '\t' .. itoa(epoch) .. '\t' .. now_s
-  extra = extra or NONE
-  if timeout > 0 then
-    attempt_deadline = now + timeout
-    local ad_s = ts(attempt_deadline)
-    zadd(p, p.timeouts, ad_s, u)
-    redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
-      'lease_expires_at', g.expires_s, 'updated_at', now_s, 'started_at', started, 'attempt_deadline_at', ad_s,
-      'att:' .. itoa(attempt), av, 'state', g.running, unpack(extra))
-  else
-    redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
-      'lease_expires_at', g.expires_s, 'updated_at', now_s, 'started_at', started,
-      'att:' .. itoa(attempt), av, 'state', g.running, unpack(extra))
-  end
-  zadd(p, p.leases, g.expires_s, u)
+-- grant_entry appends to g.list the grant of execution u (CLAIM_FIELDS
+-- v, in lane) under lease lease_id and epoch of its attempt number
+-- attempt, of type atype, expiring at expires, with the attempt deadline
+-- attempt_deadline (0 = none): what the worker needs to run it, a flow
+-- member's input and its upstreams' results and errors included.
+local function grant_entry(p, g, u, v, lane, attempt, atype, lease_id, epoch, expires, attempt_deadline)
   local payload = v[9] or ''
   local ups = NONE -- shared by the grants of standalone executions
   local errs = NONE
@@ -167,6 +134,48 @@ local function grant(p, g, u, v, lane, now, now_s, extra)
     attempt_deadline, v[7] or '1', payload, v[10] or '', v[11] or '', v[12] or '', ups,
     v[19] == '1' and 1 or 0, errs,
   }
+end
+
+-- grant leases execution u, whose CLAIM_FIELDS are v, to the worker of
+-- grant context g at time now (now_s its string): the attempt starts, the
+-- execution enters the partition's lease index,
+-- and the grant is appended to g.list. The caller has checked that u is
+-- eligible and that the worker may run it, and removes it from the index
+-- it was in. extra, when set, holds more field/value pairs to write: the
+-- quota admission the attempt holds (qheld = "<attempt>#<token>", a
+-- claim), or what to_eligible would have written (a hand-off).
+local function grant(p, g, u, v, lane, now, now_s, extra)
+  local key = p.xp .. u
+  local attempt = num(v[5]) + 1
+  local epoch = num(v[6]) + 1
+  local lease_id = g.prefix .. '-' .. itoa(#g.list)
+  local expires = now + g.ttl
+  if not g.expires_s then g.expires_s = ts(expires) end -- the same for every grant of a call
+  local atype = next_attempt(v[1])
+  local timeout = num(v[8])
+  local attempt_deadline = 0
+  local started = v[13]
+  if not started or started == '' then started = now_s end
+  if not g.running then
+    g.running = sv('active', 'leased', 'not_applicable', 'none', 'none', 'running_attempt')
+    g.who = '\t' .. g.worker .. '\t' .. g.instance .. '\t'
+  end
+  local av = atype .. g.who .. lease_id .. '\t' .. itoa(epoch) .. '\t' .. now_s
+  extra = extra or NONE
+  if timeout > 0 then
+    attempt_deadline = now + timeout
+    local ad_s = ts(attempt_deadline)
+    zadd(p, p.timeouts, ad_s, u)
+    redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
+      'lease_expires_at', g.expires_s, 'updated_at', now_s, 'started_at', started, 'attempt_deadline_at', ad_s,
+      'att:' .. itoa(attempt), av, 'state', g.running, unpack(extra))
+  else
+    redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
+      'lease_expires_at', g.expires_s, 'updated_at', now_s, 'started_at', started,
+      'att:' .. itoa(attempt), av, 'state', g.running, unpack(extra))
+  end
+  zadd(p, p.leases, g.expires_s, u)
+  grant_entry(p, g, u, v, lane, attempt, atype, lease_id, epoch, expires, attempt_deadline)
 end
 
 -- ff_claim: grant up to max eligible executions of some lanes.
@@ -470,6 +479,35 @@ local function settle_handoff(p, now)
   end
 end
 
+-- redeliver adds to the hand-off h the grants that an earlier call
+-- recording success c made to the same worker instance, when c's success
+-- is sent again because that call's answer was lost: c's downstream
+-- members still running under a lease from that call (started by this
+-- instance when c ended, not expired), up to h.max grants in all. The
+-- worker never received them; without this they would wait for their
+-- leases to run out. Nothing is written.
+local function redeliver(p, h, c, now)
+  if not c.out or c.out == '' then return end
+  local ended = redis.call('HGET', c.key, 'ended_at')
+  if not ended then return end
+  local g = h.g
+  for _, d in each_edge, c.out, 1 do
+    if #g.list >= h.max then return end
+    local key = p.xp .. d
+    local v = redis.call('HMGET', key, unpack(CLAIM_FIELDS))
+    if v[1] and is(v[1], 'active') then
+      local lv = redis.call('HMGET', key, 'lease_id', 'lease_expires_at', 'attempt_deadline_at', 'lane',
+        'att:' .. (v[5] or ''))
+      -- The attempt's record: type, worker, instance, lease id, epoch, start.
+      local atype, _, instance, lease_id, _, started =
+        string.match(lv[5] or '', '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)$')
+      if instance == g.instance and started == ended and lease_id == lv[1] and num(lv[2]) > now then
+        grant_entry(p, g, d, v, lv[4] or '', num(v[5]), atype, lv[1], num(v[6]), num(lv[2]), num(lv[3] or ''))
+      end
+    end
+  end
+end
+
 -- ff_finish: end many attempts of one partition, each a success or a
 -- failure, fenced by lease id and epoch; optionally hand the downstream
 -- flow members the successes make eligible to the finishing worker.
@@ -498,7 +536,9 @@ end
 --        never in the eligible index. An 'ok' item repeating the success
 --        that ended the same lease's attempt, with the same output, is
 --        answered {1, 'completed', 0} and changes nothing (a report sent
---        again after its answer was lost).
+--        again after its answer was lost); with a hand-off, the grants the
+--        lost answer held for this worker instance are sent again (see
+--        redeliver).
 local function ff_finish(keys, argv)
   local p = part(keys[1])
   local now = now_ms()
@@ -524,8 +564,10 @@ local function ff_finish(keys, argv)
           and public_of(c.state) == 'completed' and (redis.call('HGET', c.key, 'result') or '') == argv[i + 4] then
         -- The success that ended this very attempt, sent again with the
         -- same output (its answer was lost): it was recorded once, and is
-        -- answered alike. Another output is no repeat: refused below.
+        -- answered alike, with the hand-off grants the lost answer held.
+        -- Another output is no repeat: refused below.
         items[#items + 1] = ok('completed', 0)
+        if h then redeliver(p, h, c, now) end
       elseif OVERDUE[why] then
         local public = end_overdue(p, c, why, now, jitter_frac(argv[1], i))
         items[#items + 1] = refuse('stale_lease', why, public)

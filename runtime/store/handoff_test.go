@@ -370,3 +370,60 @@ func TestHandoffAfterReplay(t *testing.T) {
 		})
 	}
 }
+
+// TestHandoffSentAgainAfterLostAnswer: a worker whose complete with a
+// hand-off went through, but whose answer (with the granted tasks) was
+// lost, sends it again. The repeat gets the same grants back, under the
+// same leases, so the run goes on at once instead of waiting for their
+// leases to run out. Another instance, or a grant no longer running
+// under that lease, gets nothing.
+func TestHandoffSentAgainAfterLostAnswer(t *testing.T) {
+	t.Parallel()
+	e := onePartition(t)
+	f := flowOf("again", execs("a", "b", "c"), "a->b", "b->c")
+	f.Result = "c"
+	r := e.stage(f, `{"n":1}`)
+	a := e.claimAll(worker1, 1, time.Minute)[0]
+	first := e.finishOK(a, `"out-a"`, handoff(1)) // the answer the worker never got
+	if len(first) != 1 || first[0].FlowNode != "b" {
+		t.Fatalf("first hand-off = %+v", first)
+	}
+	other := handoff(1)
+	other.Worker = worker2
+	if again := e.finishOK(a, `"out-a"`, other); len(again) != 0 {
+		t.Fatalf("another instance got %+v", grantIDs(again))
+	}
+	again := e.finishOK(a, `"out-a"`, handoff(1))
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Fatalf("the repeat's grants (-first +again):\n%s", diff)
+	}
+	if n := eligibleCount(e, "default"); n != 0 {
+		t.Fatalf("%d eligible after the repeat", n)
+	}
+	// The run goes on under the re-delivered lease.
+	next := e.finishOK(again[0], `"out-b"`, handoff(1))
+	if len(next) != 1 || next[0].FlowNode != "c" {
+		t.Fatalf("b's hand-off = %+v", next)
+	}
+	// Once b ended, a repeat of a's success re-delivers nothing.
+	if late := e.finishOK(a, `"out-a"`, handoff(1)); len(late) != 0 {
+		t.Fatalf("a late repeat re-delivered %+v", grantIDs(late))
+	}
+	e.finishOK(next[0], `"out-c"`, nil)
+	if done := e.run(r.ID); done.State != RunSucceeded || string(done.Result) != `"out-c"` {
+		t.Fatalf("run = %+v", done)
+	}
+
+	// A grant whose lease expired is not sent again (the scanner reclaims it).
+	e.stage(flowOf("again2", execs("a", "b"), "a->b"), `{}`)
+	a2 := e.claimAll(worker1, 1, time.Minute)[0]
+	short := handoff(1)
+	short.LeaseTTL = LeaseTTLMin
+	if g := e.finishOK(a2, `1`, short); len(g) != 1 {
+		t.Fatalf("hand-off = %+v", g)
+	}
+	time.Sleep(LeaseTTLMin + 30*time.Millisecond)
+	if g := e.finishOK(a2, `1`, handoff(1)); len(g) != 0 {
+		t.Fatalf("an expired grant was sent again: %+v", grantIDs(g))
+	}
+}

@@ -1,0 +1,81 @@
+package worker_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/worker"
+)
+
+// losingAnswer passes requests on, but loses the answer of the first
+// complete that asks for a hand-off after the server recorded it: the
+// worker sees a transport error and sends the report again.
+type losingAnswer struct {
+	base http.RoundTripper
+	lost atomic.Bool
+}
+
+func (l *losingAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path != "/v1/worker/complete" || l.lost.Load() {
+		return l.base.RoundTrip(r)
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	resp, err := l.base.RoundTrip(r)
+	if err != nil || !bytes.Contains(body, []byte(`"handoff"`)) || !l.lost.CompareAndSwap(false, true) {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return nil, errors.New("connection reset (test)")
+}
+
+// TestHandoffAnswerLost: the answer to a complete that handed off the next
+// member of a chain is lost; the worker sends the complete again and gets
+// the same grant back, so that member runs under its first lease (no
+// reclaim after the lease runs out) and the run ends.
+func TestHandoffAnswerLost(t *testing.T) {
+	t.Parallel()
+	tr := &losingAnswer{base: http.DefaultTransport}
+	env := servertest.Start(t)
+	w := newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency = 1
+		c.LeaseTTL = 2 * time.Second
+		c.HTTPClient = &http.Client{Transport: tr}
+	})
+	var ran atomic.Int64
+	handleChain(t, w, chainOf(3), 0, &ran)
+	run(t, w)
+	r, err := env.Client.StageFlow(ctxT(t), chainOf(3), []string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := r.Result(ctxT(t))
+	if err != nil || string(out) != `["a0","a1","a2"]` {
+		t.Fatalf("result %s, %v", out, err)
+	}
+	if !tr.lost.Load() {
+		t.Fatal("no answer was lost: the test did not test anything")
+	}
+	run2, err := env.Client.GetRun(ctxT(t), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range run2.Execs {
+		if x.Attempts != 1 {
+			t.Errorf("%s ran %d attempts, want 1 (the lost grant was not sent again)", x.Name, x.Attempts)
+		}
+	}
+	if n := ran.Load(); n != 3 {
+		t.Errorf("%d handler calls, want 3", n)
+	}
+}
