@@ -2,6 +2,8 @@ package worker_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
@@ -77,5 +80,83 @@ func TestHandoffAnswerLost(t *testing.T) {
 	}
 	if n := ran.Load(); n != 3 {
 		t.Errorf("%d handler calls, want 3", n)
+	}
+}
+
+// doublingClaims passes requests on, and repeats the task of the first
+// claim answer that grants exactly one: the worker is granted a lease it
+// already runs (what a re-delivered hand-off may do when the worker
+// claimed that member meanwhile).
+type doublingClaims struct {
+	base    http.RoundTripper
+	doubled atomic.Bool
+}
+
+func (d *doublingClaims) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := d.base.RoundTrip(r)
+	if err != nil || r.URL.Path != "/v1/worker/claim" || d.doubled.Load() {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	var ans struct {
+		Tasks []json.RawMessage `json:"tasks"`
+	}
+	if json.Unmarshal(body, &ans) == nil && len(ans.Tasks) == 1 && d.doubled.CompareAndSwap(false, true) {
+		body, _ = json.Marshal(map[string]any{"tasks": []json.RawMessage{ans.Tasks[0], ans.Tasks[0]}})
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// TestSameLeaseGrantedTwiceRunsOnce: a grant of the lease a task already
+// runs under does not start it again (nor cancel the running handler as
+// a lost lease): the task runs once and its outcome is recorded.
+func TestSameLeaseGrantedTwiceRunsOnce(t *testing.T) {
+	t.Parallel()
+	tr := &doublingClaims{base: http.DefaultTransport}
+	env := servertest.Start(t)
+	w := newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency = 2
+		c.HTTPClient = &http.Client{Transport: tr}
+	})
+	var calls atomic.Int64
+	cancelled := make(chan error, 2)
+	if err := w.Handle("once", func(ctx context.Context, _ *worker.Task) (json.RawMessage, error) {
+		calls.Add(1)
+		select {
+		case <-ctx.Done():
+			cancelled <- context.Cause(ctx)
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		return json.RawMessage(`"done"`), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, w)
+	ex, _, err := env.Client.CreateExecution(ctxT(t), wire.CreateExecution{Kind: "once"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.Client.WaitResult(ctxT(t), ex.ID, 20*time.Millisecond)
+	if err != nil || res.State != "completed" || string(res.Result) != `"done"` {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	if !tr.doubled.Load() {
+		t.Fatal("no claim answer was doubled: the test did not test anything")
+	}
+	select {
+	case cause := <-cancelled:
+		t.Fatalf("the running handler was cancelled: %v", cause)
+	default:
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times, want once", n)
 	}
 }

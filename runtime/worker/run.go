@@ -516,6 +516,17 @@ func (w *Worker) takeSlots(ctx context.Context, n int) int {
 // start runs the handler of t in its own goroutine; its slot is already
 // taken.
 func (w *Worker) start(base context.Context, t wire.Task) {
+	w.mu.Lock()
+	if cur := w.active[t.ExecutionID]; cur != nil && cur.lease.LeaseID == t.LeaseID && cur.lease.Epoch == t.Epoch {
+		w.mu.Unlock()
+		// The lease this worker already runs the execution under, granted
+		// again (a completion sent again after a lost answer gets that
+		// answer's hand-offs back, and one may have been claimed here
+		// meanwhile): it runs once. Its slot is free again.
+		w.slots <- struct{}{}
+		return
+	}
+	w.mu.Unlock()
 	hctx, cancel := context.WithCancelCause(base)
 	// One allocation for what lives as long as the attempt.
 	j := &struct {
