@@ -583,7 +583,7 @@ local function ff_replay_run(keys, argv)
     elseif not kept[c.u] then
       local done, okc = decided(c)
       zrem(p, lane_key(p, c.ns, c.lane, 'terminal'), c.u)
-      redis.call('HDEL', c.key, 'result')
+      redis.call('HDEL', c.key, 'result', 'handoff_prefix')
       -- Its allowances start again: retries (charged_attempts) and lost
       -- leases (reclaims).
       local common = {'deps_done', itoa(done), 'deps_ok', itoa(okc), 'charged_attempts', '0', 'reclaims', '0', 'deadline_at', '',

@@ -482,26 +482,32 @@ end
 -- redeliver adds to the hand-off h the grants that an earlier call
 -- recording success c made to the same worker instance, when c's success
 -- is sent again because that call's answer was lost: c's downstream
--- members still running under a lease from that call (started by this
--- instance when c ended, not expired), up to h.max grants in all. The
--- worker never received them; without this they would wait for their
--- leases to run out. Nothing is written.
+-- members still running under a lease from that call (its lease id has
+-- that call's prefix, which c's success recorded as handoff_prefix; the
+-- attempt was started by this instance; not expired), up to h.max grants
+-- in all, each once (a join of two successes of that call is downstream
+-- of both). The worker never received them; without this they would
+-- wait for their leases to run out. Nothing is written.
 local function redeliver(p, h, c, now)
   if not c.out or c.out == '' then return end
-  local ended = redis.call('HGET', c.key, 'ended_at')
-  if not ended then return end
+  local prefix = redis.call('HGET', c.key, 'handoff_prefix')
+  if not prefix or prefix == '' then return end
+  prefix = prefix .. '-'
   local g = h.g
+  h.again = h.again or {}
   for _, d in each_edge, c.out, 1 do
     if #g.list >= h.max then return end
     local key = p.xp .. d
     local v = redis.call('HMGET', key, unpack(CLAIM_FIELDS))
-    if v[1] and is(v[1], 'active') then
+    if v[1] and is(v[1], 'active') and not h.again[d] then
       local lv = redis.call('HMGET', key, 'lease_id', 'lease_expires_at', 'attempt_deadline_at', 'lane',
         'att:' .. (v[5] or ''))
       -- The attempt's record: type, worker, instance, lease id, epoch, start.
-      local atype, _, instance, lease_id, _, started =
+      local atype, _, instance, lease_id =
         string.match(lv[5] or '', '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)$')
-      if instance == g.instance and started == ended and lease_id == lv[1] and num(lv[2]) > now then
+      if instance == g.instance and lease_id == lv[1] and string.sub(lease_id, 1, #prefix) == prefix
+          and num(lv[2]) > now then
+        h.again[d] = true
         grant_entry(p, g, d, v, lv[4] or '', num(v[5]), atype, lv[1], num(v[6]), num(lv[2]), num(lv[3] or ''))
       end
     end
@@ -578,7 +584,14 @@ local function ff_finish(keys, argv)
         local af, av = attempt_end(c, 'success', '', now)
         if h then h.g.results[c.u] = argv[i + 4] end
         p.success = true -- the members this success helps fire may be handed off (decide)
-        local public = to_terminal(p, c, 'success', nil, now, 'result', argv[i + 4], af, av)
+        local public
+        if h then
+          -- The prefix of the leases this call grants: a repeat of this
+          -- success re-delivers them (see redeliver).
+          public = to_terminal(p, c, 'success', nil, now, 'result', argv[i + 4], af, av, 'handoff_prefix', h.g.prefix)
+        else
+          public = to_terminal(p, c, 'success', nil, now, 'result', argv[i + 4], af, av)
+        end
         p.success = nil
         if p.ended then
           items[#items + 1] = ok(public, 0, unpack(p.ended))

@@ -520,9 +520,9 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 	if cur := w.active[t.ExecutionID]; cur != nil && cur.lease.LeaseID == t.LeaseID && cur.lease.Epoch == t.Epoch {
 		w.mu.Unlock()
 		// The lease this worker already runs the execution under, granted
-		// again (a completion sent again after a lost answer gets that
-		// answer's hand-offs back, and one may have been claimed here
-		// meanwhile): it runs once. Its slot is free again.
+		// again: it runs once, and its slot is free again. (The server
+		// re-delivers only the hand-offs of an answer that was lost, which
+		// the worker never ran; this guards against any other repeat.)
 		w.slots <- struct{}{}
 		return
 	}
