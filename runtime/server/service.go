@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -359,8 +362,21 @@ func mapError(err error) *api.Error {
 		return api.Errorf(http.StatusBadRequest, wire.CodeValidation, "%v", err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &api.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "request cancelled or timed out", Err: err}
+	case connError(err):
+		return &api.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable,
+			Message: "the connection to Valkey failed (restarted or unreachable): retry", Err: err}
 	}
 	return api.Internal(err)
+}
+
+// connError reports whether err is the loss of a connection to Valkey
+// (the server restarted, or cannot be reached): transient, so answered 503
+// unavailable rather than 500. After a restart each idle connection of the
+// client fails the first command given to it, then redials.
+func connError(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, valkey.ErrClosing) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.As(err, &ne)
 }
 
 func timePtr(t time.Time) *time.Time {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/devserver"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
@@ -44,6 +45,11 @@ func TestValkeyRestartRecovers(t *testing.T) {
 		c.ValkeyAddr, c.KeyPrefix = vk.Addr, "restart:"
 		c.Templates = []*plan.Flow{twoStep()}
 		c.ResyncInterval, c.RunPoll = time.Hour, time.Hour
+		// No scanners: none is under test here, and valkey-go v1.0.79 races
+		// (under -race) when it sends a read-only command again on a new
+		// connection while the broken one's writer still reads it, which
+		// a scanner's read caught in flight by the restart can trigger.
+		c.DisableScanners = true
 	}
 	a, b := servertest.Start(t, share), servertest.Start(t, share)
 	ctx := ctxT(t)
@@ -57,18 +63,16 @@ func TestValkeyRestartRecovers(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	startValkeyOn(t, port)
 
-	// Back: the first requests may still fail while connections redial.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, _, errA := a.Client.CreateExecution(ctx, wire.CreateExecution{Kind: "warmup"})
-		_, _, errB := b.Client.CreateExecution(ctx, wire.CreateExecution{Kind: "warmup"})
-		if errA == nil && errB == nil {
-			break
+	// Back: every request may still fail while connections redial (each
+	// pipelined connection fails the first command given to it after the
+	// restart, answered 503 unavailable); afterRestart retries those.
+	for _, env := range []*servertest.Env{a, b} {
+		if _, err := afterRestart(t, func() (*wire.Execution, error) {
+			x, _, err := env.Client.CreateExecution(ctx, wire.CreateExecution{Kind: "warmup"})
+			return x, err
+		}); err != nil {
+			t.Fatalf("ffrun does not serve after Valkey came back: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ffrun does not serve 10 s after Valkey came back: %v / %v", errA, errB)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	// A parked claim of process a, woken by a create on process b. Process
 	// a resubscribes with a backoff of up to 2 s, later on a loaded
@@ -81,10 +85,16 @@ func TestValkeyRestartRecovers(t *testing.T) {
 		got := claimAsync(ctx, a, wire.ClaimRequest{WorkerID: "w", Kinds: []string{kind}, WaitMs: 4000})
 		time.Sleep(300 * time.Millisecond)
 		start := time.Now()
-		if _, _, err := b.Client.CreateExecution(ctx, wire.CreateExecution{Kind: kind}); err != nil {
+		if _, err := afterRestart(t, func() (*wire.Execution, error) {
+			x, _, err := b.Client.CreateExecution(ctx, wire.CreateExecution{Kind: kind})
+			return x, err
+		}); err != nil {
 			t.Fatal(err)
 		}
 		res := <-got
+		if client.IsCode(res.err, wire.CodeUnavailable) {
+			continue // the claim met a connection not redialled yet
+		}
 		if res.err != nil {
 			t.Fatalf("claim after the restart: %v", res.err)
 		}
@@ -95,13 +105,15 @@ func TestValkeyRestartRecovers(t *testing.T) {
 	}
 
 	// A result request waiting on b, for a run a's claims drive.
-	run, err := a.Client.StageTemplate(ctx, "two", map[string]string{"s": "x"})
+	run, err := afterRestart(t, func() (*client.Run, error) {
+		return a.Client.StageTemplate(ctx, "two", map[string]string{"s": "x"})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	answered := make(chan *wire.FlowRun, 1)
 	go func() {
-		r, err := b.Client.RunResult(ctx, run.ID, 20*time.Second)
+		r, err := afterRestart(t, func() (*wire.FlowRun, error) { return b.Client.RunResult(ctx, run.ID, 20*time.Second) })
 		if err != nil {
 			t.Errorf("waiting result: %v", err)
 		}
@@ -110,13 +122,17 @@ func TestValkeyRestartRecovers(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
 	for range 2 {
-		tasks, err := a.Client.Claim(ctx, wire.ClaimRequest{WorkerID: "w", Kinds: []string{"two.a", "two.b"}, WaitMs: 10_000})
+		tasks, err := afterRestart(t, func() ([]wire.Task, error) {
+			return a.Client.Claim(ctx, wire.ClaimRequest{WorkerID: "w", Kinds: []string{"two.a", "two.b"}, WaitMs: 10_000})
+		})
 		if err != nil || len(tasks) != 1 {
 			t.Fatalf("claim: %+v %v", tasks, err)
 		}
 		task := tasks[0]
 		lease := wire.Lease{ExecutionID: task.ExecutionID, LeaseID: task.LeaseID, Epoch: task.Epoch}
-		if _, err := a.Client.CompleteOne(ctx, lease, task.Input); err != nil {
+		// Sent again after a broken connection, the same completion is
+		// answered as recorded.
+		if _, err := afterRestart(t, func() (*wire.LeaseResult, error) { return a.Client.CompleteOne(ctx, lease, task.Input) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,5 +142,20 @@ func TestValkeyRestartRecovers(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("answered after %s: no run-end notice reached the other process after the restart", d)
+	}
+}
+
+// afterRestart runs call until it does not fail with 503 unavailable, for
+// up to 5 s: after a Valkey restart each pipelined connection of a process
+// fails the first command given to it, which ffrun answers unavailable.
+func afterRestart[T any](t *testing.T, call func() (T, error)) (T, error) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v, err := call()
+		if err == nil || !client.IsCode(err, wire.CodeUnavailable) || time.Now().After(deadline) {
+			return v, err
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
