@@ -250,6 +250,12 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
+	if !strings.HasSuffix(*out, ".go") {
+		// The go tool ignores any other file: the generated code would
+		// silently not be built.
+		fmt.Fprintf(stderr, "ffc gen: -o %s: the output must be a .go file\n", *out)
+		return exitUsage
+	}
 	pkg := compile(fs.Args(), stderr)
 	if pkg == nil {
 		return exitError
