@@ -18,6 +18,21 @@ import (
 // (lease id and epoch) and the state checks of each call hold whatever
 // came before, and that the run's counters always match its members.
 
+// claimByNode claims n executions for worker1 and returns them by exec
+// name; fewer than n fails the test.
+func (e *env) claimByNode(n int) map[string]Grant {
+	e.t.Helper()
+	g := e.claimAll(worker1, n, time.Minute)
+	if len(g) != n {
+		e.t.Fatalf("claim = %+v, want %d grants", g, n)
+	}
+	by := map[string]Grant{}
+	for _, x := range g {
+		by[x.FlowNode] = x
+	}
+	return by
+}
+
 // nodeIDs maps the exec names of run r to their execution ids.
 func nodeIDs(r *Run) map[string]ExecutionID {
 	ids := map[string]ExecutionID{}
@@ -952,14 +967,7 @@ func TestRaceHandoffMixedItems(t *testing.T) {
 			f := flow7("f", execs("a", "x", "j", "c"), "a->j", "x->j on failure", "x->c on failure")
 			r := e.stage(f, `{}`)
 			ids := nodeIDs(r)
-			g := e.claimAll(worker1, 2, time.Minute)
-			if len(g) != 2 {
-				t.Fatalf("claim = %+v", g)
-			}
-			by := map[string]Grant{}
-			for _, x := range g {
-				by[x.FlowNode] = x
-			}
+			by := e.claimByNode(2)
 			items := []Finish{{Lease: by["a"].Lease, Result: []byte(`1`)}, {Lease: by["x"].Lease, Failed: true, Error: "boom"}}
 			if !okFirst {
 				items[0], items[1] = items[1], items[0]

@@ -73,14 +73,7 @@ func TestOverdueAndTimelyInOneCall(t *testing.T) {
 			f := flow7("f", x, "a->b", "y->d")
 			r := e.stage(f, `{}`)
 			ids := nodeIDs(r)
-			g := e.claimAll(worker1, 2, time.Minute)
-			if len(g) != 2 {
-				t.Fatalf("claim = %+v", g)
-			}
-			by := map[string]Grant{}
-			for _, x := range g {
-				by[x.FlowNode] = x
-			}
+			by := e.claimByNode(2)
 			time.Sleep(150 * time.Millisecond)
 			items := []Finish{{Lease: by["a"].Lease, Result: []byte(`1`)}, {Lease: by["y"].Lease, Result: []byte(`2`)}}
 			if !lateFirst {

@@ -72,6 +72,19 @@ func runLabelled(ctx context.Context, w *worker.Worker, label string) <-chan err
 	return done
 }
 
+// runReturned waits for the Run whose result done carries, and returns
+// its error; a Run that does not return within 20 s fails the test.
+func runReturned(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return")
+		return nil
+	}
+}
+
 // TestRunLeavesNoGoroutine: a worker that ran handlers (kept for
 // the next task), hand-offs (started from a report sender), reports of
 // several kinds in one batch (sent on goroutines of their own) and
@@ -118,13 +131,8 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		t.Fatal("no labelled goroutine while running: the test does not see the worker's goroutines")
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return")
+	if err := runReturned(t, done); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 	settled(t, "", "leak-normal", 3*time.Second)
 }
@@ -157,13 +165,8 @@ func TestDrainTimeoutLeavesNoGoroutineOnceHandlerReturns(t *testing.T) {
 	create(t, env, wire.CreateExecution{Kind: "stubborn"})
 	<-started
 	cancel()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "drain timeout") {
-			t.Fatalf("Run = %v, want the drain timeout", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return")
+	if err := runReturned(t, done); err == nil || !strings.Contains(err.Error(), "drain timeout") {
+		t.Fatalf("Run = %v, want the drain timeout", err)
 	}
 	close(release)
 	settled(t, "", "leak-timeout", 3*time.Second)
@@ -263,13 +266,8 @@ func TestReportsOfSeveralKindsInOneBatch(t *testing.T) {
 		}
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return")
+	if err := runReturned(t, done); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 	if tr.mixed.Load() == 0 {
 		t.Error("no complete and fail in flight at once: the batch of two kinds was not exercised")
