@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/flowfabric/ff/dsl"
-	"github.com/google/go-cmp/cmp"
 )
 
 // TestDiagnosticsOfBrokenFiles compiles each testdata/broken/*.ff file on its own
@@ -52,20 +51,7 @@ func TestDiagnosticsOfBrokenFiles(t *testing.T) {
 			if err := diags.Format(&b); err != nil {
 				t.Fatal(err)
 			}
-			golden := strings.TrimSuffix(file, ".ff") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update)", err)
-			}
-			if diff := cmp.Diff(string(want), b.String()); diff != "" {
-				t.Errorf("%s mismatch (-want +got):\n%s", golden, diff)
-			}
+			checkGolden(t, strings.TrimSuffix(file, ".ff")+".golden", b.Bytes())
 		})
 	}
 }

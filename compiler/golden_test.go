@@ -42,20 +42,7 @@ func TestGolden(t *testing.T) {
 				b.Write(j)
 				b.WriteString("\n")
 			}
-			golden := strings.TrimSuffix(file, ".ff") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update)", err)
-			}
-			if diff := cmp.Diff(string(want), b.String()); diff != "" {
-				t.Errorf("%s mismatch (-want +got):\n%s", golden, diff)
-			}
+			checkGolden(t, strings.TrimSuffix(file, ".ff")+".golden", b.Bytes())
 		})
 	}
 }
@@ -109,5 +96,24 @@ func TestPlansValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkGolden compares got with the golden file, or rewrites the file
+// with -update.
+func checkGolden(t *testing.T, golden string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", golden, diff)
 	}
 }
