@@ -47,6 +47,13 @@ func rawLease(t *testing.T, task map[string]json.RawMessage) wire.Lease {
 	return l
 }
 
+// bareExec is exec name of flow: kind flow.name, no input or output,
+// join all, one attempt.
+func bareExec(flow, name string) plan.Exec {
+	return plan.Exec{Name: name, Kind: flow + "." + name, Lane: "default", Priority: 100, InputFrom: plan.InputNone,
+		Join: plan.Join{Kind: plan.JoinAll}, Retry: plan.Retry{Attempts: 1, Backoff: plan.BackoffFixed}}
+}
+
 // TestUpstreamErrorsOverHTTP: a claim answer carries
 // upstream_errors for a member after a failed upstream, with the error's
 // text as written (quotes, a new line, markup, non-ASCII), and so does the
@@ -54,10 +61,7 @@ func rawLease(t *testing.T, task map[string]json.RawMessage) wire.Lease {
 func TestUpstreamErrorsOverHTTP(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
-	ex := func(name string) plan.Exec {
-		return plan.Exec{Name: name, Kind: "rv9." + name, Lane: "default", Priority: 100, InputFrom: plan.InputNone,
-			Join: plan.Join{Kind: plan.JoinAll}, Retry: plan.Retry{Attempts: 1, Backoff: plan.BackoffFixed}}
-	}
+	ex := func(name string) plan.Exec { return bareExec("rv9", name) }
 	d := ex("d")
 	d.Upstreams = []string{"a", "b"}
 	f := &plan.Flow{Schema: plan.SchemaVersion, Name: "rv9", Namespace: "default", Lane: "default",
@@ -132,10 +136,7 @@ func TestUpstreamErrorsOverHTTP(t *testing.T) {
 func TestLongFailureOverHTTP(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
-	ex := func(name string) plan.Exec {
-		return plan.Exec{Name: name, Kind: "rv9l." + name, Lane: "default", Priority: 100, InputFrom: plan.InputNone,
-			Join: plan.Join{Kind: plan.JoinAll}, Retry: plan.Retry{Attempts: 1, Backoff: plan.BackoffFixed}}
-	}
+	ex := func(name string) plan.Exec { return bareExec("rv9l", name) }
 	b := ex("b")
 	b.Upstreams = []string{"a"}
 	f := &plan.Flow{Schema: plan.SchemaVersion, Name: "rv9l", Namespace: "default", Lane: "default",
