@@ -16,6 +16,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/flowfabric/ff/runtime/metrics"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -75,6 +76,9 @@ type Config struct {
 	BodyLimit int64
 	// LeaseDefault is the lease of claims and renewals that name none.
 	LeaseDefault time.Duration
+	// Metrics, when set, receives the HTTP request metrics and is served
+	// at GET /metrics (behind the bearer token when one is set).
+	Metrics *metrics.Registry
 }
 
 func (c Config) withDefaults() Config {
@@ -122,9 +126,20 @@ func New(cfg Config) (*Server, error) {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = errorHandler(s.log)
+	if cfg.Metrics != nil {
+		// Outside the recoverer, so that a panic counts as the 500 it becomes.
+		e.Use(newHTTPMetrics(cfg.Metrics).middleware)
+	}
 	e.Use(s.recoverer, s.requestLog)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	if cfg.Metrics != nil {
+		var mw []echo.MiddlewareFunc
+		if cfg.Token != "" {
+			mw = append(mw, bearerAuth(cfg.Token))
+		}
+		e.GET("/metrics", s.metricsPage, mw...)
+	}
 
 	v1 := e.Group("/v1")
 	if cfg.Token != "" {

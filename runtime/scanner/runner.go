@@ -33,6 +33,12 @@ const (
 	attrError     = "error"
 )
 
+// Observer is told of every tick a running scanner makes: the scanner's
+// name (lease_expiry, delayed, ...), how many executions (or other items)
+// it transitioned, and the tick's error. It is called from the scanner's
+// goroutine and must not block.
+type Observer func(scanner string, processed int, err error)
+
 // step is one bounded store call on one partition.
 type step func(ctx context.Context, partition int) (store.ScanResult, error)
 
@@ -44,6 +50,7 @@ type runner struct {
 	step     step
 	prepare  func(ctx context.Context) error // optional: once per tick, before the steps
 	parts    func() int                      // partitions per tick; nil = the flow partitions
+	observe  Observer                        // optional: told of every background tick
 	log      *slog.Logger
 
 	mu     sync.Mutex
@@ -119,9 +126,15 @@ func (r *runner) loop(ctx context.Context, done chan struct{}) {
 			return
 		case <-timer.C:
 		}
-		_, more, err := r.tick(ctx)
-		if err != nil && ctx.Err() == nil {
+		processed, more, err := r.tick(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
 			r.log.WarnContext(ctx, "scanner tick failed", attrError, err)
+		}
+		if r.observe != nil {
+			r.observe(r.name, processed, err)
 		}
 		wait = r.interval
 		if more {

@@ -27,6 +27,9 @@ type SetConfig struct {
 	QuotaReleaseInterval   time.Duration
 	QuotaReconcileInterval time.Duration
 	QuotaReconcileGrace    time.Duration
+
+	// Observe, when set, is told of every tick of every scanner (metrics).
+	Observe Observer
 }
 
 // Set is every scanner ffrun runs.
@@ -58,12 +61,20 @@ func NewSet(cfg SetConfig) (*Set, error) {
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
+	for _, r := range s.runners() {
+		r.observe = cfg.Observe
+	}
 	return &s, nil
 }
 
 type startStopper interface {
 	Start(context.Context) error
 	Stop(context.Context) error
+}
+
+func (s *Set) runners() []*runner {
+	return []*runner{s.LeaseExpiry.runner, s.Delayed.runner, s.AttemptTimeout.runner, s.Deadline.runner, s.Retention.runner,
+		s.Unblock.runner, s.BudgetReset.runner, s.QuotaRelease.runner, s.QuotaReconcile.runner}
 }
 
 func (s *Set) all() []startStopper {

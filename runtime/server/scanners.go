@@ -25,10 +25,11 @@ type ScannerConfig struct {
 }
 
 // newScanners builds the scanners of runtime/scanner as one component.
-func newScanners(st *store.Store, cfg ScannerConfig, log *slog.Logger) ([]component, error) {
+func newScanners(st *store.Store, cfg ScannerConfig, log *slog.Logger, observe scanner.Observer) ([]component, error) {
 	set, err := scanner.NewSet(scanner.SetConfig{
 		Store:                  st,
 		Logger:                 log,
+		Observe:                observe,
 		Limit:                  cfg.Limit,
 		LeaseExpiryInterval:    cfg.LeaseExpiry,
 		DelayedInterval:        cfg.DelayedPromoter,

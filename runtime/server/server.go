@@ -183,12 +183,14 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	notices.subscribe = scheduler.ValkeySubscriber(vk, st.RunsChannel())
 	s.notices = notices
 	adm := newAdmissionService(log, st, sched)
+	met := newServerMetrics(st, log)
 	a, err := api.New(api.Config{
 		Service:      &service{log: log, vk: vk, st: st, sched: sched, onClaim: adm.onClaim},
 		Token:        cfg.Token,
 		Logger:       log,
 		BodyLimit:    cfg.BodyLimit,
 		LeaseDefault: cfg.LeaseDefault,
+		Metrics:      met.reg,
 	})
 	if err != nil {
 		vk.Close()
@@ -209,7 +211,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if !cfg.DisableScanners {
-		s.scanners, err = newScanners(st, cfg.Scanners, log)
+		s.scanners, err = newScanners(st, cfg.Scanners, log, met.observeScanner)
 		if err != nil {
 			vk.Close()
 			return nil, err

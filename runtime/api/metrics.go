@@ -1,0 +1,108 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/flowfabric/ff/runtime/metrics"
+)
+
+// httpDurationBounds are the upper bounds (seconds) of the request
+// duration histogram: from a quick report to a long-poll claim's 30 s.
+var httpDurationBounds = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+// httpMetrics counts the requests the API answers.
+type httpMetrics struct {
+	requests *metrics.CounterVec
+	duration *metrics.HistogramVec
+}
+
+func newHTTPMetrics(r *metrics.Registry) *httpMetrics {
+	return &httpMetrics{
+		requests: r.Counter("ff_http_requests_total",
+			"HTTP requests answered, by method, route pattern and status code.", "method", "route", "code"),
+		duration: r.Histogram("ff_http_request_duration_seconds",
+			"Time to answer an HTTP request, by method and route pattern (a long-poll claim includes its wait).",
+			httpDurationBounds, "method", "route"),
+	}
+}
+
+// middleware counts every request by its route pattern (/v1/executions/:id,
+// never the id itself, so that series stay few). A request that matched no
+// route at all counts as route "unmatched"; one that matched a path but not
+// its method keeps the pattern (Echo's router gives patterns only).
+func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		status := c.Response().Status
+		if err != nil {
+			status = asError(err).Status
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		method := methodLabel(c.Request().Method)
+		m.requests.Inc(method, route, statusCode(status))
+		m.duration.Observe(time.Since(start).Seconds(), method, route)
+		return err
+	}
+}
+
+// methodLabel bounds the method label to the standard methods: a client
+// can send any token as a method.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodHead, http.MethodOptions:
+		return m
+	}
+	return "other"
+}
+
+// statusCode formats an HTTP status without allocating for the usual ones.
+func statusCode(status int) string {
+	switch status {
+	case http.StatusOK:
+		return "200"
+	case http.StatusCreated:
+		return "201"
+	case http.StatusAccepted:
+		return "202"
+	case http.StatusNoContent:
+		return "204"
+	case http.StatusBadRequest:
+		return "400"
+	case http.StatusUnauthorized:
+		return "401"
+	case http.StatusNotFound:
+		return "404"
+	case http.StatusConflict:
+		return "409"
+	case http.StatusRequestEntityTooLarge:
+		return "413"
+	case http.StatusInternalServerError:
+		return "500"
+	case http.StatusServiceUnavailable:
+		return "503"
+	}
+	return strconv.Itoa(status)
+}
+
+// metricsPage serves GET /metrics: the registry in the Prometheus text
+// format. A collector's failure shows in its own gauges (ff_valkey_up);
+// the page is answered all the same.
+func (s *Server) metricsPage(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
+	defer cancel()
+	c.Response().Header().Set(echo.HeaderContentType, metrics.ContentType)
+	c.Response().WriteHeader(http.StatusOK)
+	if err := s.cfg.Metrics.Write(ctx, c.Response()); err != nil {
+		s.log.WarnContext(ctx, "metrics page incomplete", attrError, err)
+	}
+	return nil
+}

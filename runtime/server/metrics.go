@@ -1,0 +1,125 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	rtmetrics "runtime/metrics"
+	"time"
+
+	"github.com/flowfabric/ff/lua"
+	"github.com/flowfabric/ff/runtime/metrics"
+	"github.com/flowfabric/ff/runtime/scanner"
+	"github.com/flowfabric/ff/runtime/store"
+)
+
+// serverMetrics is what ffrun exposes at GET /metrics besides the API's
+// request counts (spec/api.md, "Metrics").
+type serverMetrics struct {
+	reg            *metrics.Registry
+	scannerTicks   *metrics.CounterVec
+	scannerErrors  *metrics.CounterVec
+	scannerHandled *metrics.CounterVec
+}
+
+func newServerMetrics(st *store.Store, log *slog.Logger) *serverMetrics {
+	reg := metrics.NewRegistry()
+	m := &serverMetrics{
+		reg: reg,
+		scannerTicks: reg.Counter("ff_scanner_ticks_total",
+			"Passes of a background scanner over every partition.", "scanner"),
+		scannerErrors: reg.Counter("ff_scanner_tick_errors_total",
+			"Scanner passes in which a store call failed (the pass goes on with the other partitions).", "scanner"),
+		scannerHandled: reg.Counter("ff_scanner_processed_total",
+			"Items a scanner transitioned: leases expired, executions promoted, timed out, unblocked, runs deleted, ...", "scanner"),
+	}
+	start := float64(time.Now().UnixNano()) / 1e9
+	reg.AddCollector(func(ctx context.Context) []metrics.GaugeFamily {
+		return storeGauges(ctx, st, log)
+	})
+	reg.AddCollector(func(context.Context) []metrics.GaugeFamily {
+		return processGauges(start)
+	})
+	return m
+}
+
+// observeScanner counts a scanner's tick (scanner.Observer).
+func (m *serverMetrics) observeScanner(name string, processed int, err error) {
+	m.scannerTicks.Inc(name)
+	if err != nil {
+		m.scannerErrors.Inc(name)
+	}
+	if processed > 0 {
+		m.scannerHandled.Add(uint64(processed), name)
+	}
+}
+
+var _ scanner.Observer = (*serverMetrics)(nil).observeScanner
+
+// storeGauges reads the store's snapshot. When Valkey does not answer,
+// ff_valkey_up is 0 and the other gauges are left out (a scrape must not
+// show zero queues it could not read).
+func storeGauges(ctx context.Context, st *store.Store, log *slog.Logger) []metrics.GaugeFamily {
+	up := metrics.GaugeFamily{Name: "ff_valkey_up", Help: "1 when the last scrape could read Valkey, else 0."}
+	stats, err := st.Stats(ctx)
+	if err != nil {
+		log.WarnContext(ctx, "metrics: read store stats", slog.Any("error", err))
+		up.Samples = []metrics.Sample{{Value: 0}}
+		return []metrics.GaugeFamily{up}
+	}
+	up.Samples = []metrics.Sample{{Value: 1}}
+	lanes := metrics.GaugeFamily{
+		Name:   "ff_executions",
+		Help:   "Executions in a lane's index: eligible, delayed, pending (flow members waiting for upstreams), blocked_route, blocked_budget, blocked_quota, terminal (ended, kept until retention).",
+		Labels: []string{"namespace", "lane", "state"},
+	}
+	for _, l := range stats.Lanes {
+		for _, c := range []struct {
+			state string
+			n     int64
+		}{
+			{"eligible", l.Eligible}, {"delayed", l.Delayed}, {"pending", l.Pending},
+			{"blocked_route", l.BlockedRoute}, {"blocked_budget", l.BlockedBudget}, {"blocked_quota", l.BlockedQuota},
+			{"terminal", l.Terminal},
+		} {
+			lanes.Samples = append(lanes.Samples, metrics.Sample{Values: []string{l.Namespace, l.Lane, c.state}, Value: float64(c.n)})
+		}
+	}
+	running := metrics.GaugeFamily{
+		Name:    "ff_executions_running",
+		Help:    "Executions holding a lease (running on a worker), all namespaces.",
+		Samples: []metrics.Sample{{Value: float64(stats.Running)}},
+	}
+	workers := metrics.GaugeFamily{
+		Name:   "ff_workers_connected",
+		Help:   "Connected worker instances (heartbeat not expired), by namespace.",
+		Labels: []string{"namespace"},
+	}
+	for _, w := range stats.Workers {
+		workers.Samples = append(workers.Samples, metrics.Sample{Values: []string{w.Namespace}, Value: float64(w.Connected)})
+	}
+	return []metrics.GaugeFamily{up, lanes, running, workers}
+}
+
+// processGauges describes this ffrun process.
+func processGauges(start float64) []metrics.GaugeFamily {
+	samples := []rtmetrics.Sample{{Name: "/sched/goroutines:goroutines"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	rtmetrics.Read(samples)
+	value := func(s rtmetrics.Sample) float64 {
+		if s.Value.Kind() == rtmetrics.KindUint64 {
+			return float64(s.Value.Uint64())
+		}
+		return 0
+	}
+	return []metrics.GaugeFamily{
+		{
+			Name:    "ff_build_info",
+			Help:    "Always 1: the Functions library version and the Go version ffrun was built with.",
+			Labels:  []string{"library_version", "go_version"},
+			Samples: []metrics.Sample{{Values: []string{lua.Version(), runtime.Version()}, Value: 1}},
+		},
+		{Name: "ff_process_start_time_seconds", Help: "When this ffrun process started, Unix time.", Samples: []metrics.Sample{{Value: start}}},
+		{Name: "ff_go_goroutines", Help: "Goroutines of this ffrun process.", Samples: []metrics.Sample{{Value: value(samples[0])}}},
+		{Name: "ff_go_heap_objects_bytes", Help: "Bytes of live and not yet swept heap objects of this ffrun process.", Samples: []metrics.Sample{{Value: value(samples[1])}}},
+	}
+}

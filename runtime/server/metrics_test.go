@@ -1,0 +1,233 @@
+package server_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/lua"
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
+	"github.com/flowfabric/ff/runtime/metrics"
+	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// scrape reads GET /metrics and returns its samples by series text
+// (`name{labels}` as written), checking the page's shape on the way: the
+// content type, a HELP and TYPE line before every family's samples, and
+// each family in one block.
+func scrape(t *testing.T, env *servertest.Env, token string) map[string]float64 {
+	t.Helper()
+	r := env.Do(t, "GET", "/metrics", map[string]string{"Authorization": "Bearer " + token}, "")
+	if r.Status != 200 {
+		t.Fatalf("GET /metrics: %d %s", r.Status, r.Body)
+	}
+	req, err := http.NewRequest("GET", env.URL+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != metrics.ContentType {
+		t.Errorf("Content-Type %q, want %q", ct, metrics.ContentType)
+	}
+	samples := map[string]float64{}
+	typed := map[string]bool{}
+	var family string
+	sc := bufio.NewScanner(strings.NewReader(r.Body))
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, _, _ := strings.Cut(rest, " ")
+			if typed[name] {
+				t.Fatalf("family %s written twice", name)
+			}
+			typed[name], family = true, name
+			continue
+		}
+		if strings.HasPrefix(line, "# HELP ") {
+			continue
+		}
+		series, value, ok := strings.Cut(line, " ")
+		if i := strings.Index(line, "} "); i >= 0 {
+			series, value, ok = line[:i+1], line[i+2:], true
+		}
+		if !ok {
+			t.Fatalf("malformed line %q", line)
+		}
+		name, _, _ := strings.Cut(series, "{")
+		if family == "" || !strings.HasPrefix(name, family) {
+			t.Fatalf("sample %q outside its family block (after TYPE %s)", line, family)
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		samples[series] = v
+	}
+	return samples
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Token = "tok" })
+	ctx := ctxT(t)
+	c := env.Client
+
+	if r := rawDo(t, env, "GET", "/metrics", "", ""); r.status != 401 || r.err.Code != wire.CodeUnauthorized {
+		t.Fatalf("GET /metrics without the token: %d %s", r.status, r.body)
+	}
+	for range 3 {
+		if _, _, err := c.CreateExecution(ctx, wire.CreateExecution{Kind: "k", Lane: "m1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := c.CreateExecution(ctx, wire.CreateExecution{Kind: "k", Lane: "m1", DelayMs: 3_600_000}); err != nil {
+		t.Fatal(err)
+	}
+	flows := compileFlows(t, `
+flow two() {
+  lane "m2"
+  exec a() {}
+  exec b() {}
+  a -> b
+}
+`)
+	if _, err := c.StageFlow(ctx, flows["two"], nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Heartbeat(ctx, wire.WorkerHeartbeat{WorkerID: "w1", Lanes: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	// One task of m1 runs, another ends.
+	tasks, err := c.Claim(ctx, wire.ClaimRequest{WorkerID: "w1", Lanes: []string{"m1"}, Max: 2})
+	if err != nil || len(tasks) != 2 {
+		t.Fatalf("claim: %d tasks, %v", len(tasks), err)
+	}
+	done := wire.Lease{ExecutionID: tasks[0].ExecutionID, LeaseID: tasks[0].LeaseID, Epoch: tasks[0].Epoch}
+	res, err := c.Complete(ctx, wire.CompleteRequest{Completions: []wire.Completion{{Lease: done, Output: json.RawMessage(`1`)}}})
+	if err != nil || len(res) != 1 || !res[0].OK {
+		t.Fatalf("complete: %+v, %v", res, err)
+	}
+
+	m := scrape(t, env, "tok")
+	for series, want := range map[string]float64{
+		`ff_valkey_up`: 1,
+		`ff_executions{namespace="default",lane="m1",state="eligible"}`:       1,
+		`ff_executions{namespace="default",lane="m1",state="delayed"}`:        1,
+		`ff_executions{namespace="default",lane="m1",state="terminal"}`:       1,
+		`ff_executions{namespace="default",lane="m1",state="pending"}`:        0,
+		`ff_executions{namespace="default",lane="m1",state="blocked_route"}`:  0,
+		`ff_executions{namespace="default",lane="m2",state="delayed"}`:        0,
+		`ff_executions{namespace="default",lane="m2",state="terminal"}`:       0,
+		`ff_executions{namespace="default",lane="m2",state="eligible"}`:       1,
+		`ff_executions{namespace="default",lane="m2",state="pending"}`:        1,
+		`ff_executions{namespace="default",lane="m2",state="blocked_route"}`:  0,
+		`ff_executions{namespace="default",lane="m2",state="blocked_budget"}`: 0,
+		`ff_executions{namespace="default",lane="m2",state="blocked_quota"}`:  0,
+		`ff_executions_running`:                                                                         1,
+		`ff_workers_connected{namespace="default"}`:                                                     1,
+		`ff_http_requests_total{method="POST",route="/v1/executions",code="201"}`:                       4,
+		`ff_http_requests_total{method="POST",route="/v1/flows",code="201"}`:                            1,
+		`ff_http_requests_total{method="POST",route="/v1/worker/claim",code="200"}`:                     1,
+		`ff_http_requests_total{method="GET",route="/metrics",code="401"}`:                              1,
+		`ff_http_request_duration_seconds_count{method="POST",route="/v1/executions"}`:                  4,
+		`ff_http_request_duration_seconds_bucket{method="POST",route="/v1/executions",le="+Inf"}`:       4,
+		`ff_build_info{library_version="` + lua.Version() + `",go_version="` + runtime.Version() + `"}`: 1,
+	} {
+		got, ok := m[series]
+		if !ok {
+			t.Errorf("no series %s", series)
+			continue
+		}
+		if got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	if m[`ff_go_goroutines`] < 1 || m[`ff_process_start_time_seconds`] < float64(time.Now().Add(-time.Hour).Unix()) {
+		t.Errorf("process gauges: goroutines %v, start %v", m[`ff_go_goroutines`], m[`ff_process_start_time_seconds`])
+	}
+
+	// An unknown path counts as one series, not one per path; ids never
+	// become label values.
+	for _, p := range []string{"/nope/1", "/nope/2"} {
+		rawDo(t, env, "GET", p, "tok", "")
+	}
+	rawDo(t, env, "GET", "/v1/executions/"+tasks[0].ExecutionID, "tok", "")
+	m = scrape(t, env, "tok")
+	if got := m[`ff_http_requests_total{method="GET",route="unmatched",code="404"}`]; got != 2 {
+		t.Errorf("unmatched 404s = %v, want 2", got)
+	}
+	if got := m[`ff_http_requests_total{method="GET",route="/v1/executions/:id",code="200"}`]; got != 1 {
+		t.Errorf("GET /v1/executions/:id = %v, want 1", got)
+	}
+	for series := range m {
+		if strings.Contains(series, tasks[0].ExecutionID) || strings.Contains(series, "/nope") {
+			t.Errorf("series %s holds a request's path", series)
+		}
+	}
+
+	// The scanners count their passes (FastScanners tick every 50ms).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m = scrape(t, env, "tok")
+		if m[`ff_scanner_ticks_total{scanner="lease_expiry"}`] > 0 && m[`ff_scanner_ticks_total{scanner="delayed"}`] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no scanner ticks counted in 10s: lease_expiry %v, delayed %v",
+				m[`ff_scanner_ticks_total{scanner="lease_expiry"}`], m[`ff_scanner_ticks_total{scanner="delayed"}`])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// With Valkey gone, the page still answers: ff_valkey_up is 0, no queue
+// gauge pretends to be empty, and the scanners' failed passes count.
+func TestMetricsWithoutValkey(t *testing.T) {
+	t.Parallel()
+	vk, err := valkeytest.Launch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vk.Stop()
+	env := servertest.Start(t, func(c *server.Config) { c.ValkeyAddr = vk.Addr })
+	if _, _, err := env.Client.CreateExecution(ctxT(t), wire.CreateExecution{Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := scrape(t, env, ""); m[`ff_valkey_up`] != 1 || m[`ff_executions{namespace="default",lane="default",state="eligible"}`] != 1 {
+		t.Fatalf("with valkey up: up %v, eligible %v", m[`ff_valkey_up`], m[`ff_executions{namespace="default",lane="default",state="eligible"}`])
+	}
+	vk.Stop()
+	m := scrape(t, env, "")
+	if got, ok := m[`ff_valkey_up`]; !ok || got != 0 {
+		t.Errorf("ff_valkey_up = %v (present %v), want 0", got, ok)
+	}
+	for series := range m {
+		if strings.HasPrefix(series, "ff_executions") || strings.HasPrefix(series, "ff_workers") {
+			t.Errorf("series %s written without Valkey", series)
+		}
+	}
+	if _, ok := m[`ff_http_requests_total{method="POST",route="/v1/executions",code="201"}`]; !ok {
+		t.Error("process counters missing without Valkey")
+	}
+	// The scanners' failed passes are counted.
+	deadline := time.Now().Add(10 * time.Second)
+	for m[`ff_scanner_tick_errors_total{scanner="lease_expiry"}`] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no failed lease_expiry pass counted in 10s without Valkey")
+		}
+		time.Sleep(50 * time.Millisecond)
+		m = scrape(t, env, "")
+	}
+}
