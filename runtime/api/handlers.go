@@ -223,6 +223,7 @@ func (s *Server) claim(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.met.granted("claim", len(tasks))
 	if tasks == nil {
 		tasks = []wire.Task{}
 	}
@@ -329,6 +330,7 @@ func (s *Server) renew(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.met.reported("renew", res)
 	b, err := wire.AppendLeaseResults(nil, &wire.LeaseResults{Results: res})
 	return jsonBlob(c, b, err)
 }
@@ -367,6 +369,8 @@ func (s *Server) complete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.met.reported("complete", res)
+	s.met.granted("handoff", len(tasks))
 	b, err := wire.AppendLeaseResults(nil, &wire.LeaseResults{Results: res, Tasks: tasks})
 	return jsonBlob(c, b, err)
 }
@@ -416,6 +420,7 @@ func (s *Server) fail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.met.reported("fail", res)
 	b, err := wire.AppendLeaseResults(nil, &wire.LeaseResults{Results: res})
 	return jsonBlob(c, b, err)
 }
@@ -453,6 +458,7 @@ func (s *Server) renewOne(c echo.Context) error {
 		return e
 	}
 	res, err := s.cfg.Service.Renew(c.Request().Context(), []wire.Lease{l}, d)
+	s.met.reported("renew", res)
 	return single(c, res, err)
 }
 
@@ -469,6 +475,7 @@ func (s *Server) completeOne(c echo.Context) error {
 		return e
 	}
 	res, _, err := s.cfg.Service.Complete(c.Request().Context(), wire.CompleteRequest{Completions: []wire.Completion{{Lease: l, Output: req.Output}}})
+	s.met.reported("complete", res)
 	return single(c, res, err)
 }
 
@@ -485,6 +492,7 @@ func (s *Server) failOne(c echo.Context) error {
 		return e
 	}
 	res, err := s.cfg.Service.Fail(c.Request().Context(), []wire.Failure{{Lease: l, Message: cutMessage(req.Message), Retryable: req.Retryable}})
+	s.met.reported("fail", res)
 	return single(c, res, err)
 }
 

@@ -9,16 +9,20 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/flowfabric/ff/runtime/metrics"
+	"github.com/flowfabric/ff/runtime/wire"
 )
 
 // httpDurationBounds are the upper bounds (seconds) of the request
 // duration histogram: from a quick report to a long-poll claim's 30 s.
 var httpDurationBounds = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
-// httpMetrics counts the requests the API answers.
+// httpMetrics counts the requests the API answers and what the worker
+// protocol did. A nil *httpMetrics counts nothing (Config.Metrics unset).
 type httpMetrics struct {
 	requests *metrics.CounterVec
 	duration *metrics.HistogramVec
+	grants   *metrics.CounterVec
+	reports  *metrics.CounterVec
 }
 
 func newHTTPMetrics(r *metrics.Registry) *httpMetrics {
@@ -28,6 +32,32 @@ func newHTTPMetrics(r *metrics.Registry) *httpMetrics {
 		duration: r.Histogram("ff_http_request_duration_seconds",
 			"Time to answer an HTTP request, by method and route pattern (a long-poll claim includes its wait).",
 			httpDurationBounds, "method", "route"),
+		grants: r.Counter("ff_tasks_granted_total",
+			"Tasks granted to workers: by a claim, or handed off with a completion of their upstream.", "how"),
+		reports: r.Counter("ff_reports_total",
+			"Worker reports by kind (renew, complete, fail) and result: ok, or the item's error code (stale_lease, ...).", "report", "result"),
+	}
+}
+
+// granted counts n tasks granted by how ("claim", "handoff").
+func (m *httpMetrics) granted(how string, n int) {
+	if m != nil && n > 0 {
+		m.grants.Add(uint64(n), how)
+	}
+}
+
+// reported counts the results of a batch of reports of one kind.
+func (m *httpMetrics) reported(report string, res []wire.LeaseResult) {
+	if m == nil {
+		return
+	}
+	for _, r := range res {
+		switch {
+		case r.Error != nil:
+			m.reports.Inc(report, r.Error.Code)
+		case r.OK:
+			m.reports.Inc(report, "ok")
+		}
 	}
 }
 

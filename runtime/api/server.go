@@ -110,6 +110,7 @@ type Server struct {
 	echo *echo.Echo
 	v1   *echo.Group
 	log  *slog.Logger
+	met  *httpMetrics // nil without Config.Metrics
 }
 
 // New builds the API server.
@@ -127,8 +128,9 @@ func New(cfg Config) (*Server, error) {
 	e.HidePort = true
 	e.HTTPErrorHandler = errorHandler(s.log)
 	if cfg.Metrics != nil {
+		s.met = newHTTPMetrics(cfg.Metrics)
 		// Outside the recoverer, so that a panic counts as the 500 it becomes.
-		e.Use(newHTTPMetrics(cfg.Metrics).middleware)
+		e.Use(s.met.middleware)
 	}
 	e.Use(s.recoverer, s.requestLog)
 	e.GET("/healthz", s.healthz)

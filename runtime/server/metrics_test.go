@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
 	"github.com/flowfabric/ff/runtime/wire"
+	"github.com/flowfabric/ff/runtime/worker"
 )
 
 // scrape reads GET /metrics and returns its samples by series text
@@ -103,7 +105,8 @@ flow two() {
   a -> b
 }
 `)
-	if _, err := c.StageFlow(ctx, flows["two"], nil); err != nil {
+	run, err := c.StageFlow(ctx, flows["two"], nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Heartbeat(ctx, wire.WorkerHeartbeat{WorkerID: "w1", Lanes: []string{"m1"}}); err != nil {
@@ -118,6 +121,12 @@ flow two() {
 	res, err := c.Complete(ctx, wire.CompleteRequest{Completions: []wire.Completion{{Lease: done, Output: json.RawMessage(`1`)}}})
 	if err != nil || len(res) != 1 || !res[0].OK {
 		t.Fatalf("complete: %+v, %v", res, err)
+	}
+
+	// The same lease again, with another output: refused as stale.
+	res, err = c.Complete(ctx, wire.CompleteRequest{Completions: []wire.Completion{{Lease: done, Output: json.RawMessage(`2`)}}})
+	if err != nil || len(res) != 1 || res[0].OK || res[0].Error == nil || res[0].Error.Code != wire.CodeStaleLease {
+		t.Fatalf("second complete: %+v, %v", res, err)
 	}
 
 	m := scrape(t, env, "tok")
@@ -141,6 +150,9 @@ flow two() {
 		`ff_http_requests_total{method="POST",route="/v1/flows",code="201"}`:                            1,
 		`ff_http_requests_total{method="POST",route="/v1/worker/claim",code="200"}`:                     1,
 		`ff_http_requests_total{method="GET",route="/metrics",code="401"}`:                              1,
+		`ff_tasks_granted_total{how="claim"}`:                                                           2,
+		`ff_reports_total{report="complete",result="ok"}`:                                               1,
+		`ff_reports_total{report="complete",result="stale_lease"}`:                                      1,
 		`ff_http_request_duration_seconds_count{method="POST",route="/v1/executions"}`:                  4,
 		`ff_http_request_duration_seconds_bucket{method="POST",route="/v1/executions",le="+Inf"}`:       4,
 		`ff_build_info{library_version="` + lua.Version() + `",go_version="` + runtime.Version() + `"}`: 1,
@@ -175,6 +187,22 @@ flow two() {
 		if strings.Contains(series, tasks[0].ExecutionID) || strings.Contains(series, "/nope") {
 			t.Errorf("series %s holds a request's path", series)
 		}
+	}
+
+	// A worker runs the flow: b is handed off with a's completion.
+	echo := func(_ context.Context, task *worker.Task) (json.RawMessage, error) {
+		return json.RawMessage(`null`), nil
+	}
+	runWorker(t, env, worker.Config{Name: "mw", Lanes: []string{"m2"}}, map[string]worker.Handler{"two.a": echo, "two.b": echo})
+	if _, err := run.Result(ctx); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	m = scrape(t, env, "tok")
+	if got := m[`ff_tasks_granted_total{how="handoff"}`]; got != 1 {
+		t.Errorf("hand-off grants = %v, want 1 (b with a's completion)", got)
+	}
+	if got := m[`ff_tasks_granted_total{how="claim"}`]; got != 3 {
+		t.Errorf("claim grants = %v, want 3 (two by hand, then a)", got)
 	}
 
 	// The scanners count their passes (FastScanners tick every 50ms).
