@@ -14,9 +14,17 @@ deps: ## Install a Valkey/Redis server if none is on PATH (Debian).
 demo: deps ## Run the example flows end to end: ffrun dev (own Redis child), the example workers, two staged runs.
 	$(GO) run ./cmd/ffdemo
 
+# Packages whose tests talk to Valkey, run again against a cluster.
+CLUSTER_PKGS := ./runtime/store ./runtime/scanner ./runtime/scheduler ./runtime/server ./runtime/worker
+
 .PHONY: test
-test: deps lint check-generated ## Run every test against a real server (what CI runs).
+test: deps lint check-generated ## Run every test against a real server, then the Valkey suites in cluster mode (what CI runs).
 	$(GO) test -race -timeout 9m ./...
+	$(MAKE) --no-print-directory test-cluster
+
+.PHONY: test-cluster
+test-cluster: deps ## Run the Valkey suites against a single-node cluster (FF_TEST_CLUSTER=1): any call across hash slots fails.
+	FF_TEST_CLUSTER=1 $(GO) test -timeout 5m $(CLUSTER_PKGS)
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck (a pinned version, fetched through the Go proxy).

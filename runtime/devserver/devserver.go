@@ -52,6 +52,9 @@ type Config struct {
 	// NoPersistence turns persistence off (benchmarks): no append-only
 	// file, no snapshots.
 	NoPersistence bool
+	// ExtraArgs are appended to the server's command line (tests: cluster
+	// mode).
+	ExtraArgs []string
 }
 
 // socketPathMax is the longest Unix socket path every supported system
@@ -188,6 +191,7 @@ func launch(ctx context.Context, cfg Config, dir string, port int, lock *os.File
 	} else {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
 	}
+	args = append(args, cfg.ExtraArgs...)
 	cmd := exec.Command(cfg.Binary, args...)
 	// Own process group: a terminal's Ctrl-C reaches ffrun, which stops the
 	// child in order. Parent-death signal: the child never outlives ffrun.

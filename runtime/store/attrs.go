@@ -7,6 +7,7 @@ const (
 	attrLoadedVersion  = "loaded_version"
 	attrFlowPartitions = "flow_partitions"
 	attrFunction       = "function"
+	attrNode           = "node"
 )
 
 const (

@@ -203,34 +203,73 @@ func (s *Store) checkPartitions(ctx context.Context) error {
 	return nil
 }
 
-// ensureLibrary loads the library when the loaded version differs (or
-// always when force is set).
+// ensureLibrary loads the library where the loaded version differs: on
+// the server, or on every primary of a cluster. force (a call found the
+// library missing) also loads it where reading the version fails.
 func (s *Store) ensureLibrary(ctx context.Context, force bool) error {
 	s.load.Lock()
 	defer s.load.Unlock()
-	if !force {
-		v, err := s.c.Do(ctx, s.c.B().Fcall().Function("ff_version").Numkeys(0).Build()).ToString()
+	nodes, err := s.libraryNodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		// Another goroutine may have loaded it while this one waited.
+		v, err := n.c.Do(ctx, n.c.B().Fcall().Function("ff_version").Numkeys(0).Build()).ToString()
 		if err == nil && v == lua.Version() {
-			return nil
+			continue
 		}
-		if err != nil && !isFunctionNotFound(err) {
-			return fmt.Errorf("store: read library version: %w", err)
+		if !force && err != nil && !isFunctionNotFound(err) {
+			return fmt.Errorf("store: read library version%s: %w", n.desc, err)
 		}
 		if err == nil {
-			s.log.InfoContext(ctx, "replacing functions library", attrLoadedVersion, v, attrLibraryVersion, lua.Version())
+			s.log.InfoContext(ctx, "replacing functions library", n.logArgs(attrLoadedVersion, v, attrLibraryVersion, lua.Version())...)
 		}
-	} else {
-		// Another goroutine may have reloaded while this one waited.
-		v, err := s.c.Do(ctx, s.c.B().Fcall().Function("ff_version").Numkeys(0).Build()).ToString()
-		if err == nil && v == lua.Version() {
-			return nil
+		if err := n.c.Do(ctx, n.c.B().FunctionLoad().Replace().FunctionCode(lua.Source()).Build()).Error(); err != nil {
+			return fmt.Errorf("store: FUNCTION LOAD%s: %w", n.desc, err)
 		}
+		s.log.InfoContext(ctx, "functions library loaded", n.logArgs(attrLibraryVersion, lua.Version())...)
 	}
-	if err := s.c.Do(ctx, s.c.B().FunctionLoad().Replace().FunctionCode(lua.Source()).Build()).Error(); err != nil {
-		return fmt.Errorf("store: FUNCTION LOAD: %w", err)
-	}
-	s.log.InfoContext(ctx, "functions library loaded", attrLibraryVersion, lua.Version())
 	return nil
+}
+
+// libraryNode is a server that must hold the library.
+type libraryNode struct {
+	c    valkey.Client
+	addr string // "" on a plain server
+	desc string // " on <addr>" for messages, "" on a plain server
+}
+
+// logArgs are args and the node's address when it is a cluster node.
+func (n libraryNode) logArgs(args ...any) []any {
+	if n.addr != "" {
+		args = append(args, attrNode, n.addr)
+	}
+	return args
+}
+
+// libraryNodes returns where the library must be loaded: the server, or
+// each primary of a cluster. A keyless command such as FUNCTION LOAD goes
+// to one node of a cluster, and functions are not shared between shards
+// (a replica gets them from its primary).
+func (s *Store) libraryNodes(ctx context.Context) ([]libraryNode, error) {
+	if s.c.Mode() != valkey.ClientModeCluster {
+		return []libraryNode{{c: s.c}}, nil
+	}
+	var out []libraryNode
+	for addr, c := range s.c.Nodes() {
+		role, err := c.Do(ctx, c.B().Role().Build()).ToArray()
+		if err != nil || len(role) == 0 {
+			return nil, fmt.Errorf("store: ROLE of cluster node %s: %w", addr, err)
+		}
+		if r, _ := role[0].ToString(); r == "master" || r == "primary" {
+			out = append(out, libraryNode{c: c, addr: addr, desc: " on " + addr})
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("store: the cluster client knows no primary node")
+	}
+	return out, nil
 }
 
 func isFunctionNotFound(err error) bool {
@@ -473,15 +512,21 @@ func atoi64(s string) int64 {
 }
 
 // Ready reports whether the server answers and has this library version
-// loaded (for readiness probes). It does not reload the library: the next
-// FCALL does.
+// loaded (on every primary of a cluster), for readiness probes. It does
+// not reload the library: the next FCALL does.
 func (s *Store) Ready(ctx context.Context) error {
-	v, err := s.c.Do(ctx, s.c.B().Fcall().Function("ff_version").Numkeys(0).Build()).ToString()
+	nodes, err := s.libraryNodes(ctx)
 	if err != nil {
 		return fmt.Errorf("store: not ready: %w", err)
 	}
-	if v != lua.Version() {
-		return fmt.Errorf("store: not ready: functions library version %q loaded, want %q", v, lua.Version())
+	for _, n := range nodes {
+		v, err := n.c.Do(ctx, n.c.B().Fcall().Function("ff_version").Numkeys(0).Build()).ToString()
+		if err != nil {
+			return fmt.Errorf("store: not ready%s: %w", n.desc, err)
+		}
+		if v != lua.Version() {
+			return fmt.Errorf("store: not ready: functions library version %q loaded%s, want %q", v, n.desc, lua.Version())
+		}
 	}
 	return nil
 }

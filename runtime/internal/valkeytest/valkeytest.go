@@ -52,19 +52,9 @@ func Start(t testing.TB) string {
 
 // Launch starts a server outside of any test (for benchmarks and TestMain).
 // The caller must call Stop. It is ffrun dev's child (package devserver)
-// without persistence, in a temporary directory.
-func Launch() (*Server, error) {
-	dir, err := os.MkdirTemp("", "valkeytest-")
-	if err != nil {
-		return nil, fmt.Errorf("valkeytest: temp dir: %w", err)
-	}
-	srv, err := devserver.Start(context.Background(), devserver.Config{Dir: dir, NoPersistence: true})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("valkeytest: %w", err)
-	}
-	return &Server{Addr: srv.Addr, srv: srv, dir: dir}, nil
-}
+// without persistence, in a temporary directory; with FF_TEST_CLUSTER=1, a
+// single-node cluster (cluster.go).
+func Launch() (*Server, error) { return launch(ClusterMode()) }
 
 // Stop stops the server and removes its directory. It is safe to call twice.
 func (s *Server) Stop() {
