@@ -35,40 +35,65 @@ end
 -- ff_unblock_route: make executions waiting for a capable worker eligible
 -- again when the namespace's connected workers now cover them.
 -- KEYS[1]  partition anchor
--- ARGV[1]  limit
+-- ARGV[1]  limit (executions looked at, 1..1000)
 -- ARGV[2]  namespace
 -- ARGV[3]  the union of the capabilities of its connected workers
 -- Reply: {1, processed, more}
+--        {0, 'invalid', 'limit', message}
+-- Each lane of the namespace gets a share of the limit (what a lane leaves
+-- unused goes to the lanes after it), starting at a lane that rotates with
+-- the clock, and is read from the lowest score, not only the due entries
+-- (what changed is the union, not the time). When a lane has more than
+-- its share, an execution looked at that the union still does not cover is
+-- re-scored to now, behind every execution parked before this call, so the
+-- next call reads the ones behind it first: a backlog nobody can run never
+-- hides one a worker now covers. more = something was promoted and a lane
+-- had more than its share (parked executions alone never make the scanner
+-- hurry).
 local function ff_unblock_route(keys, argv)
-  local p = part(keys[1])
   local limit = tonumber(argv[1])
+  if not limit or limit ~= math.floor(limit) or limit < 1 or limit > 1000 then
+    return refuse('invalid', 'limit', 'not an integer in 1..1000: ' .. tostring(argv[1]))
+  end
+  local p = part(keys[1])
   local ns = argv[2]
   local union = {}
   for token in string.gmatch(argv[3], '[^,]+') do union[token] = true end
   local now = now_ms()
-  local n, seen = 0, 0
+  local now_s = ts(now)
+  local lanes = {}
   for _, l in ipairs(lane_list(p)) do
-    if seen >= limit then break end
-    if l[1] == ns then
-      local key = lane_key(p, ns, l[2], 'blocked')
-      local list = redis.call('ZRANGE', key, 0, limit - seen - 1)
-      seen = seen + #list
-      for _, u in ipairs(list) do
-        local c = read_core(p, u)
-        if not c or not is(c.state, 'runnable') or RUNNABLE_INDEX[split(c).eligibility] ~= 'blocked' then
-          zrem(p, key, u) -- not blocked any more: heal the index
-        elseif c.v.reason == 'waiting_for_capable_worker' then
-          if covers(union, redis.call('HGET', c.key, 'caps')) then
-            leave_indexes(p, c)
-            to_eligible(p, c, c.v.attempt, now)
-            n = n + 1
-          end
-        end
+    if l[1] == ns then lanes[#lanes + 1] = l[2] end
+  end
+  table.sort(lanes)
+  local n, seen, cut = 0, 0, false
+  local start = now % math.max(1, #lanes)
+  for i = 0, #lanes - 1 do
+    if seen >= limit then
+      cut = true
+      break
+    end
+    local key = lane_key(p, ns, lanes[(start + i) % #lanes + 1], 'blocked')
+    local share = math.ceil((limit - seen) / (#lanes - i))
+    local list = redis.call('ZRANGE', key, 0, share - 1)
+    seen = seen + #list
+    local lane_cut = #list >= share -- else every entry of the lane was read: order does not matter
+    cut = cut or lane_cut
+    for _, u in ipairs(list) do
+      local c = read_core(p, u)
+      if not c or not is(c.state, 'runnable') or RUNNABLE_INDEX[split(c).eligibility] ~= 'blocked' then
+        zrem(p, key, u) -- not blocked any more: heal the index
+      elseif covers(union, redis.call('HGET', c.key, 'caps')) then
+        leave_indexes(p, c)
+        to_eligible(p, c, c.v.attempt, now)
+        n = n + 1
+      elseif lane_cut then
+        zadd(p, key, now_s, u) -- still parked: to the back of the index
       end
     end
   end
   flush(p)
-  return ok(n, seen >= limit and 1 or 0)
+  return ok(n, (cut and n > 0) and 1 or 0)
 end
 
 -- The eligibility of each admission blocking reason.
@@ -109,22 +134,47 @@ local function ff_block(keys, argv)
 end
 
 -- ff_unblock: make blocked executions eligible again when they are still
--- blocked for the given reason (the caller checked that it cleared).
+-- blocked for the given reason (the caller checked that it cleared), and
+-- send the ones the caller looked at that stay blocked to the back of
+-- their index, so that its next pass reads the ones behind them first.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  reason: waiting_for_budget | waiting_for_quota
--- ARGV[2..] uuids
+-- ARGV[2]  n, how many uuids to unblock follow
+-- ARGV[3..2+n]  uuids to unblock
+-- ARGV[3+n..]   uuids looked at that stay blocked: re-scored to now (their
+--               next recheck is the next pass, after every entry due
+--               before this call)
+-- A uuid of either list whose execution is no longer blocked for the
+-- reason leaves the reason's index (healing a stale entry) and is not
+-- counted.
 -- Reply: {1, unblocked}
+--        {0, 'invalid', 'reason' | 'count', message} (nothing written)
 local function ff_unblock(keys, argv)
+  local elig = BLOCK_ELIGIBILITY[argv[1]]
+  if not elig or argv[1] == 'waiting_for_capable_worker' then
+    return refuse('invalid', 'reason', 'not a budget or quota blocking reason: ' .. tostring(argv[1]))
+  end
+  local nu = tonumber(argv[2])
+  if not nu or nu ~= math.floor(nu) or nu < 0 or nu > #argv - 2 then
+    return refuse('invalid', 'count', 'not an integer in 0..' .. (#argv - 2) .. ': ' .. tostring(argv[2]))
+  end
   local p = part(keys[1])
   local now = now_ms()
+  local now_s = ts(now)
   local n = 0
-  for i = 2, #argv do
+  for i = 3, #argv do
     local c = read_core(p, argv[i])
-    if c and is(c.state, 'runnable') and split(c).reason == argv[1]
-        and c.v.eligibility == BLOCK_ELIGIBILITY[argv[1]] then
-      leave_indexes(p, c)
-      to_eligible(p, c, c.v.attempt, now)
-      n = n + 1
+    if c then
+      local index = lane_key(p, c.ns, c.lane, RUNNABLE_INDEX[elig])
+      if not is(c.state, 'runnable') or split(c).reason ~= argv[1] or c.v.eligibility ~= elig then
+        zrem(p, index, c.u) -- not blocked for the reason: not in its index
+      elseif i <= 2 + nu then
+        leave_indexes(p, c)
+        to_eligible(p, c, c.v.attempt, now)
+        n = n + 1
+      else
+        zadd(p, index, now_s, c.u)
+      end
     end
   end
   flush(p)

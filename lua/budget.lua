@@ -1,13 +1,54 @@
 -- budget.lua: budgets (issue 5). A budget lives on a budget partition
 -- {b:M} (M = fnv32a(id) % budget partitions); its id is "<ns>/<name>", or
--- "<ns>/<name>@<run id>" for a run-scoped budget. Every function gets the
--- definition key "<prefix>ff:{b:M}:budget:<id>" as KEYS[1] and derives the
--- other keys of the partition from it:
+-- "<ns>/<name>@<run id>" for a run-scoped budget. Every budget function
+-- gets the definition key "<prefix>ff:{b:M}:budget:<id>" as KEYS[1] and
+-- derives the other keys of the partition from it:
 --   <def>:usage                      HASH dimension -> usage
 --   <prefix>ff:{b:M}:breached        HASH id -> "<on_hard_limit>\t<dim>\t<usage>\t<hard>"
 --                                    (budgets at a hard limit; the scheduler
 --                                    reads it once per scan cycle)
 --   <prefix>ff:{b:M}:resets          ZSET id -> next scheduled reset ms
+-- ff_usage_fence, the fence of a worker's usage report, is a function of
+-- the execution's partition {fp:N} instead (KEYS[1] its anchor).
+--
+-- Usage and limits are integers 0..2^63-1, handled as the decimal strings
+-- the server stores (Lua numbers are doubles, exact only below 2^53): they
+-- are compared with ucmp, never as numbers, and usage saturates at 2^63-1.
+
+-- INT64_MAX is the largest usage or limit.
+local INT64_MAX = '9223372036854775807'
+
+-- is_uint reports whether s is the canonical decimal form of an integer in
+-- 0..INT64_MAX (what Go's strconv.FormatInt writes for one), at most
+-- maxlen digits (default 19).
+local function is_uint(s, maxlen)
+  if not s or not string.match(s, '^%d+$') then return false end
+  if #s > 1 and string.byte(s, 1) == 48 then return false end -- a leading '0'
+  if #s > (maxlen or 19) then return false end
+  return #s < 19 or s <= INT64_MAX
+end
+
+-- uval returns a stored usage or limit as a canonical decimal string: '0'
+-- for none (and for a negative usage an older version let in).
+local function uval(s)
+  if is_uint(s) then return s end
+  return '0'
+end
+
+-- ucmp compares two canonical decimal strings of integers 0..INT64_MAX:
+-- -1, 0 or 1. The parts it converts have at most ten digits, so the
+-- numbers are exact.
+local function ucmp(a, b)
+  if #a ~= #b then return #a < #b and -1 or 1 end
+  if a == b then return 0 end
+  local n = #a - 9
+  if n > 0 then
+    local ha, hb = tonumber(string.sub(a, 1, n)), tonumber(string.sub(b, 1, n))
+    if ha ~= hb then return ha < hb and -1 or 1 end
+    a, b = string.sub(a, n + 1), string.sub(b, n + 1)
+  end
+  return tonumber(a) < tonumber(b) and -1 or 1
+end
 
 local function budget_keys(def)
   local base, id = string.match(def, '^(.*):budget:(.*)$')
@@ -22,12 +63,11 @@ local function budget_refresh(k)
   local v = redis.call('HMGET', k.def, 'dims', 'on_hard_limit')
   local dims, mode = v[1] or '', v[2] or 'block'
   for dim in string.gmatch(dims, '[^,]+') do
-    local hard = num(redis.call('HGET', k.def, 'h:' .. dim))
-    if hard > 0 then
-      local used = num(redis.call('HGET', k.usage, dim))
-      if used >= hard then
-        redis.call('HSET', k.breached, k.id, mode .. '\t' .. dim .. '\t' .. string.format('%d', used) .. '\t' ..
-          string.format('%d', hard))
+    local hard = uval(redis.call('HGET', k.def, 'h:' .. dim))
+    if hard ~= '0' then
+      local used = uval(redis.call('HGET', k.usage, dim))
+      if ucmp(used, hard) >= 0 then
+        redis.call('HSET', k.breached, k.id, mode .. '\t' .. dim .. '\t' .. used .. '\t' .. hard)
         return dim
       end
     end
@@ -37,7 +77,8 @@ local function budget_refresh(k)
 end
 
 -- budget_touch renews the lifetime of a budget that has one (or makes it
--- permanent again).
+-- permanent again). Upserts and reports call it; resets do not (a
+-- run-scoped budget with a reset interval would never expire).
 local function budget_touch(k)
   local ttl = redis.call('HGET', k.def, 'ttl_ms')
   if ttl and ttl ~= '0' and ttl ~= '' then
@@ -49,34 +90,67 @@ local function budget_touch(k)
   end
 end
 
+-- DURATION_DIGITS bounds the digits of a reset interval or lifetime (ms):
+-- below 10^15, so that now + it stays exact.
+local DURATION_DIGITS = 15
+
 -- ff_budget_upsert: create or update a budget. Usage is kept; limits,
 -- reset interval, on_hard_limit and scope are replaced; the hard-limit
--- state is recomputed (so raising a limit clears it).
+-- state is recomputed (so raising a limit clears it). Every argument is
+-- checked before the first write.
 -- KEYS[1]  <prefix>ff:{b:M}:budget:<id>
 -- ARGV[1]  scope ('shared' | 'run')
 -- ARGV[2]  on_hard_limit ('block' | 'fail')
 -- ARGV[3]  reset interval ms ('0' = none)
 -- ARGV[4]  '1' = only create (an existing budget is left as it is)
 -- ARGV[5]  lifetime ms ('0' = forever): the budget's keys expire after it,
---          renewed by every report and reset (run-scoped budgets)
--- ARGV[6..] triples: dimension, hard limit, soft limit ('0' = none)
+--          renewed by every upsert and report (run-scoped budgets); resets
+--          do not renew it
+-- ARGV[6..] triples: dimension, hard limit, soft limit ('0' = none);
+--          limits are integers 0..2^63-1
 -- Reply: {1, 'created' | 'updated' | 'exists'}
+--        {0, 'invalid', field, message} (nothing written)
 local function ff_budget_upsert(keys, argv)
+  if argv[1] ~= 'shared' and argv[1] ~= 'run' then
+    return refuse('invalid', 'scope', 'want shared or run')
+  end
+  if argv[2] ~= 'block' and argv[2] ~= 'fail' then
+    return refuse('invalid', 'on_hard_limit', 'want block or fail')
+  end
+  if not is_uint(argv[3], DURATION_DIGITS) then
+    return refuse('invalid', 'reset_interval', 'want a whole number of milliseconds')
+  end
+  if argv[4] ~= '0' and argv[4] ~= '1' then
+    return refuse('invalid', 'only_create', 'want 0 or 1')
+  end
+  if not is_uint(argv[5], DURATION_DIGITS) then
+    return refuse('invalid', 'ttl', 'want a whole number of milliseconds')
+  end
+  if #argv < 8 or (#argv - 5) % 3 ~= 0 then
+    return refuse('invalid', 'dimensions', 'want triples of dimension, hard limit, soft limit')
+  end
+  local dims, fields, keep = {}, {}, {}
+  for i = 6, #argv, 3 do
+    local d = argv[i]
+    if #d > 64 or not string.match(d, '^[%w_%.%-]+$') then
+      return refuse('invalid', 'dimensions', 'dimension ' .. clip(d) .. ': want 1..64 letters, digits, _ - .')
+    end
+    if keep[d] then return refuse('invalid', 'dimensions', 'dimension ' .. d .. ' appears twice') end
+    if not is_uint(argv[i + 1]) or not is_uint(argv[i + 2]) then
+      return refuse('invalid', 'dimensions', 'dimension ' .. d .. ': limits must be integers 0..' .. INT64_MAX)
+    end
+    keep[d] = true
+    dims[#dims + 1] = d
+    fields[#fields + 1] = 'h:' .. d
+    fields[#fields + 1] = argv[i + 1]
+    fields[#fields + 1] = 's:' .. d
+    fields[#fields + 1] = argv[i + 2]
+  end
   local k = budget_keys(keys[1])
   local now = now_ms()
   local existed = redis.call('EXISTS', k.def) == 1
   if existed and argv[4] == '1' then return ok('exists') end
   local old = existed and (redis.call('HGET', k.def, 'dims') or '') or ''
-  local dims, fields = {}, {}
-  for i = 6, #argv, 3 do
-    dims[#dims + 1] = argv[i]
-    fields[#fields + 1] = 'h:' .. argv[i]
-    fields[#fields + 1] = argv[i + 1]
-    fields[#fields + 1] = 's:' .. argv[i]
-    fields[#fields + 1] = argv[i + 2]
-  end
-  local keep = {}
-  for _, d in ipairs(dims) do keep[d] = true end
   for d in string.gmatch(old, '[^,]+') do
     if not keep[d] then redis.call('HDEL', k.def, 'h:' .. d, 's:' .. d) end
   end
@@ -99,21 +173,29 @@ local function ff_budget_upsert(keys, argv)
   return ok(existed and 'updated' or 'created')
 end
 
--- ff_budget_report: add usage to one dimension, once per dedup key.
+-- ff_budget_report: add usage to one dimension, once per dedup key. The
+-- usage saturates at 2^63-1.
 -- KEYS[1]  <prefix>ff:{b:M}:budget:<id>
 -- KEYS[2]  <prefix>ff:{b:M}:usagededup:<id>:<dedup key> (or KEYS[1] when none)
 -- ARGV[1]  dimension
--- ARGV[2]  delta (integer >= 0)
+-- ARGV[2]  delta (integer 0..2^63-1)
 -- ARGV[3]  dedup key lifetime, ms
 -- Reply: {1, status, usage, hard, soft} with status 'applied', 'duplicate'
 --        (the dedup key was seen: nothing added), 'soft_breach' (this report
 --        crossed the soft limit) or 'hard_breach' (this report reached the
---        hard limit)
+--        hard limit); usage and limits as decimal strings
 --        {0, 'not_found'} (no such budget)
---        {0, 'invalid', 'dimension', message}
+--        {0, 'invalid', 'dimension' | 'delta' | 'dedup_ttl', message}
+--        (nothing written)
 local function ff_budget_report(keys, argv)
   local k = budget_keys(keys[1])
-  local dim = argv[1]
+  local dim, delta = argv[1], argv[2]
+  if not is_uint(delta) then
+    return refuse('invalid', 'delta', 'want an integer 0..' .. INT64_MAX)
+  end
+  if keys[2] ~= keys[1] and (not is_uint(argv[3], DURATION_DIGITS) or argv[3] == '0') then
+    return refuse('invalid', 'dedup_ttl', 'want a positive whole number of milliseconds')
+  end
   local v = redis.call('HMGET', k.def, 'dims', 'h:' .. dim, 's:' .. dim)
   if not v[1] then return refuse('not_found') end
   local found = false
@@ -121,20 +203,27 @@ local function ff_budget_report(keys, argv)
     if d == dim then found = true end
   end
   if not found then return refuse('invalid', 'dimension', 'budget ' .. k.id .. ' has no dimension ' .. dim) end
-  local hard, soft = num(v[2]), num(v[3])
+  local hard, soft = uval(v[2]), uval(v[3])
+  local before = uval(redis.call('HGET', k.usage, dim))
   if keys[2] ~= keys[1] and redis.call('EXISTS', keys[2]) == 1 then
-    return ok('duplicate', num(redis.call('HGET', k.usage, dim)), hard, soft)
+    return ok('duplicate', before, hard, soft)
   end
   local now = now_ms()
-  local before = num(redis.call('HGET', k.usage, dim))
-  local after = redis.call('HINCRBY', k.usage, dim, argv[2])
+  local r = redis.pcall('HINCRBY', k.usage, dim, delta)
+  if not tonumber(r) then
+    -- An error reply: past 2^63-1 the usage stays at its largest value.
+    if not string.find(r.err or '', 'overflow', 1, true) then return r end
+    redis.call('HSET', k.usage, dim, INT64_MAX)
+  end
+  -- HINCRBY's reply is a Lua number, inexact past 2^53: read the string.
+  local after = uval(redis.call('HGET', k.usage, dim))
   local status = 'applied'
-  if soft > 0 and before < soft and after >= soft then
+  if soft ~= '0' and ucmp(before, soft) < 0 and ucmp(after, soft) >= 0 then
     status = 'soft_breach'
     redis.call('HINCRBY', k.def, 'soft_breaches', 1)
     redis.call('HSET', k.def, 'last_soft_breach_at', ts(now), 'last_soft_breach_dim', dim)
   end
-  if hard > 0 and before < hard and after >= hard then
+  if hard ~= '0' and ucmp(before, hard) < 0 and ucmp(after, hard) >= 0 then
     status = 'hard_breach'
     redis.call('HINCRBY', k.def, 'hard_breaches', 1)
     redis.call('HSET', k.def, 'last_hard_breach_at', ts(now), 'last_hard_breach_dim', dim)
@@ -148,6 +237,8 @@ local function ff_budget_report(keys, argv)
 end
 
 -- budget_reset zeroes the usage of budget k and schedules the next reset.
+-- It does not renew the budget's lifetime: a run-scoped budget expires
+-- RunBudgetTTL after its last upsert or report, whatever its resets.
 local function budget_reset(k, now)
   redis.call('DEL', k.usage)
   local reset = num(redis.call('HGET', k.def, 'reset_ms'))
@@ -158,7 +249,6 @@ local function budget_reset(k, now)
     redis.call('ZADD', k.resets, ts(now + reset), k.id)
   end
   redis.call('HDEL', k.breached, k.id)
-  budget_touch(k)
 end
 
 -- ff_budget_reset: reset a budget now (API).
@@ -206,7 +296,59 @@ local function ff_budget_resets(keys, argv)
   return ok(n, #list >= limit and 1 or 0)
 end
 
+-- ff_usage_fence: the fence of a worker's usage report, on the execution's
+-- partition (budgets live on others: the store charges them after this
+-- call, see Store.ReportAttemptUsage). The lease must be the execution's
+-- current one and unexpired, and neither the attempt's timeout nor the
+-- execution's deadline may have passed (lease_check, as for ff_renew and
+-- ff_finish); a limit found passed ends the attempt on the spot, as its
+-- scanner would have. A report that passes is recorded under its dedup
+-- key, "<base>:usagefence:<uuid>:<dedup key>" = "<dimension>\t<delta>" for
+-- the dedup lifetime: its retry (the charges failed) passes again even
+-- after the lease ended, so a report the fence accepted is never lost to a
+-- retry that comes too late.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  uuid
+-- ARGV[2]  lease id
+-- ARGV[3]  lease epoch
+-- ARGV[4]  dedup key ('' = none: nothing recorded)
+-- ARGV[5]  dimension
+-- ARGV[6]  delta
+-- ARGV[7]  dedup lifetime, ms
+-- Reply: {1, budgets} (the ids of the budgets it counts against,
+--        comma-joined)
+--        {0, 'not_found'} | {0, 'stale_lease', reason, public_state}
+--        {0, 'invalid', 'dedup_ttl', message} (nothing written)
+local function ff_usage_fence(keys, argv)
+  local dedup = argv[4]
+  if dedup ~= '' and (not is_uint(argv[7], DURATION_DIGITS) or argv[7] == '0') then
+    return refuse('invalid', 'dedup_ttl', 'want a positive whole number of milliseconds')
+  end
+  local p = part(keys[1])
+  local c = read_core(p, argv[1])
+  if not c then return refuse('not_found') end
+  local seen, what
+  if dedup ~= '' then
+    seen = p.base .. ':usagefence:' .. c.u .. ':' .. dedup
+    what = argv[5] .. '\t' .. argv[6]
+    if redis.call('GET', seen) == what then
+      return ok(redis.call('HGET', c.key, 'budgets') or '') -- accepted before
+    end
+  end
+  local now = now_ms()
+  local why = lease_check(c, argv[2], argv[3], now)
+  if OVERDUE[why] then
+    local public = end_overdue(p, c, why, now, jitter_frac(ts(now), 1))
+    flush(p)
+    return refuse('stale_lease', why, public)
+  end
+  if why then return refuse('stale_lease', why, public_of(c.state)) end
+  if seen then redis.call('SET', seen, what, 'PX', argv[7]) end
+  return ok(redis.call('HGET', c.key, 'budgets') or '')
+end
+
 register('ff_budget_upsert', ff_budget_upsert)
 register('ff_budget_report', ff_budget_report)
 register('ff_budget_reset', ff_budget_reset)
 register('ff_budget_resets', ff_budget_resets)
+register('ff_usage_fence', ff_usage_fence)

@@ -632,9 +632,47 @@ local function ff_run_outcome(keys, argv)
   return ok(f, '', false)
 end
 
+-- ff_resolve_quotas: settle the deferred quota keys of flow members. A
+-- member whose input is an upstream's result (unknown at staging) and
+-- that is admitted by a keyed quota is staged with the reference
+-- "<quota id>?<key path>"; ff_claim returns it among the admission needs
+-- with the member's input, and the caller reads the key value from it.
+-- KEYS[1]  partition anchor
+-- ARGV     quads: uuid, the quotas field as the claim read it, the quotas
+--          field with every key value read ('' when one could not be),
+--          the failure reason when it could not
+-- A member whose quotas field changed since is left alone. One whose key
+-- could not be read fails (when eligible): its input will not change, so
+-- waiting would never admit it.
+-- Reply: {1, item...}, item = 1 when written (or failed), 0 when left
+local function ff_resolve_quotas(keys, argv)
+  local p = part(keys[1])
+  local items = {}
+  local now
+  for i = 1, #argv, 4 do
+    local c = read_core(p, argv[i])
+    local done = 0
+    if c and redis.call('HGET', c.key, 'quotas') == argv[i + 1] then
+      if argv[i + 2] ~= '' then
+        redis.call('HSET', c.key, 'quotas', argv[i + 2])
+        done = 1
+      elseif is(c.state, 'runnable') and split(c).eligibility == 'eligible_now' then
+        now = now or now_ms()
+        leave_indexes(p, c)
+        to_terminal(p, c, 'failed', argv[i + 3], now)
+        done = 1
+      end
+    end
+    items[#items + 1] = done
+  end
+  flush(p)
+  return ok(unpack(items))
+end
+
 register('ff_stage_flow', ff_stage_flow)
 register('ff_run_outcome', ff_run_outcome, {'no-writes'})
 register('ff_stage_chunk', ff_stage_chunk)
 register('ff_commit_flow', ff_commit_flow)
 register('ff_cancel_run', ff_cancel_run)
 register('ff_replay_run', ff_replay_run)
+register('ff_resolve_quotas', ff_resolve_quotas)

@@ -8,7 +8,8 @@
 --   <prefix>ff:{q:K}:quota:<subject>:window  ZSET admissions in the sliding
 --                                            window: holder -> admission ms
 --   <prefix>ff:{q:K}:quota:<subject>:slots   ZSET concurrency slots: holder ->
---                                            admission ms
+--                                            admission ms, or when the slot
+--                                            reconciler last found it running
 -- A holder is "<execution id>#<attempt>#<token>": one admission per attempt
 -- and admitting call (the token is random per ClaimAdmitted call, so two
 -- schedulers admitting the same candidate at once hold separate slots and

@@ -222,7 +222,9 @@ end
 --        downstream member (field handoff, written at staging: an edge
 --        on success or done into a member whose join needs one edge), so
 --        that its completion may hand work off (ff_finish). Each need is
---        {uuid, next attempt, quota references (comma-joined)}.
+--        {uuid, next attempt, quota references (comma-joined)}, plus the
+--        member's input when a reference is a deferred key
+--        ("<quota id>?<key path>", settled by ff_resolve_quotas).
 local function ff_claim(keys, argv)
   local p = part(keys[1])
   local max = tonumber(argv[4])
@@ -337,7 +339,15 @@ local function ff_claim(keys, argv)
       end
     elseif v[18] and v[18] ~= '' and (not admitted[u] or admitted[u][1] ~= num(v[5]) + 1) then
       -- Needs a quota admission for this attempt first.
-      needs[#needs + 1] = {u, num(v[5]) + 1, v[18]}
+      local need = {u, num(v[5]) + 1, v[18]}
+      if string.find(v[18], '?', 1, true) then
+        -- A deferred key ("<quota id>?<key path>", ff_resolve_quotas):
+        -- the caller reads it from the member's input, now known.
+        local input = v[9] or ''
+        if v[15] and v[15] ~= '' then input = redis.call('HGET', p.xp .. v[15], 'result') or '' end
+        need[4] = input
+      end
+      needs[#needs + 1] = need
     else
       zrem(p, eligible, u)
       if v[18] and v[18] ~= '' then

@@ -26,8 +26,9 @@ type AdmissionService interface {
 	// ReportBudgetUsage reports usage straight to one budget.
 	ReportBudgetUsage(ctx context.Context, id string, req wire.BudgetUsageReport) (*wire.UsageResult, error)
 	// ReportExecutionUsage reports usage of a running attempt, after
-	// checking that the lease is the execution's current one (a stale lease
-	// is an *Error with code wire.CodeStaleLease).
+	// checking that the lease is the execution's current, unexpired one and
+	// that neither the attempt's timeout nor the execution's deadline has
+	// passed (a stale lease is an *Error with code wire.CodeStaleLease).
 	ReportExecutionUsage(ctx context.Context, id string, req wire.ExecutionUsageReport) ([]wire.UsageResult, error)
 	PutQuota(ctx context.Context, id string, req wire.PutQuota) (q *wire.Quota, created bool, err error)
 	GetQuota(ctx context.Context, id string) (*wire.Quota, error)

@@ -18,9 +18,9 @@ const (
 	// QuotaReconcileIntervalDefault is the default interval of the quota
 	// slot reconciler.
 	QuotaReconcileIntervalDefault = 10 * time.Second
-	// QuotaReconcileGraceDefault is how old a slot must be before the
-	// reconciler checks its holder (far longer than an admission takes to
-	// reach its claim).
+	// QuotaReconcileGraceDefault is how long after its admission, or after
+	// a check found its holder running, the reconciler checks a slot's
+	// holder (far longer than an admission takes to reach its claim).
 	QuotaReconcileGraceDefault = 30 * time.Second
 )
 
@@ -61,8 +61,9 @@ type QuotaReconcileConfig struct {
 }
 
 // QuotaReconcile is the backstop against leaked quota slots: it frees
-// slots older than Grace whose holder attempt is not running
-// (store.Store.ReconcileQuotaSlots). It walks the quota partitions.
+// slots not checked for Grace whose holder attempt is not running, and
+// marks the others checked (store.Store.ReconcileQuotaSlots). It walks the
+// quota partitions.
 type QuotaReconcile struct{ *runner }
 
 // NewQuotaReconcile returns a stopped quota slot reconciler.

@@ -50,6 +50,8 @@ type runner struct {
 	step     step
 	prepare  func(ctx context.Context) error // optional: once per tick, before the steps
 	parts    func() int                      // partitions per tick; nil = the flow partitions
+	rotate   bool                            // each tick starts at the partition after the last tick's first
+	first    int                             // the partition the last tick started at (rotate)
 	observe  Observer                        // optional: told of every background tick
 	log      *slog.Logger
 
@@ -158,10 +160,16 @@ func (r *runner) tick(ctx context.Context) (processed int, more bool, err error)
 	if r.parts != nil {
 		n = r.parts()
 	}
-	for p := range n {
+	start := 0
+	if r.rotate && n > 0 {
+		r.first = (r.first + 1) % n
+		start = r.first
+	}
+	for i := range n {
 		if ctx.Err() != nil {
 			return processed, more, ctx.Err()
 		}
+		p := (start + i) % n
 		res, e := r.step(ctx, p)
 		if e != nil {
 			errs = append(errs, fmt.Errorf("partition %d: %w", p, e))

@@ -3,6 +3,7 @@ package scanner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -337,6 +338,81 @@ func TestUnblockScanner(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, s, x.ID, store.StateWaiting)
+}
+
+// One tick of the unblock scanner shares one quota room over the flow
+// partitions: a freed slot of a concurrency-1 quota wakes one blocked
+// execution, not one in every partition that has one; and the ticks take
+// turns at which partition picks first.
+func TestUnblockScannerSharesQuotaRoomAcrossPartitions(t *testing.T) {
+	t.Parallel()
+	const parts = 4
+	s := openStore(t, parts)
+	ctx := context.Background()
+	if _, err := s.UpsertQuota(ctx, store.QuotaSpec{ID: "default/one", Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	in := map[int]int{}
+	for i := range 24 {
+		// Idempotency keys spread them over the partitions.
+		x := create(t, s, store.CreateRequest{Quotas: []string{"one"}, IdempotencyKey: fmt.Sprintf("k%d", i)})
+		p, _ := x.ID.Partition()
+		in[p]++
+	}
+	if len(in) < 2 {
+		t.Fatalf("executions in partitions %v, want several", in)
+	}
+	// claim grants what it can in every partition until nothing is left
+	// eligible: the rest are blocked.
+	claim := func() []store.Grant {
+		t.Helper()
+		var out []store.Grant
+		for range 3 {
+			for p := range parts {
+				g, err := s.ClaimAdmitted(ctx, store.ClaimRequest{Partition: p, Lanes: []string{"default"}, Worker: worker,
+					Max: 100, LeaseTTL: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, g...)
+			}
+		}
+		return out
+	}
+	sc, err := NewUnblock(UnblockConfig{Store: s, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := claim()
+	woken := map[int]bool{} // partitions a freed slot woke an execution in
+	for range 2 {
+		if len(held) != 1 {
+			t.Fatalf("granted %d, want one (concurrency 1)", len(held))
+		}
+		if err := s.Complete(ctx, held[0].Lease, nil); err != nil {
+			t.Fatal(err)
+		}
+		for p := range parts {
+			if _, err := s.DrainQuotaReleases(ctx, p, 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, _, err := sc.RunOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Fatalf("one freed slot woke %d blocked executions (executions per partition %v), want 1", n, in)
+		}
+		held = claim()
+		if len(held) == 1 {
+			p, _ := held[0].ExecutionID.Partition()
+			woken[p] = true
+		}
+	}
+	if len(woken) != 2 {
+		t.Fatalf("two ticks woke executions of partitions %v, want two different ones (turns at the first pick)", woken)
+	}
 }
 
 func TestBudgetResetAndUnblockScanners(t *testing.T) {

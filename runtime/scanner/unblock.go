@@ -29,12 +29,17 @@ type UnblockConfig struct {
 // (store.Store.UnblockAdmission). Each tick reads, per namespace, the union
 // of its connected workers' capabilities once, and the budgets at a hard
 // limit once; a failure to read either leaves what depends on it blocked
-// (nothing is unblocked on a guess).
+// (nothing is unblocked on a guess). The partitions of a tick share one
+// quota room (store.QuotaRoom), so a freed slot wakes one execution, not
+// one per partition; the tick starts at the partition after the one the
+// last tick started at, so no partition's blocked executions always have
+// the first pick of the room.
 type Unblock struct {
 	*runner
 	unions       map[string][]string // namespace -> capability union, per tick
 	breached     []store.BudgetBreach
 	budgetsKnown bool
+	room         *store.QuotaRoom // per tick
 }
 
 // NewUnblock returns a stopped unblock scanner.
@@ -59,7 +64,7 @@ func NewUnblock(cfg UnblockConfig) (*Unblock, error) {
 				total.More = total.More || res.More
 			}
 			res, err := cfg.Store.UnblockAdmission(ctx, store.AdmissionUnblock{Partition: p, Limit: cfg.Limit,
-				Breached: u.breached, BudgetsKnown: u.budgetsKnown})
+				Breached: u.breached, BudgetsKnown: u.budgetsKnown, Room: u.room})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("budgets and quotas: %w", err))
 			}
@@ -67,7 +72,9 @@ func NewUnblock(cfg UnblockConfig) (*Unblock, error) {
 			total.More = total.More || res.More
 			return total, errors.Join(errs...)
 		})
+	u.rotate = true
 	u.prepare = func(ctx context.Context) error {
+		u.room = &store.QuotaRoom{}
 		var berr error
 		u.breached, berr = cfg.Store.BreachedBudgets(ctx)
 		u.budgetsKnown = berr == nil

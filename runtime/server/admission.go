@@ -122,21 +122,21 @@ func (a *admissionService) ReportExecutionUsage(ctx context.Context, id string, 
 	if err != nil {
 		return nil, err
 	}
-	ex, err := a.st.GetExecution(ctx, eid)
-	if err != nil {
-		return nil, mapIDError(err, "execution", id)
-	}
-	// Fencing: only the holder of the current lease reports usage.
-	if ex.State.Public != store.StateActive || ex.Lease == nil || ex.Lease.ID != req.LeaseID || ex.Lease.Epoch != req.Epoch {
-		return nil, &api.Error{Status: http.StatusConflict, Code: wire.CodeStaleLease,
-			Message: fmt.Sprintf("execution %s is not running under lease %s epoch %d", id, req.LeaseID, req.Epoch),
-			Details: map[string]any{"state": string(ex.State.Public)}}
-	}
-	// The dedup key is scoped to the lease, so two attempts never share one.
+	// Fenced by the store: only the holder of the current, unexpired lease
+	// of an attempt within its timeout and deadline reports usage (any
+	// refusal, a cancelled execution's included, is stale_lease here). The
+	// dedup key is scoped to the lease, so two attempts never share one.
 	key := req.LeaseID + ":" + req.DedupKey
-	res, err := a.st.ReportExecutionUsage(ctx, eid, req.Dimension, req.Delta, key)
-	if err != nil {
-		return nil, mapError(err)
+	res, err := a.st.ReportAttemptUsage(ctx, store.Lease{ExecutionID: eid, ID: req.LeaseID, Epoch: req.Epoch},
+		req.Dimension, req.Delta, key)
+	var le *store.LeaseError
+	switch {
+	case errors.As(err, &le):
+		return nil, &api.Error{Status: http.StatusConflict, Code: wire.CodeStaleLease,
+			Message: fmt.Sprintf("execution %s is not running under lease %s epoch %d: %s", id, req.LeaseID, req.Epoch, le.Reason),
+			Details: map[string]any{"reason": le.Reason, "state": string(le.State)}}
+	case err != nil:
+		return nil, mapIDError(err, "execution", id)
 	}
 	out := make([]wire.UsageResult, len(res))
 	for i, r := range res {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -152,14 +153,22 @@ func (s *Store) Block(ctx context.Context, id ExecutionID, reason BlockingReason
 // that the reason cleared. Executions no longer blocked for that reason are
 // left alone. It returns how many were unblocked.
 func (s *Store) Unblock(ctx context.Context, p int, reason BlockingReason, ids []ExecutionID) (int, error) {
+	return s.unblock(ctx, p, reason, ids, nil)
+}
+
+// unblock is Unblock that also sends the executions of stay (looked at
+// and still blocked for reason) to the back of their blocked index, in the
+// same FCALL.
+func (s *Store) unblock(ctx context.Context, p int, reason BlockingReason, ids, stay []ExecutionID) (int, error) {
 	if reason != WaitingForBudget && reason != WaitingForQuota {
 		return 0, invalid("reason", "%q: want %s or %s", reason, WaitingForBudget, WaitingForQuota)
 	}
-	if len(ids) == 0 {
+	if len(ids)+len(stay) == 0 {
 		return 0, nil
 	}
-	args := []string{string(reason)}
-	for _, id := range ids {
+	args := make([]string, 0, 2+len(ids)+len(stay))
+	args = append(args, string(reason), strconv.Itoa(len(ids)))
+	for _, id := range slices.Concat(ids, stay) {
 		ip, uuid, err := splitID(string(id))
 		if err != nil {
 			return 0, err
@@ -194,6 +203,21 @@ type AdmissionUnblock struct {
 	// blocked (fail closed).
 	Breached     []BudgetBreach
 	BudgetsKnown bool
+	// Room is the quota room of the pass over the flow partitions this
+	// call is part of (the unblock scanner makes one per tick), so that
+	// what one partition unblocks is not offered again to the next. Nil:
+	// the call has a room of its own (a pass over one partition).
+	Room *QuotaRoom
+}
+
+// QuotaRoom is the quota room of one unblock pass over the flow
+// partitions: how many more admissions each quota subject has room for.
+// UnblockAdmission reads a subject's room when the pass first meets it and
+// takes from it every execution it unblocks, so one freed slot wakes one
+// execution in the whole pass, not one per partition. The zero value is an
+// empty room, ready to use; it serves one pass, and one call at a time.
+type QuotaRoom struct {
+	free map[string]int64 // subject -> admissions it has room for (0 when undefined)
 }
 
 // UnblockAdmission re-checks up to Limit executions of a flow partition
@@ -201,12 +225,20 @@ type AdmissionUnblock struct {
 // eligible those whose reason cleared: no budget of theirs is at a hard
 // limit any more (reset or limit raised), or each of their quota subjects
 // has room (its window slid or a slot freed) — at most as many per subject
-// as it has room for, so a freed slot does not wake a crowd. Each
-// execution is judged by its own references only, so nothing crosses
-// namespaces. Read errors unblock nothing. Each blocked index of the
-// partition gets a fair share of Limit; More is set only when something was
-// unblocked and an index had more due entries (executions that stay
-// blocked do not make the scanner hurry).
+// as it has room for in the pass (req.Room), so a freed slot does not wake
+// a crowd. Each execution is judged by its own references only, so nothing
+// crosses namespaces. Read errors unblock nothing.
+//
+// Each blocked index of the partition gets a share of Limit (what an index
+// leaves unused goes to the ones after it), starting at an index that
+// rotates with the clock. When an index has more due entries than its
+// share, the ones looked at that stay blocked are re-scored to now, behind
+// every entry due before, in the FCALL that unblocks the others: the next
+// pass reads the ones behind them first, so a long line blocked by a
+// budget still at its limit, or by a busy quota key, never hides one whose
+// reason cleared. More is set only when something was unblocked and an
+// index had more due entries, and for quotas only while a subject met still
+// has room (executions that stay blocked do not make the scanner hurry).
 func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (ScanResult, error) {
 	p := req.Partition
 	if p < 0 || p >= s.cfg.FlowPartitions {
@@ -214,6 +246,10 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 	}
 	if req.Limit < 1 || req.Limit > ScanLimitMax {
 		return ScanResult{}, invalid("limit", "%d is outside 1..%d", req.Limit, ScanLimitMax)
+	}
+	room := req.Room
+	if room == nil {
+		room = &QuotaRoom{}
 	}
 	resps := s.c.DoMulti(ctx, s.c.B().Smembers().Key(s.k.anchor(p)).Build(), s.c.B().Time().Build())
 	lanes, err := resps[0].AsStrSlice()
@@ -224,36 +260,54 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 	if err != nil {
 		return ScanResult{}, err
 	}
-	var blocked []BlockedExecution
-	seen := 0
-	type source struct{ ns, lane, index string }
+	slices.Sort(lanes)
+	type source struct {
+		ns, lane, index string
+		reason          BlockingReason
+	}
 	var sources []source
 	for _, l := range lanes {
 		if ns, lane, ok := strings.Cut(l, ":"); ok {
-			sources = append(sources, source{ns, lane, indexBlockedBudget}, source{ns, lane, indexBlockedQuota})
+			sources = append(sources, source{ns, lane, indexBlockedBudget, WaitingForBudget},
+				source{ns, lane, indexBlockedQuota, WaitingForQuota})
 		}
 	}
-	// Every index gets a fair share of the limit, so a long line in one
-	// lane never starves the others.
-	share := max(10, (req.Limit+len(sources)-1)/max(1, len(sources)))
-	more := false
-	for _, src := range sources {
-		ns, lane := src.ns, src.lane
+	if len(sources) > 0 {
+		// When the sources outnumber what the limit covers, each gets its
+		// turn at the front.
+		k := int(now % int64(len(sources)))
+		sources = append(sources[k:], sources[:k]...)
+	}
+	// looked is a blocked execution looked at; cut: its index had more due
+	// entries than were read.
+	type looked struct {
+		BlockedExecution
+		cut bool
+	}
+	var blocked []looked
+	stay := map[BlockingReason][]ExecutionID{} // looked at, still blocked (or stale entries)
+	seen := 0
+	cutBy := map[BlockingReason]bool{} // an index of the reason had more due entries than were read
+	for si, src := range sources {
 		if seen >= req.Limit {
-			more = true
+			cutBy[WaitingForBudget], cutBy[WaitingForQuota] = true, true // not read at all
 			break
 		}
-		n := min(share, req.Limit-seen)
-		uuids, err := s.c.Do(ctx, s.c.B().Zrangebyscore().Key(s.k.lane(p, ns, lane, src.index)).Min("-inf").
+		left := len(sources) - si
+		n := (req.Limit - seen + left - 1) / left // this index's share: what is left, spread evenly
+		key := s.k.lane(p, src.ns, src.lane, src.index)
+		uuids, err := s.c.Do(ctx, s.c.B().Zrangebyscore().Key(key).Min("-inf").
 			Max(strconv.FormatInt(now, 10)).Limit(0, int64(n)).Build()).AsStrSlice()
 		if err != nil {
 			return ScanResult{}, fmt.Errorf("store: read blocked: %w", err)
 		}
 		seen += len(uuids)
-		more = more || len(uuids) >= n
+		cut := len(uuids) >= n
+		cutBy[src.reason] = cutBy[src.reason] || cut
 		if len(uuids) == 0 {
 			continue
 		}
+		var gone []string // entries without a record: dropped
 		cmds := make(valkey.Commands, len(uuids))
 		for i, u := range uuids {
 			cmds[i] = s.c.B().Hmget().Key(s.k.core(p, u)).Field("state", "budgets", "quotas").Build()
@@ -263,83 +317,100 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 			if err != nil {
 				return ScanResult{}, fmt.Errorf("store: read blocked execution: %w", err)
 			}
-			st := decodeState(str(v[0]), "")
-			if st.BlockingReason != WaitingForBudget && st.BlockingReason != WaitingForQuota {
+			id := makeID(p, uuids[i])
+			if v[0].IsNil() {
+				gone = append(gone, uuids[i])
 				continue
 			}
-			blocked = append(blocked, BlockedExecution{ID: makeID(p, uuids[i]),
-				Reason: st.BlockingReason, Budgets: splitList(str(v[1])), Quotas: splitList(str(v[2]))})
+			if decodeState(str(v[0]), "").BlockingReason != src.reason {
+				stay[src.reason] = append(stay[src.reason], id) // a stale entry: ff_unblock heals it
+				continue
+			}
+			blocked = append(blocked, looked{BlockedExecution{ID: id, Reason: src.reason,
+				Budgets: splitList(str(v[1])), Quotas: splitList(str(v[2]))}, cut})
+		}
+		if len(gone) > 0 {
+			if err := s.c.Do(ctx, s.c.B().Zrem().Key(key).Member(gone...).Build()).Error(); err != nil {
+				return ScanResult{}, fmt.Errorf("store: drop blocked entries without a record: %w", err)
+			}
 		}
 	}
 	breached := map[string]bool{}
 	for _, b := range req.Breached {
 		breached[b.BudgetID] = true
 	}
-	room, err := s.quotaRoom(ctx, blocked, now)
-	if err != nil {
+	var subjects []string
+	for _, b := range blocked {
+		if b.Reason == WaitingForQuota {
+			subjects = append(subjects, b.Quotas...)
+		}
+	}
+	if err := s.readQuotaRoom(ctx, room, subjects, now); err != nil {
 		return ScanResult{}, err
 	}
-	var budgetIDs, quotaIDs []ExecutionID
+	cleared := map[BlockingReason][]ExecutionID{}
 	for _, b := range blocked {
+		ok := true
 		switch b.Reason {
 		case WaitingForBudget:
 			if !req.BudgetsKnown {
-				continue
+				continue // not judged: left where it is
 			}
-			clear := true
 			for _, id := range b.Budgets {
-				if breached[id] {
-					clear = false
-				}
-			}
-			if clear {
-				budgetIDs = append(budgetIDs, b.ID)
+				ok = ok && !breached[id]
 			}
 		case WaitingForQuota:
-			fits := true
 			for _, q := range b.Quotas {
-				if room[q] <= 0 {
-					fits = false
-				}
+				ok = ok && room.free[q] > 0
 			}
-			if fits {
+			if ok {
 				for _, q := range b.Quotas {
-					room[q]--
+					room.free[q]--
 				}
-				quotaIDs = append(quotaIDs, b.ID)
 			}
 		}
+		if ok {
+			cleared[b.Reason] = append(cleared[b.Reason], b.ID)
+		} else if b.cut {
+			stay[b.Reason] = append(stay[b.Reason], b.ID)
+		}
 	}
-	n1, err := s.Unblock(ctx, p, WaitingForBudget, budgetIDs)
+	n1, err := s.unblock(ctx, p, WaitingForBudget, cleared[WaitingForBudget], stay[WaitingForBudget])
 	if err != nil {
 		return ScanResult{}, err
 	}
-	n2, err := s.Unblock(ctx, p, WaitingForQuota, quotaIDs)
+	n2, err := s.unblock(ctx, p, WaitingForQuota, cleared[WaitingForQuota], stay[WaitingForQuota])
 	if err != nil {
 		return ScanResult{Processed: n1}, err
 	}
-	return ScanResult{Processed: n1 + n2, More: more && n1+n2 > 0}, nil
+	// Hurry only for what the next pass can unblock: more budget-blocked
+	// entries, or quota-blocked ones while a subject met still has room.
+	more := cutBy[WaitingForBudget] && n1 > 0
+	if cutBy[WaitingForQuota] && n2 > 0 {
+		for _, sub := range subjects {
+			more = more || room.free[sub] > 0
+		}
+	}
+	return ScanResult{Processed: n1 + n2, More: more}, nil
 }
 
-// quotaRoom returns, for every quota subject of quota-blocked executions,
-// how many more admissions it has room for now (0 when undefined).
-func (s *Store) quotaRoom(ctx context.Context, blocked []BlockedExecution, now int64) (map[string]int64, error) {
-	room := map[string]int64{}
-	var subjects []string
-	for _, b := range blocked {
-		if b.Reason != WaitingForQuota {
-			continue
-		}
-		for _, q := range b.Quotas {
-			if _, ok := room[q]; !ok {
-				room[q] = 0
-				subjects = append(subjects, q)
-			}
+// readQuotaRoom reads into room how many more admissions each of subjects
+// that room does not hold yet has room for now (0 when undefined).
+func (s *Store) readQuotaRoom(ctx context.Context, room *QuotaRoom, subjects []string, now int64) error {
+	if room.free == nil {
+		room.free = map[string]int64{}
+	}
+	var missing []string
+	for _, sub := range subjects {
+		if _, ok := room.free[sub]; !ok {
+			room.free[sub] = 0
+			missing = append(missing, sub)
 		}
 	}
-	if len(subjects) == 0 {
-		return room, nil
+	if len(missing) == 0 {
+		return nil
 	}
+	subjects = missing
 	defs := make(valkey.Commands, len(subjects))
 	for i, sub := range subjects {
 		id, _ := splitSubject(sub)
@@ -350,7 +421,7 @@ func (s *Store) quotaRoom(ctx context.Context, blocked []BlockedExecution, now i
 	for i, r := range s.c.DoMulti(ctx, defs...) {
 		v, err := r.ToArray()
 		if err != nil {
-			return nil, fmt.Errorf("store: read quota %s: %w", subjects[i], err)
+			return fmt.Errorf("store: read quota %s: %w", subjects[i], err)
 		}
 		if !v[0].IsNil() {
 			lim[i] = &limits{atoi64(str(v[0])), atoi64(str(v[1])), atoi64(str(v[2]))}
@@ -373,7 +444,7 @@ func (s *Store) quotaRoom(ctx context.Context, blocked []BlockedExecution, now i
 		inWindow, err1 := rs[2*i].AsInt64()
 		active, err2 := rs[2*i+1].AsInt64()
 		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("store: read quota state %s: %w", sub, err)
+			return fmt.Errorf("store: read quota state %s: %w", sub, err)
 		}
 		if lim[i] == nil {
 			continue // undefined: no room
@@ -385,7 +456,7 @@ func (s *Store) quotaRoom(ctx context.Context, blocked []BlockedExecution, now i
 		if lim[i].cap > 0 {
 			free = min(free, lim[i].cap-active)
 		}
-		room[sub] = free
+		room.free[sub] = free
 	}
-	return room, nil
+	return nil
 }

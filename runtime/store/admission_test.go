@@ -42,7 +42,8 @@ func (e *env) claimAdm(w WorkerIdentity, max int, ttl time.Duration) []Grant {
 	return out
 }
 
-// unblockAll runs the admission unblock over every partition.
+// unblockAll runs the admission unblock over every partition, as one tick
+// of the unblock scanner does (one quota room for the pass).
 func (e *env) unblockAll() int {
 	e.t.Helper()
 	breached, err := e.s.BreachedBudgets(e.ctx)
@@ -50,8 +51,9 @@ func (e *env) unblockAll() int {
 		e.t.Fatal(err)
 	}
 	n := 0
+	room := &QuotaRoom{}
 	for p := range e.s.FlowPartitions() {
-		res, err := e.s.UnblockAdmission(e.ctx, AdmissionUnblock{Partition: p, Limit: 100, Breached: breached, BudgetsKnown: true})
+		res, err := e.s.UnblockAdmission(e.ctx, AdmissionUnblock{Partition: p, Limit: 100, Breached: breached, BudgetsKnown: true, Room: room})
 		if err != nil {
 			e.t.Fatalf("UnblockAdmission: %v", err)
 		}
@@ -795,7 +797,7 @@ func TestKeyedQuotaIsolation(t *testing.T) {
 	if diff := cmp.Diff(before, e.keys()); diff != "" {
 		t.Fatalf("invalid creates wrote keys (-before +after):\n%s", diff)
 	}
-	// An explicit key value needs no definition lookup.
+	// An explicit key value of a keyed quota is taken as given.
 	x := e.create(CreateRequest{Quotas: []string{"per_tenant=c"}})
 	if !cmp.Equal(x.Quotas, []string{"default/per_tenant=c"}) {
 		t.Fatalf("explicit key: %v", x.Quotas)

@@ -24,8 +24,13 @@ const (
 	MaxBudgetDimensions = 32
 	// MaxResourceIDBytes bounds a budget id or quota id.
 	MaxResourceIDBytes = 256
+	// UsageFenceTTL is how long the fence of a worker's usage report
+	// (ReportAttemptUsage) remembers a report it accepted: a retry of it
+	// with the same dedup key passes again even after the lease ended. It
+	// outlasts the retries of the worker SDK (seconds).
+	UsageFenceTTL = 15 * time.Minute
 	// RunBudgetTTL is how long a run-scoped budget is kept after its last
-	// upsert, report or reset.
+	// upsert or report (resets, scheduled or not, do not renew it).
 	RunBudgetTTL = 7 * 24 * time.Hour
 )
 
@@ -214,7 +219,7 @@ func resolveBudget(field, ns, ref string) (string, error) {
 
 // UpsertBudget creates a budget, or updates its definition keeping its
 // usage. A run-scoped budget (Scope plan.ScopeRun) expires RunBudgetTTL after
-// its last upsert, report or reset. The hard-limit state is recomputed, so raising a limit unblocks
+// its last upsert or report. The hard-limit state is recomputed, so raising a limit unblocks
 // (through the unblock scanner); changing the reset interval schedules the
 // next reset one interval from now.
 func (s *Store) UpsertBudget(ctx context.Context, spec BudgetSpec) (created bool, err error) {
@@ -323,19 +328,14 @@ func (s *Store) GetBudget(ctx context.Context, id string) (*Budget, error) {
 // key, a repeat of the report within UsageDedupTTL counts once (status
 // UsageDuplicate). Usage is always recorded, even past the hard limit (it
 // was spent); reaching the hard limit blocks further grants of executions
-// counting against the budget (or fails them: on_hard_limit fail).
+// counting against the budget (or fails them: on_hard_limit fail). Usage
+// is exact up to math.MaxInt64 and stays there (it saturates).
 func (s *Store) ReportUsage(ctx context.Context, budgetID, dimension string, delta int64, dedupKey string) (UsageResult, error) {
 	if _, _, _, err := splitResourceID("budget_id", budgetID, true); err != nil {
 		return UsageResult{}, err
 	}
-	if err := checkResourceName("dimension", dimension); err != nil {
+	if err := checkUsageReport(dimension, delta, dedupKey); err != nil {
 		return UsageResult{}, err
-	}
-	if delta < 0 {
-		return UsageResult{}, invalid("delta", "%d: must not be negative", delta)
-	}
-	if err := checkIdempotencyKey(dedupKey); err != nil {
-		return UsageResult{}, invalid("dedup_key", "%s", err.(*ValidationError).Msg)
 	}
 	m := s.budgetPart(budgetID)
 	key := s.k.budget(m, budgetID)
@@ -364,10 +364,26 @@ func (s *Store) ReportUsage(ctx context.Context, budgetID, dimension string, del
 	return r, nil
 }
 
-// ReportExecutionUsage reports usage of a running or finished execution to
-// every budget it counts against that has the dimension (the SDK's
-// ReportUsage during an attempt). The dedup key is applied per budget. A
-// budget of the execution that no longer exists is skipped.
+// checkUsageReport validates the dimension, delta and dedup key of a usage
+// report.
+func checkUsageReport(dimension string, delta int64, dedupKey string) error {
+	if err := checkResourceName("dimension", dimension); err != nil {
+		return err
+	}
+	if delta < 0 {
+		return invalid("delta", "%d: must not be negative", delta)
+	}
+	if err := checkIdempotencyKey(dedupKey); err != nil {
+		return invalid("dedup_key", "%s", err.(*ValidationError).Msg)
+	}
+	return nil
+}
+
+// ReportExecutionUsage reports usage of an execution, in any state, to
+// every budget it counts against that has the dimension; it is not
+// fenced (ReportAttemptUsage is the worker's fenced report). The dedup key
+// is applied per budget. A budget of the execution that no longer exists
+// is skipped.
 func (s *Store) ReportExecutionUsage(ctx context.Context, id ExecutionID, dimension string, delta int64, dedupKey string) ([]UsageResult, error) {
 	p, uuid, err := s.locate(id)
 	if err != nil {
@@ -380,8 +396,44 @@ func (s *Store) ReportExecutionUsage(ctx context.Context, id ExecutionID, dimens
 	if v[0].IsNil() {
 		return nil, fmt.Errorf("%w: execution %s", ErrNotFound, id)
 	}
+	return s.chargeBudgets(ctx, splitList(str(v[1])), dimension, delta, dedupKey)
+}
+
+// ReportAttemptUsage reports usage of the running attempt that holds lease
+// to every budget of its execution that has the dimension (the worker's
+// report, POST /v1/executions/{id}/usage). It is fenced as Renew is: when
+// the lease is not the execution's current one, or it expired, or the
+// attempt's timeout or the execution's deadline passed, nothing is counted
+// and the error is a *LeaseError (a limit found passed is applied on the
+// spot, as its scanner would have). Budgets live on other hash tags than
+// the execution, so the fence (ff_usage_fence) and the charges
+// (ff_budget_report, one per budget) are separate calls: a report that
+// passed the fence is counted even when the lease ends before the charges
+// land, and the fence records it under its dedup key for UsageFenceTTL, so
+// that a retry after a failed charge passes again once the lease has
+// ended (and counts once). The dedup key is applied per budget, as given.
+func (s *Store) ReportAttemptUsage(ctx context.Context, lease Lease, dimension string, delta int64, dedupKey string) ([]UsageResult, error) {
+	if err := checkUsageReport(dimension, delta, dedupKey); err != nil {
+		return nil, err
+	}
+	p, uuid, err := s.locate(lease.ExecutionID)
+	if err != nil {
+		return nil, err
+	}
+	items, err := s.single(ctx, call{fn: "ff_usage_fence", keys: []string{s.k.anchor(p)},
+		args: []string{uuid, lease.ID, strconv.FormatInt(lease.Epoch, 10), dedupKey, dimension,
+			strconv.FormatInt(delta, 10), ms(UsageFenceTTL)}}, lease.ExecutionID, "report usage of")
+	if err != nil {
+		return nil, err
+	}
+	return s.chargeBudgets(ctx, splitList(str(items[0])), dimension, delta, dedupKey)
+}
+
+// chargeBudgets reports usage to each of budgets that has the dimension,
+// skipping those that do not meter it and those that no longer exist.
+func (s *Store) chargeBudgets(ctx context.Context, budgets []string, dimension string, delta int64, dedupKey string) ([]UsageResult, error) {
 	var out []UsageResult
-	for _, b := range splitList(str(v[1])) {
+	for _, b := range budgets {
 		r, err := s.ReportUsage(ctx, b, dimension, delta, dedupKey)
 		if err != nil {
 			var ve *ValidationError

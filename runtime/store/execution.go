@@ -128,22 +128,16 @@ func (s *Store) CreateMany(ctx context.Context, reqs []CreateRequest) ([]CreateR
 }
 
 // createQuotaKeys reads the key field of every quota the requests name
-// without a key value (one pipelined read), so createArgs can tell keyed
-// quotas and extract their key values from the payload.
+// (one pipelined read), so createArgs can tell keyed quotas, extract their
+// key values from the payload and refuse a key value for an unkeyed one.
 func (s *Store) createQuotaKeys(ctx context.Context, reqs []CreateRequest) (map[string]*string, error) {
 	seen := map[string]bool{}
 	var ids []string
 	for _, req := range reqs {
 		ns := cmp.Or(req.Namespace, plan.DefaultNamespace)
 		for _, ref := range req.Quotas {
-			if strings.Contains(ref, "=") {
-				continue
-			}
-			id := ref
-			if !strings.Contains(ref, "/") {
-				id = QuotaID(ns, ref)
-			}
-			if _, _, _, err := splitResourceID("quotas", id, false); err != nil || seen[id] {
+			id, _, _, err := quotaRefID("quotas", ns, ref)
+			if err != nil || seen[id] {
 				continue // createArgs reports it
 			}
 			seen[id] = true

@@ -110,7 +110,9 @@ func (s *Store) RunsChannel() string { return s.cfg.KeyPrefix + "ff:runs" }
 // satisfied. With an idempotency key a repeat returns the first run and
 // created=false. A new run is returned as staged (running, its roots
 // waiting and the others pending), without reading it back: by the time
-// the caller looks, a root may already be running (GetRun tells).
+// the caller looks, a root may already be running (GetRun tells). The
+// budgets and quotas the run uses are created (when absent) before it is
+// staged: a run never runs without its limits.
 func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, error) {
 	f := req.Flow
 	if f == nil {
@@ -154,6 +156,9 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	head := []string{runUUID, ns, f.Name, resultUUID, req.IdempotencyKey, ms(s.cfg.IdempotencyTTL), string(req.Input)}
 	id := RunID(makeID(p, runUUID))
 	refs := newStageRefs(f, ns, id, req.Input)
+	if err := s.readQuotaKeys(ctx, refs); err != nil {
+		return nil, false, err
+	}
 	members := make([][]string, len(f.Execs))
 	for i := range pf.members {
 		if members[i], err = pf.members[i].args(uuids, refs); err != nil {
@@ -165,6 +170,26 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	}
 	if req.Staging != nil {
 		req.Staging(id)
+	}
+	// The budgets and quotas the run uses exist before it is visible, so
+	// it never runs without its limits (nor drops usage reported to a
+	// budget not created yet). A repeat of an idempotency key creates
+	// nothing for a run it will not stage: it repairs the first run's
+	// below instead.
+	if refs.usesResources() {
+		held := false
+		if req.IdempotencyKey != "" {
+			n, err := s.c.Do(ctx, s.c.B().Exists().Key(s.k.runIdem(p, ns, req.IdempotencyKey)).Build()).AsInt64()
+			if err != nil {
+				return nil, false, fmt.Errorf("store: read run idempotency key: %w", err)
+			}
+			held = n > 0
+		}
+		if !held {
+			if err := s.registerResources(ctx, f, ns, id, refs); err != nil {
+				return nil, false, err
+			}
+		}
 	}
 	var items []valkey.ValkeyMessage
 	if len(members) <= StageChunkExecs {
@@ -191,10 +216,15 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 		if err != nil {
 			return nil, false, fmt.Errorf("store: read first run of idempotency key: %w", err)
 		}
+		// Create what the first run's resources lack (only what is
+		// absent): a run staged while its budgets were created after it
+		// may have none.
+		if refs.usesResources() {
+			if err := s.registerResources(ctx, f, ns, first.ID, refs); err != nil {
+				return nil, false, err
+			}
+		}
 		return first, false, nil
-	}
-	if err := s.registerResources(ctx, f, ns, id, refs); err != nil {
-		return nil, false, err
 	}
 	return stagedRun(f, pf, ns, id, p, uuids, fromMs(str(items[1]))), true, nil
 }
@@ -230,6 +260,38 @@ type stageRefs struct {
 	quotas  map[string]plan.Quota
 	used    map[string]bool // budget names referenced
 	usedQ   map[string]bool // quota names referenced
+	// stored holds the key path of the quotas already defined in the
+	// namespace, by name: the definition admission enforces wins over the
+	// plan's (an unkeyed quota must not get per-key subjects).
+	stored map[string]string
+}
+
+// readQuotaKeys reads the key paths of the flow's quotas that are already
+// defined (one pipelined read; none when the flow declares no quota).
+func (s *Store) readQuotaKeys(ctx context.Context, r *stageRefs) error {
+	if len(r.quotas) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(r.quotas))
+	ids := make([]string, 0, len(r.quotas))
+	for name := range r.quotas {
+		id := QuotaID(r.ns, name)
+		if _, _, _, err := splitResourceID("flow.quota_defs", id, false); err != nil {
+			continue // quota() reports it
+		}
+		names, ids = append(names, name), append(ids, id)
+	}
+	keys, err := s.quotaKeyFields(ctx, ids)
+	if err != nil {
+		return err
+	}
+	r.stored = map[string]string{}
+	for i, name := range names {
+		if k := keys[ids[i]]; k != nil {
+			r.stored[name] = *k
+		}
+	}
+	return nil
 }
 
 // newStageRefs returns the resolver of flow f's names for run.
@@ -259,23 +321,103 @@ func (r *stageRefs) budget(field, name string) (string, error) {
 	return BudgetID(r.ns, name), nil
 }
 
-// quota returns the subject of a quota referenced by a member. A keyed
-// quota's key value is read from the run's input: a member's own input is
-// an upstream's output, unknown at staging, so for every member the key
-// comes from the run input (documented fallback).
-func (r *stageRefs) quota(field, name string) (string, error) {
+// quota returns the reference of a quota a member is admitted by. A keyed
+// quota's key value is read from the member's own input (spec/language.md):
+// for a member that takes the run's input, from the run's input now; for
+// one that takes an upstream's result, unknown at staging, the reference is
+// deferred ("<quota id>?<key path>") and the key value is read when the
+// member is first claimed (settleQuotaKeys). A member without input has no
+// key value: refused. A quota already defined is keyed as its definition
+// says, whatever the plan says.
+func (r *stageRefs) quota(field, name string, inputFrom int) (string, error) {
 	q, ok := r.quotas[name]
 	if !ok {
 		return "", invalid(field, "quota %q is not declared in the flow's quota_defs", name)
 	}
 	r.usedQ[name] = true
-	return resolveQuota(field, r.ns, name, r.input, func(string) (string, bool) { return q.Key, true })
+	key := q.Key
+	if k, ok := r.stored[name]; ok {
+		key = k
+	}
+	if key == "" || inputFrom == inputFlow {
+		return resolveQuota(field, r.ns, name, r.input, func(string) (string, bool) { return key, true })
+	}
+	id, _, _, err := quotaRefID(field, r.ns, name)
+	if err != nil {
+		return "", err
+	}
+	if inputFrom == inputNone {
+		return "", invalid(field, "quota %s is keyed by %q, but the exec takes no input to read the key from", id, key)
+	}
+	return deferQuota(id, key), nil
+}
+
+// deferredNeed is an admission candidate of ff_claim with a deferred quota
+// key: its quotas field as stored and its input.
+type deferredNeed struct {
+	c      Candidate
+	uuid   string
+	stored string
+	input  []byte
+}
+
+// settleQuotaKeys reads the deferred quota keys of flow members of
+// partition p from their inputs, stores the subjects (ff_resolve_quotas)
+// and returns the members as candidates with their subjects. A member
+// whose key cannot be read (its input lacks the field, or the value is not
+// a valid key) fails with reason quota_key_invalid: its input will not
+// change. Members changed since the claim read them are left out (the next
+// claim sees them as they are).
+func (s *Store) settleQuotaKeys(ctx context.Context, p int, needs []deferredNeed) ([]Candidate, error) {
+	args := make([]string, 0, 4*len(needs))
+	resolved := make([][]string, len(needs))
+	for i, n := range needs {
+		var failure string
+		for _, ref := range n.c.Quotas {
+			sub := ref
+			if id, path, ok := deferredQuota(ref); ok {
+				k, err := extractKey("quotas", n.input, path)
+				if err != nil {
+					msg := err.Error()
+					if ve := (*ValidationError)(nil); errors.As(err, &ve) {
+						msg = ve.Msg
+					}
+					failure = "quota_key_invalid: quota " + id + ": " + msg
+					break
+				}
+				sub = id + "=" + k
+			}
+			if !slices.Contains(resolved[i], sub) {
+				resolved[i] = append(resolved[i], sub)
+			}
+		}
+		joined := strings.Join(resolved[i], ",")
+		if failure != "" {
+			resolved[i], joined = nil, ""
+		}
+		args = append(args, n.uuid, n.stored, joined, failure)
+	}
+	items, err := s.single(ctx, call{fn: "ff_resolve_quotas", partition: p, args: args}, "", "resolve quota keys")
+	if err != nil {
+		return nil, err
+	}
+	var out []Candidate
+	for i, n := range needs {
+		if i >= len(items) {
+			return nil, fmt.Errorf("store: ff_resolve_quotas: %d results for %d members", len(items), len(needs))
+		}
+		if done, _ := items[i].AsInt64(); done == 1 && resolved[i] != nil {
+			c := n.c
+			c.Quotas = resolved[i]
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // checkResources validates the definitions of the budgets and quotas the
-// members reference, as registerResources will write them after the run
-// is staged: a bad definition refuses the staging before anything is
-// written.
+// members reference, as registerResources will write them: a bad
+// definition refuses the staging before anything is written.
 func (r *stageRefs) checkResources(f *plan.Flow) error {
 	for i, b := range f.BudgetDefs {
 		if !r.used[b.Name] {
@@ -306,16 +448,23 @@ func prefixField(prefix string, err error) error {
 	return err
 }
 
-// registerResources makes the budgets and quotas a new run uses exist:
-// run-scoped budgets are created for the run; shared budgets and quotas
-// are created from the plan's definitions when absent (an existing one is
-// left as it is: ffrun --flows and the API own their definitions).
+// usesResources reports whether the run's members reference a budget or
+// a quota.
+func (r *stageRefs) usesResources() bool { return len(r.used) > 0 || len(r.usedQ) > 0 }
+
+// registerResources makes the budgets and quotas a run uses exist, before
+// the run is staged (and again, to repair, on a repeat of its idempotency
+// key): run-scoped budgets are created for the run; shared budgets and
+// quotas are created from the plan's definitions. Each only when absent:
+// an existing run-scoped budget keeps its usage, and an existing shared
+// one or quota is left as it is (ffrun --flows and the API own their
+// definitions).
 func (s *Store) registerResources(ctx context.Context, f *plan.Flow, ns string, run RunID, refs *stageRefs) error {
 	for _, b := range f.BudgetDefs {
 		if !refs.used[b.Name] {
 			continue
 		}
-		if _, err := s.upsertBudget(ctx, BudgetSpecFromPlan(ns, b, run), b.Scope != plan.ScopeRun); err != nil {
+		if _, err := s.upsertBudget(ctx, BudgetSpecFromPlan(ns, b, run), true); err != nil {
 			return fmt.Errorf("store: register budget %s of run %s: %w", b.Name, run, err)
 		}
 	}
@@ -449,7 +598,7 @@ type memberPlan struct {
 	ups       []upPlan   // upstreams, by name
 	out       []edgePlan // edges out
 	budgets   []string   // names: ids depend on the namespace and the run
-	quotas    []string   // names: subjects may depend on the run's input
+	quotas    []string   // names: subjects may depend on the run's input (or be deferred)
 	tail      []string   // field/value pairs stored verbatim (kind, caps, handoff, retry policy, timeout)
 }
 
@@ -589,7 +738,8 @@ func (m *memberPlan) args(uuids []string, refs *stageRefs) ([]string, error) {
 		if budgets, err = memberRefs(field+".budgets", m.budgets, refs.budget); err != nil {
 			return nil, err
 		}
-		if quotas, err = memberRefs(field+".quotas", m.quotas, refs.quota); err != nil {
+		quota := func(field, name string) (string, error) { return refs.quota(field, name, m.inputFrom) }
+		if quotas, err = memberRefs(field+".quotas", m.quotas, quota); err != nil {
 			return nil, err
 		}
 	}

@@ -407,8 +407,9 @@ func TestFlowIdempotencyKeyOfAnotherFlow(t *testing.T) {
 }
 
 // TestFlowBadResourceDefinitionWritesNothing: budget and quota definitions
-// are written after the run (registerResources), so they are checked
-// before it: a bad one refuses the staging with nothing written.
+// are checked before anything is written (registerResources then writes
+// them before the run): a bad one refuses the staging with nothing
+// written.
 func TestFlowBadResourceDefinitionWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })

@@ -32,6 +32,7 @@ import (
 //	B:runs:ended                         ZSET   ended runs; score = end ms
 //	B:runs:purging                       ZSET   runs retention is deleting (members left)
 //	B:f:<uuid>:purge                     HASH   the node map of a run being deleted
+//	B:usagefence:<uuid>:<dedup key>      STRING a usage report the fence accepted (PX, ff_usage_fence)
 //	<prefix>ff:{w:<ns>}:workers          ZSET   connected worker instances; score = expiry ms
 //	<prefix>ff:{w:<ns>}:worker:<inst>    HASH   worker id, lanes, capabilities, times (PEXPIREAT)
 //	<prefix>ff:namespaces                SET    namespaces that had workers (unblock scanner)
@@ -74,6 +75,9 @@ func (k keys) deadlines(p int) string { return k.base(p) + ":deadlines" }
 // run is the record of flow run uuid on partition p; run+":nodes" maps
 // exec names to execution uuids.
 func (k keys) run(p int, uuid string) string { return k.base(p) + ":f:" + uuid }
+
+// runIdem maps a run idempotency key of namespace ns to the run's uuid.
+func (k keys) runIdem(p int, ns, key string) string { return k.base(p) + ":fidem:" + ns + ":" + key }
 
 // Worker registry keys: per namespace, on their own hash tag {w:<ns>}.
 func (k keys) workers(ns string) string { return k.prefix + "ff:{w:" + ns + "}:workers" }

@@ -139,10 +139,13 @@ func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
 	return ns, nil
 }
 
-// UnblockRoute makes up to limit executions of a partition and namespace
-// that wait for a capable worker eligible again when capabilities (the
-// namespace's union, from CapabilityUnion) now cover them. Executions of
-// other namespaces are never touched.
+// UnblockRoute looks at up to limit executions of a partition and
+// namespace that wait for a capable worker, and makes those that
+// capabilities (the namespace's union, from CapabilityUnion) now cover
+// eligible again. The ones it looks at that stay parked go to the back of
+// their lane's index, so the next call reads the ones behind them first.
+// Executions of other namespaces are never touched. More is set only when
+// something was promoted and a lane had more than its share of limit.
 func (s *Store) UnblockRoute(ctx context.Context, partition int, namespace string, capabilities []string, limit int) (ScanResult, error) {
 	if err := checkName("namespace", namespace); err != nil {
 		return ScanResult{}, err

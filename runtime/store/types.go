@@ -267,11 +267,12 @@ type CreateRequest struct {
 	// "<ns>/<name>@<run id>" for a run-scoped one), or a bare name meaning
 	// "<Namespace>/<name>". Stored as ids.
 	Budgets []string
-	// Quotas that admit it: a quota id or bare name as for Budgets. For a
-	// keyed quota the key value is extracted from Payload (a JSON object)
-	// at the quota's key path; "<quota>=<key value>" gives it explicitly.
-	// A quota given without a key value must exist (its definition says
-	// whether it is keyed). Stored as subjects "<ns>/<name>[=<key value>]".
+	// Quotas that admit it: a quota id or bare name as for Budgets. Each
+	// must exist: its definition says whether it is keyed. For a keyed
+	// quota the key value is extracted from Payload (a JSON object) at the
+	// quota's key path, or "<quota>=<key value>" gives it explicitly; a key
+	// value for an unkeyed quota is refused (it would escape the quota's
+	// cap). Stored as subjects "<ns>/<name>[=<key value>]".
 	Quotas []string
 
 	// MaxReclaims caps how often a lost lease (the worker died; lease

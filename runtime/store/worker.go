@@ -89,13 +89,27 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 	}
 	if needs != nil {
 		nv, _ := items[1].ToArray()
+		var deferred []deferredNeed
 		for _, it := range nv {
 			v, err := it.ToArray()
-			if err != nil || len(v) != 3 {
+			if err != nil || len(v) < 3 || len(v) > 4 {
 				return nil, fmt.Errorf("store: ff_claim: malformed admission candidate: %v", err)
 			}
-			*needs = append(*needs, Candidate{ExecutionID: makeID(p, str(v[0])),
-				Attempt: atoi(str(v[1])), Quotas: splitList(str(v[2]))})
+			c := Candidate{ExecutionID: makeID(p, str(v[0])), Attempt: atoi(str(v[1])), Quotas: splitList(str(v[2]))}
+			if len(v) == 4 {
+				deferred = append(deferred, deferredNeed{c: c, uuid: str(v[0]), stored: str(v[2]), input: []byte(str(v[3]))})
+				continue
+			}
+			*needs = append(*needs, c)
+		}
+		if len(deferred) > 0 {
+			// The claim's grants are written: an error here only leaves
+			// these members for a later claim (fail closed).
+			settled, err := s.settleQuotaKeys(ctx, p, deferred)
+			if err != nil {
+				s.log.WarnContext(ctx, "reading deferred quota keys failed; those members are not admitted", attrError, err)
+			}
+			*needs = append(*needs, settled...)
 		}
 	}
 	gv, err := items[0].ToArray()

@@ -1,0 +1,103 @@
+package store
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/google/go-cmp/cmp"
+)
+
+// budgetFlow is a one-exec flow counting against a shared and a run-scoped
+// budget.
+func budgetFlow() *plan.Flow {
+	f := flowOf("x", execs("a"))
+	f.Execs[0].Budgets = []string{"daily", "per_run"}
+	f.BudgetDefs = []plan.Budget{
+		{Name: "daily", Dimensions: []plan.Dimension{{Name: "tokens", Hard: 1000}}, OnHardLimit: plan.OnHardLimitBlock, Scope: plan.ScopeShared},
+		{Name: "per_run", Dimensions: []plan.Dimension{{Name: "tokens", Hard: 10}}, OnHardLimit: plan.OnHardLimitBlock, Scope: plan.ScopeRun},
+	}
+	return f
+}
+
+// A run's budgets are created before the run is staged: when creating
+// them fails, no run exists (none runs without its limits).
+func TestStagingCreatesBudgetsFirst(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// A key of the wrong type where the shared budget's reset is
+	// scheduled makes its creation fail.
+	f := budgetFlow()
+	f.BudgetDefs[0].ResetMs = 86_400_000
+	id := BudgetID("default", "daily")
+	if err := e.c.Do(e.ctx, e.c.B().Set().Key(e.s.k.resets(e.s.budgetPart(id))).Value("x").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	before := e.keys()
+	if _, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`)}); err == nil {
+		t.Fatal("staging succeeded although its budget could not be created")
+	}
+	var staged []string
+	for _, k := range e.keys() {
+		if !slices.Contains(before, k) && (strings.Contains(k, ":f:") || strings.Contains(k, ":x:")) {
+			staged = append(staged, k)
+		}
+	}
+	if len(staged) > 0 {
+		t.Fatalf("a run was staged without its budgets: %v", staged)
+	}
+}
+
+// A repeat of a run's idempotency key creates the budgets the first run
+// lacks (a run staged while its budgets came after it, and the creation
+// failed), and only those: the usage of existing ones is kept.
+func TestStagingRepeatRepairsRunBudgets(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := budgetFlow()
+	r, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runBudget := RunBudgetID("default", "per_run", r.ID)
+	if _, err := e.s.ReportUsage(e.ctx, BudgetID("default", "daily"), "tokens", 7, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	// Lose the run-scoped budget, as a failure after staging did.
+	for _, k := range e.keys() {
+		if strings.Contains(k, runBudget) {
+			if err := e.c.Do(e.ctx, e.c.B().Del().Key(k).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := e.s.GetBudget(e.ctx, runBudget); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("run budget after deleting it: %v", err)
+	}
+	again, created, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k"})
+	if err != nil || created || again.ID != r.ID {
+		t.Fatalf("repeat: %v created=%v err=%v, want run %s", again, created, err, r.ID)
+	}
+	b, err := e.s.GetBudget(e.ctx, runBudget)
+	if err != nil {
+		t.Fatalf("run budget after the repeat: %v", err)
+	}
+	if b.Dimensions[0].Hard != 10 {
+		t.Fatalf("repaired run budget %+v", b.Dimensions)
+	}
+	d, err := e.s.GetBudget(e.ctx, BudgetID("default", "daily"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []int64{d.Dimensions[0].Used}; !cmp.Equal(got, []int64{7}) {
+		t.Fatalf("shared budget usage after the repeat: %v, want kept", got)
+	}
+	// The repeat made no budget for a run of its own.
+	for _, k := range e.keys() {
+		if strings.Contains(k, "per_run@") && !strings.Contains(k, string(r.ID)) {
+			t.Fatalf("a repeat created %s", k)
+		}
+	}
+}
