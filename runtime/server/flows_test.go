@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -311,10 +313,22 @@ func TestShutdownAnswersWaitingResults(t *testing.T) {
 	ctx := ctxT(t)
 	run := stageTwoStep(t, env)
 	answered := make(chan error, 1)
+	written := make(chan struct{})
+	wrote := sync.OnceFunc(func() { close(written) })
+	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote() }})
 	go func() {
-		_, err := env.Client.RunResult(ctx, run.ID, 60*time.Second)
+		_, err := env.Client.RunResult(traced, run.ID, 60*time.Second)
 		answered <- err
 	}()
+	// Shutdown closes the listener, and a request not sent by then is
+	// refused rather than answered: wait until it is on the wire (which
+	// may take long on a loaded machine), then give the server a moment to
+	// take it up and park it.
+	select {
+	case <-written:
+	case <-ctx.Done():
+		t.Fatal("the result request was never sent")
+	}
 	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
 	if err := env.Stop(); err != nil {

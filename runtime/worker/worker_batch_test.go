@@ -71,9 +71,13 @@ func (c *reportCounter) hook(_ string, err error) {
 	c.reported.Add(1)
 }
 
-// wait waits up to 15 s for n reports.
+// wait waits up to 60 s for n reports. The bound is generous on purpose:
+// 40 outputs of 1 MiB through the race detector take 10 to 15 s to report
+// on a loaded 2-core machine (steady progress, a batch every half second or
+// so), more beside other test binaries; a lost report never arrives, so a
+// longer wait only delays a failure, it does not hide one.
 func (c *reportCounter) wait(n int64) {
-	for deadline := time.Now().Add(15 * time.Second); c.reported.Load() < n && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(60 * time.Second); c.reported.Load() < n && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
