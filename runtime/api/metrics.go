@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -62,9 +63,10 @@ func (m *httpMetrics) reported(report string, res []wire.LeaseResult) {
 }
 
 // middleware counts every request by its route pattern (/v1/executions/:id,
-// never the id itself, so that series stay few). A request that matched no
-// route at all counts as route "unmatched"; one that matched a path but not
-// its method keeps the pattern (Echo's router gives patterns only).
+// never the id itself, so that series stay few). A request no route took
+// counts as route "unmatched" (a handler's own 404, an unknown id, keeps its
+// route); one that matched a path but not its method keeps the pattern
+// (Echo's router gives patterns only).
 func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -74,7 +76,9 @@ func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			status = asError(err).Status
 		}
 		route := c.Path()
-		if route == "" {
+		if route == "" || errors.Is(err, echo.ErrNotFound) {
+			// Echo's own not-found handler: no route took the request,
+			// whatever catch-all pattern the router reports for it.
 			route = "unmatched"
 		}
 		method := methodLabel(c.Request().Method)
