@@ -38,47 +38,66 @@ end
 -- ARGV[1]  limit (executions looked at, 1..1000)
 -- ARGV[2]  namespace
 -- ARGV[3]  the union of the capabilities of its connected workers
--- Reply: {1, processed, more}
---        {0, 'invalid', 'limit', message}
+-- ARGV[4..] lane, offset pairs: where the caller's cursor starts reading
+--          the lane's blocked index (0..2^32-1; a lane not listed: 0)
+-- Reply: {1, processed, more, {lane, next offset, ...}}
+--        {0, 'invalid', 'limit' | 'offsets', message} (nothing written)
 -- Each lane of the namespace gets a share of the limit (what a lane leaves
 -- unused goes to the lanes after it), starting at a lane that rotates with
--- the clock, and is read from the lowest score, not only the due entries
--- (what changed is the union, not the time). When a lane has more than
--- its share, an execution looked at that the union still does not cover is
--- re-scored to now, behind every execution parked before this call, so the
--- next call reads the ones behind it first: a backlog nobody can run never
--- hides one a worker now covers. more = something was promoted and a lane
--- had more than its share (parked executions alone never make the scanner
--- hurry).
+-- the clock, and is read in score order from its offset, not only the due
+-- entries (what changed is the union, not the time). An execution the
+-- union still does not cover keeps its place and score: the index is
+-- never reordered, so listings and the park log see a stable order. The
+-- reply gives each lane read its next offset: when the read filled the
+-- share, the offset plus the entries read that stay parked (the promoted
+-- and healed ones left, so what followed slid down to there), else 0 (the
+-- end was reached: the next call starts at the head). A caller that keeps
+-- them reads a backlog nobody can run a share at a time, so it never hides
+-- one a worker now covers; a stale offset only changes which entries a
+-- call looks at first. more = something was promoted and a lane's read
+-- filled its share (parked executions alone never make the scanner hurry).
 local function ff_unblock_route(keys, argv)
   local limit = tonumber(argv[1])
   if not limit or limit ~= math.floor(limit) or limit < 1 or limit > 1000 then
     return refuse('invalid', 'limit', 'not an integer in 1..1000: ' .. tostring(argv[1]))
+  end
+  if (#argv - 3) % 2 ~= 0 then
+    return refuse('invalid', 'offsets', 'want lane, offset pairs, got ' .. (#argv - 3) .. ' values')
+  end
+  local from = {}
+  for i = 4, #argv, 2 do
+    local off = tonumber(argv[i + 1])
+    if not off or off ~= math.floor(off) or off < 0 or off > 4294967295 then
+      return refuse('invalid', 'offsets', 'offset of lane ' .. argv[i] .. ' not an integer in 0..4294967295: ' .. argv[i + 1])
+    end
+    from[argv[i]] = off
   end
   local p = part(keys[1])
   local ns = argv[2]
   local union = {}
   for token in string.gmatch(argv[3], '[^,]+') do union[token] = true end
   local now = now_ms()
-  local now_s = ts(now)
   local lanes = {}
   for _, l in ipairs(lane_list(p)) do
     if l[1] == ns then lanes[#lanes + 1] = l[2] end
   end
   table.sort(lanes)
-  local n, seen, cut = 0, 0, false
+  local n, seen, cut, resume = 0, 0, false, {}
   local start = now % math.max(1, #lanes)
   for i = 0, #lanes - 1 do
     if seen >= limit then
       cut = true
       break
     end
-    local key = lane_key(p, ns, lanes[(start + i) % #lanes + 1], 'blocked')
+    local lane = lanes[(start + i) % #lanes + 1]
+    local key = lane_key(p, ns, lane, 'blocked')
     local share = math.ceil((limit - seen) / (#lanes - i))
-    local list = redis.call('ZRANGE', key, 0, share - 1)
+    local off = from[lane] or 0
+    local list = redis.call('ZRANGE', key, off, off + share - 1)
     seen = seen + #list
-    local lane_cut = #list >= share -- else every entry of the lane was read: order does not matter
-    cut = cut or lane_cut
+    local full = #list >= share -- else the read reached the end of the lane
+    cut = cut or full
+    local stay = 0
     for _, u in ipairs(list) do
       local c = read_core(p, u)
       if not c or not is(c.state, 'runnable') or RUNNABLE_INDEX[split(c).eligibility] ~= 'blocked' then
@@ -87,13 +106,15 @@ local function ff_unblock_route(keys, argv)
         leave_indexes(p, c)
         to_eligible(p, c, c.v.attempt, now)
         n = n + 1
-      elseif lane_cut then
-        zadd(p, key, now_s, u) -- still parked: to the back of the index
+      else
+        stay = stay + 1 -- still parked: left where it is
       end
     end
+    resume[#resume + 1] = lane
+    resume[#resume + 1] = full and off + stay or 0
   end
   flush(p)
-  return ok(n, (cut and n > 0) and 1 or 0)
+  return ok(n, (cut and n > 0) and 1 or 0, resume)
 end
 
 -- The eligibility of each admission blocking reason.
@@ -135,18 +156,19 @@ end
 
 -- ff_unblock: make blocked executions eligible again when they are still
 -- blocked for the given reason (the caller checked that it cleared), and
--- send the ones the caller looked at that stay blocked to the back of
--- their index, so that its next pass reads the ones behind them first.
+-- heal the entries of the reason's index that the caller found stale.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  reason: waiting_for_budget | waiting_for_quota
 -- ARGV[2]  n, how many uuids to unblock follow
 -- ARGV[3..2+n]  uuids to unblock
--- ARGV[3+n..]   uuids looked at that stay blocked: re-scored to now (their
---               next recheck is the next pass, after every entry due
---               before this call)
+-- ARGV[3+n..]   uuids whose entry in the reason's index the caller found
+--               stale (the record says not blocked for the reason)
 -- A uuid of either list whose execution is no longer blocked for the
 -- reason leaves the reason's index (healing a stale entry) and is not
--- counted.
+-- counted. One of the second list that is blocked for the reason after
+-- all keeps its entry. No entry that stays blocked is re-scored: the
+-- unblock scanner's cursor (store.UnblockCursor), not the order of the
+-- index, spreads its passes over a long line.
 -- Reply: {1, unblocked}
 --        {0, 'invalid', 'reason' | 'count', message} (nothing written)
 local function ff_unblock(keys, argv)
@@ -160,20 +182,16 @@ local function ff_unblock(keys, argv)
   end
   local p = part(keys[1])
   local now = now_ms()
-  local now_s = ts(now)
   local n = 0
   for i = 3, #argv do
     local c = read_core(p, argv[i])
     if c then
-      local index = lane_key(p, c.ns, c.lane, RUNNABLE_INDEX[elig])
       if not is(c.state, 'runnable') or split(c).reason ~= argv[1] or c.v.eligibility ~= elig then
-        zrem(p, index, c.u) -- not blocked for the reason: not in its index
+        zrem(p, lane_key(p, c.ns, c.lane, RUNNABLE_INDEX[elig]), c.u) -- not blocked for the reason: not in its index
       elseif i <= 2 + nu then
         leave_indexes(p, c)
         to_eligible(p, c, c.v.attempt, now)
         n = n + 1
-      else
-        zadd(p, index, now_s, c.u)
       end
     end
   end

@@ -340,6 +340,56 @@ func TestUnblockScanner(t *testing.T) {
 	waitState(t, s, x.ID, store.StateWaiting)
 }
 
+// The unblock scanner keeps its cursor across ticks: an execution parked
+// for a capability a worker now has is promoted even when more executions
+// than the scanner's limit, parked for a capability nobody has, sit ahead
+// of it in the index (each tick reads the next share, not the head again).
+func TestUnblockScannerReachesPastParkedBacklog(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, 1)
+	ctx := context.Background()
+	park := func() {
+		t.Helper()
+		g, err := s.Claim(ctx, store.ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker, Max: 100, RouteBlocking: true})
+		if err != nil || len(g) != 0 {
+			t.Fatalf("claim: %d grants, %v", len(g), err)
+		}
+	}
+	const ahead = 150 // three times the scanner's limit
+	for range ahead {
+		create(t, s, store.CreateRequest{RequiredCapabilities: []string{"quantum"}})
+	}
+	park()
+	time.Sleep(5 * time.Millisecond) // x is parked after the others (a later score)
+	x := create(t, s, store.CreateRequest{RequiredCapabilities: []string{"gpu"}})
+	park()
+	waitState(t, s, x.ID, store.StateBlocked)
+	gpu := store.WorkerIdentity{WorkerID: "g", InstanceID: "g-1", Namespace: "default", Capabilities: []string{"gpu"}}
+	if _, err := s.Heartbeat(ctx, gpu, nil, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := NewUnblock(UnblockConfig{Store: s, Limit: 50, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	promoted := 0
+	for range 5 {
+		n, _, err := sc.RunOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		promoted += n
+	}
+	if got, err := s.GetExecution(ctx, x.ID); err != nil || got.State.Public != store.StateWaiting || promoted != 1 {
+		t.Fatalf("after 5 ticks (limit 50) x is %+v (%v), %d promoted; want x waiting, the only one promoted "+
+			"(behind %d executions needing a capability nobody has)", got.State, err, promoted, ahead)
+	}
+	page, err := s.ListExecutions(ctx, store.ListRequest{Namespace: "default", State: store.StateBlocked, Limit: store.ListLimitMax})
+	if err != nil || len(page.Executions) != ahead {
+		t.Fatalf("%d executions still parked (%v), want %d", len(page.Executions), err, ahead)
+	}
+}
+
 // One tick of the unblock scanner shares one quota room over the flow
 // partitions: a freed slot of a concurrency-1 quota wakes one blocked
 // execution, not one in every partition that has one; and the ticks take

@@ -33,13 +33,18 @@ type UnblockConfig struct {
 // quota room (store.QuotaRoom), so a freed slot wakes one execution, not
 // one per partition; the tick starts at the partition after the one the
 // last tick started at, so no partition's blocked executions always have
-// the first pick of the room.
+// the first pick of the room. The scanner keeps one store.UnblockCursor
+// across ticks, so a long line of executions that stay blocked is read a
+// share at a time and never hides one behind it whose reason cleared
+// (the cursor lives in this process only: another ffrun's scanner, with
+// a cursor of its own, only changes which entries a tick looks at first).
 type Unblock struct {
 	*runner
 	unions       map[string][]string // namespace -> capability union, per tick
 	breached     []store.BudgetBreach
 	budgetsKnown bool
-	room         *store.QuotaRoom // per tick
+	room         *store.QuotaRoom     // per tick
+	cursor       *store.UnblockCursor // across ticks; used by the scanner's goroutine only
 }
 
 // NewUnblock returns a stopped unblock scanner.
@@ -49,13 +54,13 @@ func NewUnblock(cfg UnblockConfig) (*Unblock, error) {
 	if err := checkCommon("unblock", cfg.Store, cfg.Interval, cfg.Limit); err != nil {
 		return nil, err
 	}
-	u := &Unblock{}
+	u := &Unblock{cursor: &store.UnblockCursor{}}
 	u.runner = newRunner("unblock", cfg.Store, cfg.Interval, cfg.Logger,
 		func(ctx context.Context, p int) (store.ScanResult, error) {
 			var total store.ScanResult
 			var errs []error
 			for ns, union := range u.unions {
-				res, err := cfg.Store.UnblockRoute(ctx, p, ns, union, cfg.Limit)
+				res, err := cfg.Store.UnblockRoute(ctx, p, ns, union, cfg.Limit, u.cursor)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("namespace %s: %w", ns, err))
 					continue
@@ -64,7 +69,7 @@ func NewUnblock(cfg UnblockConfig) (*Unblock, error) {
 				total.More = total.More || res.More
 			}
 			res, err := cfg.Store.UnblockAdmission(ctx, store.AdmissionUnblock{Partition: p, Limit: cfg.Limit,
-				Breached: u.breached, BudgetsKnown: u.budgetsKnown, Room: u.room})
+				Breached: u.breached, BudgetsKnown: u.budgetsKnown, Room: u.room, Cursor: u.cursor})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("budgets and quotas: %w", err))
 			}

@@ -150,7 +150,7 @@ func TestCapabilityUnionFailsOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.InvalidateCapabilities("default")
-	if _, err := fs.UnblockRoute(ctx, 0, "default", []string{"gpu"}, 10); err != nil {
+	if _, err := fs.UnblockRoute(ctx, 0, "default", []string{"gpu"}, 10, nil); err != nil {
 		t.Fatal(err)
 	}
 	gr := req("caps", 1, 0)

@@ -216,7 +216,7 @@ func (a *admissionService) register(ctx context.Context, w store.WorkerIdentity,
 	}
 	n := 0
 	for p := range a.st.FlowPartitions() {
-		r, err := a.st.UnblockRoute(ctx, p, w.Namespace, union, unblockOnConnectLimit)
+		r, err := a.st.UnblockRoute(ctx, p, w.Namespace, union, unblockOnConnectLimit, nil) // from the head of each lane
 		if err != nil {
 			a.log.WarnContext(ctx, "unblock on connect failed; the unblock scanner retries",
 				slog.Int("partition", p), slog.Any("error", err))

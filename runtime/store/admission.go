@@ -156,19 +156,19 @@ func (s *Store) Unblock(ctx context.Context, p int, reason BlockingReason, ids [
 	return s.unblock(ctx, p, reason, ids, nil)
 }
 
-// unblock is Unblock that also sends the executions of stay (looked at
-// and still blocked for reason) to the back of their blocked index, in the
-// same FCALL.
-func (s *Store) unblock(ctx context.Context, p int, reason BlockingReason, ids, stay []ExecutionID) (int, error) {
+// unblock is Unblock that also heals, in the same FCALL, the entries of
+// stale (found in the reason's index, not blocked for the reason): they
+// leave the index unless they are blocked for it after all.
+func (s *Store) unblock(ctx context.Context, p int, reason BlockingReason, ids, stale []ExecutionID) (int, error) {
 	if reason != WaitingForBudget && reason != WaitingForQuota {
 		return 0, invalid("reason", "%q: want %s or %s", reason, WaitingForBudget, WaitingForQuota)
 	}
-	if len(ids)+len(stay) == 0 {
+	if len(ids)+len(stale) == 0 {
 		return 0, nil
 	}
-	args := make([]string, 0, 2+len(ids)+len(stay))
+	args := make([]string, 0, 2+len(ids)+len(stale))
 	args = append(args, string(reason), strconv.Itoa(len(ids)))
-	for _, id := range slices.Concat(ids, stay) {
+	for _, id := range slices.Concat(ids, stale) {
 		ip, uuid, err := splitID(string(id))
 		if err != nil {
 			return 0, err
@@ -208,6 +208,95 @@ type AdmissionUnblock struct {
 	// what one partition unblocks is not offered again to the next. Nil:
 	// the call has a room of its own (a pass over one partition).
 	Room *QuotaRoom
+	// Cursor is where the unblock scanner's passes left off in each
+	// blocked index (it keeps one across ticks). Nil: every index is read
+	// from its head.
+	Cursor *UnblockCursor
+}
+
+// UnblockCursor remembers, per blocked index, where the next unblock pass
+// starts reading it, so that passes sharing one cursor go through a long
+// line of executions that stay blocked a share at a time instead of
+// reading its head again and again. No entry moves: the score of a
+// blocked execution does not change while it stays blocked, so listings
+// and the park log see a stable order. A read that fills its share moves
+// the offset past the entries read that stay blocked (those unblocked or
+// healed leave the index, so what followed them slides down); a read that
+// reaches the end of the index sends the next pass back to its head.
+//
+// It lives in the memory of one process. A stale offset (the index changed
+// under it) or several processes reading one index with cursors of their
+// own only change which entries a pass looks at first, never what a pass
+// does to an entry it looks at. The zero value is ready to use; a nil
+// cursor reads every index from its head and keeps nothing. It is not safe
+// for concurrent use: one scanner goroutine owns it.
+type UnblockCursor struct {
+	offsets map[string]int64                // blocked_budget, blocked_quota index key -> offset
+	lanes   map[routeGroup]map[string]int64 // route-blocked indexes: lane -> offset
+}
+
+// routeGroup names the route-blocked indexes of one namespace on one
+// partition.
+type routeGroup struct {
+	partition int
+	namespace string
+}
+
+// offset returns where the next read of the index key starts.
+func (c *UnblockCursor) offset(key string) int64 {
+	if c == nil {
+		return 0
+	}
+	return c.offsets[key]
+}
+
+// setOffset records where the next read of the index key starts; 0 (the
+// head) is kept as no entry.
+func (c *UnblockCursor) setOffset(key string, off int64) {
+	if c == nil {
+		return
+	}
+	if off <= 0 {
+		delete(c.offsets, key)
+		return
+	}
+	if c.offsets == nil {
+		c.offsets = map[string]int64{}
+	}
+	c.offsets[key] = off
+}
+
+// routeOffsets returns the offsets of the route-blocked lanes of g that
+// do not start at the head.
+func (c *UnblockCursor) routeOffsets(g routeGroup) map[string]int64 {
+	if c == nil {
+		return nil
+	}
+	return c.lanes[g]
+}
+
+// setRouteOffset records where the next read of the route-blocked index
+// of lane starts; 0 (the head) is kept as no entry.
+func (c *UnblockCursor) setRouteOffset(g routeGroup, lane string, off int64) {
+	if c == nil {
+		return
+	}
+	if off <= 0 {
+		if m := c.lanes[g]; m != nil {
+			delete(m, lane)
+			if len(m) == 0 {
+				delete(c.lanes, g)
+			}
+		}
+		return
+	}
+	if c.lanes == nil {
+		c.lanes = map[routeGroup]map[string]int64{}
+	}
+	if c.lanes[g] == nil {
+		c.lanes[g] = map[string]int64{}
+	}
+	c.lanes[g][lane] = off
 }
 
 // QuotaRoom is the quota room of one unblock pass over the flow
@@ -231,14 +320,15 @@ type QuotaRoom struct {
 //
 // Each blocked index of the partition gets a share of Limit (what an index
 // leaves unused goes to the ones after it), starting at an index that
-// rotates with the clock. When an index has more due entries than its
-// share, the ones looked at that stay blocked are re-scored to now, behind
-// every entry due before, in the FCALL that unblocks the others: the next
-// pass reads the ones behind them first, so a long line blocked by a
-// budget still at its limit, or by a busy quota key, never hides one whose
-// reason cleared. More is set only when something was unblocked and an
-// index had more due entries, and for quotas only while a subject met still
-// has room (executions that stay blocked do not make the scanner hurry).
+// rotates with the clock, and its due entries are read from where
+// req.Cursor says the last pass left off: passes that share a cursor, as
+// the unblock scanner's do, go through a long line blocked by a budget
+// still at its limit, or by a busy quota key, a share at a time, so it
+// never hides one whose reason cleared. Entries that stay blocked keep
+// their place and score. More is set only when something was unblocked and
+// an index's read filled its share, and for quotas only while a subject
+// met still has room (executions that stay blocked do not make the scanner
+// hurry).
 func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (ScanResult, error) {
 	p := req.Partition
 	if p < 0 || p >= s.cfg.FlowPartitions {
@@ -278,16 +368,25 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 		k := int(now % int64(len(sources)))
 		sources = append(sources[k:], sources[:k]...)
 	}
-	// looked is a blocked execution looked at; cut: its index had more due
-	// entries than were read.
+	// read is the read of one index: where it started, whether it filled
+	// its share, and how many of its entries leave the index in this pass
+	// (unblocked, stale or without a record).
+	type read struct {
+		key        string
+		off        int64
+		n, leaving int
+		full       bool
+	}
+	var reads []read
+	// looked is a blocked execution looked at, and the read it came from.
 	type looked struct {
 		BlockedExecution
-		cut bool
+		read int
 	}
 	var blocked []looked
-	stay := map[BlockingReason][]ExecutionID{} // looked at, still blocked (or stale entries)
+	stale := map[BlockingReason][]ExecutionID{} // entries not blocked for their index's reason: healed
 	seen := 0
-	cutBy := map[BlockingReason]bool{} // an index of the reason had more due entries than were read
+	cutBy := map[BlockingReason]bool{} // a read of an index of the reason filled its share
 	for si, src := range sources {
 		if seen >= req.Limit {
 			cutBy[WaitingForBudget], cutBy[WaitingForQuota] = true, true // not read at all
@@ -296,14 +395,26 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 		left := len(sources) - si
 		n := (req.Limit - seen + left - 1) / left // this index's share: what is left, spread evenly
 		key := s.k.lane(p, src.ns, src.lane, src.index)
-		uuids, err := s.c.Do(ctx, s.c.B().Zrangebyscore().Key(key).Min("-inf").
-			Max(strconv.FormatInt(now, 10)).Limit(0, int64(n)).Build()).AsStrSlice()
+		// The due entries (score <= now) are the head of the index by rank,
+		// so reading by rank from the offset and keeping the due ones is
+		// ZRANGEBYSCORE key -inf now LIMIT off n without walking the offset.
+		off := req.Cursor.offset(key)
+		entries, err := s.c.Do(ctx, s.c.B().Zrange().Key(key).Min(strconv.FormatInt(off, 10)).
+			Max(strconv.FormatInt(off+int64(n)-1, 10)).Withscores().Build()).AsZScores()
 		if err != nil {
 			return ScanResult{}, fmt.Errorf("store: read blocked: %w", err)
 		}
+		var uuids []string
+		for _, z := range entries {
+			if z.Score > float64(now) {
+				break
+			}
+			uuids = append(uuids, z.Member)
+		}
 		seen += len(uuids)
-		cut := len(uuids) >= n
-		cutBy[src.reason] = cutBy[src.reason] || cut
+		ri := len(reads)
+		reads = append(reads, read{key: key, off: off, n: len(uuids), full: len(uuids) >= n})
+		cutBy[src.reason] = cutBy[src.reason] || reads[ri].full
 		if len(uuids) == 0 {
 			continue
 		}
@@ -320,14 +431,16 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 			id := makeID(p, uuids[i])
 			if v[0].IsNil() {
 				gone = append(gone, uuids[i])
+				reads[ri].leaving++
 				continue
 			}
 			if decodeState(str(v[0]), "").BlockingReason != src.reason {
-				stay[src.reason] = append(stay[src.reason], id) // a stale entry: ff_unblock heals it
+				stale[src.reason] = append(stale[src.reason], id) // ff_unblock heals it
+				reads[ri].leaving++
 				continue
 			}
 			blocked = append(blocked, looked{BlockedExecution{ID: id, Reason: src.reason,
-				Budgets: splitList(str(v[1])), Quotas: splitList(str(v[2]))}, cut})
+				Budgets: splitList(str(v[1])), Quotas: splitList(str(v[2]))}, ri})
 		}
 		if len(gone) > 0 {
 			if err := s.c.Do(ctx, s.c.B().Zrem().Key(key).Member(gone...).Build()).Error(); err != nil {
@@ -371,17 +484,27 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 		}
 		if ok {
 			cleared[b.Reason] = append(cleared[b.Reason], b.ID)
-		} else if b.cut {
-			stay[b.Reason] = append(stay[b.Reason], b.ID)
+			reads[b.read].leaving++
 		}
 	}
-	n1, err := s.unblock(ctx, p, WaitingForBudget, cleared[WaitingForBudget], stay[WaitingForBudget])
+	n1, err := s.unblock(ctx, p, WaitingForBudget, cleared[WaitingForBudget], stale[WaitingForBudget])
 	if err != nil {
 		return ScanResult{}, err
 	}
-	n2, err := s.unblock(ctx, p, WaitingForQuota, cleared[WaitingForQuota], stay[WaitingForQuota])
+	n2, err := s.unblock(ctx, p, WaitingForQuota, cleared[WaitingForQuota], stale[WaitingForQuota])
 	if err != nil {
 		return ScanResult{Processed: n1}, err
+	}
+	// The next pass starts past the entries read that stay blocked, or at
+	// the head when this read reached the end of the due entries. (A failed
+	// call above leaves the cursor as it was: the next pass reads the same
+	// entries again.)
+	for _, r := range reads {
+		next := int64(0)
+		if r.full {
+			next = r.off + int64(r.n-r.leaving)
+		}
+		req.Cursor.setOffset(r.key, next)
 	}
 	// Hurry only for what the next pass can unblock: more budget-blocked
 	// entries, or quota-blocked ones while a subject met still has room.

@@ -43,7 +43,8 @@ func (e *env) claimAdm(w WorkerIdentity, max int, ttl time.Duration) []Grant {
 }
 
 // unblockAll runs the admission unblock over every partition, as one tick
-// of the unblock scanner does (one quota room for the pass).
+// of the unblock scanner does (one quota room for the pass, and the env's
+// cursor, kept across passes).
 func (e *env) unblockAll() int {
 	e.t.Helper()
 	breached, err := e.s.BreachedBudgets(e.ctx)
@@ -53,7 +54,8 @@ func (e *env) unblockAll() int {
 	n := 0
 	room := &QuotaRoom{}
 	for p := range e.s.FlowPartitions() {
-		res, err := e.s.UnblockAdmission(e.ctx, AdmissionUnblock{Partition: p, Limit: 100, Breached: breached, BudgetsKnown: true, Room: room})
+		res, err := e.s.UnblockAdmission(e.ctx, AdmissionUnblock{Partition: p, Limit: 100, Breached: breached, BudgetsKnown: true,
+			Room: room, Cursor: &e.cursor})
 		if err != nil {
 			e.t.Fatalf("UnblockAdmission: %v", err)
 		}

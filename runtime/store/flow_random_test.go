@@ -251,7 +251,7 @@ func TestFlowRandomRunsKeepCounters(t *testing.T) {
 						t.Fatal(uerr)
 					}
 				}
-				if _, uerr := e.s.UnblockRoute(e.ctx, 0, "default", nil, 100); uerr != nil {
+				if _, uerr := e.s.UnblockRoute(e.ctx, 0, "default", nil, 100, nil); uerr != nil {
 					t.Fatal(uerr)
 				}
 			case op == 8 && rng.IntN(3) == 0: // cancel the run

@@ -42,6 +42,9 @@ type env struct {
 	prefix string
 	// ended collects FinishResult.RunEnded of the finishes drive made.
 	ended []*Run
+	// cursor is the UnblockCursor unblockAll keeps across its passes, as
+	// the unblock scanner keeps one across its ticks.
+	cursor UnblockCursor
 }
 
 func newEnv(t testing.TB, mod ...func(*Config)) *env {

@@ -142,11 +142,16 @@ func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
 // UnblockRoute looks at up to limit executions of a partition and
 // namespace that wait for a capable worker, and makes those that
 // capabilities (the namespace's union, from CapabilityUnion) now cover
-// eligible again. The ones it looks at that stay parked go to the back of
-// their lane's index, so the next call reads the ones behind them first.
-// Executions of other namespaces are never touched. More is set only when
-// something was promoted and a lane had more than its share of limit.
-func (s *Store) UnblockRoute(ctx context.Context, partition int, namespace string, capabilities []string, limit int) (ScanResult, error) {
+// eligible again. Each lane of the namespace gets a share of limit and is
+// read from where cursor says the last call left off (nil: from the head;
+// a worker's connect passes nil), and cursor records where the next call
+// starts: calls sharing a cursor, as the unblock scanner's do, go through
+// a backlog nobody can run a share at a time, so it never hides one a
+// worker now covers. The ones it looks at that stay parked keep their
+// place and score. Executions of other namespaces are never touched. More
+// is set only when something was promoted and a lane's read filled its
+// share.
+func (s *Store) UnblockRoute(ctx context.Context, partition int, namespace string, capabilities []string, limit int, cursor *UnblockCursor) (ScanResult, error) {
 	if err := checkName("namespace", namespace); err != nil {
 		return ScanResult{}, err
 	}
@@ -154,5 +159,32 @@ func (s *Store) UnblockRoute(ctx context.Context, partition int, namespace strin
 	if err != nil {
 		return ScanResult{}, err
 	}
-	return s.scan(ctx, "ff_unblock_route", partition, limit, namespace, union)
+	if partition < 0 || partition >= s.cfg.FlowPartitions {
+		return ScanResult{}, invalid("partition", "%d is outside 0..%d", partition, s.cfg.FlowPartitions-1)
+	}
+	if limit < 1 || limit > ScanLimitMax {
+		return ScanResult{}, invalid("limit", "%d is outside 1..%d", limit, ScanLimitMax)
+	}
+	g := routeGroup{partition, namespace}
+	args := []string{strconv.Itoa(limit), namespace, union}
+	for lane, off := range cursor.routeOffsets(g) {
+		args = append(args, lane, strconv.FormatInt(off, 10))
+	}
+	items, err := s.single(ctx, call{fn: "ff_unblock_route", partition: partition, args: args}, "", "ff_unblock_route")
+	if err != nil {
+		return ScanResult{}, err
+	}
+	if len(items) < 3 {
+		return ScanResult{}, fmt.Errorf("store: ff_unblock_route: malformed reply: %d items", len(items))
+	}
+	n, _ := items[0].AsInt64()
+	more, _ := items[1].AsInt64()
+	resume, err := items[2].ToArray()
+	if err != nil {
+		return ScanResult{}, fmt.Errorf("store: ff_unblock_route: malformed lane offsets: %w", err)
+	}
+	for i := 0; i+1 < len(resume); i += 2 {
+		cursor.setRouteOffset(g, str(resume[i]), atoi64(str(resume[i+1])))
+	}
+	return ScanResult{Processed: int(n), More: more == 1}, nil
 }

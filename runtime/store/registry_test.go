@@ -76,15 +76,15 @@ func TestRouteBlockingAndUnblock(t *testing.T) {
 		t.Fatalf("blocked state = %+v", b.State)
 	}
 	// A gpu worker of another namespace changes nothing.
-	if res, err := e.s.UnblockRoute(e.ctx, 0, "tenant-b", []string{"gpu"}, 10); err != nil || res.Processed != 0 {
+	if res, err := e.s.UnblockRoute(e.ctx, 0, "tenant-b", []string{"gpu"}, 10, nil); err != nil || res.Processed != 0 {
 		t.Fatalf("UnblockRoute(other namespace) = %+v, %v", res, err)
 	}
-	if res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"eu"}, 10); err != nil || res.Processed != 0 {
+	if res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"eu"}, 10, nil); err != nil || res.Processed != 0 {
 		t.Fatalf("UnblockRoute(not covering) = %+v, %v", res, err)
 	}
 	e.wantState(needsGPU.ID, StateBlocked)
 	// A gpu worker connects in the namespace: unblocked, then claimed.
-	if res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"eu", "gpu"}, 10); err != nil || res.Processed != 1 {
+	if res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"eu", "gpu"}, 10, nil); err != nil || res.Processed != 1 {
 		t.Fatalf("UnblockRoute = %+v, %v", res, err)
 	}
 	e.wantState(needsGPU.ID, StateWaiting)

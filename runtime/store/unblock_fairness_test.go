@@ -13,8 +13,8 @@ import (
 // A budget-blocked execution whose budget was reset is unblocked even when
 // more executions than the unblock share (Limit/indexes) sit ahead of it
 // in the lane's blocked_budget index, blocked by another budget that is
-// still at its hard limit: the entries looked at that stay blocked go to
-// the back of the index, so the next pass reads the ones behind them.
+// still at its hard limit: the passes' cursor moves past the entries
+// looked at that stay blocked, so the next pass reads the ones behind them.
 func TestUnblockBudgetNotStarvedBehindStillBreached(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
@@ -42,8 +42,9 @@ func TestUnblockBudgetNotStarvedBehindStillBreached(t *testing.T) {
 	if _, err := e.s.ResetBudget(e.ctx, "default/b"); err != nil {
 		t.Fatal(err)
 	}
-	// The unblock scanner runs every second with Limit 100 (LimitDefault):
-	// a few passes are plenty.
+	// The unblock scanner runs every second with Limit 100 (LimitDefault),
+	// keeping its cursor across passes (unblockAll keeps the env's): a few
+	// passes are plenty.
 	for range 5 {
 		e.unblockAll()
 	}
@@ -107,7 +108,7 @@ func TestUnblockQuotaNotStarvedBehindBusyKey(t *testing.T) {
 // The same for capability parking: executions parked for a capability no
 // worker will bring fill the head of the route-blocked index, and one
 // parked for a capability a worker now has is still promoted by the
-// unblock scanner's calls (Limit 100).
+// unblock scanner's calls (Limit 100, one cursor across the calls).
 func TestUnblockRouteNotStarvedBehindUncoverable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
@@ -128,8 +129,9 @@ func TestUnblockRouteNotStarvedBehindUncoverable(t *testing.T) {
 	park()
 	e.wantState(x.ID, StateBlocked)
 	// A gpu worker connects: the union now covers x.
+	var cursor UnblockCursor
 	for range 5 {
-		res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"gpu"}, 100)
+		res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"gpu"}, 100, &cursor)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,6 +147,119 @@ func TestUnblockRouteNotStarvedBehindUncoverable(t *testing.T) {
 	n, err := e.c.Do(e.ctx, e.c.B().Zcard().Key(e.s.k.lane(0, "default", "default", "blocked")).Build()).AsInt64()
 	if err != nil || n != ahead {
 		t.Fatalf("route-blocked index holds %d (%v), want %d", n, err, ahead)
+	}
+}
+
+// Unblock passes move no entry that stays blocked: the blocked_budget and
+// route-blocked indexes hold the same entries with the same scores after
+// passes that read them all, a share at a time, and left them blocked (so
+// listings that page by position and the park log see a stable index).
+func TestUnblockPassesLeaveParkedEntriesInPlace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	if _, err := e.s.UpsertBudget(e.ctx, BudgetSpec{ID: "default/a", Dimensions: []BudgetDimension{{Name: "n", Hard: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.ReportUsage(e.ctx, "default/a", "n", 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	const budgetBlocked, parked = 120, 130 // more than one pass's share (Limit 100)
+	for range budgetBlocked {
+		e.create(CreateRequest{Budgets: []string{"a"}})
+	}
+	if g := e.claimAdm(worker1, MaxClaim, time.Minute); len(g) != 0 {
+		t.Fatalf("granted %v", grantIDs(g))
+	}
+	for range parked {
+		e.create(CreateRequest{RequiredCapabilities: []string{"quantum"}})
+	}
+	if g, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker1, Max: MaxClaim,
+		LeaseTTL: time.Minute, RouteBlocking: true}); err != nil || len(g) != 0 {
+		t.Fatalf("claim: %v %v", grantIDs(g), err)
+	}
+	budgetIndex := e.s.k.lane(0, "default", "default", indexBlockedBudget)
+	routeIndex := e.s.k.lane(0, "default", "default", indexBlocked)
+	snapshot := func(key string) []valkey.ZScore {
+		t.Helper()
+		zs, err := e.c.Do(e.ctx, e.c.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return zs
+	}
+	budgetBefore, routeBefore := snapshot(budgetIndex), snapshot(routeIndex)
+	if len(budgetBefore) != budgetBlocked || len(routeBefore) != parked {
+		t.Fatalf("%d budget-blocked, %d route-parked; want %d and %d", len(budgetBefore), len(routeBefore), budgetBlocked, parked)
+	}
+	time.Sleep(2 * time.Millisecond) // a write would change the scores
+	var route UnblockCursor
+	advanced := false // a pass left the budget index's cursor past its head
+	for range 4 {
+		if n := e.unblockAll(); n != 0 {
+			t.Fatalf("unblocked %d, want 0 (default/a is still at its hard limit)", n)
+		}
+		advanced = advanced || e.cursor.offset(budgetIndex) > 0
+		if res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"gpu"}, 100, &route); err != nil || res.Processed != 0 {
+			t.Fatalf("UnblockRoute = %+v, %v; want nothing promoted", res, err)
+		}
+	}
+	if !advanced {
+		t.Fatalf("no pass read a full share of the %d due budget-blocked entries", budgetBlocked)
+	}
+	if diff := cmp.Diff(budgetBefore, snapshot(budgetIndex)); diff != "" {
+		t.Fatalf("unblock passes moved budget-blocked entries (-before +after):\n%s", diff)
+	}
+	if diff := cmp.Diff(routeBefore, snapshot(routeIndex)); diff != "" {
+		t.Fatalf("route unblock calls moved parked entries (-before +after):\n%s", diff)
+	}
+}
+
+// A stale cursor (its offsets past the end of the indexes, as after
+// another process unblocked many of them) only changes which entries a
+// pass looks at first: the pass that reads nothing sends the next one back
+// to the head, which promotes what cleared.
+func TestUnblockStaleCursorStartsOver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	if _, err := e.s.UpsertBudget(e.ctx, BudgetSpec{ID: "default/b", Dimensions: []BudgetDimension{{Name: "n", Hard: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.ReportUsage(e.ctx, "default/b", "n", 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	b := e.create(CreateRequest{Budgets: []string{"b"}})
+	if g := e.claimAdm(worker1, 1, time.Minute); len(g) != 0 {
+		t.Fatalf("granted %v", grantIDs(g))
+	}
+	r := e.create(CreateRequest{RequiredCapabilities: []string{"gpu"}})
+	if g, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker1, Max: 1,
+		LeaseTTL: time.Minute, RouteBlocking: true}); err != nil || len(g) != 0 {
+		t.Fatalf("claim: %v %v", grantIDs(g), err)
+	}
+	e.wantState(b.ID, StateBlocked)
+	e.wantState(r.ID, StateBlocked)
+	if _, err := e.s.ResetBudget(e.ctx, "default/b"); err != nil {
+		t.Fatal(err)
+	}
+	e.cursor.setOffset(e.s.k.lane(0, "default", "default", indexBlockedBudget), 1000)
+	var route UnblockCursor
+	route.setRouteOffset(routeGroup{0, "default"}, "default", 1000)
+	unblocked, promoted := 0, 0
+	for range 2 {
+		unblocked += e.unblockAll()
+		res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"gpu"}, 100, &route)
+		if err != nil {
+			t.Fatal(err)
+		}
+		promoted += res.Processed
+	}
+	if unblocked != 1 || promoted != 1 {
+		t.Fatalf("two passes from a stale cursor unblocked %d and promoted %d, want 1 and 1", unblocked, promoted)
+	}
+	e.wantState(b.ID, StateWaiting)
+	e.wantState(r.ID, StateWaiting)
+	if len(e.cursor.offsets) != 0 || len(route.lanes) != 0 {
+		t.Fatalf("cursors keep offsets %v and %v after reading every index to its end, want none", e.cursor.offsets, route.lanes)
 	}
 }
 
@@ -320,7 +435,7 @@ func TestUnblockFunctionsValidateBeforeWriting(t *testing.T) {
 		return zs
 	}
 	before := snapshot()
-	time.Sleep(2 * time.Millisecond) // a re-score would change the score
+	time.Sleep(2 * time.Millisecond) // a write would change the score
 	for _, tc := range []struct {
 		fn    string
 		args  []string
@@ -335,6 +450,12 @@ func TestUnblockFunctionsValidateBeforeWriting(t *testing.T) {
 		{"ff_unblock_route", []string{"0", "default", "gpu"}, "limit"},
 		{"ff_unblock_route", []string{"1001", "default", "gpu"}, "limit"},
 		{"ff_unblock_route", []string{"ten", "default", "gpu"}, "limit"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "-1"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "1.5"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "x"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "4294967296"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "a", "0", "default", "inf"}, "offsets"},
 	} {
 		_, err := e.s.single(e.ctx, call{fn: tc.fn, partition: 0, args: tc.args}, "", "test")
 		var ve *ValidationError
@@ -346,13 +467,13 @@ func TestUnblockFunctionsValidateBeforeWriting(t *testing.T) {
 		t.Fatalf("refused calls changed the blocked index (-before +after):\n%s", diff)
 	}
 	e.wantState(x.ID, StateBlocked)
-	// The same execution passed as looked at and still blocked: re-scored
-	// to the back, still blocked.
+	// The same execution passed as a stale entry while it is blocked for
+	// the reason after all: it keeps its entry, score unchanged.
 	if _, err := e.s.single(e.ctx, call{fn: "ff_unblock", partition: 0, args: []string{"waiting_for_budget", "0", uuid}}, "", "test"); err != nil {
 		t.Fatal(err)
 	}
-	if after := snapshot(); len(after) != 1 || after[0].Score <= before[0].Score {
-		t.Fatalf("index after a re-score %v, want %s later than %v", after, uuid, before[0].Score)
+	if diff := cmp.Diff(before, snapshot()); diff != "" {
+		t.Fatalf("ff_unblock changed the entry of an execution that stays blocked (-before +after):\n%s", diff)
 	}
 	e.wantState(x.ID, StateBlocked)
 }
@@ -384,9 +505,10 @@ func TestUnblockRouteSharesLimitAcrossLanes(t *testing.T) {
 		xs = append(xs, x)
 	}
 	// Each lane has 121 parked; with half of the limit each, a lane's
-	// whole index is looked at in three calls.
+	// whole index is looked at in three calls sharing a cursor.
+	var cursor UnblockCursor
 	for range 6 {
-		if _, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"gpu"}, 100); err != nil {
+		if _, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"gpu"}, 100, &cursor); err != nil {
 			t.Fatal(err)
 		}
 	}
