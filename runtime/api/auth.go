@@ -27,3 +27,17 @@ func bearerAuth(token string) echo.MiddlewareFunc {
 		}
 	}
 }
+
+// guardPrefix applies mw to the requests whose path is prefix or lies
+// under it (unknown paths and methods included), and lets others pass.
+func guardPrefix(prefix string, mw echo.MiddlewareFunc) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		guarded := mw(next)
+		return func(c echo.Context) error {
+			if p := c.Request().URL.Path; p == prefix || strings.HasPrefix(p, prefix+"/") {
+				return guarded(c)
+			}
+			return next(c)
+		}
+	}
+}

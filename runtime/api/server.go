@@ -143,10 +143,14 @@ func New(cfg Config) (*Server, error) {
 		e.GET("/metrics", s.metricsPage, mw...)
 	}
 
-	v1 := e.Group("/v1")
+	// The token guards /v1 from the Echo instance, not the group: a group
+	// middleware makes Echo route every unknown method of a /v1 path to a
+	// catch-all 404, so a wrong method would be unknown_route instead of
+	// method_not_allowed once a token is set.
 	if cfg.Token != "" {
-		v1.Use(bearerAuth(cfg.Token))
+		e.Use(guardPrefix("/v1", bearerAuth(cfg.Token)))
 	}
+	v1 := e.Group("/v1")
 	v1.POST("/executions", s.create)
 	v1.POST("/executions/batch", s.createBatch)
 	v1.GET("/executions", s.list)

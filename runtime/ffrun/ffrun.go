@@ -5,6 +5,7 @@
 package ffrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -14,6 +15,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	goruntime "runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,9 +24,11 @@ import (
 
 	"github.com/flowfabric/ff/compiler"
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/lua"
 	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/devserver"
 	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/store"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -45,10 +50,13 @@ const exitUsage = 2
 var errUsage = errors.New("usage")
 
 // Main runs ffrun with args (without the program name), stopping on SIGINT
-// or SIGTERM, and returns the process exit status.
+// or SIGTERM, and returns the process exit status. A second signal during
+// the shutdown kills the process at once (the signal's default action), so
+// that a drain stuck on a slow client does not need kill -9.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, stop)
 	err := Run(ctx, args, Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv})
 	switch {
 	case err == nil:
@@ -69,14 +77,17 @@ const usage = `ffrun runs FlowFabric work on Valkey.
 Usage:
   ffrun serve --valkey ADDR [flags]   serve the API, scheduler and scanners
   ffrun dev [--data DIR] [flags]      same, on a private valkey-server/redis-server child
+  ffrun version                       print the version of ffrun, Go and the Functions library
   ffrun help                          show this help
 
 --flows DIR (both commands) compiles the .ff files of DIR at start and
 serves their flows as templates (/v1/templates); an error refuses to start.
 
 Run "ffrun serve -h" or "ffrun dev -h" for the flags. Every flag can also be
-set through the environment variable shown in its help. The API token is
-read from FF_API_TOKEN only.
+set through the environment variable shown in its help. Secrets are read
+from the environment only (flags show in ps): the API token from
+FF_API_TOKEN, the Valkey password of ffrun serve from FF_VALKEY_PASSWORD
+(and an ACL user from FF_VALKEY_USERNAME).
 `
 
 // Run executes one ffrun command until ctx ends.
@@ -102,6 +113,12 @@ func Run(ctx context.Context, args []string, env Env) error {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.Stdout, usage)
 		return nil
+	case "version", "-version", "--version":
+		if len(args) > 1 {
+			return fmt.Errorf("%w: ffrun version takes no arguments", errUsage)
+		}
+		fmt.Fprintf(env.Stdout, "ffrun %s %s functions library %s\n", Version(), goruntime.Version(), lua.Version())
+		return nil
 	default:
 		fmt.Fprint(env.Stderr, usage)
 		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
@@ -124,6 +141,7 @@ type options struct {
 	scanners        server.ScannerConfig
 	flows           string
 	templates       []*plan.Flow
+	dev             bool // ffrun dev: Valkey is a child of this process
 }
 
 // flagSet registers flags whose defaults come from environment variables;
@@ -172,7 +190,15 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	}
 	fs := &flagSet{FlagSet: flag.NewFlagSet("ffrun "+name, flag.ContinueOnError), getenv: env.Getenv}
 	fs.SetOutput(env.Stderr)
-	var o options
+	fs.Usage = func() {
+		fmt.Fprintf(env.Stderr, "Usage of ffrun %s:\n", name)
+		fs.PrintDefaults()
+		fmt.Fprint(env.Stderr, "\nSecrets, from the environment only (flags show in ps):\n  FF_API_TOKEN        bearer token required on /v1 and /metrics (unset: open, with a warning)\n")
+		if !dev {
+			fmt.Fprint(env.Stderr, "  FF_VALKEY_PASSWORD  password of the Valkey server (AUTH)\n  FF_VALKEY_USERNAME  its ACL user (needs FF_VALKEY_PASSWORD)\n")
+		}
+	}
+	o := options{dev: dev}
 	if dev {
 		fs.str(&o.data, "data", "FF_DATA_DIR", ".ffrun", "data directory of the dev Valkey (created)")
 		fs.str(&o.valkeyBin, "valkey-bin", "FF_VALKEY_BIN", "", "server program (default: valkey-server or redis-server on PATH)")
@@ -216,6 +242,15 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	if o.bodyLimit < 0 || o.bodyLimit > api.BodyLimitMax {
 		return fmt.Errorf("%w: --body-limit %d is outside 0..%d", errUsage, o.bodyLimit, api.BodyLimitMax)
 	}
+	if _, _, err := net.SplitHostPort(o.listen); err != nil {
+		return fmt.Errorf("%w: --listen %q: want [host]:port, like :8080 or 127.0.0.1:8080", errUsage, o.listen)
+	}
+	if o.partitions < 0 || o.partitions > store.PartitionsMax {
+		return fmt.Errorf("%w: --partitions %d is outside 0..%d (0 = default)", errUsage, o.partitions, store.PartitionsMax)
+	}
+	if strings.ContainsAny(o.prefix, "{}") {
+		return fmt.Errorf("%w: --key-prefix %q must not contain braces (they choose the cluster slot of a key)", errUsage, o.prefix)
+	}
 	if !dev && o.valkey == "" {
 		return fmt.Errorf("%w: ffrun serve needs --valkey ADDR (or FF_VALKEY_ADDR); for a local server of its own, use ffrun dev", errUsage)
 	}
@@ -223,11 +258,15 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 		if _, _, err := server.ValkeyNetwork(o.valkey); err != nil {
 			return fmt.Errorf("%w: --valkey %v", errUsage, err)
 		}
+		if env.Getenv("FF_VALKEY_USERNAME") != "" && env.Getenv("FF_VALKEY_PASSWORD") == "" {
+			return fmt.Errorf("%w: FF_VALKEY_USERNAME is set without FF_VALKEY_PASSWORD", errUsage)
+		}
 	}
 	log, err := newLogger(env.Stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	log.Info("ffrun starting", slog.String("command", name), slog.String("version", Version()), slog.String("go", goruntime.Version()))
 	if o.flows != "" {
 		if o.templates, err = loadTemplates(o.flows, env.Stderr, log); err != nil {
 			return err
@@ -264,7 +303,7 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 
 func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
 	token := env.Getenv("FF_API_TOKEN")
-	srv, err := server.Open(ctx, server.Config{
+	cfg := server.Config{
 		ValkeyAddr:      o.valkey,
 		KeyPrefix:       o.prefix,
 		FlowPartitions:  o.partitions,
@@ -275,9 +314,15 @@ func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
 		Scanners:        o.scanners,
 		ShutdownTimeout: o.shutdownTimeout,
 		Logger:          log,
-	})
+	}
+	if !o.dev {
+		// The dev child has no password; these are for a Valkey of its own.
+		cfg.ValkeyUsername = env.Getenv("FF_VALKEY_USERNAME")
+		cfg.ValkeyPassword = env.Getenv("FF_VALKEY_PASSWORD")
+	}
+	srv, err := server.Open(ctx, cfg)
 	if err != nil {
-		return err
+		return authHint(err, cfg.ValkeyPassword != "")
 	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
@@ -287,7 +332,25 @@ func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
 	if env.OnListen != nil {
 		env.OnListen(ln.Addr().String(), o.valkey)
 	}
-	return srv.Serve(ctx, ln)
+	err = srv.Serve(ctx, ln)
+	if err != nil {
+		return err
+	}
+	log.Info("ffrun stopped")
+	return nil
+}
+
+// authHint adds what to do to an authentication refusal of Valkey, which
+// otherwise reads as a protocol error (NOAUTH HELLO must be called ...).
+func authHint(err error, hasPassword bool) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "NOAUTH") && !hasPassword:
+		return fmt.Errorf("%w (the server wants a password: set FF_VALKEY_PASSWORD)", err)
+	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "NOAUTH"):
+		return fmt.Errorf("%w (check FF_VALKEY_PASSWORD and FF_VALKEY_USERNAME)", err)
+	}
+	return err
 }
 
 // loadTemplates compiles the .ff files of dir, printing every diagnostic
@@ -314,6 +377,35 @@ func loadTemplates(dir string, stderr io.Writer, log *slog.Logger) ([]*plan.Flow
 	}
 	log.Info("serving flow templates", slog.String("dir", dir), slog.String("templates", strings.Join(names, ",")))
 	return out, nil
+}
+
+// Version is the version ffrun was built as: the module version, or for a
+// build from a checkout "(devel)" with the VCS revision (and "-dirty" for
+// uncommitted changes) when the build recorded it.
+func Version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := cmp.Or(info.Main.Version, "(devel)")
+	if v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, kv := range info.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.modified":
+			if kv.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return v
+	}
+	return v + "+" + rev[:min(len(rev), 12)] + dirty
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/ffrun"
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/wire"
 )
@@ -186,6 +187,13 @@ func TestUsageErrors(t *testing.T) {
 		{"body limit too large", []string{"dev", "--body-limit", "1000000000"}, nil, "--body-limit 1000000000 is outside"},
 		{"valkey without port", []string{"serve", "--valkey", "localhost"}, nil, `--valkey "localhost": want host:port or unix:PATH`},
 		{"valkey socket without path", []string{"serve"}, map[string]string{"FF_VALKEY_ADDR": "unix:"}, `--valkey "unix:": no socket path`},
+		{"valkey without port number", []string{"serve", "--valkey", "127.0.0.1:"}, nil, "no port after the colon"},
+		{"valkey URL", []string{"serve", "--valkey", "redis://127.0.0.1:6379"}, nil, "not a redis:// URL"},
+		{"negative partitions", []string{"serve", "--valkey", "127.0.0.1:1", "--partitions", "-1"}, nil, "--partitions -1 is outside 0..16384"},
+		{"too many partitions in env", []string{"dev"}, map[string]string{"FF_PARTITIONS": "20000"}, "--partitions 20000 is outside"},
+		{"valkey user without password", []string{"serve", "--valkey", "127.0.0.1:1"}, map[string]string{"FF_VALKEY_USERNAME": "ff"}, "FF_VALKEY_USERNAME is set without FF_VALKEY_PASSWORD"},
+		{"listen without colon", []string{"serve", "--valkey", "127.0.0.1:1", "--listen", "8080"}, nil, `--listen "8080": want [host]:port`},
+		{"key prefix with braces", []string{"serve", "--valkey", "127.0.0.1:1", "--key-prefix", "a{b}"}, nil, `--key-prefix "a{b}" must not contain braces`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -207,6 +215,10 @@ func TestUsageErrors(t *testing.T) {
 	out.Reset()
 	if code := ffrun.Main([]string{"serve", "--valkey", "127.0.0.1:1", "--lease", "10ms"}, nil, &out, &out); code != 2 {
 		t.Fatalf("serve --lease 10ms: exit %d, want 2 (%s)", code, out.String())
+	}
+	out.Reset()
+	if code := ffrun.Main([]string{"serve", "--valkey", "127.0.0.1:1", "--partitions", "-1"}, nil, &out, &out); code != 2 {
+		t.Fatalf("serve --partitions -1: exit %d, want 2 (%s)", code, out.String())
 	}
 	out.Reset()
 	if code := ffrun.Main([]string{"serve", "--valkey", "localhost"}, nil, &out, &out); code != 2 {
@@ -239,5 +251,64 @@ func TestDevServesFlowTemplates(t *testing.T) {
 	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServeWithValkeyPassword: ffrun serve reads the Valkey password (and
+// ACL user) from the environment, and a refusal says which variable to set.
+func TestServeWithValkeyPassword(t *testing.T) {
+	addr := valkeytest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admin := valkeytest.Client(t, addr)
+	for _, cmd := range [][]string{
+		{"ACL", "SETUSER", "ffuser", "on", ">userpw", "~*", "&*", "+@all"},
+		{"CONFIG", "SET", "requirepass", "s3cretpw"},
+	} {
+		if err := admin.Do(ctx, admin.B().Arbitrary(cmd...).Build()).Error(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	refused := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"no password", nil, "set FF_VALKEY_PASSWORD"},
+		{"wrong password", map[string]string{"FF_VALKEY_PASSWORD": "nope"}, "check FF_VALKEY_PASSWORD"},
+		{"wrong user", map[string]string{"FF_VALKEY_USERNAME": "nobody", "FF_VALKEY_PASSWORD": "userpw"}, "check FF_VALKEY_PASSWORD and FF_VALKEY_USERNAME"},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ffrun.Run(ctx, []string{"serve", "--valkey", addr, "--listen", "127.0.0.1:0"},
+				ffrun.Env{Getenv: func(k string) string { return tt.env[k] }})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want one mentioning %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "userpw") {
+				t.Fatalf("the error shows the password: %v", err)
+			}
+		})
+	}
+	for _, env := range []map[string]string{
+		{"FF_VALKEY_PASSWORD": "s3cretpw"},
+		{"FF_VALKEY_USERNAME": "ffuser", "FF_VALKEY_PASSWORD": "userpw"},
+	} {
+		r := start(t, []string{"serve", "--valkey", addr, "--listen", "127.0.0.1:0", "--key-prefix", "pw" + env["FF_VALKEY_USERNAME"]}, env)
+		c, _ := client.New("http://" + r.api)
+		if err := c.Ready(ctx); err != nil {
+			t.Fatalf("ready with %v: %v\n%s", env, err, r.stderr)
+		}
+		if _, _, err := c.CreateExecution(ctx, wire.CreateExecution{Kind: "k"}); err != nil {
+			t.Fatalf("create with %v: %v", env, err)
+		}
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range []string{`msg="ffrun starting" command=serve version=`, `msg="ffrun stopped"`} {
+			if !strings.Contains(r.stderr.String(), line) {
+				t.Errorf("no %s in the log:\n%s", line, r.stderr)
+			}
+		}
 	}
 }

@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 )
 
 // TestSignalStopsDevChild runs ffrun dev as a real process, sends it
@@ -71,5 +75,81 @@ func TestSignalStopsDevChild(t *testing.T) {
 	}
 	if err := syscall.Kill(childPid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Fatalf("dev valkey (pid %d) still exists after ffrun stopped: %v", childPid, err)
+	}
+}
+
+// TestSecondSignalKills: a shutdown waiting for an in-flight request (here
+// a body that never finishes, with a long --shutdown-timeout) ends at once
+// on a second signal.
+func TestSecondSignalKills(t *testing.T) {
+	addr := valkeytest.Start(t)
+	cmd := exec.Command(os.Args[0], "serve", "--valkey", addr, "--listen", "127.0.0.1:0",
+		"--shutdown-timeout", "1m", "--log-format", "json")
+	cmd.Env = append(os.Environ(), "FFRUN_AS_MAIN=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan map[string]any, 64)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				lines <- m
+			}
+		}
+		close(lines)
+	}()
+	await := func(msg string) map[string]any {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case m, ok := <-lines:
+				if !ok {
+					t.Fatalf("ffrun exited before logging %q", msg)
+				}
+				if m["msg"] == msg {
+					return m
+				}
+			case <-deadline:
+				t.Fatalf("ffrun did not log %q", msg)
+			}
+		}
+	}
+	listen, _ := await("ffrun serving")["listen"].(string)
+	conn, err := net.Dial("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Half a body: the create handler waits for the rest.
+	if _, err := fmt.Fprintf(conn, "POST /v1/executions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"kind\":"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // let the request reach the handler
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	await("ffrun shutting down")
+	time.Sleep(200 * time.Millisecond) // the first signal's handling is undone
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+			t.Fatalf("after a second SIGTERM: %v, want death by SIGTERM", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ffrun still runs 10 s after a second SIGTERM")
 	}
 }

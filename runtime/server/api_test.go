@@ -90,6 +90,14 @@ func TestAuth(t *testing.T) {
 		{"unknown route needs token", http.MethodGet, "/v1/nope", "", 401, wire.CodeUnauthorized},
 		{"unknown route with token", http.MethodGet, "/v1/nope", "s3cret", 404, wire.CodeUnknownRoute},
 		{"claim without token", http.MethodPost, "/v1/worker/claim", "", 401, wire.CodeUnauthorized},
+		{"bare /v1 needs token", http.MethodGet, "/v1", "", 401, wire.CodeUnauthorized},
+		// A token does not turn a wrong method into an unknown route.
+		{"wrong method with token", http.MethodDelete, "/v1/executions", "s3cret", 405, wire.CodeMethodNotAllowed},
+		{"wrong method with token, path parameter", http.MethodGet, "/v1/executions/x/cancel", "s3cret", 405, wire.CodeMethodNotAllowed},
+		{"wrong method without token", http.MethodDelete, "/v1/executions", "", 401, wire.CodeUnauthorized},
+		{"flow route wrong method with token", http.MethodDelete, "/v1/flows", "s3cret", 405, wire.CodeMethodNotAllowed},
+		{"metrics needs token", http.MethodGet, "/metrics", "", 401, wire.CodeUnauthorized},
+		{"metrics with token", http.MethodGet, "/metrics", "s3cret", 200, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

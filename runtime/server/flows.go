@@ -304,18 +304,46 @@ func (n *runNotices) Start(ctx context.Context) error {
 	return nil
 }
 
+// Retry delays of the run-end subscription: doubled after each failure
+// that follows no subscription, up to the maximum.
+const (
+	noticeRetryMin = 200 * time.Millisecond
+	noticeRetryMax = 5 * time.Second
+)
+
+// loop subscribes until ctx ends. An outage is logged once at warn level
+// (the retries while it lasts at debug level) and its end at info level,
+// so that a Valkey away for minutes does not flood the log.
 func (n *runNotices) loop(ctx context.Context) {
 	defer close(n.done)
+	delay := noticeRetryMin
+	var ready, down atomic.Bool // a subscription came up; an outage was logged
+	onReady := func() {
+		ready.Store(true)
+		if down.CompareAndSwap(true, false) {
+			n.log.InfoContext(ctx, "run notices: subscription restored")
+		}
+		n.wakeAll()
+	}
 	for ctx.Err() == nil {
-		err := n.subscribe(ctx, n.wakeAll, n.deliver)
+		ready.Store(false)
+		err := n.subscribe(ctx, onReady, n.deliver)
 		if ctx.Err() != nil {
 			return
 		}
-		n.log.WarnContext(ctx, "run notices: subscription lost; retrying", slog.Any("error", err))
+		if ready.Load() {
+			delay = noticeRetryMin
+		}
+		if down.CompareAndSwap(false, true) {
+			n.log.WarnContext(ctx, "run notices: subscription lost; retrying", slog.Any("error", err))
+		} else {
+			n.log.DebugContext(ctx, "run notices: subscription still down; retrying", slog.Any("error", err), slog.Duration("delay", delay))
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(delay):
 		}
+		delay = min(delay*2, noticeRetryMax)
 	}
 }
 

@@ -33,6 +33,7 @@ const (
 // Config configures a Server.
 type Config struct {
 	ValkeyAddr     string        // host:port, or unix:PATH for a Unix socket; required
+	ValkeyUsername string        // AUTH user (Valkey/Redis ACL), if any; needs ValkeyPassword
 	ValkeyPassword string        // AUTH password, if any
 	KeyPrefix      string        // prefix of every key (tests, shared servers)
 	FlowPartitions int           // 0 = store default; fixed for the life of the data
@@ -74,6 +75,9 @@ func (c Config) validate() error {
 	if _, _, err := ValkeyNetwork(c.ValkeyAddr); err != nil {
 		return fmt.Errorf("server: Config.ValkeyAddr: %w", err)
 	}
+	if c.ValkeyUsername != "" && c.ValkeyPassword == "" {
+		return errors.New("server: Config.ValkeyUsername is set without Config.ValkeyPassword")
+	}
 	if c.RunPoll < 0 {
 		return fmt.Errorf("server: Config.RunPoll %s is negative", c.RunPoll)
 	}
@@ -82,7 +86,8 @@ func (c Config) validate() error {
 
 // ValkeyNetwork splits a Valkey address into the network and address to
 // dial: "unix:PATH" (or "unix://PATH") is a Unix socket, anything else
-// must be host:port over TCP.
+// must be host:port over TCP. URLs (redis://host:port) are refused with a
+// message that says so.
 func ValkeyNetwork(addr string) (network, address string, err error) {
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		path = strings.TrimPrefix(path, "//")
@@ -91,8 +96,16 @@ func ValkeyNetwork(addr string) (network, address string, err error) {
 		}
 		return "unix", path, nil
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+	if scheme, _, ok := strings.Cut(addr, "://"); ok {
+		// Not quoted back: a URL may carry a password.
+		return "", "", fmt.Errorf("want host:port or unix:PATH, not a %s:// URL (the password is given apart)", scheme)
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
 		return "", "", fmt.Errorf("%q: want host:port or unix:PATH: %w", addr, err)
+	}
+	if port == "" {
+		return "", "", fmt.Errorf("%q: want host:port or unix:PATH: no port after the colon", addr)
 	}
 	return "tcp", addr, nil
 }
@@ -140,6 +153,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	log := cfg.Logger
 	opt := valkeyOption(cfg.ValkeyAddr)
+	opt.Username = cfg.ValkeyUsername
 	opt.Password = cfg.ValkeyPassword
 	opt.DisableCache = true
 	opt.ConnWriteTimeout = ConnectTimeoutDefault

@@ -26,8 +26,14 @@ func TestValkeyNetwork(t *testing.T) {
 		{addr: "unix://", err: "no socket path"},
 		{addr: "localhost", err: "want host:port or unix:PATH"},
 		{addr: "/run/valkey.sock", err: "want host:port or unix:PATH"},
+		{addr: "127.0.0.1:", err: "no port after the colon"},
+		{addr: "redis://127.0.0.1:6379", err: "not a redis:// URL"},
+		{addr: "rediss://user:s3cret@valkey.internal:6380/0", err: "not a rediss:// URL"},
 	} {
 		network, address, err := server.ValkeyNetwork(tc.addr)
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("ValkeyNetwork(%q): the error %q shows the password", tc.addr, err)
+		}
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("ValkeyNetwork(%q) = %q %q %v, want an error with %q", tc.addr, network, address, err, tc.err)
@@ -75,8 +81,8 @@ func TestServeOverUnixSocket(t *testing.T) {
 }
 
 // TestBadConfigRefused: an address that is neither host:port nor
-// unix:PATH, or a negative run poll, is refused before anything is
-// dialled.
+// unix:PATH, a negative run poll, or an ACL user without a password, is
+// refused before anything is dialled.
 func TestBadConfigRefused(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -85,6 +91,7 @@ func TestBadConfigRefused(t *testing.T) {
 	}{
 		{server.Config{ValkeyAddr: "unix:"}, "no socket path"},
 		{server.Config{ValkeyAddr: "127.0.0.1:1", RunPoll: -time.Second}, "RunPoll -1s is negative"},
+		{server.Config{ValkeyAddr: "127.0.0.1:1", ValkeyUsername: "ff"}, "ValkeyUsername is set without Config.ValkeyPassword"},
 	} {
 		if _, err := server.Open(context.Background(), tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Open(%+v) = %v, want a refusal containing %q", tc.cfg, err, tc.want)

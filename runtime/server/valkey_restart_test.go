@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,5 +159,39 @@ func afterRestart[T any](t *testing.T, call func() (T, error)) (T, error) {
 			return v, err
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestValkeyOutageLogsOnce: while Valkey is away, the run-end subscription
+// logs its loss once at warn level (retries with a backoff, at debug
+// level), and its return at info level, instead of a warning every 200 ms.
+func TestValkeyOutageLogsOnce(t *testing.T) {
+	vk := startValkeyOn(t, 0)
+	_, portS, err := net.SplitHostPort(vk.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(portS)
+	logs := &logBuffer{t: t}
+	servertest.Start(t, func(c *server.Config) {
+		c.ValkeyAddr, c.KeyPrefix = vk.Addr, "outage:"
+		c.DisableScanners = true
+		c.ResyncInterval = time.Hour
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	if err := vk.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	startValkeyOn(t, port)
+	const restored = `msg="run notices: subscription restored"`
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(logs.String(), restored); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after Valkey came back", restored)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := strings.Count(logs.String(), `msg="run notices: subscription lost; retrying"`); n != 1 {
+		t.Errorf("%d warnings of the lost subscription over one outage, want 1", n)
 	}
 }
