@@ -27,7 +27,7 @@ type httpMetrics struct {
 }
 
 func newHTTPMetrics(r *metrics.Registry) *httpMetrics {
-	return &httpMetrics{
+	m := &httpMetrics{
 		requests: r.Counter("ff_http_requests_total",
 			"HTTP requests answered, by method, route pattern and status code.", "method", "route", "code"),
 		duration: r.Histogram("ff_http_request_duration_seconds",
@@ -38,6 +38,15 @@ func newHTTPMetrics(r *metrics.Registry) *httpMetrics {
 		reports: r.Counter("ff_reports_total",
 			"Worker reports by kind (renew, complete, fail) and result: ok, or the item's error code (stale_lease, ...).", "report", "result"),
 	}
+	// Series that exist from the start, so that rate() sees the first one.
+	for _, how := range []string{"claim", "handoff"} {
+		m.grants.Add(0, how)
+	}
+	for _, report := range []string{"renew", "complete", "fail"} {
+		m.reports.Add(0, report, "ok")
+		m.reports.Add(0, report, wire.CodeStaleLease)
+	}
+	return m
 }
 
 // granted counts n tasks granted by how ("claim", "handoff").

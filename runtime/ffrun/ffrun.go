@@ -305,6 +305,7 @@ func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
 	token := env.Getenv("FF_API_TOKEN")
 	cfg := server.Config{
 		ValkeyAddr:      o.valkey,
+		Version:         Version(),
 		KeyPrefix:       o.prefix,
 		FlowPartitions:  o.partitions,
 		Token:           token,

@@ -27,10 +27,11 @@ const (
 
 // Log attribute keys.
 const (
-	attrScanner   = "scanner"
-	attrPartition = "partition"
-	attrProcessed = "processed"
-	attrError     = "error"
+	attrScanner     = "scanner"
+	attrPartition   = "partition"
+	attrProcessed   = "processed"
+	attrError       = "error"
+	attrFailedParts = "failed_calls"
 )
 
 // Observer is told of every tick a running scanner makes: the scanner's
@@ -120,6 +121,7 @@ func (r *runner) loop(ctx context.Context, done chan struct{}) {
 	// Start at a random point of the first interval so that several ffrun
 	// processes do not tick in step.
 	wait := time.Duration(rand.Int64N(int64(r.interval)))
+	failing := false // the last tick failed: an outage already warned about
 	for {
 		timer := time.NewTimer(wait)
 		select {
@@ -132,8 +134,19 @@ func (r *runner) loop(ctx context.Context, done chan struct{}) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
-			r.log.WarnContext(ctx, "scanner tick failed", attrError, err)
+		switch {
+		case err != nil && !failing:
+			// Once per outage: a scanner ticks every second or faster, and
+			// every partition fails alike while Valkey is away.
+			n, first := firstError(err)
+			r.log.WarnContext(ctx, "scanner tick failed; repeats are logged at debug level until a tick succeeds",
+				attrError, first, attrFailedParts, n)
+			failing = true
+		case err != nil:
+			r.log.DebugContext(ctx, "scanner tick failed", attrError, err)
+		case failing:
+			r.log.InfoContext(ctx, "scanner ticks succeed again")
+			failing = false
 		}
 		if r.observe != nil {
 			r.observe(r.name, processed, err)
@@ -143,6 +156,17 @@ func (r *runner) loop(ctx context.Context, done chan struct{}) {
 			wait = CatchUpInterval
 		}
 	}
+}
+
+// firstError returns how many errors a tick joined (one per failed call)
+// and the first of them.
+func firstError(err error) (int, error) {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		if errs := j.Unwrap(); len(errs) > 0 {
+			return len(errs), errs[0]
+		}
+	}
+	return 1, err
 }
 
 // tick makes one store call per partition. It keeps going after a failed

@@ -77,6 +77,16 @@ func (s *Set) runners() []*runner {
 		s.Unblock.runner, s.BudgetReset.runner, s.QuotaRelease.runner, s.QuotaReconcile.runner}
 }
 
+// Names returns the names of the scanners of the set, as an Observer is
+// told them (lease_expiry, delayed, ...).
+func (s *Set) Names() []string {
+	var names []string
+	for _, r := range s.runners() {
+		names = append(names, r.name)
+	}
+	return names
+}
+
 func (s *Set) all() []startStopper {
 	return []startStopper{s.LeaseExpiry, s.Delayed, s.AttemptTimeout, s.Deadline, s.Retention, s.Unblock,
 		s.BudgetReset, s.QuotaRelease, s.QuotaReconcile}

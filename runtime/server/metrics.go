@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"runtime"
@@ -22,7 +23,7 @@ type serverMetrics struct {
 	scannerHandled *metrics.CounterVec
 }
 
-func newServerMetrics(st *store.Store, log *slog.Logger) *serverMetrics {
+func newServerMetrics(st *store.Store, log *slog.Logger, version string) *serverMetrics {
 	reg := metrics.NewRegistry()
 	m := &serverMetrics{
 		reg: reg,
@@ -38,7 +39,7 @@ func newServerMetrics(st *store.Store, log *slog.Logger) *serverMetrics {
 		return storeGauges(ctx, st, log)
 	})
 	reg.AddCollector(func(context.Context) []metrics.GaugeFamily {
-		return processGauges(start)
+		return processGauges(start, cmp.Or(version, "unknown"))
 	})
 	return m
 }
@@ -55,6 +56,16 @@ func (m *serverMetrics) observeScanner(name string, processed int, err error) {
 }
 
 var _ scanner.Observer = (*serverMetrics)(nil).observeScanner
+
+// knowScanners starts every scanner's counters at 0, so that rate() and
+// increase() see the first tick and the first failure.
+func (m *serverMetrics) knowScanners(names []string) {
+	for _, n := range names {
+		m.scannerTicks.Add(0, n)
+		m.scannerErrors.Add(0, n)
+		m.scannerHandled.Add(0, n)
+	}
+}
 
 // storeGauges reads the store's snapshot. When Valkey does not answer,
 // ff_valkey_up is 0 and the other gauges are left out (a scrape must not
@@ -102,7 +113,7 @@ func storeGauges(ctx context.Context, st *store.Store, log *slog.Logger) []metri
 }
 
 // processGauges describes this ffrun process.
-func processGauges(start float64) []metrics.GaugeFamily {
+func processGauges(start float64, version string) []metrics.GaugeFamily {
 	samples := []rtmetrics.Sample{{Name: "/sched/goroutines:goroutines"}, {Name: "/memory/classes/heap/objects:bytes"}}
 	rtmetrics.Read(samples)
 	value := func(s rtmetrics.Sample) float64 {
@@ -114,9 +125,9 @@ func processGauges(start float64) []metrics.GaugeFamily {
 	return []metrics.GaugeFamily{
 		{
 			Name:    "ff_build_info",
-			Help:    "Always 1: the Functions library version and the Go version ffrun was built with.",
-			Labels:  []string{"library_version", "go_version"},
-			Samples: []metrics.Sample{{Values: []string{lua.Version(), runtime.Version()}, Value: 1}},
+			Help:    "Always 1: the version of ffrun, of its Functions library and of Go it was built with.",
+			Labels:  []string{"version", "library_version", "go_version"},
+			Samples: []metrics.Sample{{Values: []string{version, lua.Version(), runtime.Version()}, Value: 1}},
 		},
 		{Name: "ff_process_start_time_seconds", Help: "When this ffrun process started, Unix time.", Samples: []metrics.Sample{{Value: start}}},
 		{Name: "ff_go_goroutines", Help: "Goroutines of this ffrun process.", Samples: []metrics.Sample{{Value: value(samples[0])}}},

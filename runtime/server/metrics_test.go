@@ -144,18 +144,18 @@ flow two() {
 		`ff_executions{namespace="default",lane="m2",state="blocked_route"}`:  0,
 		`ff_executions{namespace="default",lane="m2",state="blocked_budget"}`: 0,
 		`ff_executions{namespace="default",lane="m2",state="blocked_quota"}`:  0,
-		`ff_executions_running`:                                                                         1,
-		`ff_workers_connected{namespace="default"}`:                                                     1,
-		`ff_http_requests_total{method="POST",route="/v1/executions",code="201"}`:                       4,
-		`ff_http_requests_total{method="POST",route="/v1/flows",code="201"}`:                            1,
-		`ff_http_requests_total{method="POST",route="/v1/worker/claim",code="200"}`:                     1,
-		`ff_http_requests_total{method="GET",route="/metrics",code="401"}`:                              1,
-		`ff_tasks_granted_total{how="claim"}`:                                                           2,
-		`ff_reports_total{report="complete",result="ok"}`:                                               1,
-		`ff_reports_total{report="complete",result="stale_lease"}`:                                      1,
-		`ff_http_request_duration_seconds_count{method="POST",route="/v1/executions"}`:                  4,
-		`ff_http_request_duration_seconds_bucket{method="POST",route="/v1/executions",le="+Inf"}`:       4,
-		`ff_build_info{library_version="` + lua.Version() + `",go_version="` + runtime.Version() + `"}`: 1,
+		`ff_executions_running`:                                                                                           1,
+		`ff_workers_connected{namespace="default"}`:                                                                       1,
+		`ff_http_requests_total{method="POST",route="/v1/executions",code="201"}`:                                         4,
+		`ff_http_requests_total{method="POST",route="/v1/flows",code="201"}`:                                              1,
+		`ff_http_requests_total{method="POST",route="/v1/worker/claim",code="200"}`:                                       1,
+		`ff_http_requests_total{method="GET",route="/metrics",code="401"}`:                                                1,
+		`ff_tasks_granted_total{how="claim"}`:                                                                             2,
+		`ff_reports_total{report="complete",result="ok"}`:                                                                 1,
+		`ff_reports_total{report="complete",result="stale_lease"}`:                                                        1,
+		`ff_http_request_duration_seconds_count{method="POST",route="/v1/executions"}`:                                    4,
+		`ff_http_request_duration_seconds_bucket{method="POST",route="/v1/executions",le="+Inf"}`:                         4,
+		`ff_build_info{version="unknown",library_version="` + lua.Version() + `",go_version="` + runtime.Version() + `"}`: 1,
 	} {
 		got, ok := m[series]
 		if !ok {
@@ -205,7 +205,15 @@ flow two() {
 		t.Errorf("claim grants = %v, want 3 (two by hand, then a)", got)
 	}
 
-	// The scanners count their passes (FastScanners tick every 50ms).
+	// Every scanner's counters exist from the start (rate() sees the first
+	// failure), and they count passes (FastScanners tick every 50ms).
+	for _, sc := range []string{"lease_expiry", "delayed", "attempt_timeout", "deadline", "retention", "unblock", "budget_reset", "quota_release", "quota_reconcile"} {
+		for _, f := range []string{"ff_scanner_ticks_total", "ff_scanner_tick_errors_total", "ff_scanner_processed_total"} {
+			if _, ok := m[f+`{scanner="`+sc+`"}`]; !ok {
+				t.Errorf("no series %s{scanner=%q}", f, sc)
+			}
+		}
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		m = scrape(t, env, "tok")

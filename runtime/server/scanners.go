@@ -25,11 +25,11 @@ type ScannerConfig struct {
 }
 
 // newScanners builds the scanners of runtime/scanner as one component.
-func newScanners(st *store.Store, cfg ScannerConfig, log *slog.Logger, observe scanner.Observer) ([]component, error) {
+func newScanners(st *store.Store, cfg ScannerConfig, log *slog.Logger, met *serverMetrics) ([]component, error) {
 	set, err := scanner.NewSet(scanner.SetConfig{
 		Store:                  st,
 		Logger:                 log,
-		Observe:                observe,
+		Observe:                met.observeScanner,
 		Limit:                  cfg.Limit,
 		LeaseExpiryInterval:    cfg.LeaseExpiry,
 		DelayedInterval:        cfg.DelayedPromoter,
@@ -45,5 +45,6 @@ func newScanners(st *store.Store, cfg ScannerConfig, log *slog.Logger, observe s
 	if err != nil {
 		return nil, err
 	}
+	met.knowScanners(set.Names())
 	return []component{set}, nil
 }

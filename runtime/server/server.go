@@ -33,6 +33,7 @@ const (
 // Config configures a Server.
 type Config struct {
 	ValkeyAddr     string        // host:port, or unix:PATH for a Unix socket; required
+	Version        string        // the version of the program serving (ff_build_info); "" = unknown
 	ValkeyUsername string        // AUTH user (Valkey/Redis ACL), if any; needs ValkeyPassword
 	ValkeyPassword string        // AUTH password, if any
 	KeyPrefix      string        // prefix of every key (tests, shared servers)
@@ -197,7 +198,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	notices.subscribe = scheduler.ValkeySubscriber(vk, st.RunsChannel())
 	s.notices = notices
 	adm := newAdmissionService(log, st, sched)
-	met := newServerMetrics(st, log)
+	met := newServerMetrics(st, log, cfg.Version)
 	a, err := api.New(api.Config{
 		Service:      &service{log: log, vk: vk, st: st, sched: sched, onClaim: adm.onClaim},
 		Token:        cfg.Token,
@@ -225,7 +226,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if !cfg.DisableScanners {
-		s.scanners, err = newScanners(st, cfg.Scanners, log, met.observeScanner)
+		s.scanners, err = newScanners(st, cfg.Scanners, log, met)
 		if err != nil {
 			vk.Close()
 			return nil, err

@@ -1,0 +1,114 @@
+package scanner
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
+	"github.com/flowfabric/ff/runtime/store"
+)
+
+// lockedBuffer is a log destination shared by the scanner goroutine and
+// the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines(substr string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// While every tick fails, a scanner warns once (naming one partition's
+// error and how many calls failed), logs the repeats at debug level, and
+// says when ticks succeed again. The failure is real: the server refuses
+// FCALL to the store's user (ACL), then allows it again.
+func TestScannerWarnsOncePerOutage(t *testing.T) {
+	t.Parallel()
+	srv, err := valkeytest.Launch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	admin := valkeytest.Client(t, srv.Addr)
+	s, err := store.Open(context.Background(), store.Config{Client: valkeytest.Client(t, srv.Addr), FlowPartitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	sc, err := NewLeaseExpiry(LeaseExpiryConfig{Store: s, Interval: IntervalMin,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed, succeeded atomic.Int64
+	sc.observe = func(_ string, _ int, err error) {
+		if err != nil {
+			failed.Add(1)
+		} else {
+			succeeded.Add(1)
+		}
+	}
+	ctx := context.Background()
+	acl := func(rule string) {
+		t.Helper()
+		if err := admin.Do(ctx, admin.B().AclSetuser().Username("default").Rule(rule).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor := func(what string, n *atomic.Int64, atLeast int64) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); n.Load() < atLeast; {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited 20s for %d %s ticks, saw %d", atLeast, what, n.Load())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if err := sc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Stop(ctx)
+
+	waitFor("successful", &succeeded, 1)
+	acl("-fcall")
+	waitFor("failed", &failed, 5)
+	acl("+fcall")
+	ok := succeeded.Load()
+	waitFor("successful", &succeeded, ok+1)
+	if err := sc.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	warns := logs.lines("level=WARN")
+	if len(warns) != 1 || !strings.Contains(warns[0], "scanner tick failed") || !strings.Contains(warns[0], "failed_calls=4") ||
+		!strings.Contains(warns[0], "NOPERM") {
+		t.Errorf("want one warning naming the error and 4 failed calls, got %d:\n%s", len(warns), strings.Join(warns, "\n"))
+	}
+	if debug := logs.lines("level=DEBUG msg=\"scanner tick failed\""); int64(len(debug)) < failed.Load()-1 {
+		t.Errorf("%d failed ticks, %d debug lines for the repeats", failed.Load(), len(debug))
+	}
+	if back := logs.lines("scanner ticks succeed again"); len(back) != 1 {
+		t.Errorf("want one line saying ticks succeed again, got %d", len(back))
+	}
+}
