@@ -205,7 +205,13 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	} else {
 		fs.str(&o.valkey, "valkey", "FF_VALKEY_ADDR", "", "Valkey/Redis address: host:port, or unix:PATH for a Unix socket (required)")
 	}
-	fs.str(&o.listen, "listen", "FF_LISTEN", ":8080", "API listen address")
+	// dev is for one machine: loopback unless told otherwise, as it runs
+	// without a token by default; serve is the hosted service.
+	listen := ":8080"
+	if dev {
+		listen = "127.0.0.1:8080"
+	}
+	fs.str(&o.listen, "listen", "FF_LISTEN", listen, "API listen address")
 	fs.str(&o.flows, "flows", "FF_FLOWS", "", "directory of .ff files whose flows are served as templates (compiled at start; errors refuse to start)")
 	fs.str(&o.prefix, "key-prefix", "FF_KEY_PREFIX", "", "prefix of every Valkey key")
 	fs.integer(&o.partitions, "partitions", "FF_PARTITIONS", 0, "execution partitions (0 = default; fixed once data exists)")
