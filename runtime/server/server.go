@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -101,12 +102,20 @@ func ValkeyNetwork(addr string) (network, address string, err error) {
 		// Not quoted back: a URL may carry a password.
 		return "", "", fmt.Errorf("want host:port or unix:PATH, not a %s:// URL (the password is given apart)", scheme)
 	}
+	if strings.Contains(addr, "@") {
+		// user:password@host:port, a URL without its scheme: not quoted
+		// back either.
+		return "", "", errors.New("want host:port or unix:PATH, not user info and a host (the password is given apart)")
+	}
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", "", fmt.Errorf("%q: want host:port or unix:PATH: %w", addr, err)
 	}
 	if port == "" {
 		return "", "", fmt.Errorf("%q: want host:port or unix:PATH: no port after the colon", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", "", fmt.Errorf("%q: want host:port or unix:PATH: the port is not a number in 1..65535", addr)
 	}
 	return "tcp", addr, nil
 }

@@ -29,6 +29,14 @@ func TestValkeyNetwork(t *testing.T) {
 		{addr: "127.0.0.1:", err: "no port after the colon"},
 		{addr: "redis://127.0.0.1:6379", err: "not a redis:// URL"},
 		{addr: "rediss://user:s3cret@valkey.internal:6380/0", err: "not a rediss:// URL"},
+		{addr: "[::1]:6379", network: "tcp", address: "[::1]:6379"},
+		// A URL with its scheme cut off: refused without quoting it.
+		{addr: "default:s3cret@localhost:6379", err: "not user info"},
+		{addr: ":s3cret@localhost:6379", err: "not user info"},
+		{addr: "default:s3cret@localhost", err: "not user info"},
+		{addr: "localhost:0", err: "not a number in 1..65535"},
+		{addr: "localhost:65536", err: "not a number in 1..65535"},
+		{addr: "localhost:redis", err: "not a number in 1..65535"},
 	} {
 		network, address, err := server.ValkeyNetwork(tc.addr)
 		if err != nil && strings.Contains(err.Error(), "s3cret") {
