@@ -38,39 +38,49 @@ end
 -- ARGV[1]  limit (executions looked at, 1..1000)
 -- ARGV[2]  namespace
 -- ARGV[3]  the union of the capabilities of its connected workers
--- ARGV[4..] lane, offset pairs: where the caller's cursor starts reading
---          the lane's blocked index (0..2^32-1; a lane not listed: 0)
--- Reply: {1, processed, more, {lane, next offset, ...}}
+-- ARGV[4..] lane, offset, lap end triples: where the caller's cursor
+--          starts reading the lane's blocked index and where its lap
+--          through it ends (each 0..2^32-1; a lane not listed: 0, 0)
+-- Reply: {1, processed, more, {lane, next offset, lap end, ...}}
 --        {0, 'invalid', 'limit' | 'offsets', message} (nothing written)
 -- Each lane of the namespace gets a share of the limit (what a lane leaves
 -- unused goes to the lanes after it), starting at a lane that rotates with
 -- the clock, and is read in score order from its offset, not only the due
 -- entries (what changed is the union, not the time). An execution the
 -- union still does not cover keeps its place and score: the index is
--- never reordered, so listings and the park log see a stable order. The
--- reply gives each lane read its next offset: when the read filled the
--- share, the offset plus the entries read that stay parked (the promoted
--- and healed ones left, so what followed slid down to there), else 0 (the
--- end was reached: the next call starts at the head). A caller that keeps
--- them reads a backlog nobody can run a share at a time, so it never hides
--- one a worker now covers; a stale offset only changes which entries a
--- call looks at first. more = something was promoted and a lane's read
--- filled its share (parked executions alone never make the scanner hurry).
+-- never reordered, so listings and the park log see a stable order. A
+-- lane is read in laps: a read from offset 0 starts one, which ends at the
+-- lane's length then (ZCARD), so executions parked during a lap are left
+-- to the next. The reply gives each lane read its next offset and lap
+-- end: when the read filled the share, the offset plus the entries read
+-- that stay parked, and the lap end less the entries read that left (the
+-- promoted and healed ones, so what followed slid down), unless that
+-- offset is 0 or reaches the lap end; else 0, 0 (the end of the lane or of
+-- the lap was reached: the next call starts a new lap at the head). A
+-- caller that keeps them reads a backlog nobody can run a share at a time,
+-- even one growing at its tail, so it never hides one a worker now covers
+-- for more than a lap; a stale offset only changes which entries a call
+-- looks at first. more = something was promoted and a lane's read filled its share
+-- (parked executions alone never make the scanner hurry).
 local function ff_unblock_route(keys, argv)
   local limit = tonumber(argv[1])
   if not limit or limit ~= math.floor(limit) or limit < 1 or limit > 1000 then
     return refuse('invalid', 'limit', 'not an integer in 1..1000: ' .. tostring(argv[1]))
   end
-  if (#argv - 3) % 2 ~= 0 then
-    return refuse('invalid', 'offsets', 'want lane, offset pairs, got ' .. (#argv - 3) .. ' values')
+  if (#argv - 3) % 3 ~= 0 then
+    return refuse('invalid', 'offsets', 'want lane, offset, lap end triples, got ' .. (#argv - 3) .. ' values')
   end
   local from = {}
-  for i = 4, #argv, 2 do
-    local off = tonumber(argv[i + 1])
-    if not off or off ~= math.floor(off) or off < 0 or off > 4294967295 then
-      return refuse('invalid', 'offsets', 'offset of lane ' .. argv[i] .. ' not an integer in 0..4294967295: ' .. argv[i + 1])
+  for i = 4, #argv, 3 do
+    local at = {}
+    for j, what in ipairs({'offset', 'lap end'}) do
+      local v = tonumber(argv[i + j])
+      if not v or v ~= math.floor(v) or v < 0 or v > 4294967295 then
+        return refuse('invalid', 'offsets', what .. ' of lane ' .. argv[i] .. ' not an integer in 0..4294967295: ' .. argv[i + j])
+      end
+      at[j] = v
     end
-    from[argv[i]] = off
+    from[argv[i]] = at
   end
   local p = part(keys[1])
   local ns = argv[2]
@@ -92,7 +102,9 @@ local function ff_unblock_route(keys, argv)
     local lane = lanes[(start + i) % #lanes + 1]
     local key = lane_key(p, ns, lane, 'blocked')
     local share = math.ceil((limit - seen) / (#lanes - i))
-    local off = from[lane] or 0
+    local at = from[lane] or {0, 0}
+    local off, stop = at[1], at[2]
+    if off == 0 then stop = redis.call('ZCARD', key) end -- a new lap: it ends where the lane ends now
     local list = redis.call('ZRANGE', key, off, off + share - 1)
     seen = seen + #list
     local full = #list >= share -- else the read reached the end of the lane
@@ -110,8 +122,11 @@ local function ff_unblock_route(keys, argv)
         stay = stay + 1 -- still parked: left where it is
       end
     end
+    local noff, nstop = off + stay, stop - (#list - stay)
+    if not full or noff == 0 or noff >= nstop then noff, nstop = 0, 0 end -- the next call starts a new lap
     resume[#resume + 1] = lane
-    resume[#resume + 1] = full and off + stay or 0
+    resume[#resume + 1] = noff
+    resume[#resume + 1] = nstop
   end
   flush(p)
   return ok(n, (cut and n > 0) and 1 or 0, resume)

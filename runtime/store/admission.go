@@ -219,10 +219,18 @@ type AdmissionUnblock struct {
 // line of executions that stay blocked a share at a time instead of
 // reading its head again and again. No entry moves: the score of a
 // blocked execution does not change while it stays blocked, so listings
-// and the park log see a stable order. A read that fills its share moves
-// the offset past the entries read that stay blocked (those unblocked or
-// healed leave the index, so what followed them slides down); a read that
-// reaches the end of the index sends the next pass back to its head.
+// and the park log see a stable order.
+//
+// The passes go through an index in laps. A lap starts at the head and
+// ends where the index ended when it started (its length then): entries
+// blocked during a lap come after its end and are read by the next lap,
+// so a line growing at its tail never keeps the passes away from its head,
+// and an execution whose reason cleared is looked at within one lap (the
+// index's length over the share, in passes). A read that fills its share
+// moves the offset past the entries read that stay blocked (those
+// unblocked or healed leave the index, so what followed them slides down,
+// the lap's end with it); a read that reaches the end of the index or of
+// the lap sends the next pass back to the head, starting a new lap.
 //
 // It lives in the memory of one process. A stale offset (the index changed
 // under it) or several processes reading one index with cursors of their
@@ -231,8 +239,27 @@ type AdmissionUnblock struct {
 // cursor reads every index from its head and keeps nothing. It is not safe
 // for concurrent use: one scanner goroutine owns it.
 type UnblockCursor struct {
-	offsets map[string]int64                // blocked_budget, blocked_quota index key -> offset
-	lanes   map[routeGroup]map[string]int64 // route-blocked indexes: lane -> offset
+	offsets map[string]lap                // blocked_budget, blocked_quota index key -> lap
+	lanes   map[routeGroup]map[string]lap // route-blocked indexes: lane -> lap
+}
+
+// lap is where the next read of a blocked index starts (off, a rank) and
+// where the current lap through it ends (end, the rank past its last
+// entry). The zero lap starts a new lap at the head.
+type lap struct {
+	off, end int64
+}
+
+// next returns the lap after a read from l that looked at n entries,
+// leaving of which left the index, and filled its share or not: past the
+// entries that stay, or a new lap (also when none stayed past the head)
+// when the read reached the end of the index or of the lap.
+func (l lap) next(n, leaving int, full bool) lap {
+	nl := lap{off: l.off + int64(n-leaving), end: l.end - int64(leaving)}
+	if !full || nl.off <= 0 || nl.off >= nl.end {
+		return lap{}
+	}
+	return nl
 }
 
 // routeGroup names the route-blocked indexes of one namespace on one
@@ -242,46 +269,46 @@ type routeGroup struct {
 	namespace string
 }
 
-// offset returns where the next read of the index key starts.
-func (c *UnblockCursor) offset(key string) int64 {
+// at returns where the next read of the index key starts and its lap ends.
+func (c *UnblockCursor) at(key string) lap {
 	if c == nil {
-		return 0
+		return lap{}
 	}
 	return c.offsets[key]
 }
 
-// setOffset records where the next read of the index key starts; 0 (the
-// head) is kept as no entry.
-func (c *UnblockCursor) setOffset(key string, off int64) {
+// set records where the next read of the index key starts and its lap
+// ends; a new lap (offset 0, the head) is kept as no entry.
+func (c *UnblockCursor) set(key string, l lap) {
 	if c == nil {
 		return
 	}
-	if off <= 0 {
+	if l.off <= 0 {
 		delete(c.offsets, key)
 		return
 	}
 	if c.offsets == nil {
-		c.offsets = map[string]int64{}
+		c.offsets = map[string]lap{}
 	}
-	c.offsets[key] = off
+	c.offsets[key] = l
 }
 
-// routeOffsets returns the offsets of the route-blocked lanes of g that
-// do not start at the head.
-func (c *UnblockCursor) routeOffsets(g routeGroup) map[string]int64 {
+// routeLaps returns the laps of the route-blocked lanes of g that do not
+// start at the head.
+func (c *UnblockCursor) routeLaps(g routeGroup) map[string]lap {
 	if c == nil {
 		return nil
 	}
 	return c.lanes[g]
 }
 
-// setRouteOffset records where the next read of the route-blocked index
-// of lane starts; 0 (the head) is kept as no entry.
-func (c *UnblockCursor) setRouteOffset(g routeGroup, lane string, off int64) {
+// setRouteLap records where the next read of the route-blocked index of
+// lane starts and its lap ends; a new lap (offset 0) is kept as no entry.
+func (c *UnblockCursor) setRouteLap(g routeGroup, lane string, l lap) {
 	if c == nil {
 		return
 	}
-	if off <= 0 {
+	if l.off <= 0 {
 		if m := c.lanes[g]; m != nil {
 			delete(m, lane)
 			if len(m) == 0 {
@@ -291,12 +318,12 @@ func (c *UnblockCursor) setRouteOffset(g routeGroup, lane string, off int64) {
 		return
 	}
 	if c.lanes == nil {
-		c.lanes = map[routeGroup]map[string]int64{}
+		c.lanes = map[routeGroup]map[string]lap{}
 	}
 	if c.lanes[g] == nil {
-		c.lanes[g] = map[string]int64{}
+		c.lanes[g] = map[string]lap{}
 	}
-	c.lanes[g][lane] = off
+	c.lanes[g][lane] = l
 }
 
 // QuotaRoom is the quota room of one unblock pass over the flow
@@ -323,8 +350,10 @@ type QuotaRoom struct {
 // rotates with the clock, and its due entries are read from where
 // req.Cursor says the last pass left off: passes that share a cursor, as
 // the unblock scanner's do, go through a long line blocked by a budget
-// still at its limit, or by a busy quota key, a share at a time, so it
-// never hides one whose reason cleared. Entries that stay blocked keep
+// still at its limit, or by a busy quota key, a share at a time, in laps
+// that end where the index ended when they started (see UnblockCursor),
+// so even a line growing at its tail never hides one whose reason cleared
+// for more than a lap. Entries that stay blocked keep
 // their place and score. More is set only when something was unblocked and
 // an index's read filled its share, and for quotas only while a subject
 // met still has room (executions that stay blocked do not make the scanner
@@ -368,12 +397,12 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 		k := int(now % int64(len(sources)))
 		sources = append(sources[k:], sources[:k]...)
 	}
-	// read is the read of one index: where it started, whether it filled
-	// its share, and how many of its entries leave the index in this pass
-	// (unblocked, stale or without a record).
+	// read is the read of one index: where it started and its lap ends,
+	// whether it filled its share, and how many of its entries leave the
+	// index in this pass (unblocked, stale or without a record).
 	type read struct {
 		key        string
-		off        int64
+		at         lap
 		n, leaving int
 		full       bool
 	}
@@ -398,11 +427,22 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 		// The due entries (score <= now) are the head of the index by rank,
 		// so reading by rank from the offset and keeping the due ones is
 		// ZRANGEBYSCORE key -inf now LIMIT off n without walking the offset.
-		off := req.Cursor.offset(key)
-		entries, err := s.c.Do(ctx, s.c.B().Zrange().Key(key).Min(strconv.FormatInt(off, 10)).
-			Max(strconv.FormatInt(off+int64(n)-1, 10)).Withscores().Build()).AsZScores()
+		// A lap that starts at the head ends where the index ends now.
+		at := req.Cursor.at(key)
+		cmds := valkey.Commands{s.c.B().Zrange().Key(key).Min(strconv.FormatInt(at.off, 10)).
+			Max(strconv.FormatInt(at.off+int64(n)-1, 10)).Withscores().Build()}
+		if at.off == 0 {
+			cmds = append(cmds, s.c.B().Zcard().Key(key).Build())
+		}
+		rs := s.c.DoMulti(ctx, cmds...)
+		entries, err := rs[0].AsZScores()
 		if err != nil {
 			return ScanResult{}, fmt.Errorf("store: read blocked: %w", err)
+		}
+		if at.off == 0 {
+			if at.end, err = rs[1].AsInt64(); err != nil {
+				return ScanResult{}, fmt.Errorf("store: read blocked: %w", err)
+			}
 		}
 		var uuids []string
 		for _, z := range entries {
@@ -413,13 +453,13 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 		}
 		seen += len(uuids)
 		ri := len(reads)
-		reads = append(reads, read{key: key, off: off, n: len(uuids), full: len(uuids) >= n})
+		reads = append(reads, read{key: key, at: at, n: len(uuids), full: len(uuids) >= n})
 		cutBy[src.reason] = cutBy[src.reason] || reads[ri].full
 		if len(uuids) == 0 {
 			continue
 		}
 		var gone []string // entries without a record: dropped
-		cmds := make(valkey.Commands, len(uuids))
+		cmds = make(valkey.Commands, len(uuids))
 		for i, u := range uuids {
 			cmds[i] = s.c.B().Hmget().Key(s.k.core(p, u)).Field("state", "budgets", "quotas").Build()
 		}
@@ -496,15 +536,11 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 		return ScanResult{Processed: n1}, err
 	}
 	// The next pass starts past the entries read that stay blocked, or at
-	// the head when this read reached the end of the due entries. (A failed
-	// call above leaves the cursor as it was: the next pass reads the same
-	// entries again.)
+	// the head (a new lap) when this read reached the end of the due
+	// entries or of its lap. (A failed call above leaves the cursor as it
+	// was: the next pass reads the same entries again.)
 	for _, r := range reads {
-		next := int64(0)
-		if r.full {
-			next = r.off + int64(r.n-r.leaving)
-		}
-		req.Cursor.setOffset(r.key, next)
+		req.Cursor.set(r.key, r.at.next(r.n, r.leaving, r.full))
 	}
 	// Hurry only for what the next pass can unblock: more budget-blocked
 	// entries, or quota-blocked ones while a subject met still has room.

@@ -146,8 +146,10 @@ func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
 // read from where cursor says the last call left off (nil: from the head;
 // a worker's connect passes nil), and cursor records where the next call
 // starts: calls sharing a cursor, as the unblock scanner's do, go through
-// a backlog nobody can run a share at a time, so it never hides one a
-// worker now covers. The ones it looks at that stay parked keep their
+// a backlog nobody can run a share at a time, in laps that end where the
+// lane's index ended when they started (see UnblockCursor), so even a
+// backlog growing at its tail never hides one a worker now covers for
+// more than a lap. The ones it looks at that stay parked keep their
 // place and score. Executions of other namespaces are never touched. More
 // is set only when something was promoted and a lane's read filled its
 // share.
@@ -167,8 +169,8 @@ func (s *Store) UnblockRoute(ctx context.Context, partition int, namespace strin
 	}
 	g := routeGroup{partition, namespace}
 	args := []string{strconv.Itoa(limit), namespace, union}
-	for lane, off := range cursor.routeOffsets(g) {
-		args = append(args, lane, strconv.FormatInt(off, 10))
+	for lane, l := range cursor.routeLaps(g) {
+		args = append(args, lane, strconv.FormatInt(l.off, 10), strconv.FormatInt(l.end, 10))
 	}
 	items, err := s.single(ctx, call{fn: "ff_unblock_route", partition: partition, args: args}, "", "ff_unblock_route")
 	if err != nil {
@@ -183,8 +185,8 @@ func (s *Store) UnblockRoute(ctx context.Context, partition int, namespace strin
 	if err != nil {
 		return ScanResult{}, fmt.Errorf("store: ff_unblock_route: malformed lane offsets: %w", err)
 	}
-	for i := 0; i+1 < len(resume); i += 2 {
-		cursor.setRouteOffset(g, str(resume[i]), atoi64(str(resume[i+1])))
+	for i := 0; i+2 < len(resume); i += 3 {
+		cursor.setRouteLap(g, str(resume[i]), lap{off: atoi64(str(resume[i+1])), end: atoi64(str(resume[i+2]))})
 	}
 	return ScanResult{Processed: int(n), More: more == 1}, nil
 }

@@ -198,7 +198,7 @@ func TestUnblockPassesLeaveParkedEntriesInPlace(t *testing.T) {
 		if n := e.unblockAll(); n != 0 {
 			t.Fatalf("unblocked %d, want 0 (default/a is still at its hard limit)", n)
 		}
-		advanced = advanced || e.cursor.offset(budgetIndex) > 0
+		advanced = advanced || e.cursor.at(budgetIndex).off > 0
 		if res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"gpu"}, 100, &route); err != nil || res.Processed != 0 {
 			t.Fatalf("UnblockRoute = %+v, %v; want nothing promoted", res, err)
 		}
@@ -241,9 +241,9 @@ func TestUnblockStaleCursorStartsOver(t *testing.T) {
 	if _, err := e.s.ResetBudget(e.ctx, "default/b"); err != nil {
 		t.Fatal(err)
 	}
-	e.cursor.setOffset(e.s.k.lane(0, "default", "default", indexBlockedBudget), 1000)
+	e.cursor.set(e.s.k.lane(0, "default", "default", indexBlockedBudget), lap{off: 1000, end: 2000})
 	var route UnblockCursor
-	route.setRouteOffset(routeGroup{0, "default"}, "default", 1000)
+	route.setRouteLap(routeGroup{0, "default"}, "default", lap{off: 1000, end: 2000})
 	unblocked, promoted := 0, 0
 	for range 2 {
 		unblocked += e.unblockAll()
@@ -451,11 +451,16 @@ func TestUnblockFunctionsValidateBeforeWriting(t *testing.T) {
 		{"ff_unblock_route", []string{"1001", "default", "gpu"}, "limit"},
 		{"ff_unblock_route", []string{"ten", "default", "gpu"}, "limit"},
 		{"ff_unblock_route", []string{"10", "default", "gpu", "default"}, "offsets"},
-		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "-1"}, "offsets"},
-		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "1.5"}, "offsets"},
-		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "x"}, "offsets"},
-		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "4294967296"}, "offsets"},
-		{"ff_unblock_route", []string{"10", "default", "gpu", "a", "0", "default", "inf"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "1"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "-1", "5"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "1.5", "5"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "x", "5"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "4294967296", "5"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "1", "-1"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "1", "2.5"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "default", "1", "4294967296"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "a", "0", "0", "default", "inf", "5"}, "offsets"},
+		{"ff_unblock_route", []string{"10", "default", "gpu", "a", "0", "0", "default", "1", "inf"}, "offsets"},
 	} {
 		_, err := e.s.single(e.ctx, call{fn: tc.fn, partition: 0, args: tc.args}, "", "test")
 		var ve *ValidationError
@@ -538,4 +543,177 @@ func TestUnblockAdmissionHealsStaleEntries(t *testing.T) {
 		t.Fatalf("blocked_budget holds %d stale entries (%v), want none", n, err)
 	}
 	e.wantState(x.ID, StateWaiting)
+}
+
+// Unblock passes sharing a cursor reach the head of a blocked line again
+// while it grows at its tail by a share per pass: each lap ends where the
+// index ended when the lap started, so x, at the head, read once while its
+// budget was still at its hard limit and reset since, is unblocked within
+// a lap even though every read fills its share with the executions of a
+// budget still at its limit that keep being blocked behind it.
+func TestUnblockCursorReachesHeadWhileLineGrows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	for _, id := range []string{"default/a", "default/b"} {
+		if _, err := e.s.UpsertBudget(e.ctx, BudgetSpec{ID: id, Dimensions: []BudgetDimension{{Name: "n", Hard: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.s.ReportUsage(e.ctx, id, "n", 1, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	block := func(n int, budget string) []ExecutionID {
+		var ids []ExecutionID
+		for range n {
+			ids = append(ids, e.create(CreateRequest{Budgets: []string{budget}}).ID)
+		}
+		if g := e.claimAdm(worker1, MaxClaim, time.Minute); len(g) != 0 {
+			t.Fatalf("granted %v", grantIDs(g))
+		}
+		time.Sleep(3 * time.Millisecond) // later blocks get later scores
+		return ids
+	}
+	const limit = 2 // the blocked_budget share is 1 or 2 (two indexes, rotating)
+	pass := func() int {
+		breached, err := e.s.BreachedBudgets(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.s.UnblockAdmission(e.ctx, AdmissionUnblock{Partition: 0, Limit: limit, Breached: breached,
+			BudgetsKnown: true, Cursor: &e.cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Processed
+	}
+	x := block(1, "b")[0]
+	block(limit, "a")
+	e.wantState(x, StateBlocked)
+	pass() // reads x (still breached): the cursor moves past it
+	if _, err := e.s.ResetBudget(e.ctx, "default/b"); err != nil {
+		t.Fatal(err)
+	}
+	// The first lap ends at the 1+limit entries blocked when it started; a
+	// pass reads at least one of them, so the lap after it, which reads x
+	// first, starts within limit passes (one more to spare).
+	const passes = limit + 2
+	for range passes {
+		block(limit, "a") // a steady stream of submissions to a budget at its limit
+		if pass() > 0 {   // only x can be unblocked: default/a stays at its limit
+			e.wantState(x, StateWaiting)
+			return
+		}
+	}
+	t.Fatalf("x (budget reset) is %s after %d unblock passes, want waiting: the cursor (laps %v) chases "+
+		"the growing tail of blocked_budget and never returns to the head", e.get(x).State.Public, passes, e.cursor.offsets)
+}
+
+// Route unblock calls sharing a cursor reach the head of a lane's
+// route-blocked index again while it grows at its tail by a share per
+// call: x, parked at the head and looked at once before a gpu worker's
+// capabilities covered it, is promoted within a lap even though
+// executions needing a capability nobody has keep being parked behind it.
+func TestUnblockRouteCursorReachesHeadWhileLineGrows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	park := func(n int, capability string) []ExecutionID {
+		var ids []ExecutionID
+		for range n {
+			ids = append(ids, e.create(CreateRequest{RequiredCapabilities: []string{capability}}).ID)
+		}
+		g, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker1, Max: MaxClaim,
+			LeaseTTL: time.Minute, RouteBlocking: true})
+		if err != nil || len(g) != 0 {
+			t.Fatalf("claim: %v %v", grantIDs(g), err)
+		}
+		time.Sleep(3 * time.Millisecond)
+		return ids
+	}
+	const limit = 5
+	var cursor UnblockCursor
+	call := func(union string) {
+		if _, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{union}, limit, &cursor); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := park(1, "gpu")[0]
+	park(limit, "quantum")
+	e.wantState(x, StateBlocked)
+	call("cpu") // nobody covers x yet: the cursor moves past it
+	// The first lap ended at the 1+limit entries parked when it started:
+	// the next call reads past its end and the one after reads x first.
+	const calls = 3 // one to spare
+	for range calls {
+		park(limit, "quantum")
+		if res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"gpu"}, limit, &cursor); err != nil {
+			t.Fatal(err)
+		} else if res.Processed > 0 { // only x can be promoted: nobody has quantum
+			e.wantState(x, StateWaiting)
+			return
+		}
+	}
+	t.Fatalf("x (needs gpu, covered) is %s after %d route unblock calls, want waiting: the cursor (laps %v) chases "+
+		"the growing tail of the route-blocked index and never returns to the head", e.get(x).State.Public, calls, cursor.lanes)
+}
+
+// A route unblock read that fills its share with the last entries of a
+// lane ends its lap: the next call starts again at the head (not past the
+// end of the lane, reading nothing), so x, at the head and covered since
+// the second call, is promoted by that call.
+func TestUnblockRouteReadEndingAtLaneEndReturnsToHead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	park := func(capability string) ExecutionID {
+		id := e.create(CreateRequest{RequiredCapabilities: []string{capability}}).ID
+		g, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker1, Max: MaxClaim,
+			LeaseTTL: time.Minute, RouteBlocking: true})
+		if err != nil || len(g) != 0 {
+			t.Fatalf("claim: %v %v", grantIDs(g), err)
+		}
+		time.Sleep(3 * time.Millisecond)
+		return id
+	}
+	x := park("gpu")
+	park("quantum")
+	var cursor UnblockCursor
+	// The first call reads both entries (the whole lane) and leaves them.
+	if _, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"cpu"}, 2, &cursor); err != nil {
+		t.Fatal(err)
+	}
+	// A gpu worker is there now: the next call must read x.
+	res, err := e.s.UnblockRoute(e.ctx, 0, "default", []string{"gpu"}, 2, &cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Processed != 1 {
+		t.Fatalf("the call after a read that reached the end of the lane promoted %d, want 1 (x at the head); "+
+			"the cursor after the first call: %v", res.Processed, cursor.lanes)
+	}
+	e.wantState(x, StateWaiting)
+}
+
+// A lap goes on past the entries read that stay blocked, its end moving
+// back by those that left the index, and a read that is short or reaches
+// the lap's end (exactly or beyond) starts a new lap at the head: the next
+// read never starts at or past the end of what the lap covers.
+func TestUnblockLapNext(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		at         lap
+		n, leaving int
+		full       bool
+		want       lap
+	}{
+		{lap{0, 10}, 4, 0, true, lap{4, 10}},
+		{lap{4, 10}, 4, 1, true, lap{7, 9}},   // one unblocked: the rest slid down by one
+		{lap{0, 10}, 4, 4, true, lap{}},       // all four left: the head moved up to the offset
+		{lap{8, 10}, 2, 0, true, lap{}},       // the read ended exactly at the lap's end
+		{lap{8, 10}, 4, 1, true, lap{}},       // the read went past the lap's end
+		{lap{4, 10}, 3, 0, false, lap{}},      // short read: the end of the (due) entries
+		{lap{1000, 2000}, 0, 0, false, lap{}}, // stale offset past the end of the index
+	} {
+		if got := tc.at.next(tc.n, tc.leaving, tc.full); got != tc.want {
+			t.Errorf("%+v.next(%d, %d, %t) = %+v, want %+v", tc.at, tc.n, tc.leaving, tc.full, got, tc.want)
+		}
+	}
 }
