@@ -128,11 +128,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{cfg: cfg, c: cfg.Client, k: keys{prefix: cfg.KeyPrefix}, log: cfg.Logger}
-	info, err := s.c.Do(ctx, s.c.B().Info().Section("server").Build()).ToString()
-	if err != nil {
-		return nil, fmt.Errorf("store: INFO server: %w", err)
-	}
-	server, err := checkServerVersion(info)
+	server, err := s.checkServers(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -257,19 +253,55 @@ func (s *Store) libraryNodes(ctx context.Context) ([]libraryNode, error) {
 		return []libraryNode{{c: s.c}}, nil
 	}
 	var out []libraryNode
+	var unreachable []error
 	for addr, c := range s.c.Nodes() {
 		role, err := c.Do(ctx, c.B().Role().Build()).ToArray()
 		if err != nil || len(role) == 0 {
-			return nil, fmt.Errorf("store: ROLE of cluster node %s: %w", addr, err)
+			// A node that does not answer is skipped: a replica that went
+			// away must not make every ffrun unready, and a primary that
+			// went away cannot be loaded anyway (the calls to its slots
+			// fail until the cluster fails over to a replica, which has
+			// the library from it).
+			unreachable = append(unreachable, fmt.Errorf("ROLE of cluster node %s: %w", addr, err))
+			continue
 		}
 		if r, _ := role[0].ToString(); r == "master" || r == "primary" {
 			out = append(out, libraryNode{c: c, addr: addr, desc: " on " + addr})
 		}
 	}
+	if len(unreachable) > 0 {
+		s.log.DebugContext(ctx, "cluster nodes skipped for the library", attrError, errors.Join(unreachable...))
+	}
 	if len(out) == 0 {
-		return nil, errors.New("store: the cluster client knows no primary node")
+		return nil, errors.Join(append([]error{errors.New("store: no primary of the cluster answers")}, unreachable...)...)
 	}
 	return out, nil
+}
+
+// checkServers checks the version of the server, or of every primary of a
+// cluster that answers (INFO is keyless: a cluster client would send it
+// to any node, a replica that went away included), and returns the
+// description of the first.
+func (s *Store) checkServers(ctx context.Context) (string, error) {
+	nodes, err := s.libraryNodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	var first string
+	for _, n := range nodes {
+		info, err := n.c.Do(ctx, n.c.B().Info().Section("server").Build()).ToString()
+		if err != nil {
+			return "", fmt.Errorf("store: INFO server%s: %w", n.desc, err)
+		}
+		server, err := checkServerVersion(info)
+		if err != nil {
+			return "", err
+		}
+		if first == "" {
+			first = server
+		}
+	}
+	return first, nil
 }
 
 func isFunctionNotFound(err error) bool {

@@ -237,3 +237,66 @@ func firstLines(s string, n int) string {
 	}
 	return strings.Join(lines, " ")
 }
+
+// StartReplica starts a node that replicates the cluster primary at
+// primary and stops it when t ends (or at Stop, for tests of a replica
+// going away). It returns once the replica has synced and the primary
+// lists it in CLUSTER SLOTS, where cluster clients learn the topology.
+func StartReplica(t testing.TB, primary string) *Server {
+	t.Helper()
+	srv, err := launchNode(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	pc, err := nodeClient(primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	rc, err := nodeClient(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), clusterReadyTimeout)
+	defer cancel()
+	id, err := pc.Do(ctx, pc.B().Arbitrary("CLUSTER", "MYID").Build()).ToString()
+	if err != nil {
+		t.Fatalf("valkeytest: %s: CLUSTER MYID: %v", primary, err)
+	}
+	bus, err := pc.Do(ctx, pc.B().ConfigGet().Parameter("cluster-port").Build()).AsStrMap()
+	if err != nil || bus["cluster-port"] == "" {
+		t.Fatalf("valkeytest: %s: CONFIG GET cluster-port = %v, %v", primary, bus, err)
+	}
+	host, port, _ := strings.Cut(primary, ":")
+	if err := rc.Do(ctx, rc.B().Arbitrary("CLUSTER", "MEET").Args(host, port, bus["cluster-port"]).Build()).Error(); err != nil {
+		t.Fatalf("valkeytest: %s: CLUSTER MEET %s: %v", srv.Addr, primary, err)
+	}
+	// REPLICATE needs the new node to know the primary: retry until gossip
+	// has told it.
+	for {
+		err := rc.Do(ctx, rc.B().Arbitrary("CLUSTER", "REPLICATE").Args(id).Build()).Error()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("valkeytest: %s: CLUSTER REPLICATE %s: %v", srv.Addr, id, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, rport, _ := strings.Cut(srv.Addr, ":")
+	for {
+		info, err := rc.Do(ctx, rc.B().Info().Section("replication").Build()).ToString()
+		slots, err2 := pc.Do(ctx, pc.B().ClusterSlots().Build()).ToAny()
+		if err == nil && err2 == nil && strings.Contains(info, "master_link_status:up") &&
+			strings.Contains(fmt.Sprint(slots), " "+rport+" ") {
+			return srv
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("valkeytest: %s: replica of %s not synced and listed within %s (%v, %v; slots %v)",
+				srv.Addr, primary, clusterReadyTimeout, err, err2, slots)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
