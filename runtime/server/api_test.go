@@ -201,12 +201,7 @@ func TestBodyLimitConfigured(t *testing.T) {
 // Valkey is gone, while /healthz (the process) stays 200.
 func TestReadyzFollowsValkey(t *testing.T) {
 	t.Parallel()
-	vk, err := valkeytest.Launch()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vk.Stop()
-	env := servertest.Start(t, func(c *server.Config) { c.ValkeyAddr = vk.Addr })
+	vk, env := startOnOwnValkey(t)
 	if r := rawDo(t, env, "GET", "/readyz", "", ""); r.status != 200 {
 		t.Fatalf("readyz with valkey up: %d %s", r.status, r.body)
 	}

@@ -20,12 +20,7 @@ import (
 // scrape timeout (10 s): the page bounds its Valkey reads (5 s).
 func TestMetricsScrapeAnswersWhileValkeyHangs(t *testing.T) {
 	t.Parallel()
-	vk, err := valkeytest.Launch()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vk.Stop()
-	env := servertest.Start(t, func(c *server.Config) { c.ValkeyAddr = vk.Addr })
+	vk, env := startOnOwnValkey(t)
 	if _, _, err := env.Client.CreateExecution(ctxT(t), wire.CreateExecution{Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/lua"
-	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/metrics"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
@@ -232,12 +231,7 @@ flow two() {
 // gauge pretends to be empty, and the scanners' failed passes count.
 func TestMetricsWithoutValkey(t *testing.T) {
 	t.Parallel()
-	vk, err := valkeytest.Launch()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vk.Stop()
-	env := servertest.Start(t, func(c *server.Config) { c.ValkeyAddr = vk.Addr })
+	vk, env := startOnOwnValkey(t)
 	if _, _, err := env.Client.CreateExecution(ctxT(t), wire.CreateExecution{Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}
