@@ -85,6 +85,13 @@ func storeGauges(ctx context.Context, st *store.Store, log *slog.Logger) []metri
 		Labels: []string{"namespace", "lane", "state"},
 	}
 	for _, l := range stats.Lanes {
+		if l == (store.LaneStats{Namespace: l.Namespace, Lane: l.Lane}) {
+			// Nothing in any index: a lane whose executions retention has
+			// deleted. Its name stays in the partition's lane set forever,
+			// and clients choose lane names: leaving it out bounds the
+			// series to the lanes in use.
+			continue
+		}
 		for _, c := range []struct {
 			state string
 			n     int64

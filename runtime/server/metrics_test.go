@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/lua"
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/metrics"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
@@ -167,6 +168,18 @@ flow two() {
 	}
 	if m[`ff_go_goroutines`] < 1 || m[`ff_process_start_time_seconds`] < float64(time.Now().Add(-time.Hour).Unix()) {
 		t.Errorf("process gauges: goroutines %v, start %v", m[`ff_go_goroutines`], m[`ff_process_start_time_seconds`])
+	}
+
+	// A lane with nothing left in any index (its executions deleted by
+	// retention; its name stays in the partition's lane set) has no series.
+	vc := valkeytest.Client(t, env.Config.ValkeyAddr)
+	if err := vc.Do(ctx, vc.B().Sadd().Key(env.Config.KeyPrefix+"ff:{fp:0}:lanes").Member("default:ghost").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for series := range scrape(t, env, "tok") {
+		if strings.Contains(series, `lane="ghost"`) {
+			t.Errorf("series %s of a lane with nothing in it", series)
+		}
 	}
 
 	// An unknown path counts as one series, not one per path; ids never
