@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -111,6 +112,8 @@ type Server struct {
 	v1   *echo.Group
 	log  *slog.Logger
 	met  *httpMetrics // nil without Config.Metrics
+
+	unready atomic.Bool // the last /readyz found the service not ready
 }
 
 // New builds the API server.
@@ -230,8 +233,15 @@ func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Service.Ready(ctx); err != nil {
-		e := Errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, "not ready: %v", err)
-		return e
+		// The probe is open to anyone: the reason (addresses, dial errors)
+		// goes to the log, once per spell of unreadiness.
+		if !s.unready.Swap(true) {
+			s.log.WarnContext(ctx, "not ready", attrError, err)
+		}
+		return Errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, "not ready: Valkey does not answer or the functions library is not loaded (the reason is in ffrun's log)")
+	}
+	if s.unready.Swap(false) {
+		s.log.InfoContext(ctx, "ready again")
 	}
 	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
 }

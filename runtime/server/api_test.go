@@ -201,7 +201,8 @@ func TestBodyLimitConfigured(t *testing.T) {
 // Valkey is gone, while /healthz (the process) stays 200.
 func TestReadyzFollowsValkey(t *testing.T) {
 	t.Parallel()
-	vk, env := startOnOwnValkey(t)
+	logs := &logBuffer{t: t}
+	vk, env := startOnOwnValkey(t, func(c *server.Config) { c.Logger = slogText(logs); c.DisableScanners = true })
 	if r := rawDo(t, env, "GET", "/readyz", "", ""); r.status != 200 {
 		t.Fatalf("readyz with valkey up: %d %s", r.status, r.body)
 	}
@@ -209,6 +210,22 @@ func TestReadyzFollowsValkey(t *testing.T) {
 	r := rawDo(t, env, "GET", "/readyz", "", "")
 	if r.status != 503 || r.err.Code != wire.CodeUnavailable {
 		t.Fatalf("readyz with valkey down: %d %s", r.status, r.body)
+	}
+	// The open probe does not show where Valkey is; the log does, once per
+	// spell of unreadiness, however often the probe asks.
+	_, port, _ := strings.Cut(vk.Addr, ":")
+	if strings.Contains(r.body, port) {
+		t.Errorf("readyz shows the Valkey address: %s", r.body)
+	}
+	rawDo(t, env, "GET", "/readyz", "", "")
+	var warned []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `msg="not ready"`) {
+			warned = append(warned, line)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], port) {
+		t.Errorf("want one log line saying why, naming the address; got %q", warned)
 	}
 	if r := rawDo(t, env, "GET", "/healthz", "", ""); r.status != 200 {
 		t.Fatalf("healthz with valkey down: %d %s", r.status, r.body)
