@@ -337,12 +337,11 @@ local function ff_usage_fence(keys, argv)
   end
   local now = now_ms()
   local why = lease_check(c, argv[2], argv[3], now)
-  if OVERDUE[why] then
-    local public = end_overdue(p, c, why, now, jitter_frac(ts(now), 1))
+  if why then
+    local r = stale_refusal(p, c, why, now, ts(now), 1)
     flush(p)
-    return refuse('stale_lease', why, public)
+    return r
   end
-  if why then return refuse('stale_lease', why, public_of(c.state)) end
   if seen then redis.call('SET', seen, what, 'PX', argv[7]) end
   return ok(redis.call('HGET', c.key, 'budgets') or '')
 end

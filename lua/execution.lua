@@ -220,14 +220,13 @@ local function ff_revoke_lease(keys, argv)
   local now = now_ms()
   if argv[3] then
     local why = lease_check(c, argv[3], argv[4], now)
-    if OVERDUE[why] then
-      -- A limit passed: it ends the attempt, not the give-back (as for a
-      -- late report).
-      local public = end_overdue(p, c, why, now, jitter_frac(ts(now), 1))
+    if why then
+      -- A limit passed ends the attempt, not the give-back (as for a late
+      -- report).
+      local r = stale_refusal(p, c, why, now, ts(now), 1)
       flush(p)
-      return refuse('stale_lease', why, public)
+      return r
     end
-    if why then return refuse('stale_lease', why, public_of(c.state)) end
   end
   local reason = argv[2]
   if reason == '' then reason = 'lease revoked' end

@@ -717,6 +717,17 @@ end
 -- OVERDUE holds the reasons of lease_check that end_overdue applies.
 local OVERDUE = {lease_expired = true, attempt_timed_out = true, deadline_passed = true}
 
+-- stale_refusal is the answer of a fenced call whose lease lease_check
+-- refused for why. A limit found passed (OVERDUE) is applied now, ending
+-- the attempt as its scanner would (the retry jitter is drawn from seed
+-- and i only then); the refusal carries the public state after it.
+local function stale_refusal(p, c, why, now, seed, i)
+  if OVERDUE[why] then
+    return refuse('stale_lease', why, end_overdue(p, c, why, now, jitter_frac(seed, i)))
+  end
+  return refuse('stale_lease', why, public_of(c.state))
+end
+
 -- drop_staged deletes the members of a flow run staged in chunks and never
 -- committed (see ff_stage_chunk), and forgets the staging.
 local function drop_staged(p, run)

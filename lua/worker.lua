@@ -430,11 +430,8 @@ local function ff_renew(keys, argv)
       items[#items + 1] = refuse('not_found')
     else
       local why = lease_check(c, argv[i + 1], argv[i + 2], now)
-      if OVERDUE[why] then
-        local public = end_overdue(p, c, why, now, jitter_frac(ts(now), i))
-        items[#items + 1] = refuse('stale_lease', why, public)
-      elseif why then
-        items[#items + 1] = refuse('stale_lease', why, public_of(c.state))
+      if why then
+        items[#items + 1] = stale_refusal(p, c, why, now, ts(now), i)
       else
         local expires = now + ttl
         local expires_s = ts(expires)
@@ -584,11 +581,8 @@ local function ff_finish(keys, argv)
         -- Another output is no repeat: refused below.
         items[#items + 1] = ok('completed', 0)
         if h then redeliver(p, h, c, now) end
-      elseif OVERDUE[why] then
-        local public = end_overdue(p, c, why, now, jitter_frac(argv[1], i))
-        items[#items + 1] = refuse('stale_lease', why, public)
       elseif why then
-        items[#items + 1] = refuse('stale_lease', why, public_of(c.state))
+        items[#items + 1] = stale_refusal(p, c, why, now, argv[1], i)
       elseif argv[i + 3] == 'ok' then
         leave_indexes(p, c)
         local af, av = attempt_end(c, 'success', '', now)
