@@ -43,10 +43,11 @@ local function bind()
   bound = true
 end
 
--- register registers fn(keys, argv) as the function called name, with
--- flags (a list, optional).
+-- register registers fn(keys, argv) as the function called
+-- name_<LIBRARY_VERSION>, with flags (a list, optional): versioned names
+-- let two versions of the library share a server (see lua.go).
 local function register(name, fn, flags)
-  redis.register_function{function_name = name, flags = flags, callback = function(keys, argv)
+  redis.register_function{function_name = name .. '_' .. LIBRARY_VERSION, flags = flags, callback = function(keys, argv)
     if not bound then bind() end
     return fn(keys, argv)
   end}

@@ -10,3 +10,27 @@ local function ff_version()
 end
 
 register('ff_version', ff_version, {'no-writes'})
+
+-- ff_library_use: records that a process uses this version of the library
+-- (field LIBRARY_VERSION of the libraries hash = the server's clock, ms)
+-- and returns the other versions recorded there that nobody has recorded
+-- for idle_ms: the caller deletes those libraries (FUNCTION DELETE cannot
+-- run inside a function) and then their fields.
+-- KEYS: the libraries hash. ARGV: idle_ms (a positive integer).
+-- Reply: {1, version, ...} or {0, 'invalid', 'idle'}.
+local function ff_library_use(keys, argv)
+  local idle = tonumber(argv[1])
+  if not idle or idle < 1 or idle ~= math.floor(idle) then return refuse('invalid', 'idle') end
+  local now = now_ms()
+  redis.call('HSET', keys[1], LIBRARY_VERSION, CLOCK_S)
+  local all = redis.call('HGETALL', keys[1])
+  local out = {1}
+  for i = 1, #all, 2 do
+    if all[i] ~= LIBRARY_VERSION and (tonumber(all[i + 1]) or 0) <= now - idle then
+      out[#out + 1] = all[i]
+    end
+  end
+  return out
+end
+
+register('ff_library_use', ff_library_use)

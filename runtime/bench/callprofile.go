@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowfabric/ff/lua"
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -73,7 +74,8 @@ func (p *callProfile) write(ctx context.Context, w io.Writer, title string, unit
 		}
 		name := strings.ToUpper(args[0])
 		if (name == "FCALL" || name == "FCALL_RO") && len(args) > 1 {
-			name = args[1]
+			// ff_claim, not ff_claim_<version>.
+			name = strings.TrimSuffix(args[1], "_"+lua.Version())
 		}
 		inner := false
 		if len(f) > 4 {

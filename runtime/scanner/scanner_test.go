@@ -291,8 +291,8 @@ func TestConfigValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if set.Delayed.interval != DelayedIntervalDefault || set.Retention.interval != RetentionIntervalDefault {
-		t.Errorf("defaults not applied: %s %s", set.Delayed.interval, set.Retention.interval)
+	if set.Delayed.interval != DelayedIntervalDefault || set.Retention.interval != RetentionIntervalDefault || set.Library.interval != store.LibraryKeepInterval {
+		t.Errorf("defaults not applied: %s %s %s", set.Delayed.interval, set.Retention.interval, set.Library.interval)
 	}
 	ctx := context.Background()
 	for range 2 {

@@ -27,6 +27,7 @@ type SetConfig struct {
 	QuotaReleaseInterval   time.Duration
 	QuotaReconcileInterval time.Duration
 	QuotaReconcileGrace    time.Duration
+	LibraryInterval        time.Duration
 
 	// Observe, when set, is told of every tick of every scanner (metrics).
 	Observe Observer
@@ -43,12 +44,13 @@ type Set struct {
 	BudgetReset    *BudgetReset
 	QuotaRelease   *QuotaRelease
 	QuotaReconcile *QuotaReconcile
+	Library        *Library
 }
 
 // NewSet builds every scanner from cfg.
 func NewSet(cfg SetConfig) (*Set, error) {
 	var s Set
-	var errs [9]error
+	var errs [10]error
 	s.LeaseExpiry, errs[0] = NewLeaseExpiry(LeaseExpiryConfig{Store: cfg.Store, Interval: cfg.LeaseExpiryInterval, Limit: cfg.Limit, Logger: cfg.Logger})
 	s.Delayed, errs[1] = NewDelayed(DelayedConfig{Store: cfg.Store, Interval: cfg.DelayedInterval, Limit: cfg.Limit, Logger: cfg.Logger})
 	s.AttemptTimeout, errs[2] = NewAttemptTimeout(AttemptTimeoutConfig{Store: cfg.Store, Interval: cfg.AttemptTimeoutInterval, Limit: cfg.Limit, Logger: cfg.Logger})
@@ -58,6 +60,7 @@ func NewSet(cfg SetConfig) (*Set, error) {
 	s.BudgetReset, errs[6] = NewBudgetReset(BudgetResetConfig{Store: cfg.Store, Interval: cfg.BudgetResetInterval, Limit: cfg.Limit, Logger: cfg.Logger})
 	s.QuotaRelease, errs[7] = NewQuotaRelease(QuotaReleaseConfig{Store: cfg.Store, Interval: cfg.QuotaReleaseInterval, Limit: cfg.Limit, Logger: cfg.Logger})
 	s.QuotaReconcile, errs[8] = NewQuotaReconcile(QuotaReconcileConfig{Store: cfg.Store, Interval: cfg.QuotaReconcileInterval, Grace: cfg.QuotaReconcileGrace, Limit: cfg.Limit, Logger: cfg.Logger})
+	s.Library, errs[9] = NewLibrary(LibraryConfig{Store: cfg.Store, Interval: cfg.LibraryInterval, Logger: cfg.Logger})
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -74,7 +77,7 @@ type startStopper interface {
 
 func (s *Set) runners() []*runner {
 	return []*runner{s.LeaseExpiry.runner, s.Delayed.runner, s.AttemptTimeout.runner, s.Deadline.runner, s.Retention.runner,
-		s.Unblock.runner, s.BudgetReset.runner, s.QuotaRelease.runner, s.QuotaReconcile.runner}
+		s.Unblock.runner, s.BudgetReset.runner, s.QuotaRelease.runner, s.QuotaReconcile.runner, s.Library.runner}
 }
 
 // Names returns the names of the scanners of the set, as an Observer is
@@ -89,7 +92,7 @@ func (s *Set) Names() []string {
 
 func (s *Set) all() []startStopper {
 	return []startStopper{s.LeaseExpiry, s.Delayed, s.AttemptTimeout, s.Deadline, s.Retention, s.Unblock,
-		s.BudgetReset, s.QuotaRelease, s.QuotaReconcile}
+		s.BudgetReset, s.QuotaRelease, s.QuotaReconcile, s.Library}
 }
 
 // Start starts every scanner. It is safe to call twice.

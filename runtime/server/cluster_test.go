@@ -64,7 +64,7 @@ func TestThreeNodeCluster(t *testing.T) {
 	nodes := make([]valkey.Client, len(addrs))
 	for i, addr := range addrs {
 		nodes[i] = nodeClient(t, addr)
-		v, err := nodes[i].Do(ctx, nodes[i].B().Fcall().Function("ff_version").Numkeys(0).Build()).ToString()
+		v, err := nodes[i].Do(ctx, nodes[i].B().Fcall().Function(lua.Function("ff_version")).Numkeys(0).Build()).ToString()
 		if err != nil || v != lua.Version() {
 			t.Errorf("node %s: ff_version = %q, %v; want the library %s loaded on every primary", addr, v, err, lua.Version())
 		}

@@ -3,8 +3,8 @@ package store
 // Log attribute keys.
 const (
 	attrServer         = "server"
-	attrLibraryVersion = "library_version"
-	attrLoadedVersion  = "loaded_version"
+	attrLibrary        = "library"
+	attrIdleFor        = "idle_for"
 	attrFlowPartitions = "flow_partitions"
 	attrFunction       = "function"
 	attrNode           = "node"

@@ -17,7 +17,7 @@ import (
 // lost it (FUNCTION FLUSH, as after a restart without persistence) gets it
 // back at the first call that finds it missing; and plain tasks under a
 // budget and a quota, spread over partitions of every node, are admitted,
-// counted and released.
+// counted and released; and an idle library version is deleted from each.
 func TestClusterOfThreePrimaries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -37,7 +37,7 @@ func TestClusterOfThreePrimaries(t *testing.T) {
 		}
 		t.Cleanup(n.Close)
 		nodes[i] = n
-		if v, err := n.Do(ctx, n.B().Fcall().Function("ff_version").Numkeys(0).Build()).ToString(); err != nil || v != lua.Version() {
+		if v, err := n.Do(ctx, n.B().Fcall().Function(lua.Function("ff_version")).Numkeys(0).Build()).ToString(); err != nil || v != lua.Version() {
 			t.Fatalf("node %s after Open: ff_version = %q, %v; want %s on every primary", addr, v, err, lua.Version())
 		}
 	}
@@ -115,5 +115,20 @@ func TestClusterOfThreePrimaries(t *testing.T) {
 	}
 	if len(holders) != len(nodes) {
 		t.Errorf("tasks stored on nodes %v, want all %d: create more or other keys", holders, len(nodes))
+	}
+
+	// An idle library version is deleted from every primary.
+	for _, n := range nodes {
+		loadOtherVersion(t, n)
+	}
+	idle := strconv.FormatInt(time.Now().Add(-LibraryIdleAfter-time.Minute).UnixMilli(), 10)
+	c.Do(ctx, c.B().Hset().Key(s.k.libraries()).FieldValue().FieldValue(otherVersion, idle).Build())
+	if k, err := s.KeepLibrary(ctx); err != nil || k != 1 {
+		t.Fatalf("KeepLibrary with an idle version on every primary = %d, %v", k, err)
+	}
+	for i, n := range nodes {
+		if got := loadedLibraries(t, n); len(got) != 1 || got[0] != lua.Library() {
+			t.Errorf("node %s: libraries %v, want only %s", addrs[i], got, lua.Library())
+		}
 	}
 }

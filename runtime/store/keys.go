@@ -55,6 +55,9 @@ type keys struct{ prefix string }
 
 func (k keys) config() string { return k.prefix + "ff:config" }
 
+// libraries records the use of each library version (see KeepLibrary).
+func (k keys) libraries() string { return k.prefix + "ff:libraries" }
+
 func (k keys) base(p int) string { return k.prefix + "ff:{fp:" + strconv.Itoa(p) + "}" }
 
 // anchor is KEYS[1] of every partition function.

@@ -120,8 +120,9 @@ func (s *Store) streakPartition() int {
 	return s.place.p
 }
 
-// Open checks the server version, stores or checks the partition counts and
-// loads the Functions library when the loaded version differs.
+// Open checks the server version, stores or checks the partition counts,
+// loads this version of the Functions library where it is missing and
+// records its use (KeepLibrary).
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -138,7 +139,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := s.ensureLibrary(ctx, false); err != nil {
 		return nil, err
 	}
-	s.log.InfoContext(ctx, "store opened", attrServer, server, attrLibraryVersion, lua.Version(),
+	if _, err := s.KeepLibrary(ctx); err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "store opened", attrServer, server, attrLibrary, lua.Library(),
 		attrFlowPartitions, cfg.FlowPartitions)
 	return s, nil
 }
@@ -199,85 +203,6 @@ func (s *Store) checkPartitions(ctx context.Context) error {
 	return nil
 }
 
-// ensureLibrary loads the library where the loaded version differs: on
-// the server, or on every primary of a cluster. force (a call found the
-// library missing) also loads it where reading the version fails.
-func (s *Store) ensureLibrary(ctx context.Context, force bool) error {
-	s.load.Lock()
-	defer s.load.Unlock()
-	nodes, err := s.libraryNodes(ctx)
-	if err != nil {
-		return err
-	}
-	for _, n := range nodes {
-		// Another goroutine may have loaded it while this one waited.
-		v, err := n.c.Do(ctx, n.c.B().Fcall().Function("ff_version").Numkeys(0).Build()).ToString()
-		if err == nil && v == lua.Version() {
-			continue
-		}
-		if !force && err != nil && !isFunctionNotFound(err) {
-			return fmt.Errorf("store: read library version%s: %w", n.desc, err)
-		}
-		if err == nil {
-			s.log.InfoContext(ctx, "replacing functions library", n.logArgs(attrLoadedVersion, v, attrLibraryVersion, lua.Version())...)
-		}
-		if err := n.c.Do(ctx, n.c.B().FunctionLoad().Replace().FunctionCode(lua.Source()).Build()).Error(); err != nil {
-			return fmt.Errorf("store: FUNCTION LOAD%s: %w", n.desc, err)
-		}
-		s.log.InfoContext(ctx, "functions library loaded", n.logArgs(attrLibraryVersion, lua.Version())...)
-	}
-	return nil
-}
-
-// libraryNode is a server that must hold the library.
-type libraryNode struct {
-	c    valkey.Client
-	addr string // "" on a plain server
-	desc string // " on <addr>" for messages, "" on a plain server
-}
-
-// logArgs are args and the node's address when it is a cluster node.
-func (n libraryNode) logArgs(args ...any) []any {
-	if n.addr != "" {
-		args = append(args, attrNode, n.addr)
-	}
-	return args
-}
-
-// libraryNodes returns where the library must be loaded: the server, or
-// each primary of a cluster. A keyless command such as FUNCTION LOAD goes
-// to one node of a cluster, and functions are not shared between shards
-// (a replica gets them from its primary).
-func (s *Store) libraryNodes(ctx context.Context) ([]libraryNode, error) {
-	if s.c.Mode() != valkey.ClientModeCluster {
-		return []libraryNode{{c: s.c}}, nil
-	}
-	var out []libraryNode
-	var unreachable []error
-	for addr, c := range s.c.Nodes() {
-		role, err := c.Do(ctx, c.B().Role().Build()).ToArray()
-		if err != nil || len(role) == 0 {
-			// A node that does not answer is skipped: a replica that went
-			// away must not make every ffrun unready, and a primary that
-			// went away cannot be loaded anyway (the calls to its slots
-			// fail until the cluster fails over to a replica, which has
-			// the library from it).
-			unreachable = append(unreachable, fmt.Errorf("ROLE of cluster node %s: %w", addr, err))
-			continue
-		}
-		if r, _ := role[0].ToString(); r == "master" || r == "primary" {
-			out = append(out, libraryNode{c: c, addr: addr, desc: " on " + addr})
-		}
-	}
-	if len(unreachable) > 0 {
-		s.log.DebugContext(ctx, "cluster nodes skipped for the library", attrError, errors.Join(unreachable...))
-	}
-	if len(out) == 0 {
-		return nil, errors.Join(append([]error{errors.New("store: no primary of the cluster answers")}, unreachable...)...)
-	}
-	return out, nil
-}
-
 // checkServers checks the version of the server, or of every primary of a
 // cluster that answers (INFO is keyless: a cluster client would send it
 // to any node, a replica that went away included), and returns the
@@ -323,7 +248,7 @@ func (s *Store) build(c call) valkey.Completed {
 	if keys == nil {
 		keys = []string{s.k.anchor(c.partition)}
 	}
-	return s.c.B().Fcall().Function(c.fn).Numkeys(int64(len(keys))).Key(keys...).Arg(c.args...).Build()
+	return s.c.B().Fcall().Function(lua.Function(c.fn)).Numkeys(int64(len(keys))).Key(keys...).Arg(c.args...).Build()
 }
 
 // fcall runs one call, reloading the library and retrying once when the
@@ -541,26 +466,6 @@ func atoi64(s string) int64 {
 		return int64(f)
 	}
 	return n
-}
-
-// Ready reports whether the server answers and has this library version
-// loaded (on every primary of a cluster), for readiness probes. It does
-// not reload the library: the next FCALL does.
-func (s *Store) Ready(ctx context.Context) error {
-	nodes, err := s.libraryNodes(ctx)
-	if err != nil {
-		return fmt.Errorf("store: not ready: %w", err)
-	}
-	for _, n := range nodes {
-		v, err := n.c.Do(ctx, n.c.B().Fcall().Function("ff_version").Numkeys(0).Build()).ToString()
-		if err != nil {
-			return fmt.Errorf("store: not ready%s: %w", n.desc, err)
-		}
-		if v != lua.Version() {
-			return fmt.Errorf("store: not ready: functions library version %q loaded%s, want %q", v, n.desc, lua.Version())
-		}
-	}
-	return nil
 }
 
 // FlowPartitions returns the number of flow partitions.
