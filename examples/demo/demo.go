@@ -29,6 +29,7 @@ import (
 
 	"github.com/flowfabric/ff/examples/flows"
 	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/ffctl"
 	"github.com/flowfabric/ff/runtime/ffrun"
 	"github.com/flowfabric/ff/runtime/wire"
 	"github.com/flowfabric/ff/runtime/worker"
@@ -258,57 +259,8 @@ func RunConfig(ctx context.Context, cfg Config, stdout, stderr io.Writer) (err e
 // follow prints every member's state changes until the run ends.
 func follow(ctx context.Context, w io.Writer, c *client.Client, run *client.Run) error {
 	fmt.Fprintf(w, "   run %s\n", run.ID)
-	start := time.Now()
-	width := 0
-	last := map[string]string{}
-	for {
-		r, err := c.GetRun(ctx, run.ID)
-		if err != nil {
-			return err
-		}
-		for _, x := range r.Execs {
-			width = max(width, len(x.Name))
-		}
-		for _, x := range r.Execs {
-			now := describe(x)
-			if last[x.Name] == now {
-				continue
-			}
-			from := last[x.Name]
-			if from == "" {
-				from = "staged"
-			}
-			fmt.Fprintf(w, "   %6s  %-*s  %s -> %s\n", since(start), width, x.Name, from, now)
-			last[x.Name] = now
-		}
-		if r.State != wire.RunRunning {
-			fmt.Fprintf(w, "   %6s  run %s (%d succeeded, %d failed, %d skipped, %d cancelled)\n",
-				since(start), r.State, r.Succeeded, r.Failed, r.Skipped, r.Cancelled)
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}
-
-// describe is the state of a member as the demo shows it.
-func describe(x wire.FlowExec) string {
-	switch x.State {
-	case "active":
-		return fmt.Sprintf("active (attempt %d)", x.Attempts)
-	case "failed":
-		return "failed: " + x.Error
-	case "blocked":
-		return "blocked: " + x.Blocked
-	}
-	return x.State
-}
-
-func since(t time.Time) string {
-	return fmt.Sprintf("%dms", time.Since(t).Milliseconds())
+	_, err := ffctl.Follow(ctx, w, c, run.ID, ffctl.FollowOptions{Interval: 5 * time.Millisecond, Indent: "   "})
+	return err
 }
 
 func randomToken() string {

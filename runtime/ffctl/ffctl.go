@@ -1,0 +1,548 @@
+// Package ffctl holds ffrun's client commands: `ffrun templates`, `start`,
+// `runs`, `get`, `watch`, `result`, `cancel` and `replay` talk to a running
+// ffrun over its HTTP API (package client) to start, list, follow, cancel
+// and replay flow runs from a terminal or a script.
+//
+// Every command takes --server (FF_SERVER, default http://127.0.0.1:8080)
+// and reads the bearer token from FF_API_TOKEN (never from a flag, which
+// would show in the process list); --json prints the API's answer as JSON
+// instead of text. Exit status: 0 done (a run that succeeded), 1 a run
+// that failed or was cancelled, or an error from the server, 2 bad usage.
+package ffctl
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// ServerDefault is the API address used without --server or FF_SERVER:
+// where `ffrun dev` listens.
+const ServerDefault = "http://127.0.0.1:8080"
+
+// WatchInterval is how often watch reads the run.
+const WatchInterval = 200 * time.Millisecond
+
+// Exit statuses.
+const (
+	ExitOK      = 0
+	ExitFailed  = 1 // a run that did not succeed, or an error
+	ExitUsage   = 2
+	runsMaxPage = 500
+)
+
+// Env is what the commands read and write.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+}
+
+// Usage lists the commands, for ffrun's help.
+const Usage = `  ffrun templates                    list the flows the server serves by name
+  ffrun start TEMPLATE [--input JSON|@FILE|-] [--key K] [--watch | --wait D]
+                                     start a run of a template
+  ffrun runs [--flow F] [--state S] [--limit N]
+                                     list runs, newest first
+  ffrun get RUN                      a run and the state of every member
+  ffrun watch RUN                    print members' state changes until the run ends
+  ffrun result RUN [--wait D]        the result of a run that succeeded
+  ffrun cancel RUN [--reason R]      cancel every member that has not ended
+  ffrun replay RUN [--watch]         run a failed or cancelled run again from its failures
+  (each takes --server URL, default FF_SERVER or ` + ServerDefault + `, --namespace NS and --json;
+   the token is read from FF_API_TOKEN)
+`
+
+// IsCommand reports whether name is one of the client commands.
+func IsCommand(name string) bool {
+	return slices.Contains([]string{"templates", "start", "runs", "get", "watch", "result", "cancel", "replay"}, name)
+}
+
+// errUsage marks errors in the command line.
+var errUsage = errors.New("usage")
+
+// errRunDidNotSucceed marks a run that failed or was cancelled (exit 1,
+// already reported).
+var errRunDidNotSucceed = errors.New("run did not succeed")
+
+// Main runs the client command name with its arguments and returns the exit
+// status.
+func Main(ctx context.Context, name string, args []string, env Env) int {
+	err := run(ctx, name, args, env)
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(env.Stderr, "ffrun %s: %v\n", name, err)
+		return ExitUsage
+	case errors.Is(err, errRunDidNotSucceed):
+		return ExitFailed
+	}
+	fmt.Fprintf(env.Stderr, "ffrun %s: %v\n", name, err)
+	return ExitFailed
+}
+
+// cmd is one invocation: its flags and the client they give.
+type cmd struct {
+	name      string
+	env       Env
+	fs        *flag.FlagSet
+	server    string
+	namespace string
+	json      bool
+	c         *client.Client
+}
+
+func newCmd(name string, env Env) *cmd {
+	c := &cmd{name: name, env: env, fs: flag.NewFlagSet("ffrun "+name, flag.ContinueOnError)}
+	c.fs.SetOutput(env.Stderr)
+	c.fs.StringVar(&c.server, "server", cmp.Or(env.Getenv("FF_SERVER"), ServerDefault), "ffrun API base URL (env FF_SERVER)")
+	c.fs.StringVar(&c.namespace, "namespace", "", "namespace (default: the template's, or the server's default)")
+	c.fs.BoolVar(&c.json, "json", false, "print the API's answer as JSON")
+	return c
+}
+
+// parse parses args, flags and operands in any order, and checks that
+// there are exactly the operands named.
+func (c *cmd) parse(args []string, operands ...string) ([]string, error) {
+	var pos []string
+	for {
+		if err := c.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		rest := c.fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	if len(pos) != len(operands) {
+		want := "no operand"
+		if len(operands) > 0 {
+			want = strings.Join(operands, " ")
+		}
+		return nil, fmt.Errorf("%w: want %s, got %d operand(s): %s", errUsage, want, len(pos), strings.Join(pos, " "))
+	}
+	cl, err := client.New(c.server, client.WithToken(c.env.Getenv("FF_API_TOKEN")))
+	if err != nil {
+		return nil, fmt.Errorf("%w: --server: %v", errUsage, err)
+	}
+	c.c = cl
+	return pos, nil
+}
+
+func run(ctx context.Context, name string, args []string, env Env) error {
+	c := newCmd(name, env)
+	switch name {
+	case "templates":
+		return c.templates(ctx, args)
+	case "start":
+		return c.start(ctx, args)
+	case "runs":
+		return c.runs(ctx, args)
+	case "get":
+		return c.get(ctx, args)
+	case "watch":
+		return c.watch(ctx, args)
+	case "result":
+		return c.result(ctx, args)
+	case "cancel":
+		return c.cancel(ctx, args)
+	case "replay":
+		return c.replay(ctx, args)
+	}
+	return fmt.Errorf("%w: unknown command %q", errUsage, name)
+}
+
+func (c *cmd) printJSON(v any) error {
+	enc := json.NewEncoder(c.env.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (c *cmd) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
+}
+
+func (c *cmd) templates(ctx context.Context, args []string) error {
+	if _, err := c.parse(args); err != nil {
+		return err
+	}
+	ts, err := c.c.Templates(ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(ts)
+	}
+	if len(ts) == 0 {
+		fmt.Fprintln(c.env.Stdout, "no templates (start ffrun with --flows DIR)")
+		return nil
+	}
+	w := c.table()
+	fmt.Fprintln(w, "NAME\tNAMESPACE\tINPUT\tOUTPUT\tEXECS")
+	for _, t := range ts {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", t.Name, t.Namespace, typeName(t.Input), typeName(t.Output), len(t.Execs))
+	}
+	return w.Flush()
+}
+
+// typeName spells a type as the .ff language does; "-" for none.
+func typeName(t *plan.TypeRef) string {
+	switch {
+	case t == nil:
+		return "-"
+	case t.Kind == plan.KindNamed:
+		return t.Name
+	case t.Kind == plan.KindList && t.Elem != nil:
+		return "[" + typeName(t.Elem) + "]"
+	case t.Kind == plan.KindMap && t.Elem != nil:
+		return "{string: " + typeName(t.Elem) + "}"
+	}
+	return t.Kind
+}
+
+func (c *cmd) start(ctx context.Context, args []string) error {
+	input := c.fs.String("input", "", "the run's input: JSON text, @FILE, or - for standard input (default: none)")
+	key := c.fs.String("key", "", "idempotency key: a repeat returns the first run")
+	watch := c.fs.Bool("watch", false, "print the members' state changes until the run ends, then its result")
+	wait := c.fs.Duration("wait", 0, "wait up to this long for the run to end, then print its result")
+	pos, err := c.parse(args, "TEMPLATE")
+	if err != nil {
+		return err
+	}
+	if *watch && *wait > 0 {
+		return fmt.Errorf("%w: --watch and --wait exclude each other", errUsage)
+	}
+	raw, err := c.readInput(*input)
+	if err != nil {
+		return err
+	}
+	var opts []client.StageOption
+	if *key != "" {
+		opts = append(opts, client.WithIdempotencyKey(*key))
+	}
+	if c.namespace != "" {
+		opts = append(opts, client.WithNamespace(c.namespace))
+	}
+	var in any // no input: the flow's input is absent
+	if raw != nil {
+		in = raw
+	}
+	r, err := c.c.StageTemplate(ctx, pos[0], in, opts...)
+	if err != nil {
+		return err
+	}
+	if !c.json {
+		if r.Created {
+			fmt.Fprintf(c.env.Stdout, "run %s\n", r.ID)
+		} else {
+			fmt.Fprintf(c.env.Stdout, "run %s (existing: the idempotency key matched it)\n", r.ID)
+		}
+	}
+	switch {
+	case *watch:
+		return c.follow(ctx, r.ID)
+	case *wait > 0:
+		return c.awaitResult(ctx, r.ID, *wait)
+	case c.json:
+		fr, err := c.c.GetRun(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		return c.printJSON(fr)
+	}
+	return nil
+}
+
+// readInput returns the JSON of --input: text, @FILE or - (standard
+// input); nil when it is empty.
+func (c *cmd) readInput(v string) (json.RawMessage, error) {
+	var b []byte
+	switch {
+	case v == "":
+		return nil, nil
+	case v == "-":
+		var err error
+		if b, err = io.ReadAll(c.env.Stdin); err != nil {
+			return nil, fmt.Errorf("read the input from standard input: %w", err)
+		}
+	case strings.HasPrefix(v, "@"):
+		var err error
+		if b, err = os.ReadFile(v[1:]); err != nil {
+			return nil, fmt.Errorf("%w: --input: %v", errUsage, err)
+		}
+	default:
+		b = []byte(v)
+	}
+	b = bytes.TrimSpace(b)
+	if !json.Valid(b) {
+		return nil, fmt.Errorf("%w: --input is not valid JSON: %s", errUsage, clip(string(b), 80))
+	}
+	return b, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func (c *cmd) runs(ctx context.Context, args []string) error {
+	flow := c.fs.String("flow", "", "only runs of this flow")
+	state := c.fs.String("state", "", "only runs in this state: running, succeeded, failed or cancelled")
+	limit := c.fs.Int("limit", 20, fmt.Sprintf("at most this many runs (1..%d)", runsMaxPage))
+	if _, err := c.parse(args); err != nil {
+		return err
+	}
+	if *limit < 1 || *limit > runsMaxPage {
+		return fmt.Errorf("%w: --limit %d: want 1..%d", errUsage, *limit, runsMaxPage)
+	}
+	var out []wire.FlowRun
+	o := client.RunListOptions{Namespace: c.namespace, Flow: *flow, State: *state, Limit: *limit}
+	// A page may hold fewer runs than asked (filters apply as the server
+	// reads its index): follow the cursor, a bounded number of pages.
+	for page := 0; page < 100 && len(out) < *limit; page++ {
+		o.Limit = *limit - len(out)
+		l, err := c.c.ListRuns(ctx, o)
+		if err != nil {
+			return err
+		}
+		out = append(out, l.Runs...)
+		if l.NextCursor == "" {
+			break
+		}
+		o.Cursor = l.NextCursor
+	}
+	if c.json {
+		return c.printJSON(wire.FlowRunList{Runs: out})
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(c.env.Stdout, "no runs")
+		return nil
+	}
+	w := c.table()
+	fmt.Fprintln(w, "RUN\tFLOW\tSTATE\tDONE\tCREATED\tTOOK")
+	for _, r := range out {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.Flow, r.State, r.Done, r.Total, stamp(r.CreatedAt), took(r.CreatedAt, r.EndedAt))
+	}
+	return w.Flush()
+}
+
+func stamp(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Local().Format(time.DateTime)
+}
+
+func took(from, to *time.Time) string {
+	if from == nil || to == nil {
+		return "-"
+	}
+	return to.Sub(*from).Round(time.Millisecond).String()
+}
+
+func (c *cmd) get(ctx context.Context, args []string) error {
+	pos, err := c.parse(args, "RUN")
+	if err != nil {
+		return err
+	}
+	r, err := c.c.GetRun(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(r)
+	}
+	c.describeRun(r)
+	w := c.table()
+	fmt.Fprintln(w, "EXEC\tSTATE\tATTEMPTS\tSTARTED\tTOOK\tDETAIL")
+	for _, x := range r.Execs {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", x.Name, x.State, x.Attempts, stamp(x.StartedAt), took(x.StartedAt, x.EndedAt),
+			clip(cmp.Or(x.Error, x.Blocked), 100))
+	}
+	return w.Flush()
+}
+
+// describeRun prints a run's header lines.
+func (c *cmd) describeRun(r *wire.FlowRun) {
+	out := c.env.Stdout
+	fmt.Fprintf(out, "run %s\nflow %s (namespace %s)\nstate %s: %d of %d members done (%d succeeded, %d failed, %d skipped, %d cancelled)\n",
+		r.ID, r.Flow, r.Namespace, r.State, r.Done, r.Total, r.Succeeded, r.Failed, r.Skipped, r.Cancelled)
+	fmt.Fprintf(out, "created %s", stamp(r.CreatedAt))
+	if r.EndedAt != nil {
+		fmt.Fprintf(out, ", ended %s (took %s)", stamp(r.EndedAt), took(r.CreatedAt, r.EndedAt))
+	}
+	fmt.Fprintln(out)
+	if r.Error != "" {
+		fmt.Fprintf(out, "error %s\n", r.Error)
+	}
+	fmt.Fprintln(out)
+}
+
+func (c *cmd) watch(ctx context.Context, args []string) error {
+	pos, err := c.parse(args, "RUN")
+	if err != nil {
+		return err
+	}
+	return c.follow(ctx, pos[0])
+}
+
+// follow prints the run's changes until it ends, then its outcome.
+func (c *cmd) follow(ctx context.Context, id string) error {
+	var r *wire.FlowRun
+	var err error
+	if c.json {
+		r, err = c.await(ctx, id)
+	} else {
+		r, err = Follow(ctx, c.env.Stdout, c.c, id, FollowOptions{Interval: WatchInterval})
+	}
+	if err != nil {
+		return err
+	}
+	return c.outcome(r)
+}
+
+// await waits for the run to end with long-polls of the result route.
+func (c *cmd) await(ctx context.Context, id string) (*wire.FlowRun, error) {
+	for {
+		r, err := c.c.RunResult(ctx, id, time.Minute)
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.Code == wire.CodeNotTerminal {
+			continue
+		}
+		return r, err
+	}
+}
+
+// outcome prints how run r ended: its result (stdout) when it succeeded,
+// else why not (stderr, and errRunDidNotSucceed).
+func (c *cmd) outcome(r *wire.FlowRun) error {
+	if c.json {
+		if err := c.printJSON(r); err != nil {
+			return err
+		}
+	} else if r.State == wire.RunSucceeded {
+		if err := c.printResult(r.Result); err != nil {
+			return err
+		}
+	}
+	if r.State == wire.RunSucceeded {
+		return nil
+	}
+	fmt.Fprintf(c.env.Stderr, "run %s %s: %s\n", r.ID, r.State, cmp.Or(r.Error, "no error recorded"))
+	if len(r.Failures) > 1 { // the error names the first
+		for _, f := range r.Failures {
+			fmt.Fprintf(c.env.Stderr, "  %s: %s\n", f.Exec, f.Error)
+		}
+	}
+	return errRunDidNotSucceed
+}
+
+// printResult prints a result indented, or "(no result)" for a flow
+// without one.
+func (c *cmd) printResult(raw json.RawMessage) error {
+	if len(raw) == 0 {
+		_, err := fmt.Fprintln(c.env.Stdout, "(no result)")
+		return err
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		b.Reset()
+		b.Write(raw)
+	}
+	b.WriteByte('\n')
+	_, err := c.env.Stdout.Write(b.Bytes())
+	return err
+}
+
+func (c *cmd) result(ctx context.Context, args []string) error {
+	wait := c.fs.Duration("wait", 0, "wait up to this long for a running run to end")
+	pos, err := c.parse(args, "RUN")
+	if err != nil {
+		return err
+	}
+	return c.awaitResult(ctx, pos[0], *wait)
+}
+
+// awaitResult waits up to wait for run id to end and prints its outcome;
+// a run still running then is an error.
+func (c *cmd) awaitResult(ctx context.Context, id string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		r, err := c.c.RunResult(ctx, id, min(time.Until(deadline), time.Minute))
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.Code == wire.CodeNotTerminal {
+			if time.Until(deadline) > 0 {
+				continue
+			}
+			return fmt.Errorf("run %s is still running (--wait D to wait for it)", id)
+		}
+		if err != nil {
+			return err
+		}
+		return c.outcome(r)
+	}
+}
+
+func (c *cmd) cancel(ctx context.Context, args []string) error {
+	reason := c.fs.String("reason", "", "why (recorded on the cancelled members)")
+	pos, err := c.parse(args, "RUN")
+	if err != nil {
+		return err
+	}
+	r, err := c.c.CancelRun(ctx, pos[0], *reason)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(r)
+	}
+	fmt.Fprintf(c.env.Stdout, "run %s %s (%d of %d members done)\n", r.ID, r.State, r.Done, r.Total)
+	return nil
+}
+
+func (c *cmd) replay(ctx context.Context, args []string) error {
+	watch := c.fs.Bool("watch", false, "print the members' state changes until the run ends, then its result")
+	pos, err := c.parse(args, "RUN")
+	if err != nil {
+		return err
+	}
+	r, err := c.c.ReplayRun(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *watch {
+		if !c.json {
+			fmt.Fprintf(c.env.Stdout, "run %s replayed\n", r.ID)
+		}
+		return c.follow(ctx, r.ID)
+	}
+	if c.json {
+		return c.printJSON(r)
+	}
+	fmt.Fprintf(c.env.Stdout, "run %s replayed: %s\n", r.ID, r.State)
+	return nil
+}

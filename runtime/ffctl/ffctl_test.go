@@ -1,0 +1,351 @@
+package ffctl_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/compiler"
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/ffctl"
+	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/worker"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	servertest.StopShared()
+	os.Exit(code)
+}
+
+const greetFF = `type Name { who: string }
+
+flow greet(Name) -> Name {
+  exec hello(Name) -> Name { }
+  exec shout(Name) -> Name { }
+  hello -> shout
+}
+`
+
+// env is an ffrun serving the greet template, with a worker whose shout
+// fails for a name containing "fail" and waits, for one containing
+// "slow", until its context ends.
+type env struct {
+	t     *testing.T
+	srv   *servertest.Env
+	token string
+}
+
+func start(t *testing.T, withWorker bool) *env {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "greet.ff"), []byte(greetFF), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pkg, diags := compiler.CompileFiles(dir)
+	if diags.HasErrors() {
+		t.Fatalf("compile: %v", diags)
+	}
+	const token = "t0ken"
+	srv := servertest.Start(t, func(c *server.Config) {
+		c.Templates = []*plan.Flow{&pkg.Flows[0]}
+		c.Token = token
+	})
+	if withWorker {
+		runWorker(t, srv, token)
+	}
+	return &env{t: t, srv: srv, token: token}
+}
+
+type name struct {
+	Who string `json:"who"`
+}
+
+func runWorker(t *testing.T, srv *servertest.Env, token string) {
+	w, err := worker.New(worker.Config{URL: srv.URL, Token: token, Name: "w", Concurrency: 4, ClaimWait: time.Second,
+		// A short lease: a cancelled run's handler hears of it at the next
+		// renew, well before the test ends.
+		LeaseTTL: time.Second, DrainTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := func(kind string, h func(ctx context.Context, in name) (name, error)) {
+		err := w.Handle(kind, func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+			var in name
+			if err := json.Unmarshal(task.Input(), &in); err != nil {
+				return nil, worker.Permanent(err)
+			}
+			out, err := h(ctx, in)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(out)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	handle("greet.hello", func(_ context.Context, in name) (name, error) { return name{"hello " + in.Who}, nil })
+	handle("greet.shout", func(ctx context.Context, in name) (name, error) {
+		switch {
+		case strings.Contains(in.Who, "fail"):
+			return name{}, worker.Permanent(errors.New("cannot shout " + in.Who))
+		case strings.Contains(in.Who, "slow"):
+			<-ctx.Done()
+			return name{}, ctx.Err()
+		}
+		return name{strings.ToUpper(in.Who)}, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs an ffrun client command against the env's server.
+func (e *env) run(stdin string, name string, args ...string) result {
+	e.t.Helper()
+	return runWith(e.t, map[string]string{"FF_SERVER": e.srv.URL, "FF_API_TOKEN": e.token}, stdin, name, args...)
+}
+
+func runWith(t *testing.T, vars map[string]string, stdin string, name string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code := ffctl.Main(ctx, name, args, ffctl.Env{
+		Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb,
+		Getenv: func(k string) string { return vars[k] },
+	})
+	return result{code, out.String(), errb.String()}
+}
+
+var runLine = regexp.MustCompile(`(?m)^run (\S+)`)
+
+func runID(t *testing.T, r result) string {
+	t.Helper()
+	m := runLine.FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no run id in %q (stderr %q)", r.stdout, r.stderr)
+	}
+	return m[1]
+}
+
+func TestStartWatchGetRuns(t *testing.T) {
+	t.Parallel()
+	e := start(t, true)
+
+	r := e.run("", "templates")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^greet\s+default\s+Name\s+Name\s+2$`).MatchString(r.stdout) {
+		t.Fatalf("templates = %+v", r)
+	}
+
+	r = e.run("", "start", "greet", "--input", `{"who":"ada"}`, "--watch")
+	if r.code != 0 {
+		t.Fatalf("start --watch = %+v", r)
+	}
+	id := runID(t, r)
+	for _, want := range []string{"hello  staged -> ", "shout  ", "-> completed", "run succeeded (2 succeeded, 0 failed, 0 skipped, 0 cancelled)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("start --watch output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.HasSuffix(r.stdout, "{\n  \"who\": \"HELLO ADA\"\n}\n") {
+		t.Errorf("start --watch does not end with the result:\n%s", r.stdout)
+	}
+
+	r = e.run("", "get", id)
+	if r.code != 0 {
+		t.Fatalf("get = %+v", r)
+	}
+	for _, want := range []string{"run " + id + "\n", "flow greet (namespace default)\n", "state succeeded: 2 of 2 members done (2 succeeded, 0 failed, 0 skipped, 0 cancelled)\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("get output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^hello\s+completed\s+1\s+\d{4}-`).MatchString(r.stdout) || !regexp.MustCompile(`(?m)^shout\s+completed\s+1\s`).MatchString(r.stdout) {
+		t.Errorf("get lists the members wrong:\n%s", r.stdout)
+	}
+
+	// Input from a file and from standard input; an idempotency key.
+	file := filepath.Join(t.TempDir(), "in.json")
+	os.WriteFile(file, []byte(`{"who":"bob"}`), 0o644)
+	r = e.run("", "start", "--input", "@"+file, "--key", "k1", "--wait", "20s", "greet")
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "{\n  \"who\": \"HELLO BOB\"\n}\n") {
+		t.Fatalf("start @file --wait = %+v", r)
+	}
+	again := e.run("", "start", "greet", "--input", `{"who":"someone else"}`, "--key", "k1")
+	if again.code != 0 || runID(t, again) != runID(t, r) || !strings.Contains(again.stdout, "existing") {
+		t.Fatalf("start with the same key = %+v, first %s", again, runID(t, r))
+	}
+	r = e.run(`{"who":"cy"}`, "start", "greet", "--input", "-", "--json", "--wait", "20s")
+	var run struct {
+		State  string          `json:"state"`
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &run); r.code != 0 || err != nil || run.State != "succeeded" || compact(run.Result) != `{"who":"HELLO CY"}` {
+		t.Fatalf("start - --json --wait = %+v (%v)", r, err)
+	}
+
+	r = e.run("", "runs", "--limit", "10")
+	if r.code != 0 || strings.Count(r.stdout, " greet ") != 3 || !strings.HasPrefix(r.stdout, "RUN ") {
+		t.Fatalf("runs = %+v", r)
+	}
+	r = e.run("", "runs", "--state", "failed")
+	if r.code != 0 || r.stdout != "no runs\n" {
+		t.Fatalf("runs --state failed = %+v", r)
+	}
+
+	r = e.run("", "result", id)
+	if r.code != 0 || r.stdout != "{\n  \"who\": \"HELLO ADA\"\n}\n" {
+		t.Fatalf("result = %+v", r)
+	}
+}
+
+func TestFailureCancelReplay(t *testing.T) {
+	t.Parallel()
+	e := start(t, true)
+
+	r := e.run("", "start", "greet", "--input", `{"who":"fail"}`, "--watch")
+	if r.code != 1 || !regexp.MustCompile(`(?m)^ *\d+ms  shout  \S.* -> failed: cannot shout hello fail$`).MatchString(r.stdout) {
+		t.Fatalf("start --watch of a failing run = %+v", r)
+	}
+	if !strings.Contains(r.stderr, "run "+runID(t, r)+" failed: ") || !strings.Contains(r.stderr, "cannot shout hello fail") {
+		t.Fatalf("failure not explained on stderr: %q", r.stderr)
+	}
+	failed := runID(t, r)
+	if r := e.run("", "result", failed); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "failed") {
+		t.Fatalf("result of a failed run = %+v", r)
+	}
+	if r := e.run("", "runs", "--state", "failed"); r.code != 0 || !strings.Contains(r.stdout, failed) {
+		t.Fatalf("runs --state failed = %+v", r)
+	}
+	// A replay runs the failure again (it fails again here).
+	if r := e.run("", "replay", failed, "--watch"); r.code != 1 || !strings.Contains(r.stdout, "run "+failed+" replayed\n") {
+		t.Fatalf("replay --watch = %+v", r)
+	}
+
+	// Cancel a running run; watch then reports it cancelled.
+	r = e.run("", "start", "greet", "--input", `{"who":"slow"}`)
+	if r.code != 0 {
+		t.Fatalf("start = %+v", r)
+	}
+	slow := runID(t, r)
+	if r := e.run("", "result", slow); r.code != 1 || !strings.Contains(r.stderr, "still running") {
+		t.Fatalf("result of a running run = %+v", r)
+	}
+	if r := e.run("", "cancel", slow, "--reason", "enough"); r.code != 0 || !strings.HasPrefix(r.stdout, "run "+slow+" cancelled") {
+		t.Fatalf("cancel = %+v", r)
+	}
+	if r := e.run("", "watch", slow); r.code != 1 || !strings.Contains(r.stdout, "run cancelled") || !strings.Contains(r.stderr, "cancelled") {
+		t.Fatalf("watch of a cancelled run = %+v", r)
+	}
+	if r := e.run("", "cancel", slow); r.code != 0 {
+		t.Fatalf("second cancel = %+v", r)
+	}
+}
+
+func TestClientCommandErrors(t *testing.T) {
+	t.Parallel()
+	e := start(t, false)
+	cases := []struct {
+		args       []string
+		code       int
+		wantStderr string
+	}{
+		{[]string{"get"}, 2, "want RUN, got 0 operand(s)"},
+		{[]string{"get", "a", "b"}, 2, "want RUN, got 2 operand(s): a b"},
+		{[]string{"templates", "x"}, 2, "want no operand"},
+		{[]string{"start", "greet", "--input", "{nope"}, 2, "--input is not valid JSON: {nope"},
+		{[]string{"start", "greet", "--input", "@/does/not/exist"}, 2, "no such file"},
+		{[]string{"start", "greet", "--watch", "--wait", "1s"}, 2, "exclude each other"},
+		{[]string{"runs", "--limit", "0"}, 2, "--limit 0: want 1..500"},
+		{[]string{"runs", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"start", "nope", "--input", "{}"}, 1, "not_found"},
+		{[]string{"start", "greet", "--input", `{"who":1}`}, 1, "input.who"},
+		{[]string{"get", "0.00000000-0000-4000-8000-000000000000"}, 1, "not_found"},
+	}
+	for _, tc := range cases {
+		r := e.run("", tc.args[0], tc.args[1:]...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.wantStderr) {
+			t.Errorf("%v = %d, stderr %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.wantStderr)
+		}
+	}
+	// The token comes from FF_API_TOKEN: without it the server refuses.
+	r := runWith(t, map[string]string{"FF_SERVER": e.srv.URL}, "", "templates")
+	if r.code != 1 || !strings.Contains(r.stderr, "401") && !strings.Contains(r.stderr, "unauthorized") {
+		t.Fatalf("templates without the token = %+v", r)
+	}
+	// --server beats FF_SERVER; a bad URL is a usage error.
+	r = runWith(t, map[string]string{"FF_SERVER": "http://127.0.0.1:1", "FF_API_TOKEN": e.token}, "", "templates", "--server", e.srv.URL)
+	if r.code != 0 || !strings.Contains(r.stdout, "greet") {
+		t.Fatalf("templates --server = %+v", r)
+	}
+	if r := runWith(t, nil, "", "templates", "--server", "::nope"); r.code != 2 {
+		t.Fatalf("templates with a bad --server = %+v", r)
+	}
+	if ffctl.IsCommand("serve") || !ffctl.IsCommand("watch") {
+		t.Fatal("IsCommand")
+	}
+}
+
+// TestFollowPrintsEveryChange: Follow, shared with the demo, prints each
+// member's changes once and returns the ended run.
+func TestFollowPrintsEveryChange(t *testing.T) {
+	t.Parallel()
+	e := start(t, true)
+	r := e.run("", "start", "greet", "--input", `{"who":"dee"}`)
+	id := runID(t, r)
+	var mu sync.Mutex
+	var out bytes.Buffer
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(p) })
+	ended, err := ffctl.Follow(context.Background(), w, e.srv.Client, id, ffctl.FollowOptions{Interval: 5 * time.Millisecond, Indent: "> "})
+	if err != nil || ended.State != "succeeded" || string(ended.Result) != `{"who":"HELLO DEE"}` {
+		t.Fatalf("Follow = %+v, %v", ended, err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	seen := map[string]bool{}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "> ") {
+			t.Errorf("line without the indent: %q", l)
+		}
+		if seen[l[strings.Index(l, "ms")+2:]] {
+			t.Errorf("change printed twice: %q", l)
+		}
+		seen[l[strings.Index(l, "ms")+2:]] = true
+	}
+	if last := lines[len(lines)-1]; !strings.HasSuffix(last, "run succeeded (2 succeeded, 0 failed, 0 skipped, 0 cancelled)") {
+		t.Fatalf("last line %q", last)
+	}
+}
+
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
