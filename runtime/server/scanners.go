@@ -21,7 +21,8 @@ type ScannerConfig struct {
 	BudgetReset     time.Duration
 	QuotaRelease    time.Duration
 	QuotaReconcile  time.Duration
-	Limit           int // executions per partition and tick
+	Library         time.Duration // record of the library version in use (store.LibraryKeepInterval)
+	Limit           int           // executions per partition and tick
 }
 
 // newScanners builds the scanners of runtime/scanner as one component.
@@ -41,6 +42,7 @@ func newScanners(st *store.Store, cfg ScannerConfig, log *slog.Logger, met *serv
 		BudgetResetInterval:    cfg.BudgetReset,
 		QuotaReleaseInterval:   cfg.QuotaRelease,
 		QuotaReconcileInterval: cfg.QuotaReconcile,
+		LibraryInterval:        cfg.Library,
 	})
 	if err != nil {
 		return nil, err
