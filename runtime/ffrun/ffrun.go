@@ -7,6 +7,7 @@ package ffrun
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,6 +43,10 @@ type Env struct {
 	// and the Valkey address in use (tests use it to find free ports).
 	OnListen func(apiAddr, valkeyAddr string)
 }
+
+// valkeyWaitDefault is the default of ffrun serve --valkey-wait: long
+// enough for a Valkey started alongside to come up.
+const valkeyWaitDefault = 30 * time.Second
 
 // exitUsage is the exit status of a command-line error.
 const exitUsage = 2
@@ -82,6 +87,11 @@ Usage:
 
 --flows DIR (both commands) compiles the .ff files of DIR at start and
 serves their flows as templates (/v1/templates); an error refuses to start.
+
+ffrun serve waits up to --valkey-wait (30s) for a Valkey that is not up
+yet, and reaches one that requires TLS with --valkey-tls, or --valkey-tls-ca
+FILE for a private authority (client certificates: --valkey-tls-cert and
+--valkey-tls-key).
 
 Run "ffrun serve -h" or "ffrun dev -h" for the flags. Every flag can also be
 set through the environment variable shown in its help. Secrets are read
@@ -142,6 +152,9 @@ type options struct {
 	flows           string
 	templates       []*plan.Flow
 	dev             bool // ffrun dev: Valkey is a child of this process
+	valkeyWait      time.Duration
+	tls             tlsFlags
+	tlsConfig       *tls.Config // built from tls; nil = no TLS
 }
 
 // flagSet registers flags whose defaults come from environment variables;
@@ -171,6 +184,18 @@ func (f *flagSet) integer(p *int, name, envName string, def int, help string) {
 	f.IntVar(p, name, def, help+" (env "+envName+")")
 }
 
+func (f *flagSet) boolean(p *bool, name, envName string, def bool, help string) {
+	if v := f.getenv(envName); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			f.errs = append(f.errs, fmt.Errorf("%s=%q: not a boolean (true or false)", envName, v))
+		} else {
+			def = b
+		}
+	}
+	f.BoolVar(p, name, def, help+" (env "+envName+")")
+}
+
 func (f *flagSet) dur(p *time.Duration, name, envName string, def time.Duration, help string) {
 	if v := f.getenv(envName); v != "" {
 		d, err := time.ParseDuration(v)
@@ -196,6 +221,12 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 		fmt.Fprint(env.Stderr, "\nSecrets, from the environment only (flags show in ps):\n  FF_API_TOKEN        bearer token required on /v1 and /metrics (unset: open, with a warning)\n")
 		if !dev {
 			fmt.Fprint(env.Stderr, "  FF_VALKEY_PASSWORD  password of the Valkey server (AUTH)\n  FF_VALKEY_USERNAME  its ACL user (needs FF_VALKEY_PASSWORD)\n")
+			fmt.Fprint(env.Stderr, "\nTLS to Valkey (TLS 1.2+, always verified; not with a unix: address):\n"+
+				"  FF_VALKEY_TLS=true               --valkey-tls, the system's authorities\n"+
+				"  FF_VALKEY_TLS_CA=FILE            --valkey-tls-ca, a private authority\n"+
+				"  FF_VALKEY_TLS_CERT=FILE          --valkey-tls-cert, client certificate (mutual TLS)\n"+
+				"  FF_VALKEY_TLS_KEY=FILE           --valkey-tls-key, its key (with the certificate)\n"+
+				"  FF_VALKEY_TLS_SERVER_NAME=NAME   --valkey-tls-server-name, the name to verify\n")
 		}
 	}
 	o := options{dev: dev}
@@ -204,6 +235,12 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 		fs.str(&o.valkeyBin, "valkey-bin", "FF_VALKEY_BIN", "", "server program (default: valkey-server or redis-server on PATH)")
 	} else {
 		fs.str(&o.valkey, "valkey", "FF_VALKEY_ADDR", "", "Valkey/Redis address: host:port, or unix:PATH for a Unix socket (required)")
+		fs.dur(&o.valkeyWait, "valkey-wait", "FF_VALKEY_WAIT", valkeyWaitDefault, "how long to wait at start for a Valkey that is not reachable or not ready yet (0 = fail at once)")
+		fs.boolean(&o.tls.enabled, "valkey-tls", "FF_VALKEY_TLS", false, "connect to Valkey over TLS, trusting the system's authorities")
+		fs.str(&o.tls.ca, "valkey-tls-ca", "FF_VALKEY_TLS_CA", "", "PEM `file` of the authorities to trust instead of the system's (implies --valkey-tls)")
+		fs.str(&o.tls.cert, "valkey-tls-cert", "FF_VALKEY_TLS_CERT", "", "PEM `file` of a client certificate, for servers that require one (with --valkey-tls-key; implies --valkey-tls)")
+		fs.str(&o.tls.key, "valkey-tls-key", "FF_VALKEY_TLS_KEY", "", "PEM `file` of the client certificate's private key (with --valkey-tls-cert)")
+		fs.str(&o.tls.serverName, "valkey-tls-server-name", "FF_VALKEY_TLS_SERVER_NAME", "", "`name` the server's certificate must hold when it is not the host of --valkey (implies --valkey-tls)")
 	}
 	// dev is for one machine: loopback unless told otherwise, as it runs
 	// without a token by default; serve is the hosted service.
@@ -231,7 +268,17 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
+		if dev && strings.Contains(err.Error(), "provided but not defined: -valkey") {
+			return fmt.Errorf("%w: %v (the --valkey flags are for ffrun serve; ffrun dev talks to a child of its own)", errUsage, err)
+		}
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if dev {
+		for _, name := range tlsEnv {
+			if env.Getenv(name) != "" {
+				return fmt.Errorf("%w: %s is set, but TLS to Valkey is for ffrun serve; ffrun dev talks to a child of its own without TLS", errUsage, name)
+			}
+		}
 	}
 	if len(fs.errs) > 0 {
 		return fmt.Errorf("%w: %v", errUsage, errors.Join(fs.errs...))
@@ -266,6 +313,13 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 		}
 		if env.Getenv("FF_VALKEY_USERNAME") != "" && env.Getenv("FF_VALKEY_PASSWORD") == "" {
 			return fmt.Errorf("%w: FF_VALKEY_USERNAME is set without FF_VALKEY_PASSWORD", errUsage)
+		}
+		if o.valkeyWait < 0 {
+			return fmt.Errorf("%w: --valkey-wait %s is negative (0 = fail at once)", errUsage, o.valkeyWait)
+		}
+		var err error
+		if o.tlsConfig, err = o.tls.config(o.valkey); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
 		}
 	}
 	log, err := newLogger(env.Stderr, o.logLevel, o.logFormat)
@@ -326,10 +380,12 @@ func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
 		// The dev child has no password; these are for a Valkey of its own.
 		cfg.ValkeyUsername = env.Getenv("FF_VALKEY_USERNAME")
 		cfg.ValkeyPassword = env.Getenv("FF_VALKEY_PASSWORD")
+		cfg.ValkeyTLS = o.tlsConfig
+		cfg.ValkeyWait = o.valkeyWait
 	}
 	srv, err := server.Open(ctx, cfg)
 	if err != nil {
-		return authHint(err, cfg.ValkeyPassword != "")
+		return tlsHint(authHint(err, cfg.ValkeyPassword != ""), o.tlsConfig != nil)
 	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {

@@ -42,6 +42,20 @@ type Config struct {
 	Token          string        // bearer token of /v1; empty = open (logged loudly)
 	LeaseDefault   time.Duration // lease of claims that name none; 0 = 30s
 	BodyLimit      int64         // overrides per-route body limits when > 0
+	// ValkeyTLS, when set, makes the connections to Valkey TLS ones, to
+	// every node of a cluster alike; nil = plain TCP. It needs a host:port
+	// ValkeyAddr (a Unix socket has no TLS). With no ServerName, each
+	// connection verifies the host it dials. ffrun builds it from its
+	// --valkey-tls flags.
+	ValkeyTLS *tls.Config
+	// ValkeyWait is how long Open keeps trying while Valkey cannot be
+	// reached or is not ready yet (connection refused, a name that does
+	// not resolve, a timeout, LOADING); 0 = fail at the first error.
+	// Errors that waiting cannot heal (a refused password, a certificate
+	// that does not verify, partition counts that differ, a server too
+	// old) fail at once whatever the wait.
+	ValkeyWait time.Duration
+
 	// Templates are compiled flows served by name (/v1/templates); ffrun
 	// --flows compiles them from a directory.
 	Templates []*plan.Flow
@@ -76,6 +90,12 @@ func (c Config) validate() error {
 	}
 	if _, _, err := ValkeyNetwork(c.ValkeyAddr); err != nil {
 		return fmt.Errorf("server: Config.ValkeyAddr: %w", err)
+	}
+	if network, _, _ := ValkeyNetwork(c.ValkeyAddr); network == "unix" && c.ValkeyTLS != nil {
+		return errors.New("server: Config.ValkeyTLS is set but Config.ValkeyAddr is a Unix socket, which has no TLS")
+	}
+	if c.ValkeyWait < 0 {
+		return fmt.Errorf("server: Config.ValkeyWait %s is negative", c.ValkeyWait)
 	}
 	if c.ValkeyUsername != "" && c.ValkeyPassword == "" {
 		return errors.New("server: Config.ValkeyUsername is set without Config.ValkeyPassword")
@@ -120,19 +140,6 @@ func ValkeyNetwork(addr string) (network, address string, err error) {
 	return "tcp", addr, nil
 }
 
-// valkeyOption returns the client options that reach addr (validated):
-// a Unix socket is dialled by path.
-func valkeyOption(addr string) valkey.ClientOption {
-	network, address, _ := ValkeyNetwork(addr)
-	opt := valkey.ClientOption{InitAddress: []string{address}}
-	if network == "unix" {
-		opt.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", dst)
-		}
-	}
-	return opt
-}
-
 // Server is a running ffrun: open it, Serve it, and it closes itself when
 // Serve returns.
 type Server struct {
@@ -154,43 +161,27 @@ type component interface {
 	Stop(ctx context.Context) error
 }
 
-// Open connects to Valkey, opens the store (loading the Functions library
-// when needed) and builds the scheduler, scanners and API.
+// Open connects to Valkey (waiting up to Config.ValkeyWait for it), opens
+// the store (loading the Functions library when needed) and builds the
+// scheduler, scanners and API.
 func Open(ctx context.Context, cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger
-	opt := valkeyOption(cfg.ValkeyAddr)
-	opt.Username = cfg.ValkeyUsername
-	opt.Password = cfg.ValkeyPassword
-	opt.DisableCache = true
-	opt.ConnWriteTimeout = ConnectTimeoutDefault
-	opt.Dialer = net.Dialer{Timeout: ConnectTimeoutDefault}
-	opt.BlockingPoolSize = 8
-	// 2^4 = 16 pipelined connections: the chain benchmark measured ~3 %
-	// more throughput than with 8 or 32, with two report requests in
-	// flight per worker.
-	opt.PipelineMultiplex = 4
-	vk, err := valkey.NewClient(opt)
-	if err != nil {
-		return nil, fmt.Errorf("server: connect to valkey at %s: %w", cfg.ValkeyAddr, err)
-	}
 	// Waiting result requests answer from the outcome a finish of this
 	// process brings (store.Config.RunEnded), else from the store's
 	// run-end notices (subscribed below, once the channel is known).
 	notices := newRunNotices(nil, log)
-	st, err := store.Open(ctx, store.Config{
-		Client:         vk,
+	vk, st, err := connect(ctx, cfg, store.Config{
 		FlowPartitions: cfg.FlowPartitions,
 		KeyPrefix:      cfg.KeyPrefix,
 		Logger:         log,
 		RunEnded:       notices.ended,
 	})
 	if err != nil {
-		vk.Close()
-		return nil, fmt.Errorf("server: open store: %w", err)
+		return nil, err
 	}
 	sched, err := scheduler.New(scheduler.Config{
 		Store:          st,

@@ -58,8 +58,17 @@ func LaunchPlain() (*Server, error) { return launch(false) }
 
 // launch starts a server: a single-node cluster owning every slot when
 // cluster is set.
-func launch(cluster bool) (*Server, error) {
-	s, err := launchNode(cluster)
+func launch(cluster bool) (*Server, error) { return launchWith(cluster, node{}) }
+
+// node is how a server starts besides its mode.
+type node struct {
+	port int      // client port; 0 = a free one
+	args []string // more command-line arguments (TLS)
+}
+
+// launchWith is launch with the options of n.
+func launchWith(cluster bool, n node) (*Server, error) {
+	s, err := launchNodeWith(cluster, n)
 	if err != nil || !cluster {
 		return s, err
 	}
@@ -72,14 +81,17 @@ func launch(cluster bool) (*Server, error) {
 
 // launchNode starts a server process in a temporary directory, cluster
 // enabled (no slots yet) when cluster is set.
-func launchNode(cluster bool) (*Server, error) {
+func launchNode(cluster bool) (*Server, error) { return launchNodeWith(cluster, node{}) }
+
+// launchNodeWith is launchNode with the options of n.
+func launchNodeWith(cluster bool, n node) (*Server, error) {
 	var lastErr error
 	for range 3 { // another process may take the bus port first
 		dir, err := os.MkdirTemp("", "valkeytest-")
 		if err != nil {
 			return nil, fmt.Errorf("valkeytest: temp dir: %w", err)
 		}
-		cfg := devserver.Config{Dir: dir, NoPersistence: true}
+		cfg := devserver.Config{Dir: dir, NoPersistence: true, Port: n.port}
 		if cluster {
 			// The bus port is given: the default, the client port + 10000,
 			// does not exist for a client port above 55535.
@@ -94,13 +106,14 @@ func launchNode(cluster bool) (*Server, error) {
 				"--cluster-port", strconv.Itoa(bus),
 			}
 		}
+		cfg.ExtraArgs = append(cfg.ExtraArgs, n.args...)
 		srv, err := devserver.Start(context.Background(), cfg)
 		if err == nil {
 			return &Server{Addr: srv.Addr, srv: srv, dir: dir}, nil
 		}
 		os.RemoveAll(dir)
 		lastErr = fmt.Errorf("valkeytest: %w", err)
-		if !cluster {
+		if !cluster || n.port != 0 { // a given port is not another try
 			break
 		}
 	}
@@ -137,13 +150,24 @@ func (s *Server) initSingleNode() error {
 // nodes' addresses; any one of them is a seed for a cluster client.
 func StartCluster(t testing.TB, n int) []string {
 	t.Helper()
+	return startCluster(t, n, nil)
+}
+
+// startCluster is StartCluster with more arguments for each node; args
+// gives them for node i.
+func startCluster(t testing.TB, n int, args func(i int) []string) []string {
+	t.Helper()
 	if n < 1 {
 		t.Fatalf("valkeytest: StartCluster(%d): want at least one node", n)
 	}
 	addrs := make([]string, n)
 	clients := make(map[string]valkey.Client, n)
 	for i := range n {
-		srv, err := launchNode(true)
+		var nd node
+		if args != nil {
+			nd.args = args(i)
+		}
+		srv, err := launchNodeWith(true, nd)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,50 @@
+package ffrun_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/flowfabric/ff/runtime/ffrun"
+)
+
+// TestFlagsDocumented: every flag of ffrun serve and dev, and its
+// environment variable, is in the flag table of spec/api.md.
+func TestFlagsDocumented(t *testing.T) {
+	spec, err := os.ReadFile("../../spec/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagLine := regexp.MustCompile(`(?m)^  -([a-z-]+)`)
+	envName := regexp.MustCompile(`\(env (FF_[A-Z_]+)\)`)
+	for _, cmd := range []string{"serve", "dev"} {
+		var help bytes.Buffer
+		if err := ffrun.Run(context.Background(), []string{cmd, "-h"}, ffrun.Env{Stderr: &help}); !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("%s -h: %v", cmd, err)
+		}
+		flags := flagLine.FindAllStringSubmatch(help.String(), -1)
+		envs := envName.FindAllStringSubmatch(help.String(), -1)
+		if len(flags) < 10 || len(envs) != len(flags) {
+			t.Fatalf("%s -h: %d flags and %d environment variables found in\n%s", cmd, len(flags), len(envs), help.String())
+		}
+		for _, f := range flags {
+			if !regexp.MustCompile("`--" + regexp.QuoteMeta(f[1]) + "[` ]").Match(spec) {
+				t.Errorf("ffrun %s --%s is not in spec/api.md", cmd, f[1])
+			}
+		}
+		for _, e := range envs {
+			want := "`" + e[1] + "`"
+			if strings.HasPrefix(e[1], "FF_SCAN_") {
+				want = "`FF_SCAN_…`" // one row for the scanner intervals
+			}
+			if !strings.Contains(string(spec), want) {
+				t.Errorf("ffrun %s: %s is not in spec/api.md", cmd, e[1])
+			}
+		}
+	}
+}
