@@ -53,16 +53,16 @@ type Env struct {
 }
 
 // Usage lists the commands, for ffrun's help.
-const Usage = `  ffrun templates                    list the flows the server serves by name
+const Usage = `  ffrun templates                     list the flows the server serves by name
   ffrun start TEMPLATE [--input JSON|@FILE|-] [--key K] [--watch | --wait D]
-                                     start a run of a template
+                                      start a run of a template
   ffrun runs [--flow F] [--state S] [--limit N]
-                                     list runs, newest first
-  ffrun get RUN                      a run and the state of every member
-  ffrun watch RUN                    print members' state changes until the run ends
-  ffrun result RUN [--wait D]        the result of a run that succeeded
-  ffrun cancel RUN [--reason R]      cancel every member that has not ended
-  ffrun replay RUN [--watch]         run a failed or cancelled run again from its failures
+                                      list runs, newest first
+  ffrun get RUN                       a run and the state of every member
+  ffrun watch RUN                     print members' state changes until the run ends
+  ffrun result RUN [--wait D]         the result of a run that succeeded
+  ffrun cancel RUN [--reason R]       cancel every member that has not ended
+  ffrun replay RUN [--watch]          run a failed or cancelled run again from its failures
   (each takes --server URL, default FF_SERVER or ` + ServerDefault + `, --namespace NS and --json;
    the token is read from FF_API_TOKEN)
 `
@@ -339,7 +339,7 @@ func (c *cmd) runs(ctx context.Context, args []string) error {
 		return c.printJSON(wire.FlowRunList{Runs: out})
 	}
 	if len(out) == 0 {
-		fmt.Fprintln(c.env.Stdout, "no runs")
+		fmt.Fprintf(c.env.Stdout, "no runs in namespace %s (--namespace for another)\n", cmp.Or(c.namespace, plan.DefaultNamespace))
 		return nil
 	}
 	w := c.table()

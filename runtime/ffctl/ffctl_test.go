@@ -211,7 +211,7 @@ func TestStartWatchGetRuns(t *testing.T) {
 		t.Fatalf("runs = %+v", r)
 	}
 	r = e.run("", "runs", "--state", "failed")
-	if r.code != 0 || r.stdout != "no runs\n" {
+	if r.code != 0 || r.stdout != "no runs in namespace default (--namespace for another)\n" {
 		t.Fatalf("runs --state failed = %+v", r)
 	}
 

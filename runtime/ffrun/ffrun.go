@@ -28,6 +28,7 @@ import (
 	"github.com/flowfabric/ff/lua"
 	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/devserver"
+	"github.com/flowfabric/ff/runtime/ffctl"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/store"
 	"github.com/flowfabric/ff/runtime/wire"
@@ -35,6 +36,7 @@ import (
 
 // Env is what Run reads from and writes to besides its arguments.
 type Env struct {
+	Stdin  io.Reader // the client commands' input (start --input -); nil = empty
 	Stdout io.Writer
 	Stderr io.Writer
 	// Getenv reads environment variables; nil means none are set.
@@ -54,6 +56,12 @@ const exitUsage = 2
 // errUsage marks command-line errors (exit status 2).
 var errUsage = errors.New("usage")
 
+// exitStatus is the exit status of a client command that did not end with
+// 0; the command has said why.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 // Main runs ffrun with args (without the program name), stopping on SIGINT
 // or SIGTERM, and returns the process exit status. A second signal during
 // the shutdown kills the process at once (the signal's default action), so
@@ -62,8 +70,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, stop)
-	err := Run(ctx, args, Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv})
+	err := Run(ctx, args, Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv})
+	var status exitStatus
 	switch {
+	case errors.As(err, &status):
+		return int(status)
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
@@ -85,7 +96,9 @@ Usage:
   ffrun version                       print the version of ffrun, Go and the Functions library
   ffrun help                          show this help
 
---flows DIR (both commands) compiles the .ff files of DIR at start and
+Client commands, against a running ffrun over its API:
+` + ffctl.Usage + `
+--flows DIR (serve and dev) compiles the .ff files of DIR at start and
 serves their flows as templates (/v1/templates); an error refuses to start.
 
 ffrun serve waits up to --valkey-wait (30s) for a Valkey that is not up
@@ -111,9 +124,19 @@ func Run(ctx context.Context, args []string, env Env) error {
 	if env.Getenv == nil {
 		env.Getenv = func(string) string { return "" }
 	}
+	if env.Stdin == nil {
+		env.Stdin = strings.NewReader("")
+	}
 	if len(args) == 0 {
 		fmt.Fprint(env.Stderr, usage)
 		return fmt.Errorf("%w: missing command (serve or dev)", errUsage)
+	}
+	if ffctl.IsCommand(args[0]) {
+		code := ffctl.Main(ctx, args[0], args[1:], ffctl.Env{Stdin: env.Stdin, Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv})
+		if code != 0 {
+			return exitStatus(code)
+		}
+		return nil
 	}
 	switch args[0] {
 	case "serve":

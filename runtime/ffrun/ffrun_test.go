@@ -249,6 +249,15 @@ func TestDevServesFlowTemplates(t *testing.T) {
 	if !client.IsCode(err, wire.CodeValidation) || !strings.Contains(err.Error(), "input.id") {
 		t.Fatalf("bad input: %v", err)
 	}
+	// The client commands reach it; one that fails is an exit status.
+	var out, errb bytes.Buffer
+	cli := ffrun.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return map[string]string{"FF_SERVER": "http://" + r.api}[k] }}
+	if err := ffrun.Run(ctx, []string{"templates"}, cli); err != nil || !strings.Contains(out.String(), "nightly_etl") {
+		t.Fatalf("ffrun templates = %v, %q %q", err, out.String(), errb.String())
+	}
+	if err := ffrun.Run(ctx, []string{"get", "0.nope"}, cli); err == nil || err.Error() != "exit status 1" || !strings.Contains(errb.String(), "ffrun get: ") {
+		t.Fatalf("ffrun get of an unknown run = %v, %q", err, errb.String())
+	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}
