@@ -150,11 +150,13 @@ local BLOCK_ELIGIBILITY = {
 -- Reply: {1, public_state}
 --        {0, 'not_found'}
 --        {0, 'wrong_state', public_state}  (not eligible now)
---        {0, 'invalid', 'reason', message}
+--        {0, 'invalid', 'reason' | 'delay', message} (nothing written)
 local function ff_block(keys, argv)
   local p = part(keys[1])
   local elig = BLOCK_ELIGIBILITY[argv[2]]
-  if not elig then return refuse('invalid', 'reason', 'not an admission blocking reason: ' .. argv[2]) end
+  if not elig then return refuse('invalid', 'reason', 'not an admission blocking reason: ' .. tostring(argv[2])) end
+  local delay = tonumber(argv[4])
+  if not delay then return refuse('invalid', 'delay', 'not a number: ' .. tostring(argv[4])) end
   local c = read_core(p, argv[1])
   if not c then return refuse('not_found') end
   if not is(c.state, 'runnable') or split(c).eligibility ~= 'eligible_now' then
@@ -164,7 +166,7 @@ local function ff_block(keys, argv)
   leave_indexes(p, c)
   redis.call('HSET', c.key, 'updated_at', ts(now), 'blocking_detail', clip(argv[3]),
     'state', sv('runnable', 'unowned', elig, argv[2], 'none', c.v.attempt))
-  zadd(p, lane_key(p, c.ns, c.lane, RUNNABLE_INDEX[elig]), ts(now + tonumber(argv[4])), c.u)
+  zadd(p, lane_key(p, c.ns, c.lane, RUNNABLE_INDEX[elig]), ts(now + delay), c.u)
   flush(p)
   return ok('blocked')
 end

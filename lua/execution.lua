@@ -53,12 +53,19 @@ end
 --          idempotency key, field/value pairs: one item of ff_create_many
 -- ARGV[last-1] wake-up channel
 -- ARGV[last]   wake-up message
--- Reply: {1, item} with item as in ff_create_many.
+-- Reply: {1, item} with item as in ff_create_many, or {0, 'invalid',
+-- 'items', message} as there (nothing written).
 -- The uuid is random (122 bits from crypto/rand): it is not checked for
 -- collisions.
 local function ff_create(keys, argv)
   local u = argv[3]
   local ikey = argv[10]
+  -- The record is written before the lane is registered and the key set:
+  -- what those need is checked first.
+  local n = numv(argv[2])
+  if not n or #argv ~= n + 4 or (ikey ~= '' and not px_ok(argv[1])) then
+    return refuse('invalid', 'items', 'want an idempotency key lifetime, one item as ff_create_many takes it, a channel and a message')
+  end
   if ikey ~= '' then
     local first = redis.call('GET', keys[6])
     if first and redis.call('EXISTS', string.sub(keys[2], 1, -#u - 1) .. first) == 1 then
@@ -67,7 +74,7 @@ local function ff_create(keys, argv)
   end
   local now = now_ms()
   local priority = tonumber(argv[6])
-  local last = 2 + tonumber(argv[2])
+  local last = 2 + n
   local public, due, deadline = write_new(keys[2], priority, now, tonumber(argv[7]), tonumber(argv[8]),
     tonumber(argv[9]), argv, 11, last)
   if deadline > 0 then
@@ -95,10 +102,18 @@ end
 --          from now, '0' = none), idempotency key ('' = none), and field,
 --          value pairs stored verbatim on the record (see write_new).
 -- Reply: {1, item...}; item = {1, 'created', now, public_state, eligible_at, deadline_at}
---        | {1, 'duplicate', uuid of the first execution with that key}
+--        | {1, 'duplicate', uuid of the first execution with that key};
+--        or {0, 'invalid', 'items', message} when an item's entries are
+--        not as above or the idempotency key lifetime is not a positive
+--        integer (nothing written: every item is checked first)
 -- The uuids are random (122 bits from crypto/rand): they are not checked
 -- for collisions. One wake-up is published per lane that got eligible work.
+local CREATE_NUMBERS = {4, 5, 6, 7} -- priority, delay-until, delay, deadline
+
 local function ff_create_many(keys, argv)
+  if not px_ok(argv[1]) or not items_ok(argv, 2, 8, CREATE_NUMBERS) then
+    return refuse('invalid', 'items', 'want an idempotency key lifetime, then items as ff_create_many takes them')
+  end
   local p = part(keys[1])
   local now = now_ms()
   local items = {}
@@ -106,9 +121,9 @@ local function ff_create_many(keys, argv)
   local scores = {} -- eligible score strings by priority: one clock per call
   local i = 2
   while i <= #argv do
-    local n = tonumber(argv[i])
+    local n = num(argv[i])
     local u, ns, lane = argv[i + 1], argv[i + 2], argv[i + 3]
-    local priority = tonumber(argv[i + 4])
+    local priority = num(argv[i + 4])
     local ikey = argv[i + 8]
     local ik, first
     if ikey ~= '' then
@@ -119,8 +134,8 @@ local function ff_create_many(keys, argv)
     if first then
       items[#items + 1] = ok('duplicate', first)
     else
-      local public, due, deadline = write_new(p.xp .. u, priority, now, tonumber(argv[i + 5]),
-        tonumber(argv[i + 6]), tonumber(argv[i + 7]), argv, i + 9, i + n)
+      local public, due, deadline = write_new(p.xp .. u, priority, now, num(argv[i + 5]),
+        num(argv[i + 6]), num(argv[i + 7]), argv, i + 9, i + n)
       if deadline > 0 then
         zadd(p, p.deadlines, ts(deadline), u)
       end
@@ -158,7 +173,7 @@ end
 -- ff_cancel: cancel an execution in any non-terminal state.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  uuid
--- ARGV[2]  reason
+-- ARGV[2]  reason (optional: '' or none = 'cancelled')
 -- Reply: {1, public_state}
 --        {0, 'not_found'}
 --        {0, 'wrong_state', public_state}  (terminal, not cancelled)
@@ -171,7 +186,9 @@ local function ff_cancel(keys, argv)
     return refuse('wrong_state', public_of(c.state))
   end
   local now = now_ms()
-  local reason = argv[2]
+  -- No reason reads as '' (a nil one would raise in end_execution after it
+  -- wrote: the quota release of a running attempt).
+  local reason = argv[2] or ''
   if reason == '' then reason = 'cancelled' end
   local public = end_execution(p, c, 'cancelled', reason, now, 'cancel_reason', clip(reason))
   flush(p)

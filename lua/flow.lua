@@ -246,11 +246,11 @@ end
 -- as empty, and each field written costs the call about 2.7k
 -- instructions); updated_at is written by the first change.
 local function stage_member(p, argv, i, run, ns, input, now, hidden)
-  local n = tonumber(argv[i])
+  local n = num(argv[i])
   local name, u, lane = argv[i + 1], argv[i + 2], argv[i + 3]
-  local priority = tonumber(argv[i + 4])
-  local deps = tonumber(argv[i + 6])
-  local deadline = tonumber(argv[i + 8])
+  local priority = num(argv[i + 4])
+  local deps = num(argv[i + 6])
+  local deadline = num(argv[i + 8])
   if deadline > 0 then deadline = now + deadline end
   local eligibility, reason = 'eligible_now', 'waiting_for_worker'
   if deps > 0 or hidden then eligibility, reason = 'blocked_by_dependencies', 'waiting_for_dependencies' end
@@ -267,6 +267,20 @@ local function stage_member(p, argv, i, run, ns, input, now, hidden)
     redis.call('HSET', key, 'deadline_at', ts(deadline))
   end
   return name, u, lane, priority, deps, deadline, n
+end
+
+-- The offsets of a member's numbers from its entry count (priority,
+-- deps_total, deadline), and how many entries come before its field/value
+-- pairs: what members_ok checks.
+local MEMBER_NUMBERS = {4, 6, 8}
+local MEMBER_FIXED = 8
+
+-- members_ok reports whether argv[i..] holds members as ff_stage_flow
+-- takes them (items_ok). Staging checks every member before it writes the
+-- first: a member found malformed later would leave the ones written
+-- before it in no index and no run, where retention never finds them.
+local function members_ok(argv, i)
+  return items_ok(argv, i, MEMBER_FIXED, MEMBER_NUMBERS)
 end
 
 -- write_run writes the record of run (a uuid) and its node map (name, uuid
@@ -338,7 +352,13 @@ end
 -- Reply: {1, 'created', now} | {1, 'duplicate', run uuid}
 --        | {0, 'idempotency_conflict', flow, run uuid} (the key was used by
 --        a run of another flow; nothing written)
+--        | {0, 'invalid', 'members', message} (a member's entries are not
+--        as above, or the key's lifetime is not a positive integer;
+--        nothing written)
 local function ff_stage_flow(keys, argv)
+  if (argv[5] ~= '' and not px_ok(argv[6])) or not members_ok(argv, 8) then
+    return refuse('invalid', 'members', 'want members as ff_stage_flow takes them')
+  end
   local p = part(keys[1])
   local run, ns = argv[1], argv[2]
   local first, ik, other = duplicate_run(p, ns, argv[5], argv[3])
@@ -372,8 +392,14 @@ end
 -- ARGV[4]  staging lifetime, ms
 -- ARGV[5..] members, as in ff_stage_flow
 -- Reply: {1, members written} | {0, 'run_exists'} (the run is already
---        committed: nothing written)
+--        committed: nothing written) | {0, 'invalid', 'staging_ttl' |
+--        'members', message} (nothing written)
 local function ff_stage_chunk(keys, argv)
+  -- Used after the members are written: checked first, or they would be
+  -- left in no staging that retention drops.
+  local lifetime = tonumber(argv[4])
+  if not lifetime then return refuse('invalid', 'staging_ttl', 'not a number: ' .. tostring(argv[4])) end
+  if not members_ok(argv, 5) then return refuse('invalid', 'members', 'want members as ff_stage_flow takes them') end
   local p = part(keys[1])
   local run, ns = argv[1], argv[2]
   -- Rewriting members of a live run would reset their state under the
@@ -388,7 +414,7 @@ local function ff_stage_chunk(keys, argv)
     i = i + n + 1
   end
   call_all('SADD', p.base .. ':f:' .. run .. ':staged', staged)
-  redis.call('ZADD', p.base .. ':staging', ts(now + tonumber(argv[4])), run)
+  redis.call('ZADD', p.base .. ':staging', ts(now + lifetime), run)
   return ok(#staged)
 end
 
@@ -410,8 +436,22 @@ end
 --        uuid} (a run of another flow has the key; the staged members are
 --        deleted) | {0, 'not_found'} (nothing staged) | {0,
 --        'staging_expired'} (retention dropped some of the staged members:
---        the rest are deleted too)
+--        the rest are deleted too) | {0, 'invalid', 'members', message}
+--        (the groups do not match the count, a priority or deps_total is
+--        not a number, or the key's lifetime is not a positive integer;
+--        nothing written)
 local function ff_commit_flow(keys, argv)
+  -- Checked first: a staged root is made eligible before the next member
+  -- is read, and a malformed count would drop the staging.
+  local m = numv(argv[8])
+  if not m or #argv ~= 8 + 6 * m or (argv[5] ~= '' and not px_ok(argv[6])) then
+    return refuse('invalid', 'members', 'want a member count and as many groups of six')
+  end
+  for b = 9, #argv, 6 do
+    if not numv(argv[b + 3]) or not numv(argv[b + 4]) then
+      return refuse('invalid', 'members', 'a priority or deps_total is not a number')
+    end
+  end
   local p = part(keys[1])
   local run, ns = argv[1], argv[2]
   if redis.call('ZSCORE', p.base .. ':staging', run) == false then return refuse('not_found') end
@@ -421,7 +461,6 @@ local function ff_commit_flow(keys, argv)
     if other then return refuse('idempotency_conflict', other, first) end
     return ok('duplicate', first)
   end
-  local m = tonumber(argv[8])
   -- Retention drops a staging whose lifetime passed, members and all; a
   -- later chunk of a stalled stager registers the run again with only its
   -- own members. Such a run must not become visible with members that
@@ -435,7 +474,7 @@ local function ff_commit_flow(keys, argv)
   local registered = {}
   for j = 0, m - 1 do
     local b = 9 + j * 6
-    local name, u, lane, priority, deps = argv[b], argv[b + 1], argv[b + 2], tonumber(argv[b + 3]), tonumber(argv[b + 4])
+    local name, u, lane, priority, deps = argv[b], argv[b + 1], argv[b + 2], num(argv[b + 3]), num(argv[b + 4])
     nodes[#nodes + 1] = name
     nodes[#nodes + 1] = u
     local key = p.xp .. u
@@ -645,7 +684,9 @@ end
 -- could not be read fails (when eligible): its input will not change, so
 -- waiting would never admit it.
 -- Reply: {1, item...}, item = 1 when written (or failed), 0 when left
+--        {0, 'invalid', 'items', message} (not quads; nothing written)
 local function ff_resolve_quotas(keys, argv)
+  if #argv % 4 ~= 0 then return refuse('invalid', 'items', 'want quads of uuid, quotas read, quotas resolved, reason') end
   local p = part(keys[1])
   local items = {}
   local now

@@ -111,13 +111,52 @@ local function num(s)
   if not s or s == '' then return 0 end
   local n = NUMS[s]
   if n then return n end
-  n = tonumber(s) or 0
+  n = tonumber(s)
+  if not n then return 0 end -- not cached: the cache holds numbers only (numv)
   if #s <= 4 then
     if NUMS_N >= NUMS_MAX then NUMS, NUMS_N = {}, 0 end
     NUMS[s] = n
     NUMS_N = NUMS_N + 1
   end
   return n
+end
+
+-- numv returns the number s holds, or nil when it holds none: the check of
+-- an argument that a later num() reads (from num's cache when it has s).
+local function numv(s)
+  if not s then return nil end
+  return NUMS[s] or tonumber(s)
+end
+
+-- px_ok reports whether s is a lifetime SET ... PX accepts: a positive
+-- integer of milliseconds (checked before a call's first write, since the
+-- SET of an idempotency key comes after the records it names).
+local function px_ok(s)
+  return s ~= nil and #s <= 15 and string.find(s, '^[1-9]%d*$') ~= nil
+end
+
+-- items_ok reports whether argv[i..] is a list of items, each the number n
+-- of the entries that follow and those entries: at least fixed of them,
+-- then field/value pairs; and whether, in each, the entries at the
+-- offsets of numbers (from the item's count, at most fixed, so that they
+-- exist once the count is checked) hold numbers. Batch functions check
+-- every item with it before the first is written: an item found malformed
+-- after earlier items were written would end the call with their records
+-- written and their index updates (applied at the end, flush) lost. numv
+-- is inlined: staging checks every member.
+local function items_ok(argv, i, fixed, numbers)
+  local last, k = #argv, #numbers
+  while i <= last do
+    local n = argv[i]
+    n = NUMS[n] or tonumber(n)
+    if not n or n < fixed or (n - fixed) % 2 ~= 0 or i + n > last then return false end
+    for j = 1, k do
+      local s = argv[i + numbers[j]]
+      if not (NUMS[s] or tonumber(s)) then return false end
+    end
+    i = i + n + 1
+  end
+  return true
 end
 
 -- entry_iter returns a stateless iterator over the entries "<a><sep><b>"

@@ -225,10 +225,19 @@ end
 --        {uuid, next attempt, quota references (comma-joined)}, plus the
 --        member's input when a reference is a deferred key
 --        ("<quota id>?<key path>", settled by ff_resolve_quotas).
+--        {0, 'invalid', 'claim', message}: a max, lease duration or lease
+--        id prefix missing or not a number, or lanes that do not match the
+--        KEYS (nothing written: checked before the first write).
 local function ff_claim(keys, argv)
-  local p = part(keys[1])
   local max = tonumber(argv[4])
   local ttl = tonumber(argv[5])
+  -- Checked here, not where they are used: a grant comes after other
+  -- candidates' writes (parked, blocked, expired), whose index updates
+  -- only flush applies.
+  if not max or not ttl or not argv[6] then
+    return refuse('invalid', 'claim', 'max, lease duration and lease id prefix are required')
+  end
+  local p = part(keys[1])
   local have = token_set(argv[3])
   local kinds = kind_set(argv[8])
   local breached = {}
@@ -251,6 +260,9 @@ local function ff_claim(keys, argv)
   -- max per lane; executions the worker cannot run (capabilities) make
   -- later passes read up to CLAIM_LOOKAHEAD more.
   local nlanes = #argv - lane0
+  if nlanes < 1 or #keys ~= 3 + 2 * nlanes then
+    return refuse('invalid', 'claim', 'want an eligible and a blocked key per lane')
+  end
   local union
   if argv[7] ~= '*' then
     union = {}
@@ -416,12 +428,18 @@ end
 -- ARGV[2..] triples: uuid, lease id, lease epoch
 -- Reply: {1, item...}; item = {1, lease_expires_at}
 --        | {0, 'not_found'} | {0, 'stale_lease', reason, public_state}
+--        {0, 'invalid', 'lease_ttl', message} (nothing written)
 -- A lease found expired, an attempt found timed out or an execution found
 -- past its deadline ends on the spot, as its scanner would have ended it.
 local function ff_renew(keys, argv)
-  local p = part(keys[1])
   local ttl = tonumber(argv[1])
+  -- Before the items: one found expired is written before the next is
+  -- renewed, and its index updates wait for flush.
+  if not ttl then return refuse('invalid', 'lease_ttl', 'not a number: ' .. tostring(argv[1])) end
+  local p = part(keys[1])
   local now = now_ms()
+  local expires = now + ttl
+  local expires_s = ts(expires)
   local items = {}
   for i = 2, #argv, 3 do
     local u = argv[i]
@@ -433,8 +451,6 @@ local function ff_renew(keys, argv)
       if why then
         items[#items + 1] = stale_refusal(p, c, why, now, ts(now), i)
       else
-        local expires = now + ttl
-        local expires_s = ts(expires)
         redis.call('HSET', c.key, 'lease_expires_at', expires_s)
         zadd(p, p.leases, expires_s, u)
         items[#items + 1] = ok(expires)
@@ -552,14 +568,27 @@ end
 --        again after its answer was lost); with a hand-off, the grants the
 --        lost answer held for this worker instance are sent again (see
 --        redeliver).
+--        {0, 'invalid', 'handoff' | 'items', message}: a malformed head or
+--        an incomplete group (nothing written)
 local function ff_finish(keys, argv)
+  -- The shape is checked before the first item: an item is written before
+  -- the next is read, and the index updates of all wait for flush, after
+  -- the hand-off's grants (which use its lease duration).
+  local nargv = #argv
+  if nargv < 10 or (nargv - 10) % 5 ~= 0 then
+    return refuse('invalid', 'items', 'want a head of 10 entries, then groups of uuid, lease id, lease epoch, kind, data')
+  end
+  local max, ttl = tonumber(argv[2]), nil
+  if max and max > 0 then ttl = tonumber(argv[8]) end
+  if not max or (max > 0 and not ttl) then
+    return refuse('invalid', 'handoff', 'max grants and lease duration must be numbers')
+  end
   local p = part(keys[1])
   local now = now_ms()
-  local max = tonumber(argv[2])
   local h
   if max > 0 then
     h = {max = max, ns = argv[6], lanes = token_set(argv[7]), have = token_set(argv[5]), fresh = {}, fired = {}, fed = {}, heads = {}, kinds = kind_set(argv[10]),
-      g = grant_ctx(argv[3], argv[4], tonumber(argv[8]), argv[9])}
+      g = grant_ctx(argv[3], argv[4], ttl, argv[9])}
     h.g.results = {} -- results recorded by this call, for the grants' inputs
     p.handoff = h
   end
@@ -567,7 +596,7 @@ local function ff_finish(keys, argv)
   -- A success that ends its run cleanly returns the outcome with its item
   -- (finish_run sets p.ended) instead of publishing the run-end notice.
   p.collect_ended = true
-  for i = 11, #argv, 5 do
+  for i = 11, nargv, 5 do
     local c = read_core(p, argv[i], FINISH_FIELDS)
     if not c then
       items[#items + 1] = refuse('not_found')
