@@ -492,6 +492,9 @@ func (s *Store) stageChunked(ctx context.Context, p int, id RunID, runUUID, ns s
 			return nil, err
 		}
 	}
+	if s.afterChunks != nil {
+		s.afterChunks(runUUID)
+	}
 	args := append(slices.Clone(head), strconv.Itoa(len(members)))
 	for i, x := range f.Execs {
 		// members[i] starts with name, uuid, lane, priority, join_need, deps_total.
@@ -502,7 +505,13 @@ func (s *Store) stageChunked(ctx context.Context, p int, id RunID, runUUID, ns s
 		}
 		args = append(args, m[0], m[1], m[2], m[3], m[5], hasDeadline)
 	}
-	return s.single(ctx, call{fn: "ff_commit_flow", partition: p, args: args}, ExecutionID(id), "stage")
+	items, err := s.single(ctx, call{fn: "ff_commit_flow", partition: p, args: args}, ExecutionID(id), "stage")
+	if errors.Is(err, ErrNotFound) {
+		// The chunks were written above: finding none means retention
+		// dropped them all (the staging took longer than its lifetime).
+		return nil, stagingExpired(ExecutionID(id))
+	}
+	return items, err
 }
 
 // graph is the validated shape of a flow.

@@ -1464,3 +1464,43 @@ func TestFlowUpstreamErrorsReachTheGrant(t *testing.T) {
 		t.Fatalf("grant of d: upstream errors (-want +got):\n%s; upstreams %v", diff, g.Upstreams)
 	}
 }
+
+// TestFlowChunkedStagingDroppedBeforeCommit: when retention drops every
+// chunk of a large run before its commit (the stager took longer than
+// StagingTTL), StageFlow says the staging expired, not that the run is
+// not found, and nothing is left.
+func TestFlowChunkedStagingDroppedBeforeCommit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
+	before := e.keys()
+	names := []string{"root"}
+	var edges []string
+	for i := range StageChunkExecs + 10 {
+		m := fmt.Sprintf("m%04d", i)
+		names = append(names, m)
+		edges = append(edges, "root->"+m)
+	}
+	e.s.afterChunks = func(run string) {
+		// What retention does once the staging outlived its lifetime.
+		if err := e.c.Do(e.ctx, e.c.B().Zadd().Key(e.s.k.base(0)+":staging").Xx().ScoreMember().ScoreMember(1, run).Build()).Error(); err != nil {
+			t.Error(err)
+		}
+		for {
+			res, err := e.s.PurgeTerminal(e.ctx, 0, time.Hour, ScanLimitMax)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !res.More {
+				return
+			}
+		}
+	}
+	_, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: flowOf("wide", execs(names...), edges...), Input: []byte(`"in"`)})
+	if !errors.Is(err, ErrStagingExpired) || !strings.Contains(err.Error(), "stage it again") {
+		t.Fatalf("StageFlow whose chunks were dropped = %v, want ErrStagingExpired", err)
+	}
+	if extra := e.extraKeys(before); len(extra) != 0 {
+		t.Fatalf("keys left: %v", extra)
+	}
+}

@@ -85,6 +85,10 @@ type Store struct {
 	notices sync.WaitGroup // run-end notices being published (announceRunEnds)
 
 	prepared preparedFlows // what staging derived from the plans staged lately
+
+	// afterChunks, set by tests only, runs between the chunks of a large
+	// run and their commit (stageChunked).
+	afterChunks func(runUUID string)
 }
 
 // Wait waits until the run-end notices the store publishes in the
@@ -357,6 +361,11 @@ func envelope(msg valkey.ValkeyMessage) ([]valkey.ValkeyMessage, *refusal, error
 	return nil, r, nil
 }
 
+// stagingExpired is the error of a run whose staging retention dropped.
+func stagingExpired(id ExecutionID) error {
+	return fmt.Errorf("%w: the staging of run %s took longer than %s and was dropped; stage it again", ErrStagingExpired, id, StagingTTL)
+}
+
 // refusalError is the one mapping of Lua refusal codes to typed errors.
 func refusalError(r *refusal, id ExecutionID, op string) error {
 	d := func(i int) string {
@@ -375,7 +384,7 @@ func refusalError(r *refusal, id ExecutionID, op string) error {
 	case "wrong_state":
 		return &StateError{ExecutionID: id, Op: op, State: PublicState(d(0))}
 	case "staging_expired":
-		return fmt.Errorf("%w: the staging of run %s took longer than %s and was dropped; stage it again", ErrStagingExpired, id, StagingTTL)
+		return stagingExpired(id)
 	case "run_exists":
 		return fmt.Errorf("%w: run %s is already staged; its members cannot be written again", ErrWrongState, id)
 	case "idempotency_conflict": // the key and the run's partition are the caller's to fill in
