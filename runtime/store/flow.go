@@ -176,8 +176,8 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	// budget not created yet). A repeat of an idempotency key creates
 	// nothing for a run it will not stage: it repairs the first run's
 	// below instead.
+	held := false
 	if refs.usesResources() {
-		held := false
 		if req.IdempotencyKey != "" {
 			n, err := s.c.Do(ctx, s.c.B().Exists().Key(s.k.runIdem(p, ns, req.IdempotencyKey)).Build()).AsInt64()
 			if err != nil {
@@ -190,6 +190,9 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 				return nil, false, err
 			}
 		}
+	}
+	if s.hook != nil {
+		s.hook("stage", runUUID)
 	}
 	var items []valkey.ValkeyMessage
 	if len(members) <= StageChunkExecs {
@@ -225,6 +228,14 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 			}
 		}
 		return first, false, nil
+	}
+	if held {
+		// The key held by another run when read expired before the
+		// staging call, which then staged this run: it gets its
+		// resources now, as a repeat of its key would.
+		if err := s.registerResources(ctx, f, ns, id, refs); err != nil {
+			return nil, false, err
+		}
 	}
 	return stagedRun(f, pf, ns, id, p, uuids, fromMs(str(items[1]))), true, nil
 }
@@ -492,8 +503,8 @@ func (s *Store) stageChunked(ctx context.Context, p int, id RunID, runUUID, ns s
 			return nil, err
 		}
 	}
-	if s.afterChunks != nil {
-		s.afterChunks(runUUID)
+	if s.hook != nil {
+		s.hook("commit", runUUID)
 	}
 	args := append(slices.Clone(head), strconv.Itoa(len(members)))
 	for i, x := range f.Execs {

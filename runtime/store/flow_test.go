@@ -1480,7 +1480,10 @@ func TestFlowChunkedStagingDroppedBeforeCommit(t *testing.T) {
 		names = append(names, m)
 		edges = append(edges, "root->"+m)
 	}
-	e.s.afterChunks = func(run string) {
+	e.s.hook = func(point, run string) {
+		if point != "commit" {
+			return
+		}
 		// What retention does once the staging outlived its lifetime.
 		if err := e.c.Do(e.ctx, e.c.B().Zadd().Key(e.s.k.base(0)+":staging").Xx().ScoreMember().ScoreMember(1, run).Build()).Error(); err != nil {
 			t.Error(err)

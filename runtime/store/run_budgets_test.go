@@ -101,3 +101,37 @@ func TestStagingRepeatRepairsRunBudgets(t *testing.T) {
 		}
 	}
 }
+
+// A run's idempotency key held by another run when staging reads it, and
+// expired before the staging call: the run is staged as a new one and
+// gets its run-scoped budget all the same.
+func TestStagingAfterKeyExpiredMidwayGetsBudgets(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := budgetFlow()
+	first, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.s.hook = func(point, _ string) {
+		if point != "stage" {
+			return
+		}
+		// The key expires now, between the read and the staging call.
+		for _, k := range e.keys() {
+			if strings.Contains(k, ":fidem:") {
+				if err := e.c.Do(e.ctx, e.c.B().Del().Key(k).Build()).Error(); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	r, created, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k"})
+	if err != nil || !created || r.ID == first.ID {
+		t.Fatalf("staging after the key expired = %v created=%v err=%v, want a new run", r, created, err)
+	}
+	b, err := e.s.GetBudget(e.ctx, RunBudgetID("default", "per_run", r.ID))
+	if err != nil || b.Dimensions[0].Hard != 10 {
+		t.Fatalf("run budget of the new run = %+v, %v", b, err)
+	}
+}

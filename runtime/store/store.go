@@ -86,9 +86,10 @@ type Store struct {
 
 	prepared preparedFlows // what staging derived from the plans staged lately
 
-	// afterChunks, set by tests only, runs between the chunks of a large
-	// run and their commit (stageChunked).
-	afterChunks func(runUUID string)
+	// hook, set by tests only, runs at points of staging a run: "stage"
+	// right before its staging call (after the idempotency key was read),
+	// "commit" between the chunks of a large run and their commit.
+	hook func(point, runUUID string)
 }
 
 // Wait waits until the run-end notices the store publishes in the
