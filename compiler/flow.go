@@ -352,12 +352,20 @@ func (fc *flowCheck) addExec(ed *dsl.ExecDecl) {
 	fc.execs = append(fc.execs, ei)
 }
 
+// maxListedExecs is how many execs a flow may have for an unknown exec's
+// diagnostic to list them all, when no name is close to the unknown one.
+const maxListedExecs = 10
+
 // lookupExec resolves an exec name used in the flow body.
 func (fc *flowCheck) lookupExec(id *dsl.Ident, context string) (int, bool) {
 	if i, ok := fc.byName[id.Name]; ok {
 		return i, true
 	}
-	fc.unknown(id, dsl.CodeUnknownExec, "exec", slices.Sorted(maps.Keys(fc.byName)), context)
+	names := slices.Sorted(maps.Keys(fc.byName))
+	if len(names) <= maxListedExecs && dsl.Suggest(id.Name, names) == "" {
+		context += " (its execs: " + strings.Join(names, ", ") + ")"
+	}
+	fc.unknown(id, dsl.CodeUnknownExec, "exec", names, context)
 	return 0, false
 }
 
@@ -713,7 +721,7 @@ func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
 				if nUp == 0 {
 					msg += "; it has none: add an edge " + sel.Name + " -> " + name
 				} else {
-					msg += " (" + strings.Join(x.Upstreams, ", ") + ")"
+					msg += " (" + strings.Join(x.Upstreams, ", ") + "): add an edge " + sel.Name + " -> " + name + ", or name one of those"
 				}
 				fc.diags.Errorf(sel.Range(), dsl.CodeNotUpstream, "%s", msg)
 			}
@@ -758,8 +766,9 @@ func (fc *flowCheck) useInput(ei *execInfo, e *edgeInfo, at dsl.Range) {
 	x.InputFrom = plan.InputExec
 	x.InputExec = up.decl.Name.Name
 	if e.on != plan.OnSuccess {
-		fc.diags.Errorf(at, dsl.CodeInputNotOK, "exec %q takes its input from %q over an `on %s` edge, but %q has no output unless it succeeds",
-			x.Name, up.decl.Name.Name, e.on, up.decl.Name.Name).With(e.at, "edge declared here")
+		fc.diags.Errorf(at, dsl.CodeInputNotOK, "exec %q takes its input from %q over an `on %s` edge, but %q has no output unless it succeeds: "+
+			"declare %s without an input type (its handler reads how %s ended with Task.UpstreamError), or feed it over a success edge with `input NAME`",
+			x.Name, up.decl.Name.Name, e.on, up.decl.Name.Name, x.Name, up.decl.Name.Name).With(e.at, "edge declared here")
 		return
 	}
 	if !ei.inOK || !up.outOK {

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/flowfabric/ff/compiler/plan"
@@ -80,10 +81,27 @@ func (c *checker) checkBudget(bd *dsl.BudgetDecl) {
 // badValue reports a keyword value outside its allowed set.
 func (c *checker) badValue(id *dsl.Ident, what string, allowed ...string) {
 	msg := "invalid " + what + " " + quote(id.Name) + ": must be " + orList(allowed)
-	if s := dsl.Suggest(id.Name, allowed); s != "" {
+	if s := cmp.Or(dsl.Suggest(id.Name, allowed), onlyPrefixed(id.Name, allowed)); s != "" {
 		msg += "; did you mean " + quote(s) + "?"
 	}
 	c.diags.Errorf(id.Range(), dsl.CodeBadValue, "%s", msg)
+}
+
+// onlyPrefixed returns the one candidate that starts with name (ignoring
+// case), such as "failure" for "fail" or "exponential" for "exp": an
+// abbreviation too short for Suggest's edit distance. It returns "" when
+// none or several do.
+func onlyPrefixed(name string, candidates []string) string {
+	found := ""
+	for _, c := range candidates {
+		if len(name) < len(c) && strings.HasPrefix(strings.ToLower(c), strings.ToLower(name)) {
+			if found != "" {
+				return ""
+			}
+			found = c
+		}
+	}
+	return found
 }
 
 func quote(s string) string { return "\"" + s + "\"" }

@@ -321,7 +321,43 @@ func finishSyntax(tok lexer.Token, idx int, chunk []lexer.Token, expected, block
 		return Diagnostic{Range: tokenRange(tok), Code: CodeSyntax,
 			Message: fmt.Sprintf("syntax error: unexpected %s after \"on\", expected success, failure or done", describe(tok))}
 	}
+	if idx > 0 && expected == `"{"` {
+		if prev := chunk[idx-1]; prev.Type == tokIdent && prev.Value == "retry" {
+			return Diagnostic{Range: tokenRange(tok), Code: CodeSyntax,
+				Message: fmt.Sprintf(`syntax error: unexpected %s after "retry", expected "{": a retry policy is a block, e.g. retry { attempts 3 }`, describe(tok))}
+		}
+		if name, ok := execHeaderBefore(chunk, idx); ok {
+			end := tokenRange(chunk[idx-1]).End
+			return Diagnostic{Range: Range{Start: end, End: end}, Code: CodeSyntax,
+				Message: fmt.Sprintf(`syntax error: exec %q has no body: add "{}" after its declaration (its settings go inside)`, name)}
+		}
+	}
 	return syntaxMessage(tok, idx, chunk, expected, block)
+}
+
+// execHeaderBefore reports whether chunk[idx] directly follows the header
+// of an exec (`exec NAME(...)`, with its output type if any), and returns
+// the exec's name: going back over balanced brackets (a map or list
+// type), the nearest statement is an exec, not another declaration.
+func execHeaderBefore(chunk []lexer.Token, idx int) (string, bool) {
+	depth := 0
+	for j := idx - 1; j >= 0; j-- {
+		t := chunk[j]
+		switch {
+		case t.Type == tokPunct && strings.Contains("})]", t.Value):
+			depth++
+		case t.Type == tokPunct && strings.Contains("{([", t.Value):
+			if depth--; depth < 0 {
+				return "", false // inside a block: the header is done
+			}
+		case depth > 0 || t.Type != tokIdent:
+		case t.Value == "exec" && j+2 < idx && chunk[j+1].Type == tokIdent && chunk[j+2].Value == "(":
+			return chunk[j+1].Value, true
+		case t.Value == "flow" || t.Value == "type" || t.Value == "budget" || t.Value == "quota":
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // syntaxMessage builds "syntax error: unexpected X in BLOCK, expected Y",
@@ -382,18 +418,18 @@ func expectedOf(msg string) string {
 // block describes the kind of block a token is in.
 type block struct {
 	kind    string // e.g. "flow body"; "" when unknown
-	accepts string
+	accepts string // what may start a statement, as a list that `or "}"` ends
 	reparse func(p *participle.Parser[File], toks []lexer.Token) error
 }
 
 var blocks = map[string]block{
 	"type":      {"type body", "a field (name: type)", reparseAs[Field]},
-	"budget":    {"budget body", "dimension, reset, on_hard_limit or scope", reparseAs[BudgetItem]},
-	"dimension": {"dimension body", "hard or soft", reparseAs[Limit]},
-	"quota":     {"quota body", "rate, concurrency, jitter or key", reparseAs[QuotaItem]},
-	"flow":      {"flow body", "exec, an edge (a -> b), result or a setting (namespace, lane, priority, timeout, deadline, retry, requires, budget, quota)", reparseAs[FlowItem]},
+	"budget":    {"budget body", "dimension, reset, on_hard_limit, scope", reparseAs[BudgetItem]},
+	"dimension": {"dimension body", "hard, soft", reparseAs[Limit]},
+	"quota":     {"quota body", "rate, concurrency, jitter, key", reparseAs[QuotaItem]},
+	"flow":      {"flow body", "exec, an edge (a -> b), result, a setting (namespace, lane, priority, timeout, deadline, retry, requires, budget, quota)", reparseAs[FlowItem]},
 	"exec":      {"exec body", "a setting (kind, lane, priority, timeout, deadline, retry, requires, budget, quota, input, join)", reparseAs[Setting]},
-	"retry":     {"retry block", "attempts, backoff, delay, max_delay or jitter", reparseAs[RetryItem]},
+	"retry":     {"retry block", "attempts, backoff, delay, max_delay, jitter", reparseAs[RetryItem]},
 }
 
 // reparseAs parses toks as one P and returns the error, if any.

@@ -151,3 +151,72 @@ func TestUnclosed(t *testing.T) {
 		}
 	}
 }
+
+// TestUnexpectedInBlock checks the diagnostic of a token that cannot start
+// a statement of its block: it names the block and lists what can, in one
+// list that `or "}"` ends.
+func TestUnexpectedInBlock(t *testing.T) {
+	tests := []struct {
+		src  string
+		want string
+	}{
+		{"flow f() { exec a() { retry { atempts 2 } } }\n",
+			`t.ff:1:31: error: syntax error: unexpected "atempts" in retry block, expected attempts, backoff, delay, max_delay, jitter or "}" (did you mean "attempts"?)`},
+		{"budget b { dimension d { hard 1 } rest 1h }\n",
+			`t.ff:1:35: error: syntax error: unexpected "rest" in budget body, expected dimension, reset, on_hard_limit, scope or "}" (did you mean "reset"?)`},
+		{"budget b { dimension d { hrd 1 } }\n",
+			`t.ff:1:26: error: syntax error: unexpected "hrd" in dimension body, expected hard, soft or "}" (did you mean "hard"?)`},
+		{"quota q { concurrency 1 ky id }\n",
+			`t.ff:1:25: error: syntax error: unexpected "ky" in quota body, expected rate, concurrency, jitter, key or "}"`},
+		{"flow f() { 5 }\n",
+			`t.ff:1:12: error: syntax error: unexpected integer 5 in flow body, expected exec, an edge (a -> b), result, a setting (namespace, lane, priority, timeout, deadline, retry, requires, budget, quota) or "}"`},
+		{"flow f() { exec a() { lame \"x\" } }\n",
+			`t.ff:1:23: error: syntax error: unexpected "lame" in exec body, expected a setting (kind, lane, priority, timeout, deadline, retry, requires, budget, quota, input, join) or "}" (did you mean "lane"?)`},
+	}
+	for _, tt := range tests {
+		_, diags := Parse("t.ff", []byte(tt.src))
+		if len(diags) != 1 {
+			t.Errorf("%q: %d diagnostics %v, want 1", tt.src, len(diags), diags)
+			continue
+		}
+		d := diags[0]
+		if got := d.Range.Start.String() + ": " + d.Severity.String() + ": " + d.Message; got != tt.want {
+			t.Errorf("%q:\n got %s\nwant %s", tt.src, got, tt.want)
+		}
+	}
+}
+
+// TestMissingBlock checks the diagnostics of an exec header without its
+// body and of a retry policy without its block: each says what to write.
+func TestMissingBlock(t *testing.T) {
+	tests := []struct {
+		src  string
+		want string
+	}{
+		{"flow f() {\n  exec a()\n  exec b() {}\n}\n",
+			`t.ff:2:11: error: syntax error: exec "a" has no body: add "{}" after its declaration (its settings go inside)`},
+		{"flow f() {\n  exec a(T) -> {string: [T]} timeout 5s\n}\n",
+			`t.ff:2:29: error: syntax error: exec "a" has no body: add "{}" after its declaration (its settings go inside)`},
+		{"flow f() {\n  exec a() {}\n  exec b()\n}\n",
+			`t.ff:3:11: error: syntax error: exec "b" has no body: add "{}" after its declaration (its settings go inside)`},
+		{"flow f() {\n  exec a()",
+			`t.ff:2:11: error: syntax error: exec "a" has no body: add "{}" after its declaration (its settings go inside)`},
+		// Not an exec: the general message.
+		{"flow f()\n  exec a() {}\n}\n", `t.ff:2:3: error: syntax error: unexpected "exec", expected "{"`},
+		{"flow f() { exec a() { retry 3 } }\n",
+			`t.ff:1:29: error: syntax error: unexpected integer 3 after "retry", expected "{": a retry policy is a block, e.g. retry { attempts 3 }`},
+		{"flow f() {\n  retry attempts 3\n  exec a() {}\n}\n",
+			`t.ff:2:9: error: syntax error: unexpected "attempts" after "retry", expected "{": a retry policy is a block, e.g. retry { attempts 3 }`},
+	}
+	for _, tt := range tests {
+		_, diags := Parse("t.ff", []byte(tt.src))
+		if len(diags) != 1 {
+			t.Errorf("%q: %d diagnostics %v, want 1", tt.src, len(diags), diags)
+			continue
+		}
+		d := diags[0]
+		if got := d.Range.Start.String() + ": " + d.Severity.String() + ": " + d.Message; got != tt.want {
+			t.Errorf("%q:\n got %s\nwant %s", tt.src, got, tt.want)
+		}
+	}
+}
