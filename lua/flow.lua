@@ -528,12 +528,16 @@ local function ff_cancel_run(keys, argv)
 end
 
 -- ff_replay_run: run a failed or cancelled run again from its failed
--- members. Members that succeeded keep their results; every other member
--- goes back to pending, or straight to eligible when the edges from kept
--- members already satisfy its join (its next attempt is a replay, its
--- retry budget starts again, its deadline is dropped). A member whose join
--- the kept members already make impossible stays skipped, and so, in
--- turn, do the members that only it could have fired.
+-- members. Members that succeeded keep their results, unless they ran
+-- because of an outcome the replay changes: a member fired over an edge
+-- that held on the outcome of a member the replay resets (an `on failure`
+-- compensation of a failed member, an `on done`, and in turn what those
+-- fired) runs again too. Every other member goes back to pending, or
+-- straight to eligible when the edges from kept members already satisfy
+-- its join (its next attempt is a replay, its retry budget starts again,
+-- its deadline is dropped). A member whose join the kept members already
+-- make impossible stays skipped, and so, in turn, do the members that
+-- only it could have fired.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  run uuid
 -- Reply: {1, members reset} | {0, 'not_found'} | {0, 'wrong_state', run
@@ -562,14 +566,36 @@ local function ff_replay_run(keys, argv)
       on[u .. '>' .. d] = cond
     end
   end
+  local by_uuid = {}
+  for _, c in ipairs(members) do by_uuid[c.u] = c end
+  -- A succeeded member fired over an edge that held on the outcome of a
+  -- member the replay resets consumed that outcome: it is reset too, and
+  -- so, in turn, are the members it fired. One that succeeded otherwise
+  -- (another upstream of a join any, an on success edge that did not
+  -- hold) keeps its result.
+  local again = {}
+  for _, c in ipairs(members) do
+    if not kept[c.u] then again[#again + 1] = c end
+  end
+  local a = 1
+  while a <= #again do
+    local c = again[a]
+    a = a + 1
+    local was = split(c).outcome
+    for d, cond in string.gmatch(c.out, '([^,:]+):(%a+)') do
+      if kept[d] and holds(cond, was) then
+        kept[d] = nil
+        again[#again + 1] = by_uuid[d]
+      end
+    end
+  end
   -- The members whose join the kept members make impossible stay (or
   -- become) skipped; a member that stays skipped decides its edges as a
   -- skip does (none holds), so staying skipped propagates downstream. A
   -- worklist: every member is checked once, and again only when one of
   -- its upstreams starts to stay skipped (a long chain of skips costs
   -- one pass, not one pass per link). The others are reset.
-  local stays, by_uuid = {}, {}
-  for _, c in ipairs(members) do by_uuid[c.u] = c end
+  local stays = {}
   local function decided(c)
     local done, okc = 0, 0
     for up in string.gmatch(c.ups, '[^,=]+=([^,]+)') do

@@ -1507,3 +1507,60 @@ func TestFlowChunkedStagingDroppedBeforeCommit(t *testing.T) {
 		t.Fatalf("keys left: %v", extra)
 	}
 }
+
+// TestFlowReplayRerunsWhatTheFailureFired: a replay also resets the
+// members that ran because of the failure it replays (an on failure
+// compensation, an on done notice, and what those fired), so a run that
+// then succeeds does not keep a compensation for a failure that is gone.
+// A member that succeeded over another upstream (join any) keeps its
+// result.
+func TestFlowReplayRerunsWhatTheFailureFired(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := execs("order", "charge", "ship", "release", "notify", "audit", "log")
+	for i := range x {
+		switch x[i].Name {
+		case "release", "notify", "log":
+			x[i].InputFrom = plan.InputNone
+		case "audit":
+			x[i].InputFrom = plan.InputExec
+			x[i].InputExec = "release"
+		}
+	}
+	x[6].Join = plan.Join{Kind: plan.JoinAny}
+	f := flowOf("checkout", x, "order->charge", "charge->ship", "charge->release on failure", "charge->notify on done",
+		"release->audit", "order->log", "charge->log")
+	f.Result = "ship"
+	r := e.stage(f, "in")
+	e.drive(func(g Grant) outcome { return outcome{result: []byte("r-" + g.FlowNode), fail: g.FlowNode == "charge"} })
+	want := map[string]PublicState{"order": StateCompleted, "charge": StateFailed, "ship": StateSkipped,
+		"release": StateCompleted, "notify": StateCompleted, "audit": StateCompleted, "log": StateCompleted}
+	if first := e.run(r.ID); first.State != RunFailed || cmp.Diff(want, nodeStates(first)) != "" {
+		t.Fatalf("first run %s (-want +got):\n%s", first.State, cmp.Diff(want, nodeStates(first)))
+	}
+
+	replayed, err := e.s.ReplayRun(e.ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]PublicState{"order": StateCompleted, "charge": StateWaiting, "ship": StatePending,
+		"release": StatePending, "notify": StatePending, "audit": StatePending, "log": StateCompleted}
+	if diff := cmp.Diff(want, nodeStates(e.run(r.ID))); diff != "" || replayed.Done != 2 {
+		t.Fatalf("replayed run, %d done (-want +got):\n%s", replayed.Done, diff)
+	}
+	var ran []string
+	e.drive(func(g Grant) outcome {
+		ran = append(ran, g.FlowNode)
+		return outcome{result: []byte("r2-" + g.FlowNode)}
+	})
+	slices.Sort(ran)
+	if diff := cmp.Diff([]string{"charge", "notify", "ship"}, ran); diff != "" {
+		t.Fatalf("the replay ran (-want +got):\n%s", diff)
+	}
+	done := e.run(r.ID)
+	want = map[string]PublicState{"order": StateCompleted, "charge": StateCompleted, "ship": StateCompleted,
+		"release": StateSkipped, "notify": StateCompleted, "audit": StateSkipped, "log": StateCompleted}
+	if diff := cmp.Diff(want, nodeStates(done)); diff != "" || done.State != RunSucceeded || string(done.Result) != "r2-ship" {
+		t.Fatalf("run after the replay: %s %q (-want +got):\n%s", done.State, done.Result, diff)
+	}
+}
