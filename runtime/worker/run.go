@@ -722,7 +722,11 @@ func (w *Worker) lose(r *running, cause error) {
 	if r.lost.Swap(true) {
 		return
 	}
-	w.log.Info("lease lost; cancelling handler", slog.String(attrExecution, r.lease.ExecutionID), slog.Any("cause", cause))
+	msg := "lease lost; cancelling handler"
+	if errors.Is(cause, ErrCancelled) {
+		msg = "execution cancelled; cancelling handler"
+	}
+	w.log.Info(msg, slog.String(attrExecution, r.lease.ExecutionID), slog.Any("cause", cause))
 	r.cancel(cause)
 }
 
