@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -134,5 +135,23 @@ func TestRunErrorNamesFailures(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "run r failed: b failed: boom") {
 		t.Fatalf("message %q", err)
+	}
+}
+
+// TestFlowErrorsSayClientOnce: a request that fails on the way names the
+// operation once, not "client: list runs: client: GET ...".
+func TestFlowErrorsSayClientOnce(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there any more
+	c, _ := client.New(url)
+	ctx := context.Background()
+	_, err := c.ListRuns(ctx, client.RunListOptions{})
+	if err == nil || strings.Count(err.Error(), "client: ") != 1 || !strings.HasPrefix(err.Error(), "client: list runs: GET ") {
+		t.Fatalf("ListRuns against a closed port: %v", err)
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) {
+		t.Fatalf("the transport error is not kept in the chain: %#v", err)
 	}
 }

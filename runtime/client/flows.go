@@ -153,8 +153,21 @@ func flowsError(op string, err error) error {
 		ae.Code == wire.CodeUnknownRoute) {
 		return fmt.Errorf("client: %s: %w (%v)", op, ErrFlowsUnsupported, err)
 	}
-	return fmt.Errorf("client: %s: %w", op, err)
+	return &opError{op: op, err: err}
 }
+
+// opError is err as the failure of op, without repeating the "client: "
+// the request's own error starts with.
+type opError struct {
+	op  string
+	err error
+}
+
+func (e *opError) Error() string {
+	return "client: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "client: ")
+}
+
+func (e *opError) Unwrap() error { return e.err }
 
 // Run returns a handle on an existing run.
 func (c *Client) Run(id string) *Run { return &Run{ID: id, c: c} }
