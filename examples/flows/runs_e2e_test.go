@@ -348,7 +348,7 @@ func TestE2ENightlyETL(t *testing.T) {
 			batch:  Batch{Source: "clickstream", Day: "2026-11-20"},
 			faults: Faults{Permanent: map[string]bool{"nightly_etl.transform": true}},
 			want: map[string]string{"extract": success, "validate": success, "transform": failure, "load": skip,
-				"quarantine": skip, "notify_failure": success, "cleanup": success},
+				"quarantine": skip, "notify_failure": skip, "cleanup": success},
 			state:  wire.RunFailed,
 			failed: []string{"transform"},
 			notify: []string{"nightly_etl: transform failed: nightly_etl.transform: injected failure"},
@@ -392,7 +392,7 @@ func TestE2ENightlyETLRetries(t *testing.T) {
 			t.Fatalf("run error = %+v, want failed with load", re)
 		}
 		want := map[string]string{"extract": success, "validate": success, "transform": success, "load": failure,
-			"quarantine": skip, "notify_failure": success, "cleanup": success}
+			"quarantine": skip, "notify_failure": skip, "cleanup": success}
 		if diff := cmp.Diff(want, e.outcomes(run.ID)); diff != "" {
 			t.Fatalf("outcomes (-want +got):\n%s", diff)
 		}
@@ -561,8 +561,10 @@ func TestE2ECancel(t *testing.T) {
 }
 
 // TestE2EReplay replays a failed run: the failed member runs again, the
-// skipped ones behind it follow, and members that succeeded keep their
-// results without running again.
+// skipped ones behind it follow, members that succeeded keep their
+// results without running again, except the ones the failure fired: the
+// on-failure notice is skipped once the replayed transform succeeds, and
+// cleanup (fired by it, on done) runs again, fired by load this time.
 func TestE2EReplay(t *testing.T) {
 	e := startE2E(t, Faults{FailTimes: map[string]int{"nightly_etl.transform": 1}})
 	run, err := StageNightlyETL(e.ctx, e.c, Batch{Source: "clickstream", Day: "2026-11-20"})
@@ -587,7 +589,7 @@ func TestE2EReplay(t *testing.T) {
 		t.Fatalf("Result after replay = %+v, %v", got, err)
 	}
 	want := map[string]string{"extract": success, "validate": success, "transform": success, "load": success,
-		"quarantine": skip, "notify_failure": success, "cleanup": success}
+		"quarantine": skip, "notify_failure": skip, "cleanup": success}
 	if diff := cmp.Diff(want, e.outcomes(run.ID)); diff != "" {
 		t.Fatalf("outcomes (-want +got):\n%s", diff)
 	}
@@ -595,7 +597,8 @@ func TestE2EReplay(t *testing.T) {
 	for _, c := range e.demo.Calls() {
 		count[c]++
 	}
-	if count["nightly_etl.extract"] != 1 || count["nightly_etl.validate"] != 1 || count["nightly_etl.transform"] != 2 || count["nightly_etl.load"] != 1 {
+	if count["nightly_etl.extract"] != 1 || count["nightly_etl.validate"] != 1 || count["nightly_etl.transform"] != 2 || count["nightly_etl.load"] != 1 ||
+		count["nightly_etl.notify_failure"] != 1 || count["nightly_etl.cleanup"] != 2 {
 		t.Fatalf("calls = %v: succeeded members must not run again", count)
 	}
 	if _, err := run.Replay(e.ctx); !client.IsCode(err, wire.CodeConflict) {
