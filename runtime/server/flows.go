@@ -87,6 +87,16 @@ func (f *flowService) GetRun(ctx context.Context, id string) (*wire.FlowRun, err
 		return nil, mapIDError(err, "run", id)
 	}
 	w := toFlowRun(run, true)
+	var hints *waitHints
+	for i, n := range run.Nodes {
+		// toFlowRun keeps the order of run.Nodes.
+		if n.State.Public == store.StateWaiting && w.Execs[i].Blocked == "" {
+			if hints == nil {
+				hints = newWaitHints(f.st)
+			}
+			w.Execs[i].Blocked = hints.hint(ctx, run.Namespace, n.Lane)
+		}
+	}
 	return &w, nil
 }
 

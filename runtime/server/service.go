@@ -101,6 +101,9 @@ func (s *service) Get(ctx context.Context, id string) (*wire.Execution, error) {
 		return nil, mapIDError(err, "execution", id)
 	}
 	w := toExecution(ex)
+	if ex.State.Public == store.StateWaiting && w.BlockingDetail == "" {
+		w.BlockingDetail = newWaitHints(s.st).hint(ctx, ex.Namespace, ex.Lane)
+	}
 	return &w, nil
 }
 

@@ -93,6 +93,7 @@ type RunNode struct {
 	Name        string      `json:"name"`
 	ExecutionID ExecutionID `json:"execution_id"`
 	Kind        string      `json:"kind"`
+	Lane        string      `json:"lane"`
 	State       StateVector `json:"state"`
 	Attempts    int         `json:"attempts"`
 	Error       string      `json:"error,omitempty"`
@@ -257,7 +258,7 @@ func stagedRun(f *plan.Flow, pf *preparedFlow, ns string, id RunID, p int, uuids
 		if len(m.ups) > 0 {
 			st = stagedMemberState
 		}
-		run.Nodes = append(run.Nodes, RunNode{Name: m.name, ExecutionID: makeID(p, uuids[i]), Kind: m.tail[1], State: st})
+		run.Nodes = append(run.Nodes, RunNode{Name: m.name, ExecutionID: makeID(p, uuids[i]), Kind: m.tail[1], Lane: m.lane, State: st})
 	}
 	return run
 }
@@ -969,7 +970,7 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	fields := []string{"state", "blocking_detail", "kind", "attempt_count", "failure_reason", "last_error", "started_at", "ended_at"}
+	fields := []string{"state", "blocking_detail", "kind", "attempt_count", "failure_reason", "last_error", "started_at", "ended_at", "lane"}
 	cmds := make(valkey.Commands, len(names), len(names)+1)
 	for i, name := range names {
 		cmds[i] = s.c.B().Hmget().Key(s.k.core(p, nodes[name])).Field(fields...).Build()
@@ -986,7 +987,7 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 		}
 		n := RunNode{Name: names[i], ExecutionID: makeID(p, nodes[names[i]]), Kind: str(v[2]),
 			State: decodeState(str(v[0]), str(v[1])), Attempts: atoi(str(v[3])), Error: str(v[4]),
-			StartedAt: fromMs(str(v[6])), EndedAt: fromMs(str(v[7]))}
+			StartedAt: fromMs(str(v[6])), EndedAt: fromMs(str(v[7])), Lane: str(v[8])}
 		// As GetExecution: the last attempt's error is shown while more
 		// attempts may come; a terminal member shows its failure reason
 		// only (none after a success).

@@ -392,16 +392,19 @@ type ExecFailure struct {
 
 // FlowExec is one member of a run, by exec name.
 type FlowExec struct {
-	Name        string     `json:"name"`
-	ExecutionID string     `json:"execution_id"`
-	Kind        string     `json:"kind"`
-	State       string     `json:"state"`   // public state of the execution
-	Outcome     string     `json:"outcome"` // terminal outcome: none, success, failed, cancelled, expired, skipped
-	Attempts    int        `json:"attempts"`
-	Error       string     `json:"error,omitempty"`
-	Blocked     string     `json:"blocked,omitempty"` // blocking detail while blocked
-	StartedAt   *time.Time `json:"started_at,omitempty"`
-	EndedAt     *time.Time `json:"ended_at,omitempty"`
+	Name        string `json:"name"`
+	ExecutionID string `json:"execution_id"`
+	Kind        string `json:"kind"`
+	State       string `json:"state"`   // public state of the execution
+	Outcome     string `json:"outcome"` // terminal outcome: none, success, failed, cancelled, expired, skipped
+	Attempts    int    `json:"attempts"`
+	Error       string `json:"error,omitempty"`
+	// Blocked is the blocking detail while blocked; while waiting, why no
+	// worker claims it when the server can tell (no worker connected to
+	// the namespace, none taking its lane).
+	Blocked   string     `json:"blocked,omitempty"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
 }
 
 // Template is one flow served by name (ffrun --flows DIR).
