@@ -28,7 +28,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("stage", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	url := fs.String("url", envOr("FF_URL", "http://127.0.0.1:8080"), "ffrun base URL (env FF_URL)")
+	url := fs.String("url", envOr("FF_SERVER", "http://127.0.0.1:8080"), "ffrun base URL (env FF_SERVER, as the ffrun client commands)")
 	token := fs.String("token", os.Getenv("FF_API_TOKEN"), "bearer token (env FF_API_TOKEN)")
 	flow := fs.String("flow", "publish", "flow to run: publish, ask, nightly_etl or fulfil_order")
 	source := fs.String("source", "clickstream", "nightly_etl: the batch source (a name containing \"corrupt\" fails validation)")

@@ -28,7 +28,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
 func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	url := fs.String("url", envOr("FF_URL", "http://127.0.0.1:8080"), "ffrun base URL (env FF_URL)")
+	url := fs.String("url", envOr("FF_SERVER", "http://127.0.0.1:8080"), "ffrun base URL (env FF_SERVER, as the ffrun client commands)")
 	token := fs.String("token", os.Getenv("FF_API_TOKEN"), "bearer token, the one ffrun was started with (env FF_API_TOKEN)")
 	concurrency := fs.Int("concurrency", 8, "handlers running at once per namespace")
 	fail := fs.String("fail", "", "comma-separated flow.exec names whose every attempt fails")
