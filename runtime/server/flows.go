@@ -234,6 +234,11 @@ func (f *flowService) ListRuns(ctx context.Context, q api.RunListQuery) (*wire.F
 }
 
 // toFlowRun converts a run; withExecs adds every member.
+// RunErrorFailuresMax is how many members that did not succeed a run's
+// error names; Failures lists them all (a cancelled run of ten thousand
+// members would otherwise carry an error of ten thousand parts).
+const RunErrorFailuresMax = 5
+
 func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 	w := wire.FlowRun{
 		ID: string(r.ID), Namespace: r.Namespace, Flow: r.Flow, State: string(r.State),
@@ -270,7 +275,11 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 		if r.ResultNode != "" && resultState != store.StateCompleted {
 			parts = append(parts, fmt.Sprintf("result exec %s ended %s", r.ResultNode, cmp.Or(string(resultState), "without success")))
 		}
-		for _, x := range w.Failures {
+		for i, x := range w.Failures {
+			if i == RunErrorFailuresMax {
+				parts = append(parts, fmt.Sprintf("and %d more (failures lists them)", len(w.Failures)-i))
+				break
+			}
 			msg := x.Exec + " " + x.State
 			if x.Error != "" {
 				msg += ": " + x.Error

@@ -485,3 +485,37 @@ func TestRunEndReachesOtherProcesses(t *testing.T) {
 		t.Fatalf("answered after %s: at the end of its wait, not by the run-end notice", waited)
 	}
 }
+
+// TestRunErrorNamesFewFailures: a cancelled run of many members names the
+// first few in its error and says how many more there are; failures lists
+// every one.
+func TestRunErrorNamesFewFailures(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := ctxT(t)
+	in := &plan.TypeRef{Kind: plan.KindNamed, Name: "In"}
+	f := twoStep()
+	f.Name, f.Result, f.Output = "wide", "", nil
+	f.Execs, f.Edges = nil, nil
+	for i := range 12 {
+		name := fmt.Sprintf("m%02d", i)
+		f.Execs = append(f.Execs, plan.Exec{Name: name, Kind: "wide." + name, Lane: "default", Priority: 100,
+			Input: in, InputFrom: plan.InputFlow, Join: plan.Join{Kind: plan.JoinAll}, Retry: plan.Retry{Attempts: 1, Backoff: plan.BackoffFixed}})
+	}
+	run, err := env.Client.StageFlow(ctx, f, map[string]string{"s": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := env.Client.CancelRun(ctx, run.ID, "enough")
+	if err != nil || out.State != wire.RunCancelled {
+		t.Fatalf("cancel: %+v, %v", out, err)
+	}
+	got, err := env.Client.GetRun(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Failures) != 12 || strings.Count(got.Error, " cancelled") != server.RunErrorFailuresMax ||
+		!strings.HasSuffix(got.Error, "; and 7 more (failures lists them)") {
+		t.Fatalf("error %q, %d failures", got.Error, len(got.Failures))
+	}
+}
