@@ -348,7 +348,7 @@ func TestE2ENightlyETL(t *testing.T) {
 			batch:  Batch{Source: "clickstream", Day: "2026-11-20"},
 			faults: Faults{Permanent: map[string]bool{"nightly_etl.transform": true}},
 			want: map[string]string{"extract": success, "validate": success, "transform": failure, "load": skip,
-				"quarantine": skip, "notify_failure": skip, "cleanup": success},
+				"quarantine": skip, "notify_failure": success, "cleanup": success},
 			state:  wire.RunFailed,
 			failed: []string{"transform"},
 			notify: []string{"nightly_etl: transform failed: nightly_etl.transform: injected failure"},
@@ -392,7 +392,7 @@ func TestE2ENightlyETLRetries(t *testing.T) {
 			t.Fatalf("run error = %+v, want failed with load", re)
 		}
 		want := map[string]string{"extract": success, "validate": success, "transform": success, "load": failure,
-			"quarantine": skip, "notify_failure": skip, "cleanup": success}
+			"quarantine": skip, "notify_failure": success, "cleanup": success}
 		if diff := cmp.Diff(want, e.outcomes(run.ID)); diff != "" {
 			t.Fatalf("outcomes (-want +got):\n%s", diff)
 		}
