@@ -252,7 +252,7 @@ var (
 func stagedRun(f *plan.Flow, pf *preparedFlow, ns string, id RunID, p int, uuids []string, created time.Time) *Run {
 	run := &Run{ID: id, Namespace: ns, Flow: f.Name, State: RunRunning, Total: len(f.Execs),
 		ResultNode: f.Result, CreatedAt: created, Nodes: make([]RunNode, 0, len(f.Execs))}
-	for _, i := range pf.byName {
+	for _, i := range pf.inOrder {
 		m := &pf.members[i]
 		st := stagedRootState
 		if len(m.ups) > 0 {
@@ -970,7 +970,7 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	fields := []string{"state", "blocking_detail", "kind", "attempt_count", "failure_reason", "last_error", "started_at", "ended_at", "lane"}
+	fields := []string{"state", "blocking_detail", "kind", "attempt_count", "failure_reason", "last_error", "started_at", "ended_at", "lane", "ups"}
 	cmds := make(valkey.Commands, len(names), len(names)+1)
 	for i, name := range names {
 		cmds[i] = s.c.B().Hmget().Key(s.k.core(p, nodes[name])).Field(fields...).Build()
@@ -980,6 +980,7 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 		cmds = append(cmds, s.c.B().Hget().Key(s.k.core(p, f["result_node"])).Field("result").Build())
 	}
 	resps = s.c.DoMulti(ctx, cmds...)
+	ups := make([][]int, len(names))
 	for i, r := range resps[:len(names)] {
 		v, err := r.ToArray()
 		if err != nil {
@@ -999,7 +1000,20 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 			resultDone = n.State.Outcome == OutcomeSuccess
 		}
 		run.Nodes = append(run.Nodes, n)
+		for _, up := range strings.Split(str(v[9]), ",") {
+			if name, _, ok := strings.Cut(up, "="); ok {
+				if j, found := slices.BinarySearch(names, name); found {
+					ups[i] = append(ups[i], j)
+				}
+			}
+		}
 	}
+	// In flow order: upstreams first, then by name.
+	ordered := make([]RunNode, len(run.Nodes))
+	for k, i := range flowOrder(len(run.Nodes), ups) {
+		ordered[k] = run.Nodes[i]
+	}
+	run.Nodes = ordered
 	if withResult && resultDone {
 		res, err := resps[len(names)].ToString()
 		if err != nil && !valkey.IsValkeyNil(err) {

@@ -1564,3 +1564,32 @@ func TestFlowReplayRerunsWhatTheFailureFired(t *testing.T) {
 		t.Fatalf("run after the replay: %s %q (-want +got):\n%s", done.State, done.Result, diff)
 	}
 }
+
+// TestRunMembersInFlowOrder: a run lists its members in flow order
+// (every member after its upstreams, ties by name), both when staged and
+// when read, so a chain reads top to bottom.
+func TestRunMembersInFlowOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := execs("load", "transform", "b_side", "start", "extract")
+	x[0].InputFrom = plan.InputNone
+	f := flowOf("order", x, "start->extract", "extract->transform", "transform->load", "b_side->load")
+	order := func(r *Run) []string {
+		var out []string
+		for _, n := range r.Nodes {
+			out = append(out, n.Name)
+		}
+		return out
+	}
+	want := []string{"b_side", "start", "extract", "transform", "load"}
+	staged, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`"in"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, order(staged)); diff != "" {
+		t.Errorf("staged run (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, order(e.run(staged.ID))); diff != "" {
+		t.Errorf("read run (-want +got):\n%s", diff)
+	}
+}

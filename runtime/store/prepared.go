@@ -14,7 +14,7 @@ import (
 type preparedFlow struct {
 	g       *graph
 	members []memberPlan // by position in the plan
-	byName  []int        // member positions sorted by exec name
+	inOrder []int        // member positions in flow order (flowOrder; ties by name)
 	execs   int
 }
 
@@ -30,11 +30,25 @@ func prepareFlow(f *plan.Flow) (*preparedFlow, error) {
 			return nil, err
 		}
 	}
-	pf.byName = make([]int, len(f.Execs))
-	for i := range pf.byName {
-		pf.byName[i] = i
+	byName := make([]int, len(f.Execs))
+	for i := range byName {
+		byName[i] = i
 	}
-	slices.SortFunc(pf.byName, func(a, b int) int { return strings.Compare(f.Execs[a].Name, f.Execs[b].Name) })
+	slices.SortFunc(byName, func(a, b int) int { return strings.Compare(f.Execs[a].Name, f.Execs[b].Name) })
+	rank := make([]int, len(f.Execs))
+	for r, i := range byName {
+		rank[i] = r
+	}
+	ups := make([][]int, len(f.Execs))
+	for r, i := range byName {
+		for _, u := range pf.members[i].ups {
+			ups[r] = append(ups[r], rank[u.index])
+		}
+	}
+	pf.inOrder = flowOrder(len(f.Execs), ups)
+	for k, r := range pf.inOrder {
+		pf.inOrder[k] = byName[r]
+	}
 	return pf, nil
 }
 
