@@ -61,9 +61,12 @@ local function ff_create(keys, argv)
   local u = argv[3]
   local ikey = argv[10]
   -- The record is written before the lane is registered and the key set:
-  -- what those need is checked first.
+  -- what those need is checked first, the item as ff_create_many checks
+  -- its items (a number that is none would raise, not refuse).
   local n = numv(argv[2])
-  if not n or #argv ~= n + 4 or (ikey ~= '' and not px_ok(argv[1])) then
+  local priority, delay_until, delay, deadline_in = numv(argv[6]), numv(argv[7]), numv(argv[8]), numv(argv[9])
+  if not n or n < 8 or (n - 8) % 2 ~= 0 or #argv ~= n + 4 or not (priority and delay_until and delay and deadline_in)
+    or (ikey ~= '' and not px_ok(argv[1])) then
     return refuse('invalid', 'items', 'want an idempotency key lifetime, one item as ff_create_many takes it, a channel and a message')
   end
   if ikey ~= '' then
@@ -73,10 +76,8 @@ local function ff_create(keys, argv)
     end
   end
   local now = now_ms()
-  local priority = tonumber(argv[6])
   local last = 2 + n
-  local public, due, deadline = write_new(keys[2], priority, now, tonumber(argv[7]), tonumber(argv[8]),
-    tonumber(argv[9]), argv, 11, last)
+  local public, due, deadline = write_new(keys[2], priority, now, delay_until, delay, deadline_in, argv, 11, last)
   if deadline > 0 then
     redis.call('ZADD', keys[5], ts(deadline), u)
   end

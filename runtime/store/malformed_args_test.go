@@ -88,7 +88,7 @@ func TestMalformedRenewBadTTLWritesNothing(t *testing.T) {
 // updates applied at the end; a group missing its data, or a hand-off
 // whose lease duration is not a number (used by the grants, after every
 // item), is refused before the first item.
-func TestMalformedFinishMalformedWritesNothing(t *testing.T) {
+func TestMalformedFinishWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := onePartition(t)
 	x1 := e.create(CreateRequest{Priority: 9})
@@ -181,7 +181,7 @@ func createItem(priority, until, delay, deadline, ikey string) []string {
 // ff_create_many writes each item's record before reading the next; a
 // malformed item after a good one is refused before the first write.
 // ff_create sets the idempotency key after the record and its indexes.
-func TestMalformedCreateMalformedWritesNothing(t *testing.T) {
+func TestMalformedCreateWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := onePartition(t)
 	e.create(CreateRequest{}) // the partition's lane registry exists
@@ -197,12 +197,28 @@ func TestMalformedCreateMalformedWritesNothing(t *testing.T) {
 	} {
 		e.refusedUnchanged("create_many with "+tc.name, call{fn: "ff_create_many", partition: 0, args: tc.args}, "items")
 	}
-	item := createItem("500", "0", "0", "0", "k2")
 	k := e.s.k
-	keys := []string{k.anchor(0), k.core(0, item[1]), k.lane(0, "default", "default", indexEligible),
-		k.lane(0, "default", "default", indexDelayed), k.deadlines(0), k.idem(0, "default", "k2")}
-	args := append(append([]string{"0"}, item...), e.s.WakeChannel(), "0:default:default")
-	e.refusedUnchanged("create with an idempotency key lifetime of 0", call{fn: "ff_create", partition: 0, keys: keys, args: args}, "items")
+	odd := append(createItem("500", "0", "0", "0", ""), "orphan")
+	odd[0] = strconv.Itoa(len(odd) - 1) // the count covers the orphan
+	for _, tc := range []struct {
+		name string
+		ttl  string
+		item []string
+	}{
+		{"an idempotency key lifetime of 0", "0", createItem("500", "0", "0", "0", "k2")},
+		// Refused like ff_create_many's items, not raised.
+		{"a priority that is no number", "60000", createItem("high", "0", "0", "0", "")},
+		{"a delay-until that is no number", "60000", createItem("500", "later", "0", "0", "")},
+		{"a delay that is no number", "60000", createItem("500", "0", "1s", "0", "")},
+		{"a deadline that is no number", "60000", createItem("500", "0", "0", "soon", "")},
+		{"an odd field list", "60000", odd},
+	} {
+		item := tc.item
+		keys := []string{k.anchor(0), k.core(0, item[1]), k.lane(0, "default", "default", indexEligible),
+			k.lane(0, "default", "default", indexDelayed), k.deadlines(0), k.idem(0, "default", "k2")}
+		args := append(append([]string{tc.ttl}, item...), e.s.WakeChannel(), "0:default:default")
+		e.refusedUnchanged("create with "+tc.name, call{fn: "ff_create", partition: 0, keys: keys, args: args}, "items")
+	}
 }
 
 // stageMember returns the ff_stage_flow entries of a member (count
@@ -218,7 +234,7 @@ func stageMember(name, u, deps, deadline string) []string {
 // Staging writes each member's record before reading the next: a
 // malformed member after a good one would leave the good one in no index
 // and no run (nor staging), where retention never finds it.
-func TestMalformedStageMalformedWritesNothing(t *testing.T) {
+func TestMalformedStageWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := onePartition(t)
 	head := []string{newUUID(), "default", "pair", "", "", "60000", "{}"}
@@ -244,7 +260,7 @@ func TestMalformedStageMalformedWritesNothing(t *testing.T) {
 // ff_commit_flow makes each staged root eligible before it reads the next
 // member: a malformed group after a root is refused before the first
 // write, and the staging is kept (a malformed count used to drop it).
-func TestMalformedCommitMalformedWritesNothing(t *testing.T) {
+func TestMalformedCommitWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := onePartition(t)
 	run, ua, ub := newUUID(), newUUID(), newUUID()
@@ -283,7 +299,7 @@ func TestMalformedCommitMalformedWritesNothing(t *testing.T) {
 
 // ff_resolve_quotas writes an item before it reads the next: an
 // incomplete quad after a good one is refused before the first write.
-func TestMalformedResolveQuotasMalformedWritesNothing(t *testing.T) {
+func TestMalformedResolveQuotasWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := onePartition(t)
 	if _, err := e.s.UpsertQuota(e.ctx, QuotaSpec{ID: "default/q", Concurrency: 1}); err != nil {
