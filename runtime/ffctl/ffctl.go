@@ -19,9 +19,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -37,6 +40,14 @@ const ServerDefault = "http://127.0.0.1:8080"
 // WatchInterval is how often watch reads the run.
 const WatchInterval = 200 * time.Millisecond
 
+// RequestTimeout bounds each request to the server (connecting included),
+// so that a server that accepts but never answers cannot hang a command;
+// a long-poll of the result route gets its wait on top.
+const RequestTimeout = 30 * time.Second
+
+// pollMax is the longest wait a command asks of the result route.
+const pollMax = time.Minute
+
 // Exit statuses.
 const (
 	ExitOK      = 0
@@ -50,6 +61,8 @@ type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	// RequestTimeout overrides the package's RequestTimeout when > 0.
+	RequestTimeout time.Duration
 }
 
 // Usage lists the commands, for ffrun's help.
@@ -95,6 +108,9 @@ func Main(ctx context.Context, name string, args []string, env Env) int {
 		return ExitFailed
 	}
 	fmt.Fprintf(env.Stderr, "ffrun %s: %v\n", name, err)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		fmt.Fprintln(env.Stderr, "(no ffrun listens there: start one, or give its URL with --server or FF_SERVER)")
+	}
 	return ExitFailed
 }
 
@@ -106,7 +122,8 @@ type cmd struct {
 	server    string
 	namespace string
 	json      bool
-	c         *client.Client
+	c         *client.Client // bounded by the request timeout
+	poll      *client.Client // for long-polls: the timeout plus pollMax
 }
 
 func newCmd(name string, env Env) *cmd {
@@ -141,13 +158,24 @@ func (c *cmd) parse(args []string, operands ...string) ([]string, error) {
 		if len(operands) > 0 {
 			want = strings.Join(operands, " ")
 		}
+		if len(pos) == 0 {
+			return nil, fmt.Errorf("%w: want %s, got none", errUsage, want)
+		}
 		return nil, fmt.Errorf("%w: want %s, got %d operand(s): %s", errUsage, want, len(pos), strings.Join(pos, " "))
 	}
-	cl, err := client.New(c.server, client.WithToken(c.env.Getenv("FF_API_TOKEN")))
+	timeout := cmp.Or(c.env.RequestTimeout, RequestTimeout)
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: (&net.Dialer{Timeout: timeout}).DialContext,
+		TLSHandshakeTimeout: timeout}
+	token := client.WithToken(c.env.Getenv("FF_API_TOKEN"))
+	cl, err := client.New(c.server, token, client.WithHTTPClient(&http.Client{Transport: tr, Timeout: timeout}))
 	if err != nil {
 		return nil, fmt.Errorf("%w: --server: %v", errUsage, err)
 	}
-	c.c = cl
+	poll, err := client.New(c.server, token, client.WithHTTPClient(&http.Client{Transport: tr, Timeout: timeout + pollMax}))
+	if err != nil {
+		return nil, fmt.Errorf("%w: --server: %v", errUsage, err)
+	}
+	c.c, c.poll = cl, poll
 	return pos, nil
 }
 
@@ -231,6 +259,9 @@ func (c *cmd) start(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkWait(*wait); err != nil {
+		return err
+	}
 	if *watch && *wait > 0 {
 		return fmt.Errorf("%w: --watch and --wait exclude each other", errUsage)
 	}
@@ -250,6 +281,9 @@ func (c *cmd) start(ctx context.Context, args []string) error {
 		in = raw
 	}
 	r, err := c.c.StageTemplate(ctx, pos[0], in, opts...)
+	if ae := (*client.APIError)(nil); raw == nil && errors.As(err, &ae) && ae.Code == wire.CodeValidation && strings.HasPrefix(ae.Message, "input: ") {
+		return fmt.Errorf("%w (give the run's input with --input JSON|@FILE|-)", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -262,7 +296,7 @@ func (c *cmd) start(ctx context.Context, args []string) error {
 	}
 	switch {
 	case *watch:
-		return c.follow(ctx, r.ID)
+		return c.follow(ctx, r.ID, !r.Created)
 	case *wait > 0:
 		return c.awaitResult(ctx, r.ID, *wait)
 	case c.json:
@@ -319,7 +353,8 @@ func (c *cmd) runs(ctx context.Context, args []string) error {
 	if *limit < 1 || *limit > runsMaxPage {
 		return fmt.Errorf("%w: --limit %d: want 1..%d", errUsage, *limit, runsMaxPage)
 	}
-	var out []wire.FlowRun
+	out := []wire.FlowRun{} // --json: "runs": [], as the API answers, not null
+	next := ""
 	o := client.RunListOptions{Namespace: c.namespace, Flow: *flow, State: *state, Limit: *limit}
 	// A page may hold fewer runs than asked (filters apply as the server
 	// reads its index): follow the cursor, a bounded number of pages.
@@ -330,16 +365,27 @@ func (c *cmd) runs(ctx context.Context, args []string) error {
 			return err
 		}
 		out = append(out, l.Runs...)
-		if l.NextCursor == "" {
+		next = l.NextCursor
+		if next == "" {
 			break
 		}
-		o.Cursor = l.NextCursor
+		o.Cursor = next
 	}
 	if c.json {
-		return c.printJSON(wire.FlowRunList{Runs: out})
+		// next_cursor: where the API would go on (it is the last page's
+		// when the limit or the page bound stopped the reading).
+		return c.printJSON(wire.FlowRunList{Runs: out, NextCursor: next})
 	}
 	if len(out) == 0 {
-		fmt.Fprintf(c.env.Stdout, "no runs in namespace %s (--namespace for another)\n", cmp.Or(c.namespace, plan.DefaultNamespace))
+		// Name the filters: "no runs" alone would read as an empty namespace.
+		what := "runs"
+		if *state != "" {
+			what = *state + " runs"
+		}
+		if *flow != "" {
+			what += " of flow " + *flow
+		}
+		fmt.Fprintf(c.env.Stdout, "no %s in namespace %s (--namespace for another)\n", what, cmp.Or(c.namespace, plan.DefaultNamespace))
 		return nil
 	}
 	w := c.table()
@@ -407,17 +453,18 @@ func (c *cmd) watch(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return c.follow(ctx, pos[0])
+	return c.follow(ctx, pos[0], true)
 }
 
-// follow prints the run's changes until it ends, then its outcome.
-func (c *cmd) follow(ctx context.Context, id string) error {
+// follow prints the run's changes until it ends, then its outcome; attach
+// for a run staged earlier (see FollowOptions.Attach).
+func (c *cmd) follow(ctx context.Context, id string, attach bool) error {
 	var r *wire.FlowRun
 	var err error
 	if c.json {
 		r, err = c.await(ctx, id)
 	} else {
-		r, err = Follow(ctx, c.env.Stdout, c.c, id, FollowOptions{Interval: WatchInterval})
+		r, err = Follow(ctx, c.env.Stdout, c.c, id, FollowOptions{Interval: WatchInterval, Attach: attach})
 	}
 	if err != nil {
 		return err
@@ -428,7 +475,7 @@ func (c *cmd) follow(ctx context.Context, id string) error {
 // await waits for the run to end with long-polls of the result route.
 func (c *cmd) await(ctx context.Context, id string) (*wire.FlowRun, error) {
 	for {
-		r, err := c.c.RunResult(ctx, id, time.Minute)
+		r, err := c.poll.RunResult(ctx, id, pollMax)
 		var ae *client.APIError
 		if errors.As(err, &ae) && ae.Code == wire.CodeNotTerminal {
 			continue
@@ -452,11 +499,11 @@ func (c *cmd) outcome(r *wire.FlowRun) error {
 	if r.State == wire.RunSucceeded {
 		return nil
 	}
+	// The error names the members that did not succeed, the first five of
+	// them when there are more.
 	fmt.Fprintf(c.env.Stderr, "run %s %s: %s\n", r.ID, r.State, cmp.Or(r.Error, "no error recorded"))
-	if len(r.Failures) > 1 { // the error names the first
-		for _, f := range r.Failures {
-			fmt.Fprintf(c.env.Stderr, "  %s: %s\n", f.Exec, f.Error)
-		}
+	if len(r.Failures) > 5 {
+		fmt.Fprintf(c.env.Stderr, "(ffrun get %s lists every member)\n", r.ID)
 	}
 	return errRunDidNotSucceed
 }
@@ -484,7 +531,18 @@ func (c *cmd) result(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkWait(*wait); err != nil {
+		return err
+	}
 	return c.awaitResult(ctx, pos[0], *wait)
+}
+
+// checkWait refuses a negative --wait, which would read as none.
+func checkWait(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%w: --wait %s is negative", errUsage, d)
+	}
+	return nil
 }
 
 // awaitResult waits up to wait for run id to end and prints its outcome;
@@ -492,13 +550,13 @@ func (c *cmd) result(ctx context.Context, args []string) error {
 func (c *cmd) awaitResult(ctx context.Context, id string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
-		r, err := c.c.RunResult(ctx, id, min(time.Until(deadline), time.Minute))
+		r, err := c.poll.RunResult(ctx, id, min(time.Until(deadline), pollMax))
 		var ae *client.APIError
 		if errors.As(err, &ae) && ae.Code == wire.CodeNotTerminal {
 			if time.Until(deadline) > 0 {
 				continue
 			}
-			return fmt.Errorf("run %s is still running (--wait D to wait for it)", id)
+			return fmt.Errorf("run %s is still running (ffrun result %s --wait D waits for its end)", id, id)
 		}
 		if err != nil {
 			return err
@@ -538,7 +596,7 @@ func (c *cmd) replay(ctx context.Context, args []string) error {
 		if !c.json {
 			fmt.Fprintf(c.env.Stdout, "run %s replayed\n", r.ID)
 		}
-		return c.follow(ctx, r.ID)
+		return c.follow(ctx, r.ID, true)
 	}
 	if c.json {
 		return c.printJSON(r)

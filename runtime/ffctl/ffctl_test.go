@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/compiler"
-	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/ffctl"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
@@ -33,6 +33,15 @@ flow greet(Name) -> Name {
   exec hello(Name) -> Name { }
   exec shout(Name) -> Name { }
   hello -> shout
+}
+
+flow wide(Name) {
+  exec w1(Name) { }
+  exec w2(Name) { }
+  exec w3(Name) { }
+  exec w4(Name) { }
+  exec w5(Name) { }
+  exec w6(Name) { }
 }
 `
 
@@ -57,7 +66,9 @@ func start(t *testing.T, withWorker bool) *env {
 	}
 	const token = "t0ken"
 	srv := servertest.Start(t, func(c *server.Config) {
-		c.Templates = []*plan.Flow{&pkg.Flows[0]}
+		for i := range pkg.Flows {
+			c.Templates = append(c.Templates, &pkg.Flows[i])
+		}
 		c.Token = token
 	})
 	if withWorker {
@@ -211,8 +222,25 @@ func TestStartWatchGetRuns(t *testing.T) {
 		t.Fatalf("runs = %+v", r)
 	}
 	r = e.run("", "runs", "--state", "failed")
-	if r.code != 0 || r.stdout != "no runs in namespace default (--namespace for another)\n" {
+	if r.code != 0 || r.stdout != "no failed runs in namespace default (--namespace for another)\n" {
 		t.Fatalf("runs --state failed = %+v", r)
+	}
+	if r := e.run("", "runs", "--flow", "nope"); r.code != 0 || r.stdout != "no runs of flow nope in namespace default (--namespace for another)\n" {
+		t.Fatalf("runs --flow nope = %+v", r)
+	}
+	// --json has the API's shape: an empty list is [], and a limit that
+	// leaves runs unread gives the cursor to go on from.
+	r = e.run("", "runs", "--state", "failed", "--json")
+	if r.code != 0 || r.stdout != "{\n  \"runs\": []\n}\n" {
+		t.Fatalf("runs --state failed --json = %+v", r)
+	}
+	r = e.run("", "runs", "--limit", "2", "--json")
+	var list struct {
+		Runs       []json.RawMessage `json:"runs"`
+		NextCursor string            `json:"next_cursor"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); r.code != 0 || err != nil || len(list.Runs) != 2 || list.NextCursor == "" {
+		t.Fatalf("runs --limit 2 --json of 3 runs = %+v (%v), want 2 runs and a next_cursor", r, err)
 	}
 
 	r = e.run("", "result", id)
@@ -239,8 +267,10 @@ func TestFailureCancelReplay(t *testing.T) {
 	if r := e.run("", "runs", "--state", "failed"); r.code != 0 || !strings.Contains(r.stdout, failed) {
 		t.Fatalf("runs --state failed = %+v", r)
 	}
-	// A replay runs the failure again (it fails again here).
-	if r := e.run("", "replay", failed, "--watch"); r.code != 1 || !strings.Contains(r.stdout, "run "+failed+" replayed\n") {
+	// A replay runs the failure again (it fails again here). The member
+	// the replay keeps is shown as it is, not as changed from staged.
+	if r := e.run("", "replay", failed, "--watch"); r.code != 1 || !strings.Contains(r.stdout, "run "+failed+" replayed\n") ||
+		!regexp.MustCompile(`(?m)^ *\d+ms  hello  completed$`).MatchString(r.stdout) || strings.Contains(r.stdout, "staged") {
 		t.Fatalf("replay --watch = %+v", r)
 	}
 
@@ -250,17 +280,45 @@ func TestFailureCancelReplay(t *testing.T) {
 		t.Fatalf("start = %+v", r)
 	}
 	slow := runID(t, r)
-	if r := e.run("", "result", slow); r.code != 1 || !strings.Contains(r.stderr, "still running") {
+	if r := e.run("", "result", slow); r.code != 1 || !strings.Contains(r.stderr, "still running (ffrun result "+slow+" --wait D") {
 		t.Fatalf("result of a running run = %+v", r)
 	}
 	if r := e.run("", "cancel", slow, "--reason", "enough"); r.code != 0 || !strings.HasPrefix(r.stdout, "run "+slow+" cancelled") {
 		t.Fatalf("cancel = %+v", r)
 	}
-	if r := e.run("", "watch", slow); r.code != 1 || !strings.Contains(r.stdout, "run cancelled") || !strings.Contains(r.stderr, "cancelled") {
+	if r := e.run("", "watch", slow); r.code != 1 || !strings.Contains(r.stdout, "run cancelled") || !strings.Contains(r.stderr, "cancelled") ||
+		!regexp.MustCompile(`(?m)^ *\d+ms  shout  cancelled$`).MatchString(r.stdout) || strings.Contains(r.stdout, "staged") {
 		t.Fatalf("watch of a cancelled run = %+v", r)
 	}
 	if r := e.run("", "cancel", slow); r.code != 0 {
 		t.Fatalf("second cancel = %+v", r)
+	}
+
+	// A run of more members that did not succeed than its error names
+	// points to get, which lists them all.
+	r = e.run("", "start", "wide", "--input", `{"who":"w"}`)
+	wide := runID(t, r)
+	if r := e.run("", "cancel", wide); r.code != 0 {
+		t.Fatalf("cancel wide = %+v", r)
+	}
+	if r := e.run("", "result", wide); r.code != 1 || !strings.Contains(r.stderr, "and 1 more") || !strings.Contains(r.stderr, "(ffrun get "+wide+" lists every member)") {
+		t.Fatalf("result of a cancelled wide run = %+v", r)
+	}
+}
+
+// TestOutcomeNamesEachFailureOnce: a run with several members that did
+// not succeed is explained in one line, the API's error, which names each.
+func TestOutcomeNamesEachFailureOnce(t *testing.T) {
+	t.Parallel()
+	e := start(t, false) // no worker: both members are cancelled unstarted
+	r := e.run("", "start", "greet", "--input", `{"who":"x"}`)
+	id := runID(t, r)
+	if r := e.run("", "cancel", id, "--reason", "enough"); r.code != 0 {
+		t.Fatalf("cancel = %+v", r)
+	}
+	want := "run " + id + " cancelled: result exec shout ended cancelled; hello cancelled: enough; shout cancelled: enough\n"
+	if r := e.run("", "result", id); r.code != 1 || r.stderr != want {
+		t.Fatalf("result of a run cancelled with 2 members = %+v, want stderr %q", r, want)
 	}
 }
 
@@ -272,16 +330,19 @@ func TestClientCommandErrors(t *testing.T) {
 		code       int
 		wantStderr string
 	}{
-		{[]string{"get"}, 2, "want RUN, got 0 operand(s)"},
+		{[]string{"get"}, 2, "usage: want RUN, got none\n"},
 		{[]string{"get", "a", "b"}, 2, "want RUN, got 2 operand(s): a b"},
 		{[]string{"templates", "x"}, 2, "want no operand"},
 		{[]string{"start", "greet", "--input", "{nope"}, 2, "--input is not valid JSON: {nope"},
 		{[]string{"start", "greet", "--input", "@/does/not/exist"}, 2, "no such file"},
 		{[]string{"start", "greet", "--watch", "--wait", "1s"}, 2, "exclude each other"},
 		{[]string{"runs", "--limit", "0"}, 2, "--limit 0: want 1..500"},
+		{[]string{"start", "greet", "--wait", "-1s"}, 2, "--wait -1s is negative"},
+		{[]string{"result", "0.00000000-0000-4000-8000-000000000000", "--wait", "-1s"}, 2, "--wait -1s is negative"},
 		{[]string{"runs", "--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"start", "nope", "--input", "{}"}, 1, "not_found"},
 		{[]string{"start", "greet", "--input", `{"who":1}`}, 1, "input.who"},
+		{[]string{"start", "greet"}, 1, "input: want Name (an object), got null (give the run's input with --input JSON|@FILE|-)\n"},
 		{[]string{"get", "0.00000000-0000-4000-8000-000000000000"}, 1, "not_found"},
 	}
 	for _, tc := range cases {
@@ -305,6 +366,65 @@ func TestClientCommandErrors(t *testing.T) {
 	}
 	if ffctl.IsCommand("serve") || !ffctl.IsCommand("watch") {
 		t.Fatal("IsCommand")
+	}
+}
+
+// TestNoServer: a refused connection says how to reach a server.
+func TestNoServer(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	r := runWith(t, map[string]string{"FF_SERVER": "http://" + addr}, "", "templates")
+	if r.code != 1 || !strings.Contains(r.stderr, addr) ||
+		!strings.HasSuffix(r.stderr, "\n(no ffrun listens there: start one, or give its URL with --server or FF_SERVER)\n") {
+		t.Fatalf("templates without a server = %+v", r)
+	}
+}
+
+// TestRequestTimeout: a server that accepts connections but never
+// answers does not hang a command: each request has a time limit.
+func TestRequestTimeout(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	begin := time.Now()
+	code := ffctl.Main(ctx, "get", []string{"0.00000000-0000-4000-8000-000000000000", "--server", "http://" + ln.Addr().String()}, ffctl.Env{
+		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" },
+		RequestTimeout: 300 * time.Millisecond,
+	})
+	if took := time.Since(begin); code != 1 || took > 10*time.Second || !strings.Contains(errb.String(), "Timeout exceeded") {
+		t.Fatalf("get against a server that never answers = %d after %s, stderr %q; want 1 within the request timeout",
+			code, took.Round(time.Millisecond), errb.String())
 	}
 }
 

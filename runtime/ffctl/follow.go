@@ -14,11 +14,16 @@ import (
 type FollowOptions struct {
 	Interval time.Duration // between reads of the run; 0 = WatchInterval
 	Indent   string        // before every line
+	// Attach is for a run that may have changed before Follow: the first
+	// read prints each member's state as found ("<exec>  completed"), not
+	// as a change from staged.
+	Attach bool
 }
 
 // Follow prints every change of a member's state of run id, one line each
 // with the time since Follow started, until the run ends; it then prints
-// the run's counts and returns the run as it ended.
+// the run's counts and returns the run as it ended. The first read shows
+// every member as changed from staged, or, with o.Attach, in its state.
 func Follow(ctx context.Context, w io.Writer, c *client.Client, id string, o FollowOptions) (*wire.FlowRun, error) {
 	if o.Interval <= 0 {
 		o.Interval = WatchInterval
@@ -40,11 +45,15 @@ func Follow(ctx context.Context, w io.Writer, c *client.Client, id string, o Fol
 				continue
 			}
 			from := last[x.Name]
+			last[x.Name] = now
+			if from == "" && o.Attach {
+				fmt.Fprintf(w, "%s%6s  %-*s  %s\n", o.Indent, since(start), width, x.Name, now)
+				continue
+			}
 			if from == "" {
 				from = "staged"
 			}
 			fmt.Fprintf(w, "%s%6s  %-*s  %s -> %s\n", o.Indent, since(start), width, x.Name, from, now)
-			last[x.Name] = now
 		}
 		if r.State != wire.RunRunning {
 			fmt.Fprintf(w, "%s%6s  run %s (%d succeeded, %d failed, %d skipped, %d cancelled)\n",

@@ -224,6 +224,16 @@ func TestUsageErrors(t *testing.T) {
 	if code := ffrun.Main([]string{"serve", "--valkey", "localhost"}, nil, &out, &out); code != 2 {
 		t.Fatalf("serve --valkey localhost: exit %d, want 2 (%s)", code, out.String())
 	}
+	// A client command's exit status is ffrun's, said once.
+	out.Reset()
+	if code := ffrun.Main([]string{"get"}, nil, &out, &out); code != 2 || strings.Contains(out.String(), "exit status") ||
+		strings.Count(out.String(), "ffrun get: usage: ") != 1 {
+		t.Fatalf("get without a run: exit %d, want 2 (%s)", code, out.String())
+	}
+	out.Reset()
+	if code := ffrun.Main([]string{"get", "0.x", "--server", "http://127.0.0.1:1"}, nil, &out, &out); code != 1 || strings.Contains(out.String(), "exit status") {
+		t.Fatalf("get against no server: exit %d, want 1 (%s)", code, out.String())
+	}
 }
 
 // TestDevServesFlowTemplates: ffrun dev --flows DIR serves the flows of DIR
