@@ -298,7 +298,11 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	}
 	if dev {
 		for _, name := range tlsEnv {
-			if env.Getenv(name) != "" {
+			v := env.Getenv(name)
+			if on, err := strconv.ParseBool(v); name == "FF_VALKEY_TLS" && err == nil && !on {
+				continue // an environment file shared with serve: asks for nothing
+			}
+			if v != "" {
 				return fmt.Errorf("%w: %s is set, but TLS to Valkey is for ffrun serve; ffrun dev talks to a child of its own without TLS", errUsage, name)
 			}
 		}

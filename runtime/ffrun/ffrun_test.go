@@ -239,7 +239,10 @@ func TestUsageErrors(t *testing.T) {
 // TestDevServesFlowTemplates: ffrun dev --flows DIR serves the flows of DIR
 // by name.
 func TestDevServesFlowTemplates(t *testing.T) {
-	r := start(t, []string{"dev", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--flows", "../../examples/flows"}, nil)
+	// FF_VALKEY_TLS=false, as an environment file shared with serve may
+	// hold, is no TLS option for dev to refuse.
+	r := start(t, []string{"dev", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--flows", "../../examples/flows"},
+		map[string]string{"FF_VALKEY_TLS": "false"})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, _ := client.New("http://" + r.api)

@@ -162,6 +162,7 @@ func TestValkeyTLSUsageErrors(t *testing.T) {
 		{"CA to a socket in env", []string{"serve"}, map[string]string{"FF_VALKEY_ADDR": "unix:/tmp/v.sock", "FF_VALKEY_TLS_CA": pki.CAFile}, "is a Unix socket, which has no TLS"},
 		{"TLS flag with dev", []string{"dev", "--valkey-tls"}, nil, "the --valkey flags are for ffrun serve"},
 		{"TLS env with dev", []string{"dev"}, map[string]string{"FF_VALKEY_TLS_CA": pki.CAFile}, "FF_VALKEY_TLS_CA is set, but TLS to Valkey is for ffrun serve"},
+		{"TLS on with dev", []string{"dev"}, map[string]string{"FF_VALKEY_TLS": "true"}, "FF_VALKEY_TLS is set, but TLS to Valkey is for ffrun serve"},
 		{"cert without key", append(vk, "--valkey-tls-cert", pki.ClientCertFile), nil, "--valkey-tls-cert and --valkey-tls-key go together"},
 		{"key without cert", append(vk, "--valkey-tls-key", pki.ClientKeyFile), nil, "--valkey-tls-cert and --valkey-tls-key go together"},
 		{"missing CA", append(vk, "--valkey-tls-ca", missing), nil, "--valkey-tls-ca: open " + missing + ": no such file"},
