@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +110,54 @@ func TestConfigValkeyTLSAndWait(t *testing.T) {
 		if _, err := server.Open(ctx, tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Open(%+v) = %v, want an error mentioning %q", tt.cfg, err, tt.want)
 		}
+	}
+}
+
+// TestOpenWaitsWhileValkeyIsFull: a Valkey at its maxclients hangs up on
+// a new connection (its "max number of clients reached" reaches valkey-go
+// as the end of the connection): waiting can heal that, as others hang
+// up, so Open with a wait retries until there is room.
+func TestOpenWaitsWhileValkeyIsFull(t *testing.T) {
+	addr := valkeytest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin := valkeytest.Client(t, addr)
+	n, err := admin.Do(ctx, admin.B().ClientList().Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for the connections open now, none more.
+	full := strconv.Itoa(strings.Count(strings.TrimSpace(n), "\n") + 1)
+	if err := admin.Do(ctx, admin.B().ConfigSet().ParameterValue().ParameterValue("maxclients", full).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.Config{ValkeyAddr: addr, KeyPrefix: valkeytest.Prefix(t), DisableScanners: true}
+	if s, err := server.Open(ctx, cfg); err == nil {
+		s.Close()
+		t.Fatal("Open with no wait on a full server succeeded")
+	}
+	var log lockedBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	cfg.ValkeyWait = 50 * time.Second
+	opened := make(chan error, 1)
+	go func() {
+		s, err := server.Open(ctx, cfg)
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	for log.count(`msg="waiting for valkey"`) == 0 {
+		select {
+		case err := <-opened:
+			t.Fatalf("Open returned (%v) before it said it waits", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := admin.Do(ctx, admin.B().ConfigSet().ParameterValue().ParameterValue("maxclients", "10000").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("Open with a wait: %v", err)
 	}
 }
