@@ -48,6 +48,9 @@ const RequestTimeout = 30 * time.Second
 // pollMax is the longest wait a command asks of the result route.
 const pollMax = time.Minute
 
+// forever is the wait of await without an end.
+const forever time.Duration = -1
+
 // Exit statuses.
 const (
 	ExitOK      = 0
@@ -65,6 +68,24 @@ type Env struct {
 	RequestTimeout time.Duration
 }
 
+// withDefaults fills in what env leaves nil: no input, output discarded, no
+// environment variables.
+func (env Env) withDefaults() Env {
+	if env.Stdin == nil {
+		env.Stdin = strings.NewReader("")
+	}
+	if env.Stdout == nil {
+		env.Stdout = io.Discard
+	}
+	if env.Stderr == nil {
+		env.Stderr = io.Discard
+	}
+	if env.Getenv == nil {
+		env.Getenv = func(string) string { return "" }
+	}
+	return env
+}
+
 // Usage lists the commands, for ffrun's help.
 const Usage = `  ffrun templates                     list the flows the server serves by name
   ffrun start TEMPLATE [--input JSON|@FILE|-] [--key K] [--watch | --wait D]
@@ -76,8 +97,8 @@ const Usage = `  ffrun templates                     list the flows the server s
   ffrun result RUN [--wait D]         the result of a run that succeeded
   ffrun cancel RUN [--reason R]       cancel every member that has not ended
   ffrun replay RUN [--watch]          run a failed or cancelled run again from its failures
-  (each takes --server URL, default FF_SERVER or ` + ServerDefault + `, --namespace NS and --json;
-   the token is read from FF_API_TOKEN)
+  (each takes --server URL, default FF_SERVER or ` + ServerDefault + `, and --json; start and
+   runs take --namespace NS; the token is read from FF_API_TOKEN)
 `
 
 // IsCommand reports whether name is one of the client commands.
@@ -95,6 +116,7 @@ var errRunDidNotSucceed = errors.New("run did not succeed")
 // Main runs the client command name with its arguments and returns the exit
 // status.
 func Main(ctx context.Context, name string, args []string, env Env) int {
+	env = env.withDefaults()
 	err := run(ctx, name, args, env)
 	switch {
 	case err == nil:
@@ -130,7 +152,6 @@ func newCmd(name string, env Env) *cmd {
 	c := &cmd{name: name, env: env, fs: flag.NewFlagSet("ffrun "+name, flag.ContinueOnError)}
 	c.fs.SetOutput(env.Stderr)
 	c.fs.StringVar(&c.server, "server", cmp.Or(env.Getenv("FF_SERVER"), ServerDefault), "ffrun API base URL (env FF_SERVER)")
-	c.fs.StringVar(&c.namespace, "namespace", "", "namespace (default: the template's, or the server's default)")
 	c.fs.BoolVar(&c.json, "json", false, "print the API's answer as JSON")
 	return c
 }
@@ -251,6 +272,7 @@ func typeName(t *plan.TypeRef) string {
 }
 
 func (c *cmd) start(ctx context.Context, args []string) error {
+	c.fs.StringVar(&c.namespace, "namespace", "", "namespace of the run (default: the template's)")
 	input := c.fs.String("input", "", "the run's input: JSON text, @FILE, or - for standard input (default: none)")
 	key := c.fs.String("key", "", "idempotency key: a repeat returns the first run")
 	watch := c.fs.Bool("watch", false, "print the members' state changes until the run ends, then its result")
@@ -344,6 +366,7 @@ func clip(s string, n int) string {
 }
 
 func (c *cmd) runs(ctx context.Context, args []string) error {
+	c.fs.StringVar(&c.namespace, "namespace", "", "namespace whose runs to list (default: the server's default)")
 	flow := c.fs.String("flow", "", "only runs of this flow")
 	state := c.fs.String("state", "", "only runs in this state: running, succeeded, failed or cancelled")
 	limit := c.fs.Int("limit", 20, fmt.Sprintf("at most this many runs (1..%d)", runsMaxPage))
@@ -462,7 +485,7 @@ func (c *cmd) follow(ctx context.Context, id string, attach bool) error {
 	var r *wire.FlowRun
 	var err error
 	if c.json {
-		r, err = c.await(ctx, id)
+		r, err = c.await(ctx, id, forever)
 	} else {
 		r, err = Follow(ctx, c.env.Stdout, c.c, id, FollowOptions{Interval: WatchInterval, Attach: attach})
 	}
@@ -472,13 +495,23 @@ func (c *cmd) follow(ctx context.Context, id string, attach bool) error {
 	return c.outcome(r)
 }
 
-// await waits for the run to end with long-polls of the result route.
-func (c *cmd) await(ctx context.Context, id string) (*wire.FlowRun, error) {
+// await waits for the run to end with long-polls of the result route, up
+// to wait (0: asks once; forever: for as long as it takes); a run still
+// running then is an error.
+func (c *cmd) await(ctx context.Context, id string, wait time.Duration) (*wire.FlowRun, error) {
+	deadline := time.Now().Add(wait)
 	for {
-		r, err := c.poll.RunResult(ctx, id, pollMax)
+		poll := pollMax
+		if wait != forever {
+			poll = min(time.Until(deadline), pollMax)
+		}
+		r, err := c.poll.RunResult(ctx, id, poll)
 		var ae *client.APIError
 		if errors.As(err, &ae) && ae.Code == wire.CodeNotTerminal {
-			continue
+			if wait == forever || time.Until(deadline) > 0 {
+				continue
+			}
+			return nil, fmt.Errorf("run %s is still running (ffrun result %s --wait D waits for its end)", id, id)
 		}
 		return r, err
 	}
@@ -548,21 +581,11 @@ func checkWait(d time.Duration) error {
 // awaitResult waits up to wait for run id to end and prints its outcome;
 // a run still running then is an error.
 func (c *cmd) awaitResult(ctx context.Context, id string, wait time.Duration) error {
-	deadline := time.Now().Add(wait)
-	for {
-		r, err := c.poll.RunResult(ctx, id, min(time.Until(deadline), pollMax))
-		var ae *client.APIError
-		if errors.As(err, &ae) && ae.Code == wire.CodeNotTerminal {
-			if time.Until(deadline) > 0 {
-				continue
-			}
-			return fmt.Errorf("run %s is still running (ffrun result %s --wait D waits for its end)", id, id)
-		}
-		if err != nil {
-			return err
-		}
-		return c.outcome(r)
+	r, err := c.await(ctx, id, wait)
+	if err != nil {
+		return err
 	}
+	return c.outcome(r)
 }
 
 func (c *cmd) cancel(ctx context.Context, args []string) error {

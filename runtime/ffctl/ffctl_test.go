@@ -364,6 +364,10 @@ func TestClientCommandErrors(t *testing.T) {
 	if r := runWith(t, nil, "", "templates", "--server", "::nope"); r.code != 2 {
 		t.Fatalf("templates with a bad --server = %+v", r)
 	}
+	// An Env with nothing set is usable (no input, output discarded).
+	if code := ffctl.Main(context.Background(), "get", nil, ffctl.Env{}); code != 2 {
+		t.Fatalf("get with an empty Env: exit %d, want 2", code)
+	}
 	if ffctl.IsCommand("serve") || !ffctl.IsCommand("watch") {
 		t.Fatal("IsCommand")
 	}
@@ -469,3 +473,17 @@ func compact(raw json.RawMessage) string {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestNamespaceOnlyWhereItMeansSomething: --namespace is a flag of start
+// and runs; get (which names a run, namespace included) refuses it rather
+// than ignore it.
+func TestNamespaceOnlyWhereItMeansSomething(t *testing.T) {
+	t.Parallel()
+	e := start(t, false)
+	if r := e.run("", "get", "0.x", "--namespace", "other"); r.code != 2 || !strings.Contains(r.stderr, "flag provided but not defined: -namespace") {
+		t.Fatalf("get --namespace = %+v", r)
+	}
+	if r := e.run("", "runs", "--namespace", "other"); r.code != 0 || r.stdout != "no runs in namespace other (--namespace for another)\n" {
+		t.Fatalf("runs --namespace = %+v", r)
+	}
+}
