@@ -3,6 +3,7 @@ package scanner
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -28,6 +29,12 @@ func NewLibrary(cfg LibraryConfig) (*Library, error) {
 	cfg.Interval = cmp.Or(cfg.Interval, store.LibraryKeepInterval)
 	if err := checkCommon("library", cfg.Store, cfg.Interval, 1); err != nil {
 		return nil, err
+	}
+	if cfg.Interval > store.LibraryIdleAfter/2 {
+		// Other processes would find this version idle between two records
+		// and delete its library, which it would then load again and again.
+		return nil, fmt.Errorf("scanner: library: Config.Interval = %s, want at most %s (half of store.LibraryIdleAfter)",
+			cfg.Interval, store.LibraryIdleAfter/2)
 	}
 	r := newRunner("library", cfg.Store, cfg.Interval, cfg.Logger,
 		func(ctx context.Context, _ int) (store.ScanResult, error) {

@@ -36,7 +36,10 @@ func TestLibraryScanner(t *testing.T) {
 	idle := strconv.FormatInt(sec*1000-store.LibraryIdleAfter.Milliseconds()-1000, 10)
 	c.Do(ctx, c.B().Hset().Key(key).FieldValue().FieldValue(other, idle).FieldValue(lua.Version(), idle).Build())
 
-	sc, err := NewLibrary(LibraryConfig{Store: s, Interval: time.Hour, Logger: testLogger(t)})
+	if _, err := NewLibrary(LibraryConfig{Store: s, Interval: store.LibraryIdleAfter/2 + time.Second}); err == nil || !strings.Contains(err.Error(), "Interval") {
+		t.Fatalf("an interval over half the idle time: %v", err)
+	}
+	sc, err := NewLibrary(LibraryConfig{Store: s, Interval: store.LibraryIdleAfter / 2, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
