@@ -108,7 +108,9 @@ local DURATION_DIGITS = 15
 --          do not renew it
 -- ARGV[6..] triples: dimension, hard limit, soft limit ('0' = none);
 --          limits are integers 0..2^63-1
--- Reply: {1, 'created' | 'updated' | 'exists'}
+-- Reply: {1, 'created' | 'updated' | 'exists' | 'differs'}: 'differs' is
+--        an existing budget left as it is although the definition given
+--        (only create) is another
 --        {0, 'invalid', field, message} (nothing written)
 local function ff_budget_upsert(keys, argv)
   if argv[1] ~= 'shared' and argv[1] ~= 'run' then
@@ -149,7 +151,20 @@ local function ff_budget_upsert(keys, argv)
   local k = budget_keys(keys[1])
   local now = now_ms()
   local existed = redis.call('EXISTS', k.def) == 1
-  if existed and argv[4] == '1' then return ok('exists') end
+  if existed and argv[4] == '1' then
+    local want = {'scope', argv[1], 'on_hard_limit', argv[2], 'reset_ms', argv[3], 'dims', table.concat(dims, ',')}
+    for i = 1, #fields, 2 do
+      want[#want + 1] = fields[i]
+      want[#want + 1] = fields[i + 1]
+    end
+    local names = {}
+    for i = 1, #want, 2 do names[#names + 1] = want[i] end
+    local have = redis.call('HMGET', k.def, unpack(names))
+    for i = 1, #names do
+      if (have[i] or '') ~= want[2 * i] then return ok('differs') end
+    end
+    return ok('exists')
+  end
   local old = existed and (redis.call('HGET', k.def, 'dims') or '') or ''
   for d in string.gmatch(old, '[^,]+') do
     if not keep[d] then redis.call('HDEL', k.def, 'h:' .. d, 's:' .. d) end

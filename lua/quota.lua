@@ -25,10 +25,18 @@
 -- ARGV[4]  jitter ms
 -- ARGV[5]  key field path ('' = unkeyed)
 -- ARGV[6]  '1' = only create
--- Reply: {1, 'created' | 'updated' | 'exists'}
+-- Reply: {1, 'created' | 'updated' | 'exists' | 'differs'}: 'differs' is
+--        an existing definition left as it is although the one given
+--        (only create) is another
 local function ff_quota_upsert(keys, argv)
   local existed = redis.call('EXISTS', keys[1]) == 1
-  if existed and argv[6] == '1' then return ok('exists') end
+  if existed and argv[6] == '1' then
+    local d = redis.call('HMGET', keys[1], 'rate', 'window_ms', 'concurrency', 'jitter_ms', 'key')
+    for i = 1, 5 do
+      if (d[i] or '') ~= argv[i] then return ok('differs') end
+    end
+    return ok('exists')
+  end
   local now = now_ms()
   redis.call('HSET', keys[1], 'rate', argv[1], 'window_ms', argv[2], 'concurrency', argv[3],
     'jitter_ms', argv[4], 'key', argv[5], 'updated_at', ts(now))

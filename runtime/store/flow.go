@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -476,19 +477,47 @@ func (s *Store) registerResources(ctx context.Context, f *plan.Flow, ns string, 
 		if !refs.used[b.Name] {
 			continue
 		}
-		if _, err := s.upsertBudget(ctx, BudgetSpecFromPlan(ns, b, run), true); err != nil {
+		spec := BudgetSpecFromPlan(ns, b, run)
+		st, err := s.upsertBudget(ctx, spec, true)
+		if err != nil {
 			return fmt.Errorf("store: register budget %s of run %s: %w", b.Name, run, err)
+		}
+		if st == "differs" {
+			s.warnDiffers(ctx, "budget", spec.ID, f.Name, "PUT /v1/budgets")
 		}
 	}
 	for _, q := range f.QuotaDefs {
 		if !refs.usedQ[q.Name] {
 			continue
 		}
-		if _, err := s.upsertQuota(ctx, QuotaSpecFromPlan(ns, q), true); err != nil {
+		spec := QuotaSpecFromPlan(ns, q)
+		st, err := s.upsertQuota(ctx, spec, true)
+		if err != nil {
 			return fmt.Errorf("store: register quota %s of run %s: %w", q.Name, run, err)
+		}
+		if st == "differs" {
+			s.warnDiffers(ctx, "quota", spec.ID, f.Name, "PUT /v1/quotas")
 		}
 	}
 	return nil
+}
+
+// differsWarnEvery is how often staging warns, per budget or quota, that
+// a plan defines it otherwise than the server.
+const differsWarnEvery = 10 * time.Minute
+
+// warnDiffers logs, at most once per differsWarnEvery and resource, that a
+// run was staged under the stored definition of a shared budget or quota
+// although its plan defines it otherwise: staging creates resources, it
+// does not change them.
+func (s *Store) warnDiffers(ctx context.Context, kind, id, flow, route string) {
+	now := time.Now()
+	if last, ok := s.warned.Load(kind + " " + id); ok && now.Sub(last.(time.Time)) < differsWarnEvery {
+		return
+	}
+	s.warned.Store(kind+" "+id, now)
+	s.log.WarnContext(ctx, "the plan defines this "+kind+" otherwise than the server; runs use the server's definition (ffrun --flows with the new file, or "+route+", changes it)",
+		slog.String(kind, id), slog.String("flow", flow))
 }
 
 // stageChunked writes the members of a large run in chunks (invisible),

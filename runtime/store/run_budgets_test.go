@@ -2,8 +2,10 @@ package store
 
 import (
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/flowfabric/ff/compiler/plan"
@@ -133,5 +135,54 @@ func TestStagingAfterKeyExpiredMidwayGetsBudgets(t *testing.T) {
 	b, err := e.s.GetBudget(e.ctx, RunBudgetID("default", "per_run", r.ID))
 	if err != nil || b.Dimensions[0].Hard != 10 {
 		t.Fatalf("run budget of the new run = %+v, %v", b, err)
+	}
+}
+
+// logBuffer is a log destination for one test's store.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.WriteString(string(p))
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Staging leaves an existing shared budget or quota as it is; when the
+// plan defines it otherwise, it says so (once in a while, not per run), so
+// a limit changed in a .ff file and staged from the regenerated plan does
+// not seem to apply silently.
+func TestStagingWarnsWhenThePlanDefinesResourcesOtherwise(t *testing.T) {
+	t.Parallel()
+	var logs logBuffer
+	e := newEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	f := budgetFlow()
+	f.Execs[0].Quotas = []string{"per_flow"}
+	f.QuotaDefs = []plan.Quota{{Name: "per_flow", Concurrency: 4}}
+	e.stage(f, `{}`)
+	if strings.Contains(logs.String(), "otherwise") {
+		t.Fatalf("warned with the definitions as staged:\n%s", logs.String())
+	}
+	// The plan changes; the server keeps its definitions.
+	f.BudgetDefs[0].Dimensions[0].Hard = 5
+	f.QuotaDefs[0].Concurrency = 1
+	e.stage(f, `{}`)
+	e.stage(f, `{}`)
+	out := logs.String()
+	for _, want := range []string{`budget=default/daily`, `quota=default/per_flow`} {
+		if n := strings.Count(out, "the plan defines this"); !strings.Contains(out, want) || n != 2 {
+			t.Errorf("want one warning naming %s (of 2 in all), got %d:\n%s", want, n, out)
+		}
+	}
+	if b, err := e.s.GetBudget(e.ctx, BudgetID("default", "daily")); err != nil || b.Dimensions[0].Hard != 1000 {
+		t.Fatalf("the stored budget: %+v, %v; want it left at 1000", b, err)
 	}
 }

@@ -86,6 +86,8 @@ type Store struct {
 
 	prepared preparedFlows // what staging derived from the plans staged lately
 
+	warned sync.Map // "budget <id>" or "quota <id>" -> when staging last warned it differs (warnDiffers)
+
 	// hook, set by tests only, runs at points of staging a run: "stage"
 	// right before its staging call (after the idempotency key was read),
 	// "commit" between the chunks of a large run and their commit.
