@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -20,6 +21,7 @@ var httpDurationBounds = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 // httpMetrics counts the requests the API answers and what the worker
 // protocol did. A nil *httpMetrics counts nothing (Config.Metrics unset).
 type httpMetrics struct {
+	inFlight atomic.Int64 // requests being answered
 	requests *metrics.CounterVec
 	duration *metrics.HistogramVec
 	grants   *metrics.CounterVec
@@ -38,6 +40,11 @@ func newHTTPMetrics(r *metrics.Registry) *httpMetrics {
 		reports: r.Counter("ff_reports_total",
 			"Worker reports by kind (renew, complete, fail) and result: ok, or the item's error code (stale_lease, ...).", "report", "result"),
 	}
+	r.AddCollector(func(context.Context) []metrics.GaugeFamily {
+		return []metrics.GaugeFamily{{Name: "ff_http_requests_in_flight",
+			Help:    "HTTP requests being answered now (waiting long-polls included).",
+			Samples: []metrics.Sample{{Value: float64(m.inFlight.Load())}}}}
+	})
 	// Series that exist from the start, so that rate() sees the first one.
 	for _, how := range []string{"claim", "handoff"} {
 		m.grants.Add(0, how)
@@ -79,7 +86,9 @@ func (m *httpMetrics) reported(report string, res []wire.LeaseResult) {
 func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
+		m.inFlight.Add(1)
 		err := next(c)
+		m.inFlight.Add(-1)
 		status := c.Response().Status
 		if err != nil {
 			status = asError(err).Status

@@ -232,6 +232,18 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	}
 }
 
+// Waiting returns how many claims wait for work now (long-polls parked
+// until a wake-up or their deadline), for metrics.
+func (s *Scheduler) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, g := range s.groups {
+		n += len(g.waiters)
+	}
+	return n
+}
+
 // Claim grants up to req.Max tasks. With req.Wait > 0 it returns as soon as
 // at least one task was granted, or empty when the wait ends, ctx ends or
 // the scheduler stops.

@@ -11,6 +11,7 @@ import (
 	"github.com/flowfabric/ff/lua"
 	"github.com/flowfabric/ff/runtime/metrics"
 	"github.com/flowfabric/ff/runtime/scanner"
+	"github.com/flowfabric/ff/runtime/scheduler"
 	"github.com/flowfabric/ff/runtime/store"
 )
 
@@ -23,7 +24,7 @@ type serverMetrics struct {
 	scannerHandled *metrics.CounterVec
 }
 
-func newServerMetrics(st *store.Store, log *slog.Logger, version string) *serverMetrics {
+func newServerMetrics(st *store.Store, sched *scheduler.Scheduler, log *slog.Logger, version string) *serverMetrics {
 	reg := metrics.NewRegistry()
 	m := &serverMetrics{
 		reg: reg,
@@ -39,7 +40,11 @@ func newServerMetrics(st *store.Store, log *slog.Logger, version string) *server
 		return storeGauges(ctx, st, log)
 	})
 	reg.AddCollector(func(context.Context) []metrics.GaugeFamily {
-		return processGauges(start, cmp.Or(version, "unknown"))
+		return append(processGauges(start, cmp.Or(version, "unknown")), metrics.GaugeFamily{
+			Name:    "ff_claims_waiting",
+			Help:    "Claims of this ffrun waiting for work (long-polls parked until a wake-up or their deadline).",
+			Samples: []metrics.Sample{{Value: float64(sched.Waiting())}},
+		})
 	})
 	return m
 }

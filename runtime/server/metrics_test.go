@@ -274,3 +274,46 @@ func TestMetricsWithoutValkey(t *testing.T) {
 		m = scrape(t, env, "")
 	}
 }
+
+// TestMetricsInFlightAndWaitingClaims: a long-poll claim parked for work
+// shows in ff_claims_waiting and in ff_http_requests_in_flight (with the
+// scrape itself), and leaves both once it is answered.
+func TestMetricsInFlightAndWaitingClaims(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := ctxT(t)
+	if m := scrape(t, env, ""); m["ff_claims_waiting"] != 0 || m["ff_http_requests_in_flight"] < 1 {
+		t.Fatalf("idle: waiting %v, in flight %v (want 0 and at least the scrape)", m["ff_claims_waiting"], m["ff_http_requests_in_flight"])
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := env.Client.Claim(ctx, wire.ClaimRequest{WorkerID: "w", WaitMs: 20000})
+		done <- err
+	}()
+	var m map[string]float64
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if m = scrape(t, env, ""); m["ff_claims_waiting"] == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if m["ff_claims_waiting"] != 1 || m["ff_http_requests_in_flight"] != 2 {
+		t.Fatalf("a parked claim: waiting %v, in flight %v (want 1 and 2)", m["ff_claims_waiting"], m["ff_http_requests_in_flight"])
+	}
+	if _, _, err := env.Client.CreateExecution(ctx, wire.CreateExecution{Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The answer may reach the client a moment before the handler returns.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if m = scrape(t, env, ""); m["ff_claims_waiting"] == 0 && m["ff_http_requests_in_flight"] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the claim: waiting %v, in flight %v", m["ff_claims_waiting"], m["ff_http_requests_in_flight"])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

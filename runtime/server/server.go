@@ -198,7 +198,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	notices.subscribe = scheduler.ValkeySubscriber(vk, st.RunsChannel())
 	s.notices = notices
 	adm := newAdmissionService(log, st, sched)
-	met := newServerMetrics(st, log, cfg.Version)
+	met := newServerMetrics(st, sched, log, cfg.Version)
 	a, err := api.New(api.Config{
 		Service:      &service{log: log, vk: vk, st: st, sched: sched, onClaim: adm.onClaim},
 		Token:        cfg.Token,
