@@ -203,6 +203,21 @@ func (g *generator) method(fl *plan.Flow, ex *plan.Exec, n goname.Flow) method {
 	return m
 }
 
+// onFailureOnly reports whether ex runs only when upstream up failed, so
+// that up's output is never there: ex joins all its upstreams and its edge
+// from up holds on failure only.
+func onFailureOnly(fl *plan.Flow, ex *plan.Exec, up string) bool {
+	if ex.Join.Kind != plan.JoinAll {
+		return false
+	}
+	for _, e := range fl.Edges {
+		if e.From == up && e.To == ex.Name {
+			return e.On == plan.OnFailure
+		}
+	}
+	return false
+}
+
 // genHandlers writes the upstream structs and the <Flow>Handlers interface.
 func (g *generator) genHandlers(f *jen.File, fl *plan.Flow, n goname.Flow) error {
 	var methods []jen.Code
@@ -215,6 +230,10 @@ func (g *generator) genHandlers(f *jen.File, fl *plan.Flow, n goname.Flow) error
 				typ, err := g.goType(u.Output)
 				if err != nil {
 					return fmt.Errorf("gen: flow %q: exec %q: output: %w", fl.Name, u.Name, err)
+				}
+				if onFailureOnly(fl, ex, u.Name) {
+					fields = append(fields, doc("%s is always nil: %s runs only when %s failed (an on failure edge, under join all); worker.TaskFrom(ctx).UpstreamError(%q) says why.",
+						goname.Of(u.Name), ex.Name, u.Name, u.Name))
 				}
 				fields = append(fields, jen.Id(goname.Of(u.Name)).Op("*").Add(typ).Tag(map[string]string{"json": u.Name + ",omitempty"}))
 			}

@@ -1348,15 +1348,20 @@ type FulfilOrderReleaseStockUpstream struct {
 // FulfilOrderVoidAuthorizationUpstream holds the upstream outputs passed to
 // FulfilOrderHandlers.VoidAuthorization.
 type FulfilOrderVoidAuthorizationUpstream struct {
-	AuthorizePayment *Payment     `json:"authorize_payment,omitempty"`
-	ReserveStock     *Reservation `json:"reserve_stock,omitempty"`
+	AuthorizePayment *Payment `json:"authorize_payment,omitempty"`
+	// ReserveStock is always nil: void_authorization runs only when reserve_stock
+	// failed (an on failure edge, under join all);
+	// worker.TaskFrom(ctx).UpstreamError("reserve_stock") says why.
+	ReserveStock *Reservation `json:"reserve_stock,omitempty"`
 }
 
 // FulfilOrderRefundPaymentUpstream holds the upstream outputs passed to
 // FulfilOrderHandlers.RefundPayment.
 type FulfilOrderRefundPaymentUpstream struct {
-	CapturePayment *Payment  `json:"capture_payment,omitempty"`
-	Ship           *Shipment `json:"ship,omitempty"`
+	CapturePayment *Payment `json:"capture_payment,omitempty"`
+	// Ship is always nil: refund_payment runs only when ship failed (an on failure
+	// edge, under join all); worker.TaskFrom(ctx).UpstreamError("ship") says why.
+	Ship *Shipment `json:"ship,omitempty"`
 }
 
 // FulfilOrderHandlers implements the execs of flow "fulfil_order", one method
@@ -1876,7 +1881,10 @@ type NightlyETLLoadUpstream struct {
 // NightlyETLQuarantineUpstream holds the upstream outputs passed to
 // NightlyETLHandlers.Quarantine.
 type NightlyETLQuarantineUpstream struct {
-	Extract  *Staged `json:"extract,omitempty"`
+	Extract *Staged `json:"extract,omitempty"`
+	// Validate is always nil: quarantine runs only when validate failed (an on
+	// failure edge, under join all); worker.TaskFrom(ctx).UpstreamError("validate")
+	// says why.
 	Validate *Staged `json:"validate,omitempty"`
 }
 
@@ -2332,6 +2340,9 @@ type PublishPublishUpstream struct {
 // PublishAlertUpstream holds the upstream outputs passed to
 // PublishHandlers.Alert.
 type PublishAlertUpstream struct {
+	// Transcode is always nil: alert runs only when transcode failed (an on failure
+	// edge, under join all); worker.TaskFrom(ctx).UpstreamError("transcode") says
+	// why.
 	Transcode *Clip `json:"transcode,omitempty"`
 }
 
