@@ -13,6 +13,7 @@ import (
 
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/store"
+	"github.com/valkey-io/valkey-go"
 )
 
 // lockedBuffer is a log destination shared by the scanner goroutine and
@@ -113,5 +114,84 @@ func TestScannerWarnsOncePerOutage(t *testing.T) {
 	}
 	if back := logs.lines("scanner ticks succeed again"); len(back) != 1 {
 		t.Errorf("want one line saying ticks succeed again, got %d", len(back))
+	}
+}
+
+// A scanner that keeps failing warns again when the cause changes (here:
+// FCALL refused, then the library gone and FUNCTION LOAD refused), not
+// only at the start of the outage; the same cause again is not repeated.
+func TestScannerWarnsWhenTheCauseChanges(t *testing.T) {
+	t.Parallel()
+	srv, err := valkeytest.Launch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	admin := valkeytest.Client(t, srv.Addr)
+	ctx := context.Background()
+	// The store's own user, whose permissions the test changes.
+	if err := admin.Do(ctx, admin.B().Arbitrary("ACL", "SETUSER", "sc", "on", ">pw", "~*", "&*", "+@all").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr}, Username: "sc", Password: "pw", DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := store.Open(ctx, store.Config{Client: c, FlowPartitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	sc, err := NewLeaseExpiry(LeaseExpiryConfig{Store: s, Interval: IntervalMin,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.changeWarnEvery = 0
+	var failed, succeeded atomic.Int64
+	sc.observe = func(_ string, _ int, err error) {
+		if err != nil {
+			failed.Add(1)
+		} else {
+			succeeded.Add(1)
+		}
+	}
+	do := func(args ...string) {
+		t.Helper()
+		if err := admin.Do(ctx, admin.B().Arbitrary(args...).Build()).Error(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	waitFor := func(what string, n *atomic.Int64, atLeast int64) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); n.Load() < atLeast; {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited 20s for %d %s ticks, saw %d", atLeast, what, n.Load())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if err := sc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Stop(ctx)
+	waitFor("successful", &succeeded, 1)
+	do("ACL", "SETUSER", "sc", "-fcall")
+	waitFor("failed", &failed, 3)
+	do("ACL", "SETUSER", "sc", "+fcall", "-function")
+	do("FUNCTION", "FLUSH") // the store's calls find no function and cannot load it
+	n := failed.Load()
+	waitFor("failed", &failed, n+3)
+	do("ACL", "SETUSER", "sc", "+function")
+	ok := succeeded.Load()
+	waitFor("successful", &succeeded, ok+1)
+	if err := sc.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	warns := logs.lines("level=WARN")
+	if len(warns) != 2 || !strings.Contains(warns[0], "scanner tick failed") || !strings.Contains(warns[0], "'fcall'") ||
+		!strings.Contains(warns[1], "fails differently now") || !strings.Contains(warns[1], "FUNCTION LOAD") {
+		t.Errorf("want a warning for each cause, got %d:\n%s", len(warns), strings.Join(warns, "\n"))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,10 @@ const (
 	// handles on one partition.
 	LimitDefault = 100
 )
+
+// changeWarnEveryDefault is how often at most a failing scanner warns that
+// its failure's cause changed.
+const changeWarnEveryDefault = time.Minute
 
 // Log attribute keys.
 const (
@@ -54,7 +59,10 @@ type runner struct {
 	rotate   bool                            // each tick starts at the partition after the last tick's first
 	first    int                             // the partition the last tick started at (rotate)
 	observe  Observer                        // optional: told of every background tick
-	log      *slog.Logger
+	// changeWarnEvery bounds how often a failing scanner warns that the
+	// failure's cause changed (changeWarnEveryDefault; tests set it lower).
+	changeWarnEvery time.Duration
+	log             *slog.Logger
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -65,7 +73,8 @@ func newRunner(name string, s *store.Store, interval time.Duration, log *slog.Lo
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &runner{name: name, interval: interval, store: s, step: fn, log: log.With(attrScanner, name)}
+	return &runner{name: name, interval: interval, store: s, step: fn, log: log.With(attrScanner, name),
+		changeWarnEvery: changeWarnEveryDefault}
 }
 
 // checkCommon validates the fields every scanner config has.
@@ -121,7 +130,9 @@ func (r *runner) loop(ctx context.Context, done chan struct{}) {
 	// Start at a random point of the first interval so that several ffrun
 	// processes do not tick in step.
 	wait := time.Duration(rand.Int64N(int64(r.interval)))
-	failing := false // the last tick failed: an outage already warned about
+	failing := false  // the last tick failed: an outage already warned about
+	var warned string // the cause warned about last, while failing
+	var warnedAt time.Time
 	for {
 		timer := time.NewTimer(wait)
 		select {
@@ -141,7 +152,15 @@ func (r *runner) loop(ctx context.Context, done chan struct{}) {
 			n, first := firstError(err)
 			r.log.WarnContext(ctx, "scanner tick failed; repeats are logged at debug level until a tick succeeds",
 				attrError, first, attrFailedParts, n)
-			failing = true
+			failing, warned, warnedAt = true, cause(first), time.Now()
+		case err != nil && cause(firstErrorOnly(err)) != warned && time.Since(warnedAt) >= r.changeWarnEvery:
+			// Another cause in the same outage (the server came back with
+			// other permissions, say): worth a warning of its own, but not
+			// every tick when the causes alternate.
+			n, first := firstError(err)
+			r.log.WarnContext(ctx, "scanner tick fails differently now; repeats are logged at debug level until a tick succeeds",
+				attrError, first, attrFailedParts, n)
+			warned, warnedAt = cause(first), time.Now()
 		case err != nil:
 			r.log.DebugContext(ctx, "scanner tick failed", attrError, err)
 		case failing:
@@ -156,6 +175,21 @@ func (r *runner) loop(ctx context.Context, done chan struct{}) {
 			wait = CatchUpInterval
 		}
 	}
+}
+
+// firstErrorOnly is the first error of a tick (firstError).
+func firstErrorOnly(err error) error {
+	_, first := firstError(err)
+	return first
+}
+
+// cause is the text of a tick's error without the partition it names, so
+// that the same failure on every partition reads as one cause.
+func cause(err error) string {
+	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), "partition ") {
+		return inner.Error()
+	}
+	return err.Error()
 }
 
 // firstError returns how many errors a tick joined (one per failed call)
