@@ -104,7 +104,7 @@ serves their flows as templates (/v1/templates); an error refuses to start.
 ffrun serve waits up to --valkey-wait (30s) for a Valkey that is not up
 yet, and reaches one that requires TLS with --valkey-tls, or --valkey-tls-ca
 FILE for a private authority (client certificates: --valkey-tls-cert and
---valkey-tls-key).
+--valkey-tls-key). --tls-cert and --tls-key serve the API over HTTPS.
 
 Run "ffrun serve -h" or "ffrun dev -h" for the flags. Every flag can also be
 set through the environment variable shown in its help. Secrets are read
@@ -178,6 +178,8 @@ type options struct {
 	valkeyWait      time.Duration
 	tls             tlsFlags
 	tlsConfig       *tls.Config // built from tls; nil = no TLS
+	apiCert, apiKey string      // --tls-cert, --tls-key: HTTPS for the API
+	apiTLS          *tls.Config // built from them; nil = plain HTTP
 }
 
 // flagSet registers flags whose defaults come from environment variables;
@@ -272,6 +274,8 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 		listen = "127.0.0.1:8080"
 	}
 	fs.str(&o.listen, "listen", "FF_LISTEN", listen, "API listen address")
+	fs.str(&o.apiCert, "tls-cert", "FF_TLS_CERT", "", "PEM `file` of the API's certificate: serve HTTPS (with --tls-key; reloaded when the file changes)")
+	fs.str(&o.apiKey, "tls-key", "FF_TLS_KEY", "", "PEM `file` of the API certificate's private key (with --tls-cert)")
 	fs.str(&o.flows, "flows", "FF_FLOWS", "", "directory of .ff files whose flows are served as templates (compiled at start; errors refuse to start)")
 	fs.str(&o.prefix, "key-prefix", "FF_KEY_PREFIX", "", "prefix of every Valkey key")
 	fs.integer(&o.partitions, "partitions", "FF_PARTITIONS", 0, "execution partitions (0 = default; fixed once data exists)")
@@ -353,6 +357,9 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if o.apiTLS, err = apiTLS(o.apiCert, o.apiKey, log); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	log.Info("ffrun starting", slog.String("command", name), slog.String("version", Version()), slog.String("go", goruntime.Version()))
 	if o.flows != "" {
 		if o.templates, err = loadTemplates(o.flows, env.Stderr, log); err != nil {
@@ -402,6 +409,7 @@ func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
 		Scanners:        o.scanners,
 		ShutdownTimeout: o.shutdownTimeout,
 		Logger:          log,
+		APITLS:          o.apiTLS,
 	}
 	if !o.dev {
 		// The dev child has no password; these are for a Valkey of its own.

@@ -48,6 +48,11 @@ type Config struct {
 	// connection verifies the host it dials. ffrun builds it from its
 	// --valkey-tls flags.
 	ValkeyTLS *tls.Config
+	// APITLS, when set, makes the API serve HTTPS with it (HTTP/2 too);
+	// nil = plain HTTP, for a TLS-terminating proxy in front. ffrun builds
+	// it from --tls-cert and --tls-key, reloading the files when they
+	// change.
+	APITLS *tls.Config
 	// ValkeyWait is how long Open keeps trying while Valkey cannot be
 	// reached or is not ready yet (connection refused, a name that does
 	// not resolve, a timeout, LOADING); 0 = fail at the first error.
@@ -275,8 +280,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	s.log.Info("ffrun serving", slog.String("listen", ln.Addr().String()), slog.String("valkey", s.cfg.ValkeyAddr))
+	scheme := "http"
+	if s.cfg.APITLS != nil {
+		scheme = "https"
+		hs.TLSConfig = s.cfg.APITLS.Clone()
+		go func() { served <- hs.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { served <- hs.Serve(ln) }()
+	}
+	s.log.Info("ffrun serving", slog.String("listen", ln.Addr().String()), slog.String("scheme", scheme),
+		slog.String("valkey", s.cfg.ValkeyAddr))
 
 	var serveErr error
 	select {

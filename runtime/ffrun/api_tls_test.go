@@ -1,0 +1,100 @@
+package ffrun_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/ffrun"
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
+	"github.com/flowfabric/ff/runtime/wire"
+	"github.com/flowfabric/ff/runtime/worker"
+)
+
+// TestServeAPIOverTLS: with --tls-cert and --tls-key the API answers
+// HTTPS only; a client and a worker that trust its authority run a task
+// end to end.
+func TestServeAPIOverTLS(t *testing.T) {
+	pki := valkeytest.NewPKI(t)
+	addr := valkeytest.Start(t)
+	r := start(t, []string{"serve", "--valkey", addr, "--listen", "127.0.0.1:0", "--key-prefix", "apitls",
+		"--tls-cert", pki.ServerCertFile, "--tls-key", pki.ServerKeyFile}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.ClientConfig()}}
+	c, err := client.New("https://"+r.api, client.WithHTTPClient(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ready(ctx); err != nil {
+		t.Fatalf("ready over HTTPS: %v", err)
+	}
+	x, _, err := c.CreateExecution(ctx, wire.CreateExecution{Kind: "k", Input: json.RawMessage(`"in"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(worker.Config{URL: "https://" + r.api, HTTPClient: hc, Name: "w", ClaimWait: time.Second, DrainTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("k", func(_ context.Context, task *worker.Task) (json.RawMessage, error) { return task.Input(), nil }); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	res, err := c.WaitResult(ctx, x.ID, 20*time.Millisecond)
+	stop()
+	if werr := <-done; werr != nil && !errors.Is(werr, context.Canceled) {
+		t.Errorf("worker: %v", werr)
+	}
+	if err != nil || string(res.Result) != `"in"` {
+		t.Fatalf("task over HTTPS: %+v, %v", res, err)
+	}
+
+	// Plain HTTP to it is answered with a refusal; a client that does
+	// not trust the authority fails the handshake.
+	resp, err := http.Get("http://" + r.api + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "HTTPS") {
+		t.Fatalf("plain HTTP to the HTTPS API: %d %s", resp.StatusCode, body)
+	}
+	if _, err := http.Get("https://" + r.api + "/healthz"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("HTTPS without the authority: %v", err)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.stderr.String(), "scheme=https") {
+		t.Errorf("the serving line does not say https:\n%s", r.stderr.String())
+	}
+}
+
+func TestAPITLSUsageErrors(t *testing.T) {
+	pki := valkeytest.NewPKI(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-cert", pki.ServerCertFile}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-key", pki.ServerKeyFile}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-cert", "/does/not/exist.pem", "--tls-key", pki.ServerKeyFile}, "exist.pem"},
+		{[]string{"--tls-cert", pki.ServerCertFile, "--tls-key", pki.ClientKeyFile}, "private key does not match"},
+	} {
+		args := append([]string{"serve", "--valkey", "127.0.0.1:1", "--valkey-wait", "0"}, tc.args...)
+		err := ffrun.Run(context.Background(), args, ffrun.Env{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "usage") {
+			t.Errorf("%v: %v, want a usage error with %q", tc.args, err, tc.want)
+		}
+	}
+}
