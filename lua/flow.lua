@@ -532,7 +532,8 @@ end
 -- because of an outcome the replay changes: a member fired over an edge
 -- that held on the outcome of a member the replay resets (an `on failure`
 -- compensation of a failed member, an `on done`, and in turn what those
--- fired) runs again too. Every other member goes back to pending, or
+-- fired) runs again too, unless the kept members satisfy its join on
+-- their own. Every other member goes back to pending, or
 -- straight to eligible when the edges from kept members already satisfy
 -- its join (its next attempt is a replay, its retry budget starts again,
 -- its deadline is dropped). A member whose join the kept members already
@@ -571,11 +572,26 @@ local function ff_replay_run(keys, argv)
   -- A succeeded member fired over an edge that held on the outcome of a
   -- member the replay resets consumed that outcome: it is reset too, and
   -- so, in turn, are the members it fired. One that succeeded otherwise
-  -- (another upstream of a join any, an on success edge that did not
-  -- hold) keeps its result.
-  local again = {}
+  -- (an on success edge that did not hold) keeps its result, and so does
+  -- one whose join the kept members satisfy on their own (a join any or
+  -- join N another upstream fired: reset, it would run again at once,
+  -- before the replayed member ends). kok[d] counts the edges into d from
+  -- kept members (all succeeded) that hold; it is counted when first
+  -- needed and drops as members are reset, and a member whose count
+  -- drops is checked again when its reset upstream's edges are walked.
+  local again, consumed, kok = {}, {}, {}
   for _, c in ipairs(members) do
     if not kept[c.u] then again[#again + 1] = c end
+  end
+  local function kept_ok(dc)
+    local n = kok[dc.u]
+    if n then return n end
+    n = 0
+    for up in string.gmatch(dc.ups, '[^,=]+=([^,]+)') do
+      if kept[up] and holds(on[up .. '>' .. dc.u] or 'success', 'success') then n = n + 1 end
+    end
+    kok[dc.u] = n
+    return n
   end
   local a = 1
   while a <= #again do
@@ -583,9 +599,16 @@ local function ff_replay_run(keys, argv)
     a = a + 1
     local was = split(c).outcome
     for d, cond in string.gmatch(c.out, '([^,:]+):(%a+)') do
-      if kept[d] and holds(cond, was) then
-        kept[d] = nil
-        again[#again + 1] = by_uuid[d]
+      local dc = by_uuid[d]
+      if dc and kept[d] then
+        if holds(cond, was) then consumed[d] = true end
+        if consumed[d] and kept_ok(dc) < dc.join_need then
+          kept[d] = nil
+          again[#again + 1] = dc
+          for e, econd in string.gmatch(dc.out, '([^,:]+):(%a+)') do
+            if kok[e] and holds(econd, 'success') then kok[e] = kok[e] - 1 end
+          end
+        end
       end
     end
   end

@@ -1593,3 +1593,129 @@ func TestRunMembersInFlowOrder(t *testing.T) {
 		t.Errorf("read run (-want +got):\n%s", diff)
 	}
 }
+
+// TestFlowReplayKeepsAJoinTheKeptMembersSatisfy: a member whose join the
+// members the replay keeps satisfy on their own keeps its result, even over
+// an edge that held on a reset member's outcome: it would fire again at
+// once, before the replayed member ends, so running it again would repeat
+// it for nothing. A join any fired by the first upstream, and a join 2 of
+// three.
+func TestFlowReplayKeepsAJoinTheKeptMembersSatisfy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := execs("order", "stock", "charge", "notify", "report")
+	x[3].Join = plan.Join{Kind: plan.JoinAny}
+	x[3].InputFrom = plan.InputNone
+	x[4].Join = plan.Join{Kind: plan.JoinCount, N: 2}
+	x[4].InputFrom = plan.InputNone
+	f := flowOf("pay", x, "order->stock", "order->charge", "order->notify", "charge->notify on done",
+		"order->report", "stock->report", "charge->report on done")
+	f.Result = "charge"
+	r := e.stage(f, "in")
+	e.drive(func(g Grant) outcome { return outcome{result: []byte("r-" + g.FlowNode), fail: g.FlowNode == "charge"} })
+	want := map[string]PublicState{"order": StateCompleted, "stock": StateCompleted, "charge": StateFailed,
+		"notify": StateCompleted, "report": StateCompleted}
+	if first := e.run(r.ID); first.State != RunFailed || cmp.Diff(want, nodeStates(first)) != "" {
+		t.Fatalf("first run %s (-want +got):\n%s", first.State, cmp.Diff(want, nodeStates(first)))
+	}
+	replayed, err := e.s.ReplayRun(e.ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["charge"] = StateWaiting
+	if diff := cmp.Diff(want, nodeStates(e.run(r.ID))); diff != "" || replayed.Done != 4 {
+		t.Fatalf("replayed run, %d done (-want +got):\n%s", replayed.Done, diff)
+	}
+	ran := e.drive(func(g Grant) outcome { return outcome{result: []byte("r2-" + g.FlowNode)} })
+	if diff := cmp.Diff([]string{"charge"}, ran); diff != "" {
+		t.Fatalf("the replay ran (-want +got):\n%s", diff)
+	}
+	want["charge"] = StateCompleted
+	done := e.run(r.ID)
+	if diff := cmp.Diff(want, nodeStates(done)); diff != "" || done.State != RunSucceeded || string(done.Result) != "r2-charge" {
+		t.Fatalf("run after the replay: %s %q (-want +got):\n%s", done.State, done.Result, diff)
+	}
+}
+
+// TestFlowReplayResetsAJoinItsKeptUpstreamsNoLongerSatisfy: a join any
+// that consumed a failure and whose other upstream held only because the
+// failure fired it (a compensation the replay resets in turn) is reset
+// too, whichever edge the replay walks first.
+func TestFlowReplayResetsAJoinItsKeptUpstreamsNoLongerSatisfy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := execs("charge", "notify", "release")
+	x[1].Join = plan.Join{Kind: plan.JoinAny}
+	x[1].InputFrom = plan.InputNone
+	x[2].InputFrom = plan.InputNone
+	f := flowOf("pay", x, "charge->notify on done", "charge->release on failure", "release->notify")
+	f.Result = "charge"
+	r := e.stage(f, "in")
+	e.drive(func(g Grant) outcome { return outcome{result: []byte("r-" + g.FlowNode), fail: g.FlowNode == "charge"} })
+	want := map[string]PublicState{"charge": StateFailed, "notify": StateCompleted, "release": StateCompleted}
+	if first := e.run(r.ID); first.State != RunFailed || cmp.Diff(want, nodeStates(first)) != "" {
+		t.Fatalf("first run %s (-want +got):\n%s", first.State, cmp.Diff(want, nodeStates(first)))
+	}
+	if _, err := e.s.ReplayRun(e.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]PublicState{"charge": StateWaiting, "notify": StatePending, "release": StatePending}
+	if diff := cmp.Diff(want, nodeStates(e.run(r.ID))); diff != "" {
+		t.Fatalf("replayed run (-want +got):\n%s", diff)
+	}
+	ran := e.drive(func(g Grant) outcome { return outcome{result: []byte("r2-" + g.FlowNode)} })
+	if diff := cmp.Diff([]string{"charge", "notify"}, ran); diff != "" {
+		t.Fatalf("the replay ran (-want +got):\n%s", diff)
+	}
+	want = map[string]PublicState{"charge": StateCompleted, "notify": StateCompleted, "release": StateSkipped}
+	if done := e.run(r.ID); done.State != RunSucceeded || cmp.Diff(want, nodeStates(done)) != "" {
+		t.Fatalf("run after the replay %s (-want +got):\n%s", done.State, cmp.Diff(want, nodeStates(done)))
+	}
+}
+
+// TestFlowReplayOfCancelledRunRerunsTheCompensation: in a run cancelled
+// after a failure's compensation ran, the replay resets the compensation
+// (and what it fired) with the failure; the cancelled member, which fired
+// nothing, is reset as such.
+func TestFlowReplayOfCancelledRunRerunsTheCompensation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := execs("charge", "release", "later")
+	x[1].InputFrom = plan.InputNone
+	f := flowOf("pay", x, "charge->release on failure", "release->later")
+	f.Result = "charge"
+	r := e.stage(f, "in")
+	for _, step := range []struct {
+		node string
+		fail bool
+	}{{"charge", true}, {"release", false}} {
+		g := e.claimOne(step.node)
+		res, err := e.s.FinishMany(e.ctx, []Finish{{Lease: g.Lease, Result: []byte("r"), Failed: step.fail, Error: "no"}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("finish %s: %v, %+v", step.node, err, res)
+		}
+	}
+	if _, err := e.s.CancelRun(e.ctx, r.ID, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]PublicState{"charge": StateFailed, "release": StateCompleted, "later": StateCancelled}
+	if first := e.run(r.ID); first.State != RunCancelled || cmp.Diff(want, nodeStates(first)) != "" {
+		t.Fatalf("cancelled run %s (-want +got):\n%s", first.State, cmp.Diff(want, nodeStates(first)))
+	}
+	replayed, err := e.s.ReplayRun(e.ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]PublicState{"charge": StateWaiting, "release": StatePending, "later": StatePending}
+	if diff := cmp.Diff(want, nodeStates(e.run(r.ID))); diff != "" || replayed.Done != 0 || replayed.Cancelled != 0 {
+		t.Fatalf("replayed run %+v (-want +got):\n%s", replayed, diff)
+	}
+	ran := e.drive(func(g Grant) outcome { return outcome{result: []byte("r2-" + g.FlowNode)} })
+	if diff := cmp.Diff([]string{"charge"}, ran); diff != "" {
+		t.Fatalf("the replay ran (-want +got):\n%s", diff)
+	}
+	want = map[string]PublicState{"charge": StateCompleted, "release": StateSkipped, "later": StateSkipped}
+	if done := e.run(r.ID); done.State != RunSucceeded || done.Skipped != 2 || cmp.Diff(want, nodeStates(done)) != "" {
+		t.Fatalf("run after the replay %+v (-want +got):\n%s", done, cmp.Diff(want, nodeStates(done)))
+	}
+}
