@@ -152,7 +152,8 @@ local function ff_budget_upsert(keys, argv)
   local now = now_ms()
   local existed = redis.call('EXISTS', k.def) == 1
   if existed and argv[4] == '1' then
-    local want = {'scope', argv[1], 'on_hard_limit', argv[2], 'reset_ms', argv[3], 'dims', table.concat(dims, ',')}
+    -- The same dimensions in another order are the same definition.
+    local want = {'scope', argv[1], 'on_hard_limit', argv[2], 'reset_ms', argv[3], 'dims', ''}
     for i = 1, #fields, 2 do
       want[#want + 1] = fields[i]
       want[#want + 1] = fields[i + 1]
@@ -160,8 +161,14 @@ local function ff_budget_upsert(keys, argv)
     local names = {}
     for i = 1, #want, 2 do names[#names + 1] = want[i] end
     local have = redis.call('HMGET', k.def, unpack(names))
+    local n = 0
+    for d in string.gmatch(have[4] or '', '[^,]+') do
+      if not keep[d] then return ok('differs') end
+      n = n + 1
+    end
+    if n ~= #dims then return ok('differs') end
     for i = 1, #names do
-      if (have[i] or '') ~= want[2 * i] then return ok('differs') end
+      if i ~= 4 and (have[i] or '') ~= want[2 * i] then return ok('differs') end
     end
     return ok('exists')
   end

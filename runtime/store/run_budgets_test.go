@@ -186,3 +186,28 @@ func TestStagingWarnsWhenThePlanDefinesResourcesOtherwise(t *testing.T) {
 		t.Fatalf("the stored budget: %+v, %v; want it left at 1000", b, err)
 	}
 }
+
+// A shared budget defined through the API with the plan's dimensions in
+// another order is the same budget: staging does not warn about it.
+func TestStagingDoesNotWarnForDimensionOrder(t *testing.T) {
+	t.Parallel()
+	var logs logBuffer
+	e := newEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	f := budgetFlow()
+	f.BudgetDefs[0].Dimensions = []plan.Dimension{{Name: "tokens", Hard: 1000}, {Name: "dollars", Hard: 5, Soft: 4}}
+	spec := BudgetSpec{ID: BudgetID("default", "daily"), OnHardLimit: plan.OnHardLimitBlock, Scope: plan.ScopeShared,
+		Dimensions: []BudgetDimension{{Name: "dollars", Hard: 5, Soft: 4}, {Name: "tokens", Hard: 1000}}}
+	if _, err := e.s.UpsertBudget(e.ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	e.stage(f, `{}`)
+	if strings.Contains(logs.String(), "otherwise") {
+		t.Fatalf("warned for the same dimensions in another order:\n%s", logs.String())
+	}
+	// A dimension more on the server is another definition.
+	f.BudgetDefs[0].Dimensions = f.BudgetDefs[0].Dimensions[:1]
+	e.stage(f, `{}`)
+	if n := strings.Count(logs.String(), "the plan defines this"); n != 1 {
+		t.Fatalf("want one warning for a dimension fewer, got %d:\n%s", n, logs.String())
+	}
+}
