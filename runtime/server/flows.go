@@ -233,12 +233,12 @@ func (f *flowService) ListRuns(ctx context.Context, q api.RunListQuery) (*wire.F
 	return out, nil
 }
 
-// toFlowRun converts a run; withExecs adds every member.
 // RunErrorFailuresMax is how many members that did not succeed a run's
 // error names; Failures lists them all (a cancelled run of ten thousand
 // members would otherwise carry an error of ten thousand parts).
 const RunErrorFailuresMax = 5
 
+// toFlowRun converts a run; withExecs adds every member.
 func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 	w := wire.FlowRun{
 		ID: string(r.ID), Namespace: r.Namespace, Flow: r.Flow, State: string(r.State),
