@@ -27,6 +27,7 @@ const RunPollDefault = time.Second
 // that wait are woken by the run-end notices the store publishes.
 type flowService struct {
 	st     *store.Store
+	hints  *waitHints
 	notice *runNotices
 	poll   time.Duration // RunPollDefault when 0
 }
@@ -87,14 +88,10 @@ func (f *flowService) GetRun(ctx context.Context, id string) (*wire.FlowRun, err
 		return nil, mapIDError(err, "run", id)
 	}
 	w := toFlowRun(run, true)
-	var hints *waitHints
 	for i, n := range run.Nodes {
 		// toFlowRun keeps the order of run.Nodes.
 		if n.State.Public == store.StateWaiting && w.Execs[i].Blocked == "" {
-			if hints == nil {
-				hints = newWaitHints(f.st)
-			}
-			w.Execs[i].Blocked = hints.hint(ctx, run.Namespace, n.Lane)
+			w.Execs[i].Blocked = f.hints.hint(ctx, run.Namespace, n.Lane)
 		}
 	}
 	return &w, nil

@@ -204,8 +204,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s.notices = notices
 	adm := newAdmissionService(log, st, sched)
 	met := newServerMetrics(st, sched, log, cfg.Version)
+	hints := newWaitHints(st)
 	a, err := api.New(api.Config{
-		Service:      &service{log: log, vk: vk, st: st, sched: sched, onClaim: adm.onClaim},
+		Service:      &service{log: log, vk: vk, st: st, sched: sched, onClaim: adm.onClaim, hints: hints},
 		Token:        cfg.Token,
 		Logger:       log,
 		BodyLimit:    cfg.BodyLimit,
@@ -217,7 +218,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.api = a
-	if err := a.AddFlows(&flowService{st: st, notice: s.notices, poll: cfg.RunPoll}, cfg.Templates); err != nil {
+	if err := a.AddFlows(&flowService{st: st, hints: hints, notice: s.notices, poll: cfg.RunPoll}, cfg.Templates); err != nil {
 		vk.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -24,6 +24,7 @@ import (
 // service implements api.Service over the store and the scheduler: it maps
 // wire bodies to store requests and store errors to stable API codes.
 type service struct {
+	hints *waitHints
 	log   *slog.Logger
 	vk    valkey.Client
 	st    *store.Store
@@ -102,7 +103,7 @@ func (s *service) Get(ctx context.Context, id string) (*wire.Execution, error) {
 	}
 	w := toExecution(ex)
 	if ex.State.Public == store.StateWaiting && w.BlockingDetail == "" {
-		w.BlockingDetail = newWaitHints(s.st).hint(ctx, ex.Namespace, ex.Lane)
+		w.BlockingDetail = s.hints.hint(ctx, ex.Namespace, ex.Lane)
 	}
 	return &w, nil
 }

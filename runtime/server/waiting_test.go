@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/server"
@@ -22,25 +23,31 @@ func TestWaitingSaysWhyNoWorkerClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The registry is read at most once a second per namespace: a change
+	// shows within about that.
 	check := func(step, wantA, wantX string) {
 		t.Helper()
-		r, err := c.GetRun(ctx, run.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		for _, m := range r.Execs {
-			got[m.Name] = m.Blocked
-		}
-		if got["a"] != wantA || got["b"] != "" {
-			t.Errorf("%s: member a %q (want %q), pending b %q (want none)", step, got["a"], wantA, got["b"])
-		}
-		e, err := c.GetExecution(ctx, x.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.State != "waiting" || e.BlockingDetail != wantX {
-			t.Errorf("%s: execution %s %q, want waiting %q", step, e.State, e.BlockingDetail, wantX)
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			r, err := c.GetRun(ctx, run.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, m := range r.Execs {
+				got[m.Name] = m.Blocked
+			}
+			e, err := c.GetExecution(ctx, x.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got["a"] == wantA && got["b"] == "" && e.State == "waiting" && e.BlockingDetail == wantX {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: member a %q (want %q), pending b %q (want none); execution %s %q (want waiting %q)",
+					step, got["a"], wantA, got["b"], e.State, e.BlockingDetail, wantX)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	check("no worker", "no worker is connected to namespace default", "no worker is connected to namespace default")
