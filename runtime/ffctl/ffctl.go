@@ -22,7 +22,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -102,8 +101,29 @@ const Usage = `  ffrun templates                     list the flows the server s
 `
 
 // IsCommand reports whether name is one of the client commands.
-func IsCommand(name string) bool {
-	return slices.Contains([]string{"templates", "start", "runs", "get", "watch", "result", "cancel", "replay"}, name)
+func IsCommand(name string) bool { return commandOf(name) != nil }
+
+// commandOf returns the method that runs the client command name, or nil.
+func commandOf(name string) func(*cmd, context.Context, []string) error {
+	switch name {
+	case "templates":
+		return (*cmd).templates
+	case "start":
+		return (*cmd).start
+	case "runs":
+		return (*cmd).runs
+	case "get":
+		return (*cmd).get
+	case "watch":
+		return (*cmd).watch
+	case "result":
+		return (*cmd).result
+	case "cancel":
+		return (*cmd).cancel
+	case "replay":
+		return (*cmd).replay
+	}
+	return nil
 }
 
 // errUsage marks errors in the command line.
@@ -201,26 +221,11 @@ func (c *cmd) parse(args []string, operands ...string) ([]string, error) {
 }
 
 func run(ctx context.Context, name string, args []string, env Env) error {
-	c := newCmd(name, env)
-	switch name {
-	case "templates":
-		return c.templates(ctx, args)
-	case "start":
-		return c.start(ctx, args)
-	case "runs":
-		return c.runs(ctx, args)
-	case "get":
-		return c.get(ctx, args)
-	case "watch":
-		return c.watch(ctx, args)
-	case "result":
-		return c.result(ctx, args)
-	case "cancel":
-		return c.cancel(ctx, args)
-	case "replay":
-		return c.replay(ctx, args)
+	f := commandOf(name)
+	if f == nil {
+		return fmt.Errorf("%w: unknown command %q", errUsage, name)
 	}
-	return fmt.Errorf("%w: unknown command %q", errUsage, name)
+	return f(newCmd(name, env), ctx, args)
 }
 
 func (c *cmd) printJSON(v any) error {

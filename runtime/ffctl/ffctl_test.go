@@ -368,6 +368,10 @@ func TestClientCommandErrors(t *testing.T) {
 	if code := ffctl.Main(context.Background(), "get", nil, ffctl.Env{}); code != 2 {
 		t.Fatalf("get with an empty Env: exit %d, want 2", code)
 	}
+	var errb strings.Builder
+	if code := ffctl.Main(context.Background(), "launch", nil, ffctl.Env{Stderr: &errb}); code != 2 || !strings.Contains(errb.String(), `unknown command "launch"`) {
+		t.Fatalf("an unknown command: exit %d, %q", code, errb.String())
+	}
 	if ffctl.IsCommand("serve") || !ffctl.IsCommand("watch") {
 		t.Fatal("IsCommand")
 	}
