@@ -3,7 +3,11 @@ package scanner
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -193,5 +197,67 @@ func TestScannerWarnsWhenTheCauseChanges(t *testing.T) {
 	if len(warns) != 2 || !strings.Contains(warns[0], "scanner tick failed") || !strings.Contains(warns[0], "'fcall'") ||
 		!strings.Contains(warns[1], "fails differently now") || !strings.Contains(warns[1], "FUNCTION LOAD") {
 		t.Errorf("want a warning for each cause, got %d:\n%s", len(warns), strings.Join(warns, "\n"))
+	}
+}
+
+// A failing scanner warns again for a new cause, but not for the same
+// failure on a new connection (another local port after each redial), not
+// again for a cause it already warned about when causes alternate, and
+// not for more than causesWarnedMax causes in one outage.
+func TestScannerCauseWarningsAreBounded(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	var ticks atomic.Int64
+	const last = 40
+	ended := make(chan struct{})
+	timeout := func(port int) error {
+		return &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded,
+			Source: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 5), Port: port}, Addr: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 9), Port: 6379}}
+	}
+	s, err := store.Open(context.Background(), store.Config{Client: valkeytest.Client(t, valkeytest.Start(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner("probe", s, time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)),
+		func(context.Context, int) (store.ScanResult, error) {
+			n := int(ticks.Add(1))
+			switch {
+			case n > last: // the tick after the first success: that one was logged
+				if n == last+2 {
+					close(ended)
+				}
+				return store.ScanResult{}, nil
+			case n <= 10: // one failure, a new connection each time
+				return store.ScanResult{}, timeout(40000 + n)
+			case n <= 20: // two causes alternating
+				if n%2 == 0 {
+					return store.ScanResult{}, errors.New("NOPERM this user has no permissions to run the 'fcall' command")
+				}
+				return store.ScanResult{}, timeout(40000 + n)
+			}
+			// A new cause every tick.
+			return store.ScanResult{}, fmt.Errorf("library %c is gone", 'a'+rune(n))
+		})
+	r.parts = func() int { return 1 }
+	r.changeWarnEvery = 0
+	ctx := context.Background()
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("waited 20s for %d ticks, saw %d", last, ticks.Load())
+	}
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	warns := logs.lines("level=WARN")
+	if len(warns) != causesWarnedMax || !strings.Contains(warns[0], "i/o timeout") || !strings.Contains(warns[1], "NOPERM") ||
+		!strings.Contains(warns[2], "library") || !strings.Contains(warns[3], "library") {
+		t.Errorf("want %d warnings (the timeout, NOPERM, two missing libraries), got %d:\n%s", causesWarnedMax, len(warns), strings.Join(warns, "\n"))
+	}
+	if back := logs.lines("scanner ticks succeed again"); len(back) != 1 {
+		t.Errorf("want one 'succeed again', got %d", len(back))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,11 @@ const (
 // changeWarnEveryDefault is how often at most a failing scanner warns that
 // its failure's cause changed.
 const changeWarnEveryDefault = time.Minute
+
+// causesWarnedMax is how many causes at most a failing scanner warns about
+// in one outage: causes that differ in a way cause does not see (an id, a
+// host name) must not warn once a minute for as long as the outage lasts.
+const causesWarnedMax = 4
 
 // Log attribute keys.
 const (
@@ -130,8 +136,8 @@ func (r *runner) loop(ctx context.Context, done chan struct{}) {
 	// Start at a random point of the first interval so that several ffrun
 	// processes do not tick in step.
 	wait := time.Duration(rand.Int64N(int64(r.interval)))
-	failing := false  // the last tick failed: an outage already warned about
-	var warned string // the cause warned about last, while failing
+	failing := false    // the last tick failed: an outage already warned about
+	var warned []string // the causes warned about in this outage
 	var warnedAt time.Time
 	for {
 		timer := time.NewTimer(wait)
@@ -152,15 +158,17 @@ func (r *runner) loop(ctx context.Context, done chan struct{}) {
 			n, first := firstError(err)
 			r.log.WarnContext(ctx, "scanner tick failed; repeats are logged at debug level until a tick succeeds",
 				attrError, first, attrFailedParts, n)
-			failing, warned, warnedAt = true, cause(first), time.Now()
-		case err != nil && cause(firstErrorOnly(err)) != warned && time.Since(warnedAt) >= r.changeWarnEvery:
+			failing, warned, warnedAt = true, []string{cause(first)}, time.Now()
+		case err != nil && len(warned) < causesWarnedMax && !slices.Contains(warned, cause(firstErrorOnly(err))) &&
+			time.Since(warnedAt) >= r.changeWarnEvery:
 			// Another cause in the same outage (the server came back with
 			// other permissions, say): worth a warning of its own, but not
-			// every tick when the causes alternate.
+			// every tick when the causes alternate, nor again for a cause
+			// already warned about.
 			n, first := firstError(err)
 			r.log.WarnContext(ctx, "scanner tick fails differently now; repeats are logged at debug level until a tick succeeds",
 				attrError, first, attrFailedParts, n)
-			warned, warnedAt = cause(first), time.Now()
+			warned, warnedAt = append(warned, cause(first)), time.Now()
 		case err != nil:
 			r.log.DebugContext(ctx, "scanner tick failed", attrError, err)
 		case failing:
@@ -184,12 +192,29 @@ func firstErrorOnly(err error) error {
 }
 
 // cause is the text of a tick's error without the partition it names, so
-// that the same failure on every partition reads as one cause.
+// that the same failure on every partition reads as one cause, and with
+// every run of digits read as one '#', so that the same failure on another
+// connection (read tcp 10.0.0.5:41234->…: i/o timeout, with a new local
+// port after each redial) does too.
 func cause(err error) string {
-	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), "partition ") {
-		return inner.Error()
+	text := err.Error()
+	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(text, "partition ") {
+		text = inner.Error()
 	}
-	return err.Error()
+	var b strings.Builder
+	digit := false
+	for _, c := range text {
+		if c >= '0' && c <= '9' {
+			if !digit {
+				b.WriteByte('#')
+			}
+			digit = true
+			continue
+		}
+		digit = false
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // firstError returns how many errors a tick joined (one per failed call)
