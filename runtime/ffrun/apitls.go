@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,10 +24,15 @@ type certReloader struct {
 	every             time.Duration
 	log               *slog.Logger
 
-	mu      sync.Mutex
-	cert    *tls.Certificate
-	stamp   [2]time.Time // modification times of the files loaded
-	checked time.Time
+	cert atomic.Pointer[tls.Certificate] // served now
+	next atomic.Int64                    // when the files are checked next (Unix ns)
+
+	// mu is held by the one handshake that checks the files: the others
+	// serve cert meanwhile, so that a slow read (a stuck network mount)
+	// or a large key holds up no handshake but that one.
+	mu     sync.Mutex
+	stamp  [2]time.Time // modification times of the files loaded
+	warned string       // the last problem logged, until a check finds none
 }
 
 // newCertReloader loads the certificate and key files, or says which one
@@ -41,7 +47,9 @@ func newCertReloader(certFile, keyFile string, every time.Duration, log *slog.Lo
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert %s with --tls-key %s: %w", certFile, keyFile, err)
 	}
-	r.cert, r.stamp, r.checked = &cert, stamp, time.Now()
+	r.cert.Store(&cert)
+	r.stamp = stamp
+	r.next.Store(time.Now().Add(every).UnixNano())
 	return r, nil
 }
 
@@ -60,28 +68,42 @@ func (r *certReloader) stamps() ([2]time.Time, error) {
 
 // get is tls.Config.GetCertificate.
 func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if time.Since(r.checked) < r.every {
-		return r.cert, nil
+	if time.Now().UnixNano() < r.next.Load() || !r.mu.TryLock() {
+		return r.cert.Load(), nil
 	}
-	r.checked = time.Now()
+	defer r.mu.Unlock()
+	if time.Now().UnixNano() < r.next.Load() {
+		return r.cert.Load(), nil // checked meanwhile
+	}
+	r.next.Store(time.Now().Add(r.every).UnixNano())
 	stamp, err := r.stamps()
 	if err != nil {
-		r.log.Warn("API certificate files unreadable; keeping the one in use", slog.Any("error", err))
-		return r.cert, nil
+		r.warn("API certificate files unreadable; keeping the one in use", err)
+		return r.cert.Load(), nil
 	}
 	if stamp == r.stamp {
-		return r.cert, nil
+		r.warned = ""
+		return r.cert.Load(), nil
 	}
 	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
 	if err != nil {
-		r.log.Warn("API certificate changed but does not load; keeping the one in use", slog.Any("error", err))
-		return r.cert, nil
+		r.warn("API certificate changed but does not load; keeping the one in use", err)
+		return r.cert.Load(), nil
 	}
-	r.cert, r.stamp = &cert, stamp
+	r.warned = ""
+	r.cert.Store(&cert)
+	r.stamp = stamp
 	r.log.Info("API certificate reloaded", slog.String("cert", r.certFile))
-	return r.cert, nil
+	return &cert, nil
+}
+
+// warn logs a problem of the files once, not at every check while it
+// lasts (files removed stay removed for every handshake until a restart).
+func (r *certReloader) warn(msg string, err error) {
+	if text := msg + ": " + err.Error(); text != r.warned {
+		r.log.Warn(msg, slog.Any("error", err))
+		r.warned = text
+	}
 }
 
 // apiTLS returns the TLS configuration of the API for --tls-cert and

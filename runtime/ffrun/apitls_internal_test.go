@@ -70,9 +70,29 @@ func TestCertReloaderPicksUpRenewals(t *testing.T) {
 	if got := served(); got != secondCA || !strings.Contains(logs.String(), "does not load; keeping the one in use") {
 		t.Fatalf("after a broken renewal the served certificate changed (%v) or nothing was said; log:\n%s", got != secondCA, logs.String())
 	}
+	// Said once, not at every check while it lasts.
+	served()
+	if n := strings.Count(logs.String(), "does not load"); n != 1 {
+		t.Fatalf("a broken renewal logged %d times, want once; log:\n%s", n, logs.String())
+	}
 	// Completed: served.
 	install(read(first.ServerCertFile), read(first.ServerKeyFile))
 	if got := served(); got != firstCA {
 		t.Fatal("the completed renewal is not served")
+	}
+	// Files removed: the certificate in use is served, and that is said
+	// once.
+	for _, f := range []string{certFile, keyFile} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if got := served(); got != firstCA {
+			t.Fatal("with its files removed, another certificate is served")
+		}
+	}
+	if n := strings.Count(logs.String(), "unreadable; keeping the one in use"); n != 1 {
+		t.Fatalf("removed files logged %d times, want once; log:\n%s", n, logs.String())
 	}
 }
