@@ -19,7 +19,8 @@ import (
 
 // TestServeAPIOverTLS: with --tls-cert and --tls-key the API answers
 // HTTPS only; a client and a worker that trust its authority run a task
-// end to end.
+// end to end over HTTP/2 (what http.DefaultTransport negotiates), and a
+// claim parked over HTTP/2 does not hold up the shutdown.
 func TestServeAPIOverTLS(t *testing.T) {
 	pki := valkeytest.NewPKI(t)
 	addr := valkeytest.Start(t)
@@ -27,7 +28,7 @@ func TestServeAPIOverTLS(t *testing.T) {
 		"--tls-cert", pki.ServerCertFile, "--tls-key", pki.ServerKeyFile}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.ClientConfig()}}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.ClientConfig(), ForceAttemptHTTP2: true}}
 	c, err := client.New("https://"+r.api, client.WithHTTPClient(hc))
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +36,22 @@ func TestServeAPIOverTLS(t *testing.T) {
 	if err := c.Ready(ctx); err != nil {
 		t.Fatalf("ready over HTTPS: %v", err)
 	}
+	// scrape returns the metrics page, and fails the test unless it came
+	// over HTTP/2.
+	scrape := func() string {
+		t.Helper()
+		resp, err := hc.Get("https://" + r.api + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("the API answered over %s, want HTTP/2", resp.Proto)
+		}
+		return string(body)
+	}
+	scrape()
 	x, _, err := c.CreateExecution(ctx, wire.CreateExecution{Kind: "k", Input: json.RawMessage(`"in"`)})
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +75,26 @@ func TestServeAPIOverTLS(t *testing.T) {
 		t.Fatalf("task over HTTPS: %+v, %v", res, err)
 	}
 
+	// A worker whose claim waits up to 30 s for work; the shutdown
+	// releases it at once.
+	idle, err := worker.New(worker.Config{URL: "https://" + r.api, HTTPClient: hc, Name: "idle", ClaimWait: 30 * time.Second, DrainTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idle.Handle("other", func(context.Context, *worker.Task) (json.RawMessage, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	ictx, istop := context.WithCancel(ctx)
+	defer istop()
+	idone := make(chan error, 1)
+	go func() { idone <- idle.Run(ictx) }()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(scrape(), "\nff_claims_waiting 1\n"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no claim parked over HTTP/2:\n%s", scrape())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
 	// Plain HTTP to it is answered with a refusal; a client that does
 	// not trust the authority fails the handshake.
 	resp, err := http.Get("http://" + r.api + "/healthz")
@@ -72,8 +109,16 @@ func TestServeAPIOverTLS(t *testing.T) {
 	if _, err := http.Get("https://" + r.api + "/healthz"); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("HTTPS without the authority: %v", err)
 	}
+	began := time.Now()
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("the shutdown took %v with a claim parked over HTTP/2", took)
+	}
+	istop()
+	if err := <-idone; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("idle worker: %v", err)
 	}
 	if !strings.Contains(r.stderr.String(), "scheme=https") {
 		t.Errorf("the serving line does not say https:\n%s", r.stderr.String())
