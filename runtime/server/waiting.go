@@ -24,8 +24,9 @@ const laneCacheTTL = time.Second
 type waitHints struct {
 	st *store.Store
 
-	mu   sync.Mutex
-	byNS map[string]laneEntry
+	mu      sync.Mutex
+	byNS    map[string]laneEntry
+	reading map[string]chan struct{} // closed when that namespace's read ends
 }
 
 type laneEntry struct {
@@ -34,28 +35,50 @@ type laneEntry struct {
 }
 
 func newWaitHints(st *store.Store) *waitHints {
-	return &waitHints{st: st, byNS: map[string]laneEntry{}}
+	return &waitHints{st: st, byNS: map[string]laneEntry{}, reading: map[string]chan struct{}{}}
 }
 
 // lanes returns the lanes of each connected worker of ns, or false when
-// the registry cannot be read.
+// the registry cannot be read. One request reads it when the lanes kept
+// are too old; the others that need them meanwhile wait for that read.
 func (h *waitHints) lanes(ctx context.Context, ns string) ([][]string, bool) {
 	h.mu.Lock()
-	e, ok := h.byNS[ns]
+	for {
+		if e, ok := h.byNS[ns]; ok && time.Since(e.at) < laneCacheTTL {
+			h.mu.Unlock()
+			return e.lanes, true
+		}
+		done, busy := h.reading[ns]
+		if !busy {
+			break
+		}
+		h.mu.Unlock()
+		select {
+		case <-done: // read (or failed: then this request tries)
+		case <-ctx.Done():
+			return nil, false
+		}
+		h.mu.Lock()
+	}
+	done := make(chan struct{})
+	h.reading[ns] = done
 	h.mu.Unlock()
-	if ok && time.Since(e.at) < laneCacheTTL {
-		return e.lanes, true
-	}
+
 	ws, err := h.st.Workers(ctx, ns)
-	if err != nil {
-		return nil, false
-	}
-	e = laneEntry{at: time.Now(), lanes: make([][]string, len(ws))}
-	for i, w := range ws {
-		e.lanes[i] = w.Lanes
+	var e laneEntry
+	if err == nil {
+		e = laneEntry{at: time.Now(), lanes: make([][]string, len(ws))}
+		for i, w := range ws {
+			e.lanes[i] = w.Lanes
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	delete(h.reading, ns)
+	close(done)
+	if err != nil {
+		return nil, false
+	}
 	if len(h.byNS) >= 1024 { // namespaces come from requests: keep the map bounded
 		clear(h.byNS)
 	}
