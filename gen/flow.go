@@ -204,18 +204,28 @@ func (g *generator) method(fl *plan.Flow, ex *plan.Exec, n goname.Flow) method {
 }
 
 // onFailureOnly reports whether ex runs only when upstream up failed, so
-// that up's output is never there: ex joins all its upstreams and its edge
-// from up holds on failure only.
-func onFailureOnly(fl *plan.Flow, ex *plan.Exec, up string) bool {
-	if ex.Join.Kind != plan.JoinAll {
-		return false
-	}
+// that up's output is never there: ex needs every edge into it to hold
+// (join all, or join N of its N upstreams) and its edge from up holds on
+// failure only. join names that join for the doc comment.
+func onFailureOnly(fl *plan.Flow, ex *plan.Exec, up string) (join string, ok bool) {
+	ups, onFailure := 0, false
 	for _, e := range fl.Edges {
-		if e.From == up && e.To == ex.Name {
-			return e.On == plan.OnFailure
+		if e.To == ex.Name {
+			ups++
+			if e.From == up {
+				onFailure = e.On == plan.OnFailure
+			}
 		}
 	}
-	return false
+	switch {
+	case !onFailure:
+		return "", false
+	case ex.Join.Kind == plan.JoinAll:
+		return "join all", true
+	case ex.Join.Kind == plan.JoinCount && ex.Join.N == ups:
+		return fmt.Sprintf("join %d of its %d upstreams", ups, ups), true
+	}
+	return "", false
 }
 
 // genHandlers writes the upstream structs and the <Flow>Handlers interface.
@@ -231,9 +241,9 @@ func (g *generator) genHandlers(f *jen.File, fl *plan.Flow, n goname.Flow) error
 				if err != nil {
 					return fmt.Errorf("gen: flow %q: exec %q: output: %w", fl.Name, u.Name, err)
 				}
-				if onFailureOnly(fl, ex, u.Name) {
-					fields = append(fields, doc("%s is always nil: %s runs only when %s failed (an on failure edge, under join all); worker.TaskFrom(ctx).UpstreamError(%q) says why.",
-						goname.Of(u.Name), ex.Name, u.Name, u.Name))
+				if join, ok := onFailureOnly(fl, ex, u.Name); ok {
+					fields = append(fields, doc("%s is always nil: %s runs only when %s failed (an on failure edge, under %s); worker.TaskFrom(ctx).UpstreamError(%q) says why.",
+						goname.Of(u.Name), ex.Name, u.Name, join, u.Name))
 				}
 				fields = append(fields, jen.Id(goname.Of(u.Name)).Op("*").Add(typ).Tag(map[string]string{"json": u.Name + ",omitempty"}))
 			}
