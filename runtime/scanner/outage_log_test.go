@@ -45,78 +45,117 @@ func (l *lockedBuffer) lines(substr string) []string {
 	return out
 }
 
+// tickWatch is a lease expiry scanner on store s ticking as fast as it may,
+// with its log and counts of its failed and successful ticks.
+type tickWatch struct {
+	t                 *testing.T
+	sc                *LeaseExpiry
+	logs              lockedBuffer
+	failed, succeeded atomic.Int64
+}
+
+// watchTicks starts a tickWatch on s, stopped when t ends.
+func watchTicks(t *testing.T, s *store.Store) *tickWatch {
+	t.Helper()
+	w := &tickWatch{t: t}
+	sc, err := NewLeaseExpiry(LeaseExpiryConfig{Store: s, Interval: IntervalMin,
+		Logger: slog.New(slog.NewTextHandler(&w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.changeWarnEvery = 0
+	sc.observe = func(_ string, _ int, err error) {
+		if err != nil {
+			w.failed.Add(1)
+		} else {
+			w.succeeded.Add(1)
+		}
+	}
+	w.sc = sc
+	if err := sc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sc.Stop(context.Background()) })
+	return w
+}
+
+// waitFor waits until n more ticks than now are counted in c.
+func (w *tickWatch) waitFor(what string, c *atomic.Int64, n int64) {
+	w.t.Helper()
+	atLeast := c.Load() + n
+	for deadline := time.Now().Add(20 * time.Second); c.Load() < atLeast; {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("waited 20s for %d %s ticks, saw %d", atLeast, what, c.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stop stops the scanner and returns its warnings.
+func (w *tickWatch) stop() []string {
+	w.t.Helper()
+	if err := w.sc.Stop(context.Background()); err != nil {
+		w.t.Fatal(err)
+	}
+	return w.logs.lines("level=WARN")
+}
+
+// ownUserServer starts a server on which user "sc" (password "pw") may do
+// everything until the test changes its permissions with the returned
+// function, and a store of that user.
+func ownUserServer(t *testing.T) (*store.Store, func(args ...string)) {
+	t.Helper()
+	srv, err := valkeytest.Launch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	admin := valkeytest.Client(t, srv.Addr)
+	ctx := context.Background()
+	do := func(args ...string) {
+		t.Helper()
+		if err := admin.Do(ctx, admin.B().Arbitrary(args...).Build()).Error(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	do("ACL", "SETUSER", "sc", "on", ">pw", "~*", "&*", "+@all")
+	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr}, Username: "sc", Password: "pw", DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s, err := store.Open(ctx, store.Config{Client: c, FlowPartitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, do
+}
+
 // While every tick fails, a scanner warns once (naming one partition's
 // error and how many calls failed), logs the repeats at debug level, and
 // says when ticks succeed again. The failure is real: the server refuses
 // FCALL to the store's user (ACL), then allows it again.
 func TestScannerWarnsOncePerOutage(t *testing.T) {
 	t.Parallel()
-	srv, err := valkeytest.Launch()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	admin := valkeytest.Client(t, srv.Addr)
-	s, err := store.Open(context.Background(), store.Config{Client: valkeytest.Client(t, srv.Addr), FlowPartitions: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs lockedBuffer
-	sc, err := NewLeaseExpiry(LeaseExpiryConfig{Store: s, Interval: IntervalMin,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var failed, succeeded atomic.Int64
-	sc.observe = func(_ string, _ int, err error) {
-		if err != nil {
-			failed.Add(1)
-		} else {
-			succeeded.Add(1)
-		}
-	}
-	ctx := context.Background()
-	acl := func(rule string) {
-		t.Helper()
-		if err := admin.Do(ctx, admin.B().AclSetuser().Username("default").Rule(rule).Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor := func(what string, n *atomic.Int64, atLeast int64) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); n.Load() < atLeast; {
-			if time.Now().After(deadline) {
-				t.Fatalf("waited 20s for %d %s ticks, saw %d", atLeast, what, n.Load())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	if err := sc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Stop(ctx)
-
-	waitFor("successful", &succeeded, 1)
-	acl("-fcall")
-	waitFor("failed", &failed, 5)
-	acl("+fcall")
-	ok := succeeded.Load()
-	waitFor("successful", &succeeded, ok+1)
-	if err := sc.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, do := ownUserServer(t)
+	w := watchTicks(t, s)
+	w.waitFor("successful", &w.succeeded, 1)
+	do("ACL", "SETUSER", "sc", "-fcall")
+	w.waitFor("failed", &w.failed, 5)
+	do("ACL", "SETUSER", "sc", "+fcall")
+	w.waitFor("successful", &w.succeeded, 1)
+	warns := w.stop()
 
 	// The first failed tick may have begun before the ACL change (its
 	// first calls succeeded): 1 to 4 of its 4 calls failed.
-	warns := logs.lines("level=WARN")
 	if len(warns) != 1 || !strings.Contains(warns[0], "scanner tick failed") ||
 		!regexp.MustCompile(`failed_calls=[1-4]\b`).MatchString(warns[0]) || !strings.Contains(warns[0], "NOPERM") {
 		t.Errorf("want one warning naming the error and its failed calls, got %d:\n%s", len(warns), strings.Join(warns, "\n"))
 	}
-	if debug := logs.lines("level=DEBUG msg=\"scanner tick failed\""); int64(len(debug)) < failed.Load()-1 {
-		t.Errorf("%d failed ticks, %d debug lines for the repeats", failed.Load(), len(debug))
+	if debug := w.logs.lines("level=DEBUG msg=\"scanner tick failed\""); int64(len(debug)) < w.failed.Load()-1 {
+		t.Errorf("%d failed ticks, %d debug lines for the repeats", w.failed.Load(), len(debug))
 	}
-	if back := logs.lines("scanner ticks succeed again"); len(back) != 1 {
+	if back := w.logs.lines("scanner ticks succeed again"); len(back) != 1 {
 		t.Errorf("want one line saying ticks succeed again, got %d", len(back))
 	}
 }
@@ -126,74 +165,17 @@ func TestScannerWarnsOncePerOutage(t *testing.T) {
 // only at the start of the outage; the same cause again is not repeated.
 func TestScannerWarnsWhenTheCauseChanges(t *testing.T) {
 	t.Parallel()
-	srv, err := valkeytest.Launch()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	admin := valkeytest.Client(t, srv.Addr)
-	ctx := context.Background()
-	// The store's own user, whose permissions the test changes.
-	if err := admin.Do(ctx, admin.B().Arbitrary("ACL", "SETUSER", "sc", "on", ">pw", "~*", "&*", "+@all").Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr}, Username: "sc", Password: "pw", DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := store.Open(ctx, store.Config{Client: c, FlowPartitions: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs lockedBuffer
-	sc, err := NewLeaseExpiry(LeaseExpiryConfig{Store: s, Interval: IntervalMin,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.changeWarnEvery = 0
-	var failed, succeeded atomic.Int64
-	sc.observe = func(_ string, _ int, err error) {
-		if err != nil {
-			failed.Add(1)
-		} else {
-			succeeded.Add(1)
-		}
-	}
-	do := func(args ...string) {
-		t.Helper()
-		if err := admin.Do(ctx, admin.B().Arbitrary(args...).Build()).Error(); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-	}
-	waitFor := func(what string, n *atomic.Int64, atLeast int64) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); n.Load() < atLeast; {
-			if time.Now().After(deadline) {
-				t.Fatalf("waited 20s for %d %s ticks, saw %d", atLeast, what, n.Load())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	if err := sc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Stop(ctx)
-	waitFor("successful", &succeeded, 1)
+	s, do := ownUserServer(t)
+	w := watchTicks(t, s)
+	w.waitFor("successful", &w.succeeded, 1)
 	do("ACL", "SETUSER", "sc", "-fcall")
-	waitFor("failed", &failed, 3)
+	w.waitFor("failed", &w.failed, 3)
 	do("ACL", "SETUSER", "sc", "+fcall", "-function")
 	do("FUNCTION", "FLUSH") // the store's calls find no function and cannot load it
-	n := failed.Load()
-	waitFor("failed", &failed, n+3)
+	w.waitFor("failed", &w.failed, 3)
 	do("ACL", "SETUSER", "sc", "+function")
-	ok := succeeded.Load()
-	waitFor("successful", &succeeded, ok+1)
-	if err := sc.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	warns := logs.lines("level=WARN")
+	w.waitFor("successful", &w.succeeded, 1)
+	warns := w.stop()
 	if len(warns) != 2 || !strings.Contains(warns[0], "scanner tick failed") || !strings.Contains(warns[0], "'fcall'") ||
 		!strings.Contains(warns[1], "fails differently now") || !strings.Contains(warns[1], "FUNCTION LOAD") {
 		t.Errorf("want a warning for each cause, got %d:\n%s", len(warns), strings.Join(warns, "\n"))
