@@ -174,15 +174,7 @@ func TestUnexpectedInBlock(t *testing.T) {
 			`t.ff:1:23: error: syntax error: unexpected "lame" in exec body, expected a setting (kind, lane, priority, timeout, deadline, retry, requires, budget, quota, input, join) or "}" (did you mean "lane"?)`},
 	}
 	for _, tt := range tests {
-		_, diags := Parse("t.ff", []byte(tt.src))
-		if len(diags) != 1 {
-			t.Errorf("%q: %d diagnostics %v, want 1", tt.src, len(diags), diags)
-			continue
-		}
-		d := diags[0]
-		if got := d.Range.Start.String() + ": " + d.Severity.String() + ": " + d.Message; got != tt.want {
-			t.Errorf("%q:\n got %s\nwant %s", tt.src, got, tt.want)
-		}
+		wantOneDiagnostic(t, tt.src, tt.want)
 	}
 }
 
@@ -209,14 +201,21 @@ func TestMissingBlock(t *testing.T) {
 			`t.ff:2:9: error: syntax error: unexpected "attempts" after "retry", expected "{": a retry policy is a block, e.g. retry { attempts 3 }`},
 	}
 	for _, tt := range tests {
-		_, diags := Parse("t.ff", []byte(tt.src))
-		if len(diags) != 1 {
-			t.Errorf("%q: %d diagnostics %v, want 1", tt.src, len(diags), diags)
-			continue
-		}
-		d := diags[0]
-		if got := d.Range.Start.String() + ": " + d.Severity.String() + ": " + d.Message; got != tt.want {
-			t.Errorf("%q:\n got %s\nwant %s", tt.src, got, tt.want)
-		}
+		wantOneDiagnostic(t, tt.src, tt.want)
+	}
+}
+
+// wantOneDiagnostic checks that parsing src gives exactly one diagnostic,
+// printed as want.
+func wantOneDiagnostic(t *testing.T, src, want string) {
+	t.Helper()
+	_, diags := Parse("t.ff", []byte(src))
+	if len(diags) != 1 {
+		t.Errorf("%q: %d diagnostics %v, want 1", src, len(diags), diags)
+		return
+	}
+	d := diags[0]
+	if got := d.Range.Start.String() + ": " + d.Severity.String() + ": " + d.Message; got != want {
+		t.Errorf("%q:\n got %s\nwant %s", src, got, want)
 	}
 }
