@@ -45,13 +45,7 @@ func TestUnblockBudgetNotStarvedBehindStillBreached(t *testing.T) {
 	// The unblock scanner runs every second with Limit 100 (LimitDefault),
 	// keeping its cursor across passes (unblockAll keeps the env's): a few
 	// passes are plenty.
-	for range 5 {
-		e.unblockAll()
-	}
-	if got := e.get(x.ID).State.Public; got != StateWaiting {
-		t.Fatalf("execution of the reset budget is %s after 5 unblock passes, want waiting "+
-			"(starved behind %d executions of a budget still at its hard limit)", got, ahead)
-	}
+	e.wantWaitingAfterUnblocks(x.ID, 5, fmt.Sprintf("%d executions of a budget still at its hard limit", ahead))
 }
 
 // The same for quotas: executions of a keyed quota's busy key fill the
@@ -96,13 +90,7 @@ func TestUnblockQuotaNotStarvedBehindBusyKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.drain()
-	for range 5 {
-		e.unblockAll()
-	}
-	if got := e.get(b2.ID).State.Public; got != StateWaiting {
-		t.Fatalf("b2 is %s after b's slot was freed and 5 unblock passes, want waiting "+
-			"(starved behind %d blocked executions of key a)", got, ahead)
-	}
+	e.wantWaitingAfterUnblocks(b2.ID, 5, fmt.Sprintf("%d blocked executions of key a", ahead))
 }
 
 // The same for capability parking: executions parked for a capability no
@@ -715,5 +703,18 @@ func TestUnblockLapNext(t *testing.T) {
 		if got := tc.at.next(tc.n, tc.leaving, tc.full); got != tc.want {
 			t.Errorf("%+v.next(%d, %d, %t) = %+v, want %+v", tc.at, tc.n, tc.leaving, tc.full, got, tc.want)
 		}
+	}
+}
+
+// wantWaitingAfterUnblocks runs passes unblock passes (the scanner's limit,
+// one cursor across them) and fails unless id is then waiting; behind says
+// what it would be starved behind.
+func (e *env) wantWaitingAfterUnblocks(id ExecutionID, passes int, behind string) {
+	e.t.Helper()
+	for range passes {
+		e.unblockAll()
+	}
+	if got := e.get(id).State.Public; got != StateWaiting {
+		e.t.Fatalf("%s is %s after %d unblock passes, want waiting (starved behind %s)", id, got, passes, behind)
 	}
 }
