@@ -15,10 +15,13 @@ import (
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 )
 
-// TestSignalStopsDevChild runs ffrun dev as a real process, sends it
-// SIGTERM, and checks that it exits cleanly and its Valkey child is gone.
-func TestSignalStopsDevChild(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "dev", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--log-format", "json")
+// startProcess runs this test binary as ffrun with args (adding
+// --log-format json) in a process of its own, killed when the test ends,
+// and returns it and its log lines, decoded; the channel closes when the
+// process closes its stderr.
+func startProcess(t *testing.T, args ...string) (*exec.Cmd, <-chan map[string]any) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append(args, "--log-format", "json")...)
 	cmd.Env = append(os.Environ(), "FFRUN_AS_MAIN=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -27,7 +30,7 @@ func TestSignalStopsDevChild(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	t.Cleanup(func() { cmd.Process.Kill() })
 	lines := make(chan map[string]any, 64)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -39,24 +42,35 @@ func TestSignalStopsDevChild(t *testing.T) {
 		}
 		close(lines)
 	}()
-	childPid := 0
+	return cmd, lines
+}
+
+// awaitLog returns the first line of lines whose message is msg, passing
+// over the others; it fails after 20 s or when the process ended.
+func awaitLog(t *testing.T, lines <-chan map[string]any, msg string) map[string]any {
+	t.Helper()
 	deadline := time.After(20 * time.Second)
-	for serving := false; !serving; {
+	for {
 		select {
 		case m, ok := <-lines:
 			if !ok {
-				t.Fatal("ffrun exited before serving")
+				t.Fatalf("ffrun exited before logging %q", msg)
 			}
-			switch m["msg"] {
-			case "dev valkey started":
-				childPid = int(m["pid"].(float64))
-			case "ffrun serving":
-				serving = true
+			if m["msg"] == msg {
+				return m
 			}
 		case <-deadline:
-			t.Fatal("ffrun dev did not start")
+			t.Fatalf("ffrun did not log %q", msg)
 		}
 	}
+}
+
+// TestSignalStopsDevChild runs ffrun dev as a real process, sends it
+// SIGTERM, and checks that it exits cleanly and its Valkey child is gone.
+func TestSignalStopsDevChild(t *testing.T) {
+	cmd, lines := startProcess(t, "dev", "--listen", "127.0.0.1:0", "--data", t.TempDir())
+	childPid, _ := awaitLog(t, lines, "dev valkey started")["pid"].(float64)
+	awaitLog(t, lines, "ffrun serving")
 	if childPid == 0 {
 		t.Fatal("no pid logged for the dev valkey")
 	}
@@ -73,8 +87,8 @@ func TestSignalStopsDevChild(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("ffrun after SIGTERM: %v", err)
 	}
-	if err := syscall.Kill(childPid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Fatalf("dev valkey (pid %d) still exists after ffrun stopped: %v", childPid, err)
+	if err := syscall.Kill(int(childPid), 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("dev valkey (pid %d) still exists after ffrun stopped: %v", int(childPid), err)
 	}
 }
 
@@ -83,46 +97,8 @@ func TestSignalStopsDevChild(t *testing.T) {
 // on a second signal.
 func TestSecondSignalKills(t *testing.T) {
 	addr := valkeytest.Start(t)
-	cmd := exec.Command(os.Args[0], "serve", "--valkey", addr, "--listen", "127.0.0.1:0",
-		"--shutdown-timeout", "1m", "--log-format", "json")
-	cmd.Env = append(os.Environ(), "FFRUN_AS_MAIN=1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	lines := make(chan map[string]any, 64)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil {
-				lines <- m
-			}
-		}
-		close(lines)
-	}()
-	await := func(msg string) map[string]any {
-		t.Helper()
-		deadline := time.After(20 * time.Second)
-		for {
-			select {
-			case m, ok := <-lines:
-				if !ok {
-					t.Fatalf("ffrun exited before logging %q", msg)
-				}
-				if m["msg"] == msg {
-					return m
-				}
-			case <-deadline:
-				t.Fatalf("ffrun did not log %q", msg)
-			}
-		}
-	}
-	listen, _ := await("ffrun serving")["listen"].(string)
+	cmd, lines := startProcess(t, "serve", "--valkey", addr, "--listen", "127.0.0.1:0", "--shutdown-timeout", "1m")
+	listen, _ := awaitLog(t, lines, "ffrun serving")["listen"].(string)
 	conn, err := net.Dial("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +112,7 @@ func TestSecondSignalKills(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	await("ffrun shutting down")
+	awaitLog(t, lines, "ffrun shutting down")
 	time.Sleep(200 * time.Millisecond) // the first signal's handling is undone
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
