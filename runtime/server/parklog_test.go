@@ -48,24 +48,8 @@ func TestParkLogDoesNotFlapWhileStillParked(t *testing.T) {
 		c.Scanners.Unblock = 50 * time.Millisecond
 		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
-	ctx := ctxT(t)
-	c := env.Client
-	if _, err := c.Heartbeat(ctx, wire.WorkerHeartbeat{WorkerID: "w1", TTLMs: 120_000}); err != nil {
-		t.Fatal(err)
-	}
 	const parked = 700 // more than the park log's page (500)
-	reqs := make([]wire.CreateExecution, parked)
-	for i := range reqs {
-		reqs[i] = wire.CreateExecution{Kind: "k", Requires: []string{"quantum"}}
-	}
-	if _, err := c.CreateExecutions(ctx, reqs); err != nil {
-		t.Fatal(err)
-	}
-	// Claims by the connected worker (no quantum) park them (a claim
-	// parks up to max + 512 passed-over candidates).
-	if tasks, err := c.Claim(ctx, wire.ClaimRequest{WorkerID: "w1", Max: 100}); err != nil || len(tasks) != 0 {
-		t.Fatalf("claim: %d tasks, %v", len(tasks), err)
-	}
+	parkQuantum(t, env, parked)
 	const series = `ff_executions{namespace="default",lane="default",state="blocked_route"}`
 	before := scrape(t, env, "")[series]
 	if before <= 500 {
@@ -98,20 +82,8 @@ func TestPagingParkedExecutionsSeesEachOnce(t *testing.T) {
 	})
 	ctx := ctxT(t)
 	c := env.Client
-	if _, err := c.Heartbeat(ctx, wire.WorkerHeartbeat{WorkerID: "w1", TTLMs: 120_000}); err != nil {
-		t.Fatal(err)
-	}
 	const parked = 400
-	reqs := make([]wire.CreateExecution, parked)
-	for i := range reqs {
-		reqs[i] = wire.CreateExecution{Kind: "k", Requires: []string{"quantum"}}
-	}
-	if _, err := c.CreateExecutions(ctx, reqs); err != nil {
-		t.Fatal(err)
-	}
-	if tasks, err := c.Claim(ctx, wire.ClaimRequest{WorkerID: "w1", Max: 100}); err != nil || len(tasks) != 0 {
-		t.Fatalf("claim: %d tasks, %v", len(tasks), err)
-	}
+	parkQuantum(t, env, parked)
 	const series = `ff_executions{namespace="default",lane="default",state="blocked_route"}`
 	if n := scrape(t, env, "")[series]; n != parked {
 		t.Fatalf("%v executions parked, want %d", n, parked)
@@ -142,5 +114,27 @@ func TestPagingParkedExecutionsSeesEachOnce(t *testing.T) {
 	}
 	if len(seen) != parked || repeated > 0 {
 		t.Fatalf("paging through %d executions that stayed parked: saw %d distinct, %d of them more than once", parked, len(seen), repeated)
+	}
+}
+
+// parkQuantum creates n executions requiring capability quantum, which the
+// one connected worker (w1) lacks, and has that worker claim, which parks
+// them (a claim parks up to max + 512 passed-over candidates).
+func parkQuantum(t *testing.T, env *servertest.Env, n int) {
+	t.Helper()
+	ctx := ctxT(t)
+	c := env.Client
+	if _, err := c.Heartbeat(ctx, wire.WorkerHeartbeat{WorkerID: "w1", TTLMs: 120_000}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := make([]wire.CreateExecution, n)
+	for i := range reqs {
+		reqs[i] = wire.CreateExecution{Kind: "k", Requires: []string{"quantum"}}
+	}
+	if _, err := c.CreateExecutions(ctx, reqs); err != nil {
+		t.Fatal(err)
+	}
+	if tasks, err := c.Claim(ctx, wire.ClaimRequest{WorkerID: "w1", Max: 100}); err != nil || len(tasks) != 0 {
+		t.Fatalf("claim: %d tasks, %v", len(tasks), err)
 	}
 }
