@@ -341,7 +341,9 @@ end
 -- ARGV[5]  idempotency key ('' = none)
 -- ARGV[6]  idempotency key lifetime, ms
 -- ARGV[7]  the run's input (bytes; the payload of roots that take it)
--- ARGV[8..] members, each: the number of entries that follow, then name,
+-- ARGV[8]  '1' when the caller found the idempotency key held and so
+--          created no run-scoped budget or quota for this run; '' else
+-- ARGV[9..] members, each: the number of entries that follow, then name,
 --          uuid, lane, priority, join_need, deps_total, takes the run's
 --          input ('1': its payload is the input; else '0'), deadline ms
 --          ('0' = none), and field/value pairs stored verbatim: kind, and
@@ -350,13 +352,15 @@ end
 --          input_from (the feeding upstream's uuid), ups, out, handled
 --          ('1'), budgets, quotas.
 -- Reply: {1, 'created', now} | {1, 'duplicate', run uuid}
+--        | {1, 'released'} (ARGV[8] is '1' and the key is no longer held:
+--        the run would be new and lacks its resources; nothing written)
 --        | {0, 'idempotency_conflict', flow, run uuid} (the key was used by
 --        a run of another flow; nothing written)
 --        | {0, 'invalid', 'members', message} (a member's entries are not
 --        as above, or the key's lifetime is not a positive integer;
 --        nothing written)
 local function ff_stage_flow(keys, argv)
-  if (argv[5] ~= '' and not px_ok(argv[6])) or not members_ok(argv, 8) then
+  if (argv[5] ~= '' and not px_ok(argv[6])) or not members_ok(argv, 9) then
     return refuse('invalid', 'members', 'want members as ff_stage_flow takes them')
   end
   local p = part(keys[1])
@@ -364,10 +368,11 @@ local function ff_stage_flow(keys, argv)
   local first, ik, other = duplicate_run(p, ns, argv[5], argv[3])
   if other then return refuse('idempotency_conflict', other, first) end
   if first then return ok('duplicate', first) end
+  if argv[8] == '1' then return ok('released') end
   local now = now_ms()
   local nodes = {}
   local registered = {}
-  local i = 8
+  local i = 9
   while i <= #argv do
     local name, u, lane, priority, deps, deadline, n = stage_member(p, argv, i, run, ns, argv[7], now, false)
     if deadline > 0 then zadd(p, p.deadlines, ts(deadline), u) end
@@ -429,10 +434,12 @@ end
 -- ARGV[5]  idempotency key ('' = none)
 -- ARGV[6]  idempotency key lifetime, ms
 -- ARGV[7]  the run's input
--- ARGV[8]  the number of members, m
--- ARGV[9..] m groups of name, uuid, lane, priority, deps_total, has_deadline (0/1)
+-- ARGV[8]  '1' when the key was found held, as in ff_stage_flow
+-- ARGV[9]  the number of members, m
+-- ARGV[10..] m groups of name, uuid, lane, priority, deps_total, has_deadline (0/1)
 -- Reply: {1, 'created', now} | {1, 'duplicate', run uuid} (the staged
---        members are deleted) | {0, 'idempotency_conflict', flow, run
+--        members are deleted) | {1, 'released'} (as in ff_stage_flow; the
+--        staging is kept for the next commit) | {0, 'idempotency_conflict', flow, run
 --        uuid} (a run of another flow has the key; the staged members are
 --        deleted) | {0, 'not_found'} (nothing staged) | {0,
 --        'staging_expired'} (retention dropped some of the staged members:
@@ -443,11 +450,11 @@ end
 local function ff_commit_flow(keys, argv)
   -- Checked first: a staged root is made eligible before the next member
   -- is read, and a malformed count would drop the staging.
-  local m = numv(argv[8])
-  if not m or #argv ~= 8 + 6 * m or (argv[5] ~= '' and not px_ok(argv[6])) then
+  local m = numv(argv[9])
+  if not m or #argv ~= 9 + 6 * m or (argv[5] ~= '' and not px_ok(argv[6])) then
     return refuse('invalid', 'members', 'want a member count and as many groups of six')
   end
-  for b = 9, #argv, 6 do
+  for b = 10, #argv, 6 do
     if not numv(argv[b + 3]) or not numv(argv[b + 4]) then
       return refuse('invalid', 'members', 'a priority or deps_total is not a number')
     end
@@ -461,6 +468,7 @@ local function ff_commit_flow(keys, argv)
     if other then return refuse('idempotency_conflict', other, first) end
     return ok('duplicate', first)
   end
+  if argv[8] == '1' then return ok('released') end
   -- Retention drops a staging whose lifetime passed, members and all; a
   -- later chunk of a stalled stager registers the run again with only its
   -- own members. Such a run must not become visible with members that
@@ -473,7 +481,7 @@ local function ff_commit_flow(keys, argv)
   local nodes = {}
   local registered = {}
   for j = 0, m - 1 do
-    local b = 9 + j * 6
+    local b = 10 + j * 6
     local name, u, lane, priority, deps = argv[b], argv[b + 1], argv[b + 2], num(argv[b + 3]), num(argv[b + 4])
     nodes[#nodes + 1] = name
     nodes[#nodes + 1] = u

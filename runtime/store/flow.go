@@ -177,7 +177,10 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	// it never runs without its limits (nor drops usage reported to a
 	// budget not created yet). A repeat of an idempotency key creates
 	// nothing for a run it will not stage: it repairs the first run's
-	// below instead.
+	// below instead. Staging is then told the key was held, and stages
+	// nothing if the key was released in the meantime (answer
+	// "released"): the run is new after all, and gets its resources
+	// before a second staging call.
 	held := false
 	if refs.usesResources() {
 		if req.IdempotencyKey != "" {
@@ -193,22 +196,21 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 			}
 		}
 	}
+	chunked := len(members) > StageChunkExecs
+	if chunked {
+		if err := s.writeChunks(ctx, p, id, runUUID, ns, req.Input, members); err != nil {
+			return nil, false, err
+		}
+	}
 	if s.hook != nil {
 		s.hook("stage", runUUID)
 	}
-	var items []valkey.ValkeyMessage
-	if len(members) <= StageChunkExecs {
-		n := len(head)
-		for _, m := range members {
-			n += 1 + len(m)
+	items, err := s.stageCall(ctx, p, id, head, f, members, chunked, held)
+	if err == nil && str(items[0]) == "released" {
+		if err := s.registerResources(ctx, f, ns, id, refs); err != nil {
+			return nil, false, err
 		}
-		args := append(make([]string, 0, n), head...)
-		for _, m := range members {
-			args = append(append(args, strconv.Itoa(len(m))), m...)
-		}
-		items, err = s.single(ctx, call{fn: "ff_stage_flow", partition: p, args: args}, ExecutionID(id), "stage")
-	} else {
-		items, err = s.stageChunked(ctx, p, id, runUUID, ns, req.Input, head, f, members)
+		items, err = s.stageCall(ctx, p, id, head, f, members, chunked, false)
 	}
 	if ie := (*IdempotencyError)(nil); errors.As(err, &ie) {
 		ie.Key, ie.RunID = req.IdempotencyKey, RunID(makeID(p, string(ie.RunID)))
@@ -230,14 +232,6 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 			}
 		}
 		return first, false, nil
-	}
-	if held {
-		// The key held by another run when read expired before the
-		// staging call, which then staged this run: it gets its
-		// resources now, as a repeat of its key would.
-		if err := s.registerResources(ctx, f, ns, id, refs); err != nil {
-			return nil, false, err
-		}
 	}
 	return stagedRun(f, pf, ns, id, p, uuids, fromMs(str(items[1]))), true, nil
 }
@@ -473,6 +467,9 @@ func (r *stageRefs) usesResources() bool { return len(r.used) > 0 || len(r.usedQ
 // one or quota is left as it is (ffrun --flows and the API own their
 // definitions).
 func (s *Store) registerResources(ctx context.Context, f *plan.Flow, ns string, run RunID, refs *stageRefs) error {
+	if s.hook != nil {
+		s.hook("resources", string(run))
+	}
 	for _, b := range f.BudgetDefs {
 		if !refs.used[b.Name] {
 			continue
@@ -520,23 +517,42 @@ func (s *Store) warnDiffers(ctx context.Context, kind, id, flow, route string) {
 		slog.String(kind, id), slog.String("flow", flow))
 }
 
-// stageChunked writes the members of a large run in chunks (invisible),
-// then commits the run in one call.
-func (s *Store) stageChunked(ctx context.Context, p int, id RunID, runUUID, ns string, input []byte,
-	head []string, f *plan.Flow, members [][]string) ([]valkey.ValkeyMessage, error) {
+// writeChunks writes the members of a large run in chunks, invisible
+// until the run is committed (stageCall).
+func (s *Store) writeChunks(ctx context.Context, p int, id RunID, runUUID, ns string, input []byte, members [][]string) error {
 	for start := 0; start < len(members); start += StageChunkExecs {
 		args := []string{runUUID, ns, string(input), ms(StagingTTL)}
 		for _, m := range members[start:min(start+StageChunkExecs, len(members))] {
 			args = append(append(args, strconv.Itoa(len(m))), m...)
 		}
 		if _, err := s.single(ctx, call{fn: "ff_stage_chunk", partition: p, args: args}, ExecutionID(id), "stage"); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if s.hook != nil {
-		s.hook("commit", runUUID)
+	return nil
+}
+
+// stageCall makes the run visible in one call: ff_stage_flow with every
+// member, or ff_commit_flow for the members writeChunks wrote. held says
+// the idempotency key was found held (see StageFlow).
+func (s *Store) stageCall(ctx context.Context, p int, id RunID, head []string, f *plan.Flow, members [][]string,
+	chunked, held bool) ([]valkey.ValkeyMessage, error) {
+	heldArg := ""
+	if held {
+		heldArg = "1"
 	}
-	args := append(slices.Clone(head), strconv.Itoa(len(members)))
+	if !chunked {
+		n := len(head) + 1
+		for _, m := range members {
+			n += 1 + len(m)
+		}
+		args := append(append(make([]string, 0, n), head...), heldArg)
+		for _, m := range members {
+			args = append(append(args, strconv.Itoa(len(m))), m...)
+		}
+		return s.single(ctx, call{fn: "ff_stage_flow", partition: p, args: args}, ExecutionID(id), "stage")
+	}
+	args := append(slices.Clone(head), heldArg, strconv.Itoa(len(members)))
 	for i, x := range f.Execs {
 		// members[i] starts with name, uuid, lane, priority, join_need, deps_total.
 		m := members[i]

@@ -647,7 +647,7 @@ func TestFlowAbandonedStagingIsInvisibleAndPurged(t *testing.T) {
 		t.Fatalf("keys left by an abandoned staging: %v", extra)
 	}
 	// Committing it now finds nothing.
-	commit := []string{run, "default", "x", "", "", "1000", "", "0"}
+	commit := []string{run, "default", "x", "", "", "1000", "", "", "0"}
 	if _, err := e.s.single(e.ctx, call{fn: "ff_commit_flow", partition: 0, args: commit}, "", "stage"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("late commit = %v", err)
 	}
@@ -670,7 +670,7 @@ func TestFlowStalledStagingCommitRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.chunk(ms(StagingTTL), 1) // b
-	commit := []string{h.run, "default", "x", "", "", "1000", "in", "2"}
+	commit := []string{h.run, "default", "x", "", "", "1000", "in", "", "2"}
 	for i, u := range h.uuids {
 		m := h.member(i)
 		commit = append(commit, m[0], u, m[2], m[3], m[5], "0")
@@ -694,7 +694,7 @@ func TestFlowStageChunkAfterCommitRefused(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })
 	h := newHandStaging(e)
 	h.chunk(ms(StagingTTL), 0, 1)
-	commit := []string{h.run, "default", "x", "", "", "1000", "in", "2"}
+	commit := []string{h.run, "default", "x", "", "", "1000", "in", "", "2"}
 	for i, u := range h.uuids {
 		m := h.member(i)
 		commit = append(commit, m[0], u, m[2], m[3], m[5], "0")
@@ -1481,7 +1481,7 @@ func TestFlowChunkedStagingDroppedBeforeCommit(t *testing.T) {
 		edges = append(edges, "root->"+m)
 	}
 	e.s.hook = func(point, run string) {
-		if point != "commit" {
+		if point != "stage" {
 			return
 		}
 		// What retention does once the staging outlived its lifetime.

@@ -237,7 +237,7 @@ func stageMember(name, u, deps, deadline string) []string {
 func TestMalformedStageWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := onePartition(t)
-	head := []string{newUUID(), "default", "pair", "", "", "60000", "{}"}
+	head := []string{newUUID(), "default", "pair", "", "", "60000", "{}", ""}
 	good := stageMember("a", newUUID(), "0", "0")
 	for _, tc := range []struct {
 		name string
@@ -253,7 +253,7 @@ func TestMalformedStageWritesNothing(t *testing.T) {
 		args = append(append([]string{head[0], "default", "{}", "600000"}, good...), tc.bad...)
 		e.refusedUnchanged("stage_chunk with "+tc.name, call{fn: "ff_stage_chunk", partition: 0, args: args}, "members")
 	}
-	args := append(append(append([]string{}, head[:4]...), "k", "0", "{}"), good...)
+	args := append(append(append([]string{}, head[:4]...), "k", "0", "{}", ""), good...)
 	e.refusedUnchanged("stage_flow with an idempotency key lifetime of 0", call{fn: "ff_stage_flow", partition: 0, args: args}, "members")
 }
 
@@ -271,7 +271,7 @@ func TestMalformedCommitWritesNothing(t *testing.T) {
 	} else if _, ref, err := envelope(msg); err != nil || ref != nil {
 		t.Fatalf("stage chunk: %v %+v", err, ref)
 	}
-	head := []string{run, "default", "pair", "", "", "60000", "{}"}
+	head := []string{run, "default", "pair", "", "", "60000", "{}", ""}
 	for _, tc := range []struct {
 		name string
 		tail []string

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -105,36 +106,67 @@ func TestStagingRepeatRepairsRunBudgets(t *testing.T) {
 }
 
 // A run's idempotency key held by another run when staging reads it, and
-// expired before the staging call: the run is staged as a new one and
-// gets its run-scoped budget all the same.
+// expired before the staging call: the run is staged as a new one, and
+// its run-scoped budget exists before the run is visible (a root claimed
+// in between would run without it). Small runs and chunked ones alike.
 func TestStagingAfterKeyExpiredMidwayGetsBudgets(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	f := budgetFlow()
-	first, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.s.hook = func(point, _ string) {
-		if point != "stage" {
-			return
-		}
-		// The key expires now, between the read and the staging call.
-		for _, k := range e.keys() {
-			if strings.Contains(k, ":fidem:") {
-				if err := e.c.Do(e.ctx, e.c.B().Del().Key(k).Build()).Error(); err != nil {
-					t.Error(err)
+	for _, size := range []int{1, StageChunkExecs + 5} {
+		t.Run(fmt.Sprintf("%d execs", size), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			f := budgetFlow()
+			for i := 1; i < size; i++ {
+				f.Execs = append(f.Execs, plan.Exec{Name: fmt.Sprintf("m%04d", i), Kind: "k", Lane: plan.DefaultLane})
+			}
+			first, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var points []string
+			e.s.hook = func(point, run string) {
+				points = append(points, point)
+				switch point {
+				case "stage":
+					if len(points) > 1 {
+						return
+					}
+					// The key expires now, between the read and the staging call.
+					for _, k := range e.keys() {
+						if strings.Contains(k, ":fidem:") {
+							if err := e.c.Do(e.ctx, e.c.B().Del().Key(k).Build()).Error(); err != nil {
+								t.Error(err)
+							}
+						}
+					}
+				case "resources":
+					if _, err := e.s.GetRun(e.ctx, RunID(run)); !errors.Is(err, ErrNotFound) {
+						t.Errorf("run %s read before its budgets were created: err %v, want not found", run, err)
+					}
 				}
 			}
-		}
-	}
-	r, created, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k"})
-	if err != nil || !created || r.ID == first.ID {
-		t.Fatalf("staging after the key expired = %v created=%v err=%v, want a new run", r, created, err)
-	}
-	b, err := e.s.GetBudget(e.ctx, RunBudgetID("default", "per_run", r.ID))
-	if err != nil || b.Dimensions[0].Hard != 10 {
-		t.Fatalf("run budget of the new run = %+v, %v", b, err)
+			r, created, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k"})
+			if err != nil || !created || r.ID == first.ID {
+				t.Fatalf("staging after the key expired = %v created=%v err=%v, want a new run", r, created, err)
+			}
+			if want := []string{"stage", "resources"}; !cmp.Equal(points, want) {
+				t.Errorf("staging went through %v, want %v", points, want)
+			}
+			b, err := e.s.GetBudget(e.ctx, RunBudgetID("default", "per_run", r.ID))
+			if err != nil || b.Dimensions[0].Hard != 10 {
+				t.Fatalf("run budget of the new run = %+v, %v", b, err)
+			}
+			got, err := e.s.GetRun(e.ctx, r.ID)
+			if err != nil || len(got.Nodes) != size {
+				t.Fatalf("the new run reads %v, %v; want %d members", got, err, size)
+			}
+			// A repeat of the key finds the new run.
+			e.s.hook = nil
+			again, created, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k"})
+			if err != nil || created || again.ID != r.ID {
+				t.Fatalf("repeat = %v created=%v err=%v, want run %s", again, created, err, r.ID)
+			}
+		})
 	}
 }
 

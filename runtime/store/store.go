@@ -88,9 +88,10 @@ type Store struct {
 
 	warned sync.Map // "budget <id>" or "quota <id>" -> when staging last warned it differs (warnDiffers)
 
-	// hook, set by tests only, runs at points of staging a run: "stage"
-	// right before its staging call (after the idempotency key was read),
-	// "commit" between the chunks of a large run and their commit.
+	// hook, set by tests only, runs at points of staging a run:
+	// "resources" before its budgets and quotas are created, "stage"
+	// right before the call that makes it visible (after the idempotency
+	// key was read, and after a large run's chunks were written).
 	hook func(point, runUUID string)
 }
 
