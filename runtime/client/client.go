@@ -8,10 +8,12 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -76,11 +78,47 @@ func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) { c.hc = hc }
 }
 
+// WithTLSConfig makes the default http.Client verify an https server with
+// cfg (for example RootCAs holding a private CA, or a client certificate).
+// It has no effect together with WithHTTPClient, whose transport has its
+// own TLS settings.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(c *Client) { c.tls = cfg }
+}
+
 // Client talks to one ffrun server. It is safe for concurrent use.
 type Client struct {
 	base  *url.URL
 	token string
 	hc    *http.Client
+	tls   *tls.Config
+}
+
+// Bounds of the default transport: a server that does not answer a dial or
+// a TLS handshake fails the request instead of holding it until its
+// context ends (a worker's long-poll context may not end for minutes).
+const (
+	dialTimeout      = 10 * time.Second
+	handshakeTimeout = 10 * time.Second
+)
+
+// defaultHTTPClient is the http.Client of a Client made without
+// WithHTTPClient: pooled connections for a worker's concurrent requests,
+// bounded dials and handshakes, TCP keep-alives, and HTTP/2 with an https
+// server that offers it (a custom transport speaks HTTP/1.1 only unless
+// told otherwise).
+func defaultHTTPClient(tlsConfig *tls.Config) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tlsConfig,
+		TLSHandshakeTimeout:   handshakeTimeout,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}}
 }
 
 // CloseIdleConnections closes the connections the client keeps open but
@@ -114,12 +152,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		o(c)
 	}
 	if c.hc == nil {
-		c.hc = &http.Client{Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			MaxIdleConns:        256,
-			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     90 * time.Second,
-		}}
+		c.hc = defaultHTTPClient(c.tls)
 	}
 	return c, nil
 }

@@ -2,7 +2,11 @@ package client_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -153,5 +157,42 @@ func TestFlowErrorsSayClientOnce(t *testing.T) {
 	var ne net.Error
 	if !errors.As(err, &ne) {
 		t.Fatalf("the transport error is not kept in the chain: %#v", err)
+	}
+}
+
+// The default transport speaks HTTP/2 to an https server that offers it
+// (a custom http.Transport speaks HTTP/1.1 unless told otherwise), and
+// WithTLSConfig is how it trusts a private CA.
+func TestDefaultTransportHTTP2WithPrivateCA(t *testing.T) {
+	protos := make(chan string, 4)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		protos <- r.Proto
+		w.Write([]byte(`{}`))
+	}))
+	srv.EnableHTTP2 = true
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake below
+	srv.StartTLS()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+
+	// Without the CA the server is not trusted.
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Health(context.Background()); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("Health without the CA = %v, want a certificate error", err)
+	}
+	c, err = client.New(srv.URL, client.WithTLSConfig(&tls.Config{RootCAs: roots}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	if err := c.Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-protos; got != "HTTP/2.0" {
+		t.Fatalf("the default transport spoke %s, want HTTP/2.0", got)
 	}
 }

@@ -5,7 +5,8 @@
 //
 // Every command takes --server (FF_SERVER, default http://127.0.0.1:8080)
 // and reads the bearer token from FF_API_TOKEN (never from a flag, which
-// would show in the process list); --json prints the API's answer as JSON
+// would show in the process list); an https server whose certificate a
+// private CA signed is trusted with FF_API_CA (a PEM file); --json prints the API's answer as JSON
 // instead of text. Exit status: 0 done (a run that succeeded), 1 a run
 // that failed or was cancelled, or an error from the server, 2 bad usage.
 package ffctl
@@ -14,6 +15,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -206,7 +209,18 @@ func (c *cmd) parse(args []string, operands ...string) ([]string, error) {
 	}
 	timeout := cmp.Or(c.env.RequestTimeout, RequestTimeout)
 	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: (&net.Dialer{Timeout: timeout}).DialContext,
-		TLSHandshakeTimeout: timeout}
+		TLSHandshakeTimeout: timeout, ForceAttemptHTTP2: true}
+	if ca := c.env.Getenv("FF_API_CA"); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("%w: FF_API_CA: %v", errUsage, err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: FF_API_CA: %s holds no PEM certificate", errUsage, ca)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	}
 	token := client.WithToken(c.env.Getenv("FF_API_TOKEN"))
 	cl, err := client.New(c.server, token, client.WithHTTPClient(&http.Client{Transport: tr, Timeout: timeout}))
 	if err != nil {

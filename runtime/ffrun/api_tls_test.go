@@ -1,6 +1,7 @@
 package ffrun_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/ffctl"
 	"github.com/flowfabric/ff/runtime/ffrun"
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/wire"
@@ -56,7 +58,9 @@ func TestServeAPIOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(worker.Config{URL: "https://" + r.api, HTTPClient: hc, Name: "w", ClaimWait: time.Second, DrainTimeout: 2 * time.Second})
+	// This worker trusts the authority through Config.TLS (the SDK's
+	// default transport); the next one brings its own client.
+	w, err := worker.New(worker.Config{URL: "https://" + r.api, TLS: pki.ClientConfig(), Name: "w", ClaimWait: time.Second, DrainTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +97,20 @@ func TestServeAPIOverTLS(t *testing.T) {
 			t.Fatalf("no claim parked over HTTP/2:\n%s", scrape())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+
+	// The client commands trust the authority named by FF_API_CA.
+	var out, errb bytes.Buffer
+	vars := map[string]string{"FF_SERVER": "https://" + r.api, "FF_API_CA": pki.CAFile}
+	if code := ffctl.Main(ctx, "templates", []string{"--json"}, ffctl.Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+		Getenv: func(k string) string { return vars[k] }}); code != 0 {
+		t.Errorf("ffrun templates with FF_API_CA = %d: %s", code, errb.String())
+	}
+	vars["FF_API_CA"] = pki.ServerKeyFile // no certificate in it
+	errb.Reset()
+	if code := ffctl.Main(ctx, "templates", nil, ffctl.Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+		Getenv: func(k string) string { return vars[k] }}); code != ffctl.ExitUsage || !strings.Contains(errb.String(), "no PEM certificate") {
+		t.Errorf("ffrun templates with a key as FF_API_CA = %d: %s", code, errb.String())
 	}
 
 	// Plain HTTP to it is answered with a refusal; a client that does

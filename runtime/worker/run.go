@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -98,6 +99,7 @@ type Config struct {
 	OnReported func(executionID string, err error)
 
 	HTTPClient *http.Client   // default: a client with pooled connections
+	TLS        *tls.Config    // for an https URL: the default client's TLS settings (a private CA's RootCAs)
 	Logger     *slog.Logger   // default: discard
 	Client     *client.Client // overrides URL, Token and HTTPClient when set
 }
@@ -273,6 +275,9 @@ func New(cfg Config) (*Worker, error) {
 		opts := []client.Option{client.WithToken(cfg.Token)}
 		if cfg.HTTPClient != nil {
 			opts = append(opts, client.WithHTTPClient(cfg.HTTPClient))
+		}
+		if cfg.TLS != nil {
+			opts = append(opts, client.WithTLSConfig(cfg.TLS))
 		}
 		var err error
 		c, err = client.New(cfg.URL, opts...)
