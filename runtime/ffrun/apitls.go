@@ -1,6 +1,7 @@
 package ffrun
 
 import (
+	"bytes"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -15,8 +16,11 @@ import (
 const certCheckEvery = 10 * time.Second
 
 // certReloader serves the API's certificate from files, loading them again
-// when they change, so that a renewed certificate (cert-manager, certbot)
-// is used without a restart. A renewal that does not load (the key and
+// when their contents change, so that a renewed certificate (cert-manager,
+// certbot) is used without a restart. Contents, not modification times:
+// a renewal copied with its old times kept (cp -p, a restored backup)
+// changes the bytes only, and two small files read every few seconds cost
+// nothing. A renewal that does not load (the key and
 // certificate written at different moments, say) keeps the certificate in
 // use, logs why, and is tried again at the next check.
 type certReloader struct {
@@ -31,37 +35,37 @@ type certReloader struct {
 	// serve cert meanwhile, so that a slow read (a stuck network mount)
 	// or a large key holds up no handshake but that one.
 	mu     sync.Mutex
-	stamp  [2]time.Time // modification times of the files loaded
-	warned string       // the last problem logged, until a check finds none
+	loaded [2][]byte // the certificate and key files as last read
+	warned string    // the last problem logged, until a check finds none
 }
 
 // newCertReloader loads the certificate and key files, or says which one
 // does not load.
 func newCertReloader(certFile, keyFile string, every time.Duration, log *slog.Logger) (*certReloader, error) {
 	r := &certReloader{certFile: certFile, keyFile: keyFile, every: every, log: log}
-	stamp, err := r.stamps()
+	files, err := r.read()
 	if err != nil {
 		return nil, err
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cert, err := tls.X509KeyPair(files[0], files[1])
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert %s with --tls-key %s: %w", certFile, keyFile, err)
 	}
 	r.cert.Store(&cert)
-	r.stamp = stamp
+	r.loaded = files
 	r.next.Store(time.Now().Add(every).UnixNano())
 	return r, nil
 }
 
-// stamps returns the modification times of both files.
-func (r *certReloader) stamps() ([2]time.Time, error) {
-	var out [2]time.Time
+// read returns the contents of both files.
+func (r *certReloader) read() ([2][]byte, error) {
+	var out [2][]byte
 	for i, f := range []string{r.certFile, r.keyFile} {
-		st, err := os.Stat(f)
+		b, err := os.ReadFile(f)
 		if err != nil {
 			return out, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
-		out[i] = st.ModTime()
+		out[i] = b
 	}
 	return out, nil
 }
@@ -76,23 +80,23 @@ func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return r.cert.Load(), nil // checked meanwhile
 	}
 	r.next.Store(time.Now().Add(r.every).UnixNano())
-	stamp, err := r.stamps()
+	files, err := r.read()
 	if err != nil {
 		r.warn("API certificate files unreadable; keeping the one in use", err)
 		return r.cert.Load(), nil
 	}
-	if stamp == r.stamp {
+	if bytes.Equal(files[0], r.loaded[0]) && bytes.Equal(files[1], r.loaded[1]) {
 		r.warned = ""
 		return r.cert.Load(), nil
 	}
-	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	cert, err := tls.X509KeyPair(files[0], files[1])
 	if err != nil {
 		r.warn("API certificate changed but does not load; keeping the one in use", err)
 		return r.cert.Load(), nil
 	}
 	r.warned = ""
 	r.cert.Store(&cert)
-	r.stamp = stamp
+	r.loaded = files
 	r.log.Info("API certificate reloaded", slog.String("cert", r.certFile))
 	return &cert, nil
 }
