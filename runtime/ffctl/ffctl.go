@@ -7,8 +7,10 @@
 // and reads the bearer token from FF_API_TOKEN (never from a flag, which
 // would show in the process list); an https server whose certificate a
 // private CA signed is trusted with FF_API_CA (a PEM file); --json prints the API's answer as JSON
-// instead of text. Exit status: 0 done (a run that succeeded), 1 a run
-// that failed or was cancelled, or an error from the server, 2 bad usage.
+// instead of text. Exit status: 0 done (a run that succeeded), 1 an error
+// (the server refused the request or could not be reached), 2 bad usage,
+// 3 a run that failed or was cancelled, 4 a run still running when the
+// wait for it ended.
 package ffctl
 
 import (
@@ -53,13 +55,18 @@ const pollMax = time.Minute
 // forever is the wait of await without an end.
 const forever time.Duration = -1
 
-// Exit statuses.
+// Exit statuses: a script tells a run that failed from a server it could
+// not reach (worth another try) and from a run not done yet.
 const (
-	ExitOK      = 0
-	ExitFailed  = 1 // a run that did not succeed, or an error
-	ExitUsage   = 2
-	runsMaxPage = 500
+	ExitOK        = 0
+	ExitError     = 1 // the server refused the request, or could not be reached
+	ExitUsage     = 2
+	ExitRunFailed = 3 // the run failed or was cancelled
+	ExitRunning   = 4 // the run was still running when the wait ended
 )
+
+// runsMaxPage is the most runs `ffrun runs` lists.
+const runsMaxPage = 500
 
 // Env is what the commands read and write.
 type Env struct {
@@ -100,7 +107,8 @@ const Usage = `  ffrun templates                     list the flows the server s
   ffrun cancel RUN [--reason R]       cancel every member that has not ended
   ffrun replay RUN [--watch]          run a failed or cancelled run again from its failures
   (each takes --server URL, default FF_SERVER or ` + ServerDefault + `, and --json; start and
-   runs take --namespace NS; the token is read from FF_API_TOKEN)
+   runs take --namespace NS; the token is read from FF_API_TOKEN, a private CA from FF_API_CA;
+   exit 0 done, 1 error, 2 usage, 3 the run failed or was cancelled, 4 still running)
 `
 
 // IsCommand reports whether name is one of the client commands.
@@ -132,9 +140,13 @@ func commandOf(name string) func(*cmd, context.Context, []string) error {
 // errUsage marks errors in the command line.
 var errUsage = errors.New("usage")
 
-// errRunDidNotSucceed marks a run that failed or was cancelled (exit 1,
-// already reported).
+// errRunDidNotSucceed marks a run that failed or was cancelled
+// (ExitRunFailed, already reported).
 var errRunDidNotSucceed = errors.New("run did not succeed")
+
+// errRunning marks a run still running when the wait for it ended
+// (ExitRunning).
+var errRunning = errors.New("still running")
 
 // Main runs the client command name with its arguments and returns the exit
 // status.
@@ -150,13 +162,16 @@ func Main(ctx context.Context, name string, args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "ffrun %s: %v\n", name, err)
 		return ExitUsage
 	case errors.Is(err, errRunDidNotSucceed):
-		return ExitFailed
+		return ExitRunFailed
+	case errors.Is(err, errRunning):
+		fmt.Fprintf(env.Stderr, "ffrun %s: %v\n", name, err)
+		return ExitRunning
 	}
 	fmt.Fprintf(env.Stderr, "ffrun %s: %v\n", name, err)
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		fmt.Fprintln(env.Stderr, "(no ffrun listens there: start one, or give its URL with --server or FF_SERVER)")
 	}
-	return ExitFailed
+	return ExitError
 }
 
 // cmd is one invocation: its flags and the client they give.
@@ -192,6 +207,11 @@ func (c *cmd) parse(args []string, operands ...string) ([]string, error) {
 		}
 		rest := c.fs.Args()
 		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			// Parse stopped at "--": what follows is operands only.
+			pos = append(pos, rest...)
 			break
 		}
 		pos = append(pos, rest[0])
@@ -435,7 +455,18 @@ func (c *cmd) runs(ctx context.Context, args []string) error {
 	for _, r := range out {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.Flow, r.State, r.Done, r.Total, stamp(r.CreatedAt), took(r.CreatedAt, r.EndedAt))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if next != "" {
+		// On stderr: the table stays the whole of stdout.
+		if *limit < runsMaxPage {
+			fmt.Fprintf(c.env.Stderr, "(more runs: --limit up to %d lists more, --state or --flow fewer)\n", runsMaxPage)
+		} else {
+			fmt.Fprintln(c.env.Stderr, "(more runs: --state or --flow narrows the list)")
+		}
+	}
+	return nil
 }
 
 func stamp(t *time.Time) string {
@@ -530,7 +561,7 @@ func (c *cmd) await(ctx context.Context, id string, wait time.Duration) (*wire.F
 			if wait == forever || time.Until(deadline) > 0 {
 				continue
 			}
-			return nil, fmt.Errorf("run %s is still running (ffrun result %s --wait D waits for its end)", id, id)
+			return nil, fmt.Errorf("run %s is %w (ffrun result %s --wait D waits for its end)", id, errRunning, id)
 		}
 		return r, err
 	}

@@ -218,8 +218,20 @@ func TestStartWatchGetRuns(t *testing.T) {
 	}
 
 	r = e.run("", "runs", "--limit", "10")
-	if r.code != 0 || strings.Count(r.stdout, " greet ") != 3 || !strings.HasPrefix(r.stdout, "RUN ") {
+	if r.code != 0 || strings.Count(r.stdout, " greet ") != 3 || !strings.HasPrefix(r.stdout, "RUN ") || r.stderr != "" {
 		t.Fatalf("runs = %+v", r)
+	}
+	// A limit that leaves runs unread says so, on stderr.
+	r = e.run("", "runs", "--limit", "2")
+	if r.code != 0 || strings.Count(r.stdout, " greet ") != 2 || !strings.HasPrefix(r.stderr, "(more runs: --limit up to 500") {
+		t.Fatalf("runs --limit 2 of 3 runs = %+v, want 2 and a word on the rest", r)
+	}
+	// After --, operands only: a flag's spelling is taken as a run id.
+	if r := e.run("", "get", "--", "--json"); r.code != ffctl.ExitError || !strings.Contains(r.stderr, "--json") {
+		t.Fatalf("get -- --json = %+v, want the operand looked up", r)
+	}
+	if r := e.run("", "get", "--json", "--", id); r.code != 0 || !strings.HasPrefix(r.stdout, "{") {
+		t.Fatalf("get --json -- RUN = %+v", r)
 	}
 	r = e.run("", "runs", "--state", "failed")
 	if r.code != 0 || r.stdout != "no failed runs in namespace default (--namespace for another)\n" {
@@ -254,14 +266,14 @@ func TestFailureCancelReplay(t *testing.T) {
 	e := start(t, true)
 
 	r := e.run("", "start", "greet", "--input", `{"who":"fail"}`, "--watch")
-	if r.code != 1 || !regexp.MustCompile(`(?m)^ *\d+ms  shout  \S.* -> failed: cannot shout hello fail$`).MatchString(r.stdout) {
+	if r.code != ffctl.ExitRunFailed || !regexp.MustCompile(`(?m)^ *\d+ms  shout  \S.* -> failed: cannot shout hello fail$`).MatchString(r.stdout) {
 		t.Fatalf("start --watch of a failing run = %+v", r)
 	}
 	if !strings.Contains(r.stderr, "run "+runID(t, r)+" failed: ") || !strings.Contains(r.stderr, "cannot shout hello fail") {
 		t.Fatalf("failure not explained on stderr: %q", r.stderr)
 	}
 	failed := runID(t, r)
-	if r := e.run("", "result", failed); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "failed") {
+	if r := e.run("", "result", failed); r.code != ffctl.ExitRunFailed || r.stdout != "" || !strings.Contains(r.stderr, "failed") {
 		t.Fatalf("result of a failed run = %+v", r)
 	}
 	if r := e.run("", "runs", "--state", "failed"); r.code != 0 || !strings.Contains(r.stdout, failed) {
@@ -269,7 +281,7 @@ func TestFailureCancelReplay(t *testing.T) {
 	}
 	// A replay runs the failure again (it fails again here). The member
 	// the replay keeps is shown as it is, not as changed from staged.
-	if r := e.run("", "replay", failed, "--watch"); r.code != 1 || !strings.Contains(r.stdout, "run "+failed+" replayed\n") ||
+	if r := e.run("", "replay", failed, "--watch"); r.code != ffctl.ExitRunFailed || !strings.Contains(r.stdout, "run "+failed+" replayed\n") ||
 		!regexp.MustCompile(`(?m)^ *\d+ms  hello  completed$`).MatchString(r.stdout) || strings.Contains(r.stdout, "staged") {
 		t.Fatalf("replay --watch = %+v", r)
 	}
@@ -280,13 +292,13 @@ func TestFailureCancelReplay(t *testing.T) {
 		t.Fatalf("start = %+v", r)
 	}
 	slow := runID(t, r)
-	if r := e.run("", "result", slow); r.code != 1 || !strings.Contains(r.stderr, "still running (ffrun result "+slow+" --wait D") {
+	if r := e.run("", "result", slow); r.code != ffctl.ExitRunning || !strings.Contains(r.stderr, "still running (ffrun result "+slow+" --wait D") {
 		t.Fatalf("result of a running run = %+v", r)
 	}
 	if r := e.run("", "cancel", slow, "--reason", "enough"); r.code != 0 || !strings.HasPrefix(r.stdout, "run "+slow+" cancelled") {
 		t.Fatalf("cancel = %+v", r)
 	}
-	if r := e.run("", "watch", slow); r.code != 1 || !strings.Contains(r.stdout, "run cancelled") || !strings.Contains(r.stderr, "cancelled") ||
+	if r := e.run("", "watch", slow); r.code != ffctl.ExitRunFailed || !strings.Contains(r.stdout, "run cancelled") || !strings.Contains(r.stderr, "cancelled") ||
 		!regexp.MustCompile(`(?m)^ *\d+ms  shout  cancelled$`).MatchString(r.stdout) || strings.Contains(r.stdout, "staged") {
 		t.Fatalf("watch of a cancelled run = %+v", r)
 	}
@@ -301,7 +313,7 @@ func TestFailureCancelReplay(t *testing.T) {
 	if r := e.run("", "cancel", wide); r.code != 0 {
 		t.Fatalf("cancel wide = %+v", r)
 	}
-	if r := e.run("", "result", wide); r.code != 1 || !strings.Contains(r.stderr, "and 1 more") || !strings.Contains(r.stderr, "(ffrun get "+wide+" lists every member)") {
+	if r := e.run("", "result", wide); r.code != ffctl.ExitRunFailed || !strings.Contains(r.stderr, "and 1 more") || !strings.Contains(r.stderr, "(ffrun get "+wide+" lists every member)") {
 		t.Fatalf("result of a cancelled wide run = %+v", r)
 	}
 }
@@ -317,7 +329,7 @@ func TestOutcomeNamesEachFailureOnce(t *testing.T) {
 		t.Fatalf("cancel = %+v", r)
 	}
 	want := "run " + id + " cancelled: result exec shout ended cancelled; hello cancelled: enough; shout cancelled: enough\n"
-	if r := e.run("", "result", id); r.code != 1 || r.stderr != want {
+	if r := e.run("", "result", id); r.code != ffctl.ExitRunFailed || r.stderr != want {
 		t.Fatalf("result of a run cancelled with 2 members = %+v, want stderr %q", r, want)
 	}
 }
@@ -353,7 +365,7 @@ func TestClientCommandErrors(t *testing.T) {
 	}
 	// The token comes from FF_API_TOKEN: without it the server refuses.
 	r := runWith(t, map[string]string{"FF_SERVER": e.srv.URL}, "", "templates")
-	if r.code != 1 || !strings.Contains(r.stderr, "401") && !strings.Contains(r.stderr, "unauthorized") {
+	if r.code != ffctl.ExitError || !strings.Contains(r.stderr, "401") && !strings.Contains(r.stderr, "unauthorized") {
 		t.Fatalf("templates without the token = %+v", r)
 	}
 	// --server beats FF_SERVER; a bad URL is a usage error.
@@ -387,7 +399,7 @@ func TestNoServer(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now: connections are refused
 	r := runWith(t, map[string]string{"FF_SERVER": "http://" + addr}, "", "templates")
-	if r.code != 1 || !strings.Contains(r.stderr, addr) ||
+	if r.code != ffctl.ExitError || !strings.Contains(r.stderr, addr) ||
 		!strings.HasSuffix(r.stderr, "\n(no ffrun listens there: start one, or give its URL with --server or FF_SERVER)\n") {
 		t.Fatalf("templates without a server = %+v", r)
 	}
@@ -430,7 +442,7 @@ func TestRequestTimeout(t *testing.T) {
 		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" },
 		RequestTimeout: 300 * time.Millisecond,
 	})
-	if took := time.Since(begin); code != 1 || took > 10*time.Second || !strings.Contains(errb.String(), "Timeout exceeded") {
+	if took := time.Since(begin); code != ffctl.ExitError || took > 10*time.Second || !strings.Contains(errb.String(), "Timeout exceeded") {
 		t.Fatalf("get against a server that never answers = %d after %s, stderr %q; want 1 within the request timeout",
 			code, took.Round(time.Millisecond), errb.String())
 	}
