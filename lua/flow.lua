@@ -77,7 +77,7 @@ end
 -- the run's input, which may be large.
 local OUTCOME_FIELDS = {
   'ns', 'flow', 'state', 'total', 'left', 'done', 'succeeded', 'failed', 'skipped', 'cancelled',
-  'result_node', 'result_outcome', 'created_at', 'ended_at',
+  'result_node', 'result_outcome', 'created_at', 'ended_at', 'replays', 'replayed_at',
 }
 
 -- outcome_fields returns OUTCOME_FIELDS of run record runkey as field,
@@ -704,7 +704,8 @@ local function ff_replay_run(keys, argv)
   for _ in pairs(kept) do succeeded = succeeded + 1 end
   redis.call('HSET', runkey, 'state', 'running', 'left', itoa(num(r[2]) - succeeded - skipped),
     'failed', '0', 'skipped', itoa(skipped), 'cancelled', '0', 'unhandled', '0', 'cancelling', '', 'cancel_reason', '',
-    'result_outcome', kept[r[3]] and 'success' or '', 'ended_at', '', 'updated_at', ts(now))
+    'result_outcome', kept[r[3]] and 'success' or '', 'ended_at', '', 'updated_at', ts(now), 'replayed_at', ts(now))
+  redis.call('HINCRBY', runkey, 'replays', 1)
   redis.call('HDEL', runkey, 'done', 'succeeded') -- of a run staged before `left`
   zrem(p, p.base .. ':runs:ended', run)
   flush(p)

@@ -511,8 +511,19 @@ func (c *cmd) describeRun(r *wire.FlowRun) {
 	fmt.Fprintf(out, "run %s\nflow %s (namespace %s)\nstate %s: %d of %d members done (%d succeeded, %d failed, %d skipped, %d cancelled)\n",
 		r.ID, r.Flow, r.Namespace, r.State, r.Done, r.Total, r.Succeeded, r.Failed, r.Skipped, r.Cancelled)
 	fmt.Fprintf(out, "created %s", stamp(r.CreatedAt))
+	if r.Replays > 0 {
+		times := "once"
+		if r.Replays > 1 {
+			times = fmt.Sprintf("%d times", r.Replays)
+		}
+		fmt.Fprintf(out, ", replayed %s (last %s)", times, stamp(r.ReplayedAt))
+	}
 	if r.EndedAt != nil {
-		fmt.Fprintf(out, ", ended %s (took %s)", stamp(r.EndedAt), took(r.CreatedAt, r.EndedAt))
+		if r.Replays > 0 {
+			fmt.Fprintf(out, ", ended %s (took %s since the replay)", stamp(r.EndedAt), took(r.ReplayedAt, r.EndedAt))
+		} else {
+			fmt.Fprintf(out, ", ended %s (took %s)", stamp(r.EndedAt), took(r.CreatedAt, r.EndedAt))
+		}
 	}
 	fmt.Fprintln(out)
 	if r.Error != "" {

@@ -285,6 +285,9 @@ func TestFailureCancelReplay(t *testing.T) {
 		!regexp.MustCompile(`(?m)^ *\d+ms  hello  completed$`).MatchString(r.stdout) || strings.Contains(r.stdout, "staged") {
 		t.Fatalf("replay --watch = %+v", r)
 	}
+	if r := e.run("", "get", failed); r.code != 0 || !regexp.MustCompile(`(?m)^created .*, replayed once \(last .*\), ended .* \(took \S+ since the replay\)$`).MatchString(r.stdout) {
+		t.Fatalf("get of a replayed run = %+v, want the replay said", r)
+	}
 
 	// Cancel a running run; watch then reports it cancelled.
 	r = e.run("", "start", "greet", "--input", `{"who":"slow"}`)

@@ -86,7 +86,9 @@ type Run struct {
 	Result     []byte    `json:"result,omitempty"`      // the result exec's output, once it succeeded
 	CreatedAt  time.Time `json:"created_at"`
 	EndedAt    time.Time `json:"ended_at,omitzero"`
-	Nodes      []RunNode `json:"nodes,omitempty"` // by exec name
+	Replays    int       `json:"replays,omitempty"`    // times ReplayRun restarted it
+	ReplayedAt time.Time `json:"replayed_at,omitzero"` // the last of those
+	Nodes      []RunNode `json:"nodes,omitempty"`      // by exec name
 }
 
 // RunNode is one execution of a run, as GetRun reports it.
@@ -890,6 +892,7 @@ func runOf(id RunID, f map[string]string) *Run {
 		ID: id, Namespace: f["ns"], Flow: f["flow"], State: RunState(f["state"]),
 		Total: atoi(f["total"]), Failed: atoi(f["failed"]), Skipped: atoi(f["skipped"]), Cancelled: atoi(f["cancelled"]),
 		CreatedAt: fromMs(f["created_at"]), EndedAt: fromMs(f["ended_at"]),
+		Replays: atoi(f["replays"]), ReplayedAt: fromMs(f["replayed_at"]),
 	}
 	if left, ok := f["left"]; ok {
 		// A member's end only counts down left; successes are what is

@@ -532,6 +532,18 @@ func TestFlowReplay(t *testing.T) {
 	if done.State != RunSucceeded || string(done.Result) != "r-report" {
 		t.Fatalf("run after replay = %+v", done)
 	}
+	// The run says it was replayed, and when; so does the outcome of a
+	// clean success, read without its members.
+	if first.Replays != 0 || !first.ReplayedAt.IsZero() {
+		t.Fatalf("a run never replayed says %d replays at %v", first.Replays, first.ReplayedAt)
+	}
+	if replayed.Replays != 1 || replayed.ReplayedAt.Before(first.EndedAt) || done.Replays != 1 || !done.ReplayedAt.Equal(replayed.ReplayedAt) {
+		t.Fatalf("replays: %d at %v (then %d at %v), want 1 after the first end %v",
+			replayed.Replays, replayed.ReplayedAt, done.Replays, done.ReplayedAt, first.EndedAt)
+	}
+	if out, err := e.s.GetRunOutcome(e.ctx, r.ID); err != nil || out.Nodes != nil || out.Replays != 1 || !out.ReplayedAt.Equal(replayed.ReplayedAt) {
+		t.Fatalf("outcome after the replay = %+v, %v; want 1 replay, no members read", out, err)
+	}
 	if _, err := e.s.ReplayRun(e.ctx, r.ID); !errors.Is(err, ErrWrongState) {
 		t.Fatalf("ReplayRun of a succeeded run = %v", err)
 	}

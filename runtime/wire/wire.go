@@ -371,7 +371,11 @@ type FlowRun struct {
 	Failures  []ExecFailure `json:"failures,omitempty"`
 	CreatedAt *time.Time    `json:"created_at,omitempty"`
 	EndedAt   *time.Time    `json:"ended_at,omitempty"`
-	Execs     []FlowExec    `json:"execs,omitempty"`
+	// Replays counts the replays of the run (POST /v1/flows/{id}/replay),
+	// ReplayedAt is the last one's time.
+	Replays    int        `json:"replays,omitempty"`
+	ReplayedAt *time.Time `json:"replayed_at,omitempty"`
+	Execs      []FlowExec `json:"execs,omitempty"`
 }
 
 // FlowRunList is a page of GET /v1/flows: runs newest first, with their
