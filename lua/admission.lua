@@ -11,6 +11,8 @@
 -- ARGV[4]  lanes, comma-separated
 -- ARGV[5]  capabilities, comma-separated (sorted)
 -- ARGV[6]  time to live, ms
+-- ARGV[7]  the kinds it has handlers for, comma-separated (sorted; '' =
+--          not said: any kind)
 -- Reply: {1, 'registered' | 'refreshed', expires_at}
 -- Registry keys are not on a flow partition: they are per namespace, with
 -- their own hash tag {w:<ns>}. Expired instances are dropped from the ZSET
@@ -24,8 +26,8 @@ local function ff_worker_heartbeat(keys, argv)
   if not fresh or tonumber(fresh) <= now then
     status, connected = 'registered', {'connected_at', now_s}
   end
-  redis.call('HSET', keys[2], 'worker_id', argv[3], 'lanes', argv[4], 'caps', argv[5], 'seen_at', now_s,
-    'expires_at', expires_s, unpack(connected))
+  redis.call('HSET', keys[2], 'worker_id', argv[3], 'lanes', argv[4], 'caps', argv[5], 'kinds', argv[7] or '',
+    'seen_at', now_s, 'expires_at', expires_s, unpack(connected))
   redis.call('PEXPIREAT', keys[2], expires_s)
   redis.call('ZADD', keys[1], expires_s, argv[2])
   redis.call('ZREMRANGEBYSCORE', keys[1], '-inf', now_s)

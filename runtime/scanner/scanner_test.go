@@ -328,13 +328,13 @@ func TestUnblockScanner(t *testing.T) {
 	run(t, sc)
 	// A gpu worker of another namespace: still blocked.
 	other := store.WorkerIdentity{WorkerID: "o", InstanceID: "o-1", Namespace: "tenant-b", Capabilities: []string{"gpu"}}
-	if _, err := s.Heartbeat(ctx, other, nil, time.Minute); err != nil {
+	if _, err := s.Heartbeat(ctx, store.Registration{Worker: other, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * fast)
 	waitState(t, s, x.ID, store.StateBlocked)
 	gpu := store.WorkerIdentity{WorkerID: "g", InstanceID: "g-1", Namespace: "default", Capabilities: []string{"gpu"}}
-	if _, err := s.Heartbeat(ctx, gpu, nil, time.Minute); err != nil {
+	if _, err := s.Heartbeat(ctx, store.Registration{Worker: gpu, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, s, x.ID, store.StateWaiting)
@@ -365,7 +365,7 @@ func TestUnblockScannerReachesPastParkedBacklog(t *testing.T) {
 	park()
 	waitState(t, s, x.ID, store.StateBlocked)
 	gpu := store.WorkerIdentity{WorkerID: "g", InstanceID: "g-1", Namespace: "default", Capabilities: []string{"gpu"}}
-	if _, err := s.Heartbeat(ctx, gpu, nil, time.Minute); err != nil {
+	if _, err := s.Heartbeat(ctx, store.Registration{Worker: gpu, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	sc, err := NewUnblock(UnblockConfig{Store: s, Limit: 50, Logger: testLogger(t)})

@@ -146,7 +146,7 @@ func TestCapabilityUnionFailsOpen(t *testing.T) {
 	}
 	// A gpu worker connecting, and the cache dropped, lets it run.
 	w := store.WorkerIdentity{WorkerID: "g", InstanceID: "g-1", Namespace: "default", Capabilities: []string{"gpu"}}
-	if _, err := fs.Heartbeat(ctx, w, []string{"caps"}, 0); err != nil {
+	if _, err := fs.Heartbeat(ctx, store.Registration{Worker: w, Lanes: []string{"caps"}}); err != nil {
 		t.Fatal(err)
 	}
 	s.InvalidateCapabilities("default")

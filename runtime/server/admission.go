@@ -185,7 +185,7 @@ func (a *admissionService) GetQuota(ctx context.Context, id string) (*wire.Quota
 
 func (a *admissionService) Heartbeat(ctx context.Context, req wire.WorkerHeartbeat) (*wire.WorkerHeartbeatResponse, error) {
 	w := store.WorkerIdentity{WorkerID: req.WorkerID, InstanceID: req.InstanceID, Namespace: req.Namespace, Capabilities: req.Capabilities}
-	registered, n, err := a.register(ctx, w, req.Lanes, time.Duration(req.TTLMs)*time.Millisecond)
+	registered, n, err := a.register(ctx, store.Registration{Worker: w, Lanes: req.Lanes, Kinds: req.Kinds, TTL: time.Duration(req.TTLMs) * time.Millisecond})
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +196,9 @@ func (a *admissionService) Heartbeat(ctx context.Context, req wire.WorkerHeartbe
 // scheduler's cached capability union of its namespace and promotes the
 // namespace's executions waiting for a capable worker that the
 // namespace's workers now cover (never another namespace's).
-func (a *admissionService) register(ctx context.Context, w store.WorkerIdentity, lanes []string, ttl time.Duration) (bool, int, error) {
-	registered, err := a.st.Heartbeat(ctx, w, lanes, ttl)
+func (a *admissionService) register(ctx context.Context, r store.Registration) (bool, int, error) {
+	w := r.Worker
+	registered, err := a.st.Heartbeat(ctx, r)
 	if err != nil {
 		return false, 0, mapError(err)
 	}
@@ -225,8 +226,8 @@ func (a *admissionService) register(ctx context.Context, w store.WorkerIdentity,
 		n += r.Processed
 	}
 	a.log.InfoContext(ctx, "worker connected", slog.String("namespace", w.Namespace), slog.String("worker_id", w.WorkerID),
-		slog.String("instance_id", w.InstanceID), slog.Any("capabilities", w.Capabilities), slog.Any("lanes", lanes),
-		slog.Int("unblocked", n))
+		slog.String("instance_id", w.InstanceID), slog.Any("capabilities", w.Capabilities), slog.Any("lanes", r.Lanes),
+		slog.Int("kinds", len(r.Kinds)), slog.Int("unblocked", n))
 	return true, n, nil
 }
 
@@ -254,7 +255,7 @@ func (a *admissionService) onClaim(ctx context.Context, req wire.ClaimRequest) {
 		return
 	}
 	w := store.WorkerIdentity{WorkerID: req.WorkerID, InstanceID: req.InstanceID, Namespace: req.Namespace, Capabilities: req.Capabilities}
-	if _, _, err := a.register(ctx, w, req.Lanes, 0); err != nil {
+	if _, _, err := a.register(ctx, store.Registration{Worker: w, Lanes: req.Lanes, Kinds: req.Kinds}); err != nil {
 		a.log.WarnContext(ctx, "registering a claiming worker failed", slog.String("instance_id", req.InstanceID), slog.Any("error", err))
 	}
 }
@@ -271,7 +272,7 @@ func (a *admissionService) Workers(ctx context.Context, ns string) (*wire.Worker
 	out := &wire.WorkerList{Workers: make([]wire.Worker, len(ws)), LeasesTruncated: truncated}
 	for i, w := range ws {
 		out.Workers[i] = wire.Worker{Namespace: w.Namespace, WorkerID: w.WorkerID, InstanceID: w.InstanceID,
-			Lanes: nonNil(w.Lanes), Capabilities: nonNil(w.Capabilities), ActiveLeases: nonNil(leases[w.InstanceID]),
+			Lanes: nonNil(w.Lanes), Capabilities: nonNil(w.Capabilities), Kinds: w.Kinds, ActiveLeases: nonNil(leases[w.InstanceID]),
 			ConnectedAt: timePtr(w.ConnectedAt), SeenAt: timePtr(w.SeenAt), ExpiresAt: timePtr(w.ExpiresAt)}
 	}
 	return out, nil

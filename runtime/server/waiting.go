@@ -17,10 +17,10 @@ import (
 const laneCacheTTL = time.Second
 
 // waitHints says why executions that wait for a worker may wait for ever:
-// no worker is connected to their namespace, or none of those connected
-// takes their lane. Reads of one execution or one run use it (a listing
-// does not); it reads a namespace's registry at most once per
-// laneCacheTTL.
+// no worker is connected to their namespace, none of those connected
+// takes their lane, or none of those that take it has a handler for their
+// kind. Reads of one execution or one run use it (a listing does not); it
+// reads a namespace's registry at most once per laneCacheTTL.
 type waitHints struct {
 	st *store.Store
 
@@ -30,23 +30,30 @@ type waitHints struct {
 }
 
 type laneEntry struct {
-	lanes [][]string // per connected worker
-	at    time.Time
+	workers []workerWork // per connected worker
+	at      time.Time
+}
+
+// workerWork is what a connected worker takes: its lanes, and the kinds
+// it has handlers for (none: it did not say, so any).
+type workerWork struct {
+	lanes, kinds []string
 }
 
 func newWaitHints(st *store.Store) *waitHints {
 	return &waitHints{st: st, byNS: map[string]laneEntry{}, reading: map[string]chan struct{}{}}
 }
 
-// lanes returns the lanes of each connected worker of ns, or false when
-// the registry cannot be read. One request reads it when the lanes kept
-// are too old; the others that need them meanwhile wait for that read.
-func (h *waitHints) lanes(ctx context.Context, ns string) ([][]string, bool) {
+// workers returns the lanes and kinds of each connected worker of ns, or
+// false when the registry cannot be read. One request reads it when what
+// is kept is too old; the others that need it meanwhile wait for that
+// read.
+func (h *waitHints) workers(ctx context.Context, ns string) ([]workerWork, bool) {
 	h.mu.Lock()
 	for {
 		if e, ok := h.byNS[ns]; ok && time.Since(e.at) < laneCacheTTL {
 			h.mu.Unlock()
-			return e.lanes, true
+			return e.workers, true
 		}
 		done, busy := h.reading[ns]
 		if !busy {
@@ -67,9 +74,9 @@ func (h *waitHints) lanes(ctx context.Context, ns string) ([][]string, bool) {
 	ws, err := h.st.Workers(ctx, ns)
 	var e laneEntry
 	if err == nil {
-		e = laneEntry{at: time.Now(), lanes: make([][]string, len(ws))}
+		e = laneEntry{at: time.Now(), workers: make([]workerWork, len(ws))}
 		for i, w := range ws {
-			e.lanes[i] = w.Lanes
+			e.workers[i] = workerWork{lanes: w.Lanes, kinds: w.Kinds}
 		}
 	}
 	h.mu.Lock()
@@ -83,28 +90,47 @@ func (h *waitHints) lanes(ctx context.Context, ns string) ([][]string, bool) {
 		clear(h.byNS)
 	}
 	h.byNS[ns] = e
-	return e.lanes, true
+	return e.workers, true
 }
 
-// hint returns why no worker claims an execution waiting in namespace ns
-// and lane, or "" when a connected worker takes that lane (it may still
-// lack the handler kind), or when the registry cannot be read: a hint is
-// no reason to fail the read it is part of.
-func (h *waitHints) hint(ctx context.Context, ns, lane string) string {
-	ws, ok := h.lanes(ctx, ns)
+// hintKindsShown is the most kinds a hint names.
+const hintKindsShown = 5
+
+// hint returns why no worker claims an execution of kind waiting in
+// namespace ns and lane, or "" when a connected worker takes that lane and
+// has a handler for the kind (or did not say which kinds it has), or when
+// the registry cannot be read: a hint is no reason to fail the read it is
+// part of.
+func (h *waitHints) hint(ctx context.Context, ns, lane, kind string) string {
+	ws, ok := h.workers(ctx, ns)
 	if !ok {
 		return ""
 	}
 	if len(ws) == 0 {
 		return fmt.Sprintf("no worker is connected to namespace %s", ns)
 	}
-	var all []string
-	for _, lanes := range ws {
-		if slices.Contains(lanes, lane) {
+	var lanes, kinds []string
+	inLane := false
+	for _, w := range ws {
+		if !slices.Contains(w.lanes, lane) {
+			lanes = append(lanes, w.lanes...)
+			continue
+		}
+		if len(w.kinds) == 0 || slices.Contains(w.kinds, kind) {
 			return ""
 		}
-		all = append(all, lanes...)
+		inLane = true
+		kinds = append(kinds, w.kinds...)
 	}
-	slices.Sort(all)
-	return fmt.Sprintf("no connected worker of namespace %s takes lane %s (they take %s)", ns, lane, strings.Join(slices.Compact(all), ", "))
+	if !inLane {
+		slices.Sort(lanes)
+		return fmt.Sprintf("no connected worker of namespace %s takes lane %s (they take %s)", ns, lane, strings.Join(slices.Compact(lanes), ", "))
+	}
+	slices.Sort(kinds)
+	kinds = slices.Compact(kinds)
+	they := strings.Join(kinds[:min(len(kinds), hintKindsShown)], ", ")
+	if len(kinds) > hintKindsShown {
+		they += fmt.Sprintf(" and %d more", len(kinds)-hintKindsShown)
+	}
+	return fmt.Sprintf("no connected worker of namespace %s that takes lane %s has a handler for kind %s (they handle %s)", ns, lane, kind, they)
 }

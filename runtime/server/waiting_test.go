@@ -11,8 +11,10 @@ import (
 )
 
 // TestWaitingSaysWhyNoWorkerClaims: a member or an execution waiting for
-// a worker says so when no worker is connected to its namespace, or none
-// of those connected takes its lane; the hint goes once one does.
+// a worker says so when no worker is connected to its namespace, none of
+// those connected takes its lane, or none of those that take it has a
+// handler for its kind; the hint goes once one does, or once a worker of
+// the lane connects that does not say which kinds it handles.
 func TestWaitingSaysWhyNoWorkerClaims(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{twoStep()} })
@@ -59,8 +61,36 @@ func TestWaitingSaysWhyNoWorkerClaims(t *testing.T) {
 		"no connected worker of namespace default takes lane default (they take batch, cpu)",
 		"no connected worker of namespace default takes lane gpu (they take batch, cpu)")
 
-	if _, err := c.Heartbeat(ctx, wire.WorkerHeartbeat{WorkerID: "w2", Lanes: []string{"default", "gpu"}}); err != nil {
+	kinds := []string{"k1", "k2", "k3", "k4", "k5", "k6", "two.b"}
+	if _, err := c.Heartbeat(ctx, wire.WorkerHeartbeat{WorkerID: "w2", Lanes: []string{"default", "gpu"}, Kinds: kinds}); err != nil {
 		t.Fatal(err)
 	}
-	check("a worker of the lanes", "", "")
+	check("a worker of the lanes without the kinds",
+		"no connected worker of namespace default that takes lane default has a handler for kind two.a (they handle k1, k2, k3, k4, k5 and 2 more)",
+		"no connected worker of namespace default that takes lane gpu has a handler for kind k (they handle k1, k2, k3, k4, k5 and 2 more)")
+
+	if _, err := c.Heartbeat(ctx, wire.WorkerHeartbeat{WorkerID: "w2", Lanes: []string{"default", "gpu"}, Kinds: append(kinds, "two.a", "k")}); err != nil {
+		t.Fatal(err)
+	}
+	check("a worker of the lanes and the kinds", "", "")
+
+	if _, err := c.Heartbeat(ctx, wire.WorkerHeartbeat{WorkerID: "w2", Lanes: []string{"default", "gpu"}, Kinds: []string{"k9"}}); err != nil {
+		t.Fatal(err)
+	}
+	check("the kinds gone again",
+		"no connected worker of namespace default that takes lane default has a handler for kind two.a (they handle k9)",
+		"no connected worker of namespace default that takes lane gpu has a handler for kind k (they handle k9)")
+	if _, err := c.Heartbeat(ctx, wire.WorkerHeartbeat{WorkerID: "w3", Lanes: []string{"default", "gpu"}}); err != nil {
+		t.Fatal(err)
+	}
+	check("a worker of the lanes that does not say its kinds", "", "")
+	ws, err := c.Workers(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws.Workers {
+		if w.WorkerID == "w2" && (len(w.Kinds) != 1 || w.Kinds[0] != "k9") {
+			t.Fatalf("GET /v1/workers lists w2 with kinds %v, want [k9]", w.Kinds)
+		}
+	}
 }

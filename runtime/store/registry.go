@@ -22,15 +22,28 @@ type WorkerInfo struct {
 	InstanceID   string    `json:"worker_instance_id"`
 	Lanes        []string  `json:"lanes,omitempty"`
 	Capabilities []string  `json:"capabilities,omitempty"`
+	Kinds        []string  `json:"kinds,omitempty"` // none: not said (any kind)
 	ConnectedAt  time.Time `json:"connected_at"`
 	SeenAt       time.Time `json:"seen_at"`
 	ExpiresAt    time.Time `json:"expires_at"`
 }
 
-// Heartbeat registers or refreshes a worker instance for ttl (0 =
-// WorkerTTLDefault). It reports whether the instance was new (or had
-// expired). Capabilities are validated like execution requirements.
-func (s *Store) Heartbeat(ctx context.Context, w WorkerIdentity, lanes []string, ttl time.Duration) (registered bool, err error) {
+// Registration is what a worker instance says of itself when it connects
+// and at each heartbeat.
+type Registration struct {
+	Worker WorkerIdentity
+	Lanes  []string
+	// Kinds are the kinds it has handlers for (at most MaxKinds); none:
+	// not said, any kind. Wait hints use them.
+	Kinds []string
+	TTL   time.Duration // listed this long; 0 = WorkerTTLDefault
+}
+
+// Heartbeat registers or refreshes a worker instance for r.TTL. It reports
+// whether the instance was new (or had expired). Capabilities are
+// validated like execution requirements, kinds like a claim's.
+func (s *Store) Heartbeat(ctx context.Context, r Registration) (registered bool, err error) {
+	w, lanes, ttl := r.Worker, r.Lanes, r.TTL
 	if err := w.validate(); err != nil {
 		return false, err
 	}
@@ -43,6 +56,10 @@ func (s *Store) Heartbeat(ctx context.Context, w WorkerIdentity, lanes []string,
 	if err != nil {
 		return false, err
 	}
+	kinds, err := normKinds("kinds", r.Kinds)
+	if err != nil {
+		return false, err
+	}
 	if ttl == 0 {
 		ttl = WorkerTTLDefault
 	}
@@ -52,7 +69,7 @@ func (s *Store) Heartbeat(ctx context.Context, w WorkerIdentity, lanes []string,
 	c := call{
 		fn:   "ff_worker_heartbeat",
 		keys: []string{s.k.workers(w.Namespace), s.k.worker(w.Namespace, w.InstanceID)},
-		args: []string{w.Namespace, w.InstanceID, w.WorkerID, strings.Join(lanes, ","), caps, ms(ttl)},
+		args: []string{w.Namespace, w.InstanceID, w.WorkerID, strings.Join(lanes, ","), caps, ms(ttl), kinds},
 	}
 	items, err := s.single(ctx, c, "", "heartbeat")
 	if err != nil {
@@ -106,7 +123,7 @@ func (s *Store) Workers(ctx context.Context, namespace string) ([]WorkerInfo, er
 		}
 		out = append(out, WorkerInfo{
 			Namespace: namespace, WorkerID: f["worker_id"], InstanceID: ids[i],
-			Lanes: splitList(f["lanes"]), Capabilities: splitList(f["caps"]),
+			Lanes: splitList(f["lanes"]), Capabilities: splitList(f["caps"]), Kinds: splitList(f["kinds"]),
 			ConnectedAt: fromMs(f["connected_at"]), SeenAt: fromMs(f["seen_at"]), ExpiresAt: fromMs(f["expires_at"]),
 		})
 	}

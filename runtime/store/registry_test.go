@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,13 +15,13 @@ func TestWorkerRegistry(t *testing.T) {
 	e := newEnv(t)
 	gpu := WorkerIdentity{WorkerID: "g", InstanceID: "g-1", Namespace: "default", Capabilities: []string{"gpu", "eu"}}
 	short := WorkerIdentity{WorkerID: "s", InstanceID: "s-1", Namespace: "default", Capabilities: []string{"arm"}}
-	if reg, err := e.s.Heartbeat(e.ctx, gpu, []string{"default"}, time.Minute); err != nil || !reg {
+	if reg, err := e.s.Heartbeat(e.ctx, Registration{Worker: gpu, Lanes: []string{"default"}, TTL: time.Minute}); err != nil || !reg {
 		t.Fatalf("first Heartbeat = %v, %v", reg, err)
 	}
-	if reg, err := e.s.Heartbeat(e.ctx, gpu, []string{"default"}, time.Minute); err != nil || reg {
+	if reg, err := e.s.Heartbeat(e.ctx, Registration{Worker: gpu, Lanes: []string{"default"}, Kinds: []string{"b.k", "a.k", "a.k"}, TTL: time.Minute}); err != nil || reg {
 		t.Fatalf("second Heartbeat = %v, %v", reg, err)
 	}
-	if _, err := e.s.Heartbeat(e.ctx, short, nil, 100*time.Millisecond); err != nil {
+	if _, err := e.s.Heartbeat(e.ctx, Registration{Worker: short, TTL: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	union, err := e.s.CapabilityUnion(e.ctx, "default")
@@ -32,16 +33,19 @@ func TestWorkerRegistry(t *testing.T) {
 	}
 	time.Sleep(150 * time.Millisecond) // short expires
 	ws, err := e.s.Workers(e.ctx, "default")
-	if err != nil || len(ws) != 1 || ws[0].InstanceID != "g-1" || ws[0].Lanes[0] != "default" {
-		t.Fatalf("Workers = %+v, %v", ws, err)
+	if err != nil || len(ws) != 1 || ws[0].InstanceID != "g-1" || ws[0].Lanes[0] != "default" || !slices.Equal(ws[0].Kinds, []string{"a.k", "b.k"}) {
+		t.Fatalf("Workers = %+v, %v; want g-1 of lane default with kinds a.k, b.k", ws, err)
 	}
 	if ns, err := e.s.Namespaces(e.ctx); err != nil || len(ns) != 1 || ns[0] != "default" {
 		t.Fatalf("Namespaces = %v, %v", ns, err)
 	}
 	bad := gpu
 	bad.Capabilities = []string{"has space"}
-	if _, err := e.s.Heartbeat(e.ctx, bad, nil, 0); !errors.Is(err, ErrInvalid) {
+	if _, err := e.s.Heartbeat(e.ctx, Registration{Worker: bad}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad capability: %v", err)
+	}
+	if _, err := e.s.Heartbeat(e.ctx, Registration{Worker: gpu, Kinds: []string{"has space"}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad kind: %v", err)
 	}
 }
 

@@ -150,7 +150,11 @@ type WorkerHeartbeat struct {
 	Namespace    string   `json:"namespace,omitempty"`
 	Lanes        []string `json:"lanes,omitempty"`
 	Capabilities []string `json:"capabilities,omitempty"`
-	TTLMs        int64    `json:"ttl_ms,omitempty"` // listed this long after the heartbeat; default 30000
+	// Kinds are the kinds it has handlers for (at most 1024): an execution
+	// waiting in its lanes for a kind no connected worker handles says so.
+	// None: not said (any kind).
+	Kinds []string `json:"kinds,omitempty"`
+	TTLMs int64    `json:"ttl_ms,omitempty"` // listed this long after the heartbeat; default 30000
 }
 
 // WorkerHeartbeatResponse answers a heartbeat. Registered is true when the
@@ -169,7 +173,8 @@ type Worker struct {
 	InstanceID   string     `json:"instance_id"`
 	Lanes        []string   `json:"lanes"`
 	Capabilities []string   `json:"capabilities"`
-	ActiveLeases []string   `json:"active_leases"` // execution ids it holds a lease on
+	Kinds        []string   `json:"kinds,omitempty"` // the kinds it has handlers for, when it said
+	ActiveLeases []string   `json:"active_leases"`   // execution ids it holds a lease on
 	ConnectedAt  *time.Time `json:"connected_at,omitempty"`
 	SeenAt       *time.Time `json:"seen_at,omitempty"`
 	ExpiresAt    *time.Time `json:"expires_at,omitempty"`

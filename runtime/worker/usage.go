@@ -69,7 +69,7 @@ func (t *Task) ReportUsage(ctx context.Context, dimension string, delta int64) (
 func (w *Worker) heartbeatRequest() wire.WorkerHeartbeat {
 	ttl := min(max(3*w.cfg.RenewInterval, wire.LeaseMsMin*time.Millisecond), wire.LeaseMsMax*time.Millisecond)
 	return wire.WorkerHeartbeat{WorkerID: w.cfg.Name, InstanceID: w.instance, Namespace: w.cfg.Namespace,
-		Lanes: w.cfg.Lanes, Capabilities: w.cfg.Capabilities, TTLMs: ttl.Milliseconds()}
+		Lanes: w.cfg.Lanes, Capabilities: w.cfg.Capabilities, Kinds: w.kinds, TTLMs: ttl.Milliseconds()}
 }
 
 // connect registers the worker with its capabilities before it claims. A

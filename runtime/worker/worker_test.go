@@ -193,6 +193,10 @@ func TestWorkerNameAsServerAllows(t *testing.T) {
 	if len(ws.Workers) != 1 || ws.Workers[0].WorkerID != name || len(ws.Workers[0].InstanceID) != 128 {
 		t.Fatalf("workers: %+v", ws)
 	}
+	// It registered the kinds it has handlers for (wait hints use them).
+	if got := ws.Workers[0].Kinds; len(got) != 1 || got[0] != "job" {
+		t.Fatalf("the worker registered kinds %v, want [job]", got)
+	}
 }
 
 func TestRetryWithBackoffThenSuccess(t *testing.T) {
