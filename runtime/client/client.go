@@ -80,8 +80,8 @@ func WithHTTPClient(hc *http.Client) Option {
 
 // WithTLSConfig makes the default http.Client verify an https server with
 // cfg (for example RootCAs holding a private CA, or a client certificate).
-// It has no effect together with WithHTTPClient, whose transport has its
-// own TLS settings.
+// The Client uses a copy: cfg may be shared. It has no effect together
+// with WithHTTPClient, whose transport has its own TLS settings.
 func WithTLSConfig(cfg *tls.Config) Option {
 	return func(c *Client) { c.tls = cfg }
 }
@@ -102,16 +102,32 @@ const (
 	handshakeTimeout = 10 * time.Second
 )
 
+// The health check of an HTTP/2 connection, on which all of a worker's
+// requests travel: a ping after HTTP2PingAfter without a frame received,
+// and the connection closed when no answer came within HTTP2PingTimeout.
+// Without it a connection that went silent (a NAT or load balancer that
+// dropped the flow) would take every request, renewals included, until
+// TCP gives up minutes later, and the worker's leases would run out; over
+// HTTP/1.1 a request that timed out closed its connection. Together well
+// under the default lease (30 s), so that a renewal after a failed one
+// finds a new connection.
+const (
+	HTTP2PingAfter   = 10 * time.Second
+	HTTP2PingTimeout = 5 * time.Second
+)
+
 // defaultHTTPClient is the http.Client of a Client made without
 // WithHTTPClient: pooled connections for a worker's concurrent requests,
 // bounded dials and handshakes, TCP keep-alives, and HTTP/2 with an https
 // server that offers it (a custom transport speaks HTTP/1.1 only unless
-// told otherwise).
+// told otherwise), health-checked by pings (HTTP2PingAfter). tlsConfig is
+// cloned: the transport writes its NextProtos.
 func defaultHTTPClient(tlsConfig *tls.Config) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:       tlsConfig,
+		TLSClientConfig:       tlsConfig.Clone(),
+		HTTP2:                 &http.HTTP2Config{SendPingTimeout: HTTP2PingAfter, PingTimeout: HTTP2PingTimeout},
 		TLSHandshakeTimeout:   handshakeTimeout,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          256,

@@ -99,7 +99,7 @@ type Config struct {
 	OnReported func(executionID string, err error)
 
 	HTTPClient *http.Client   // default: a client with pooled connections
-	TLS        *tls.Config    // for an https URL: the default client's TLS settings (a private CA's RootCAs)
+	TLS        *tls.Config    // for an https URL: the default client's TLS settings (a private CA's RootCAs); not with HTTPClient or Client
 	Logger     *slog.Logger   // default: discard
 	Client     *client.Client // overrides URL, Token and HTTPClient when set
 }
@@ -130,6 +130,10 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	if c.Client == nil && c.URL == "" {
 		return errors.New("worker: Config.URL is required")
+	}
+	if c.TLS != nil && (c.Client != nil || c.HTTPClient != nil) {
+		// It would not be used: those bring their own transport.
+		return errors.New("worker: Config.TLS goes with the default HTTP client only: set the TLS settings on Config.HTTPClient's transport instead")
 	}
 	if c.Concurrency < 1 || c.Concurrency > ConcurrencyMax {
 		return fmt.Errorf("worker: Config.Concurrency %d is outside 1..%d", c.Concurrency, ConcurrencyMax)
