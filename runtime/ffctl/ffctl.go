@@ -194,6 +194,25 @@ func newCmd(name string, env Env) *cmd {
 	return c
 }
 
+// takesValue reports whether the last of args is a flag that takes the
+// next argument as its value (--reason, not --json or --reason=x): a "--"
+// after it is that value, not the end of the flags.
+func (c *cmd) takesValue(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	name, ok := strings.CutPrefix(args[len(args)-1], "-")
+	if !ok || strings.Contains(name, "=") {
+		return false
+	}
+	f := c.fs.Lookup(strings.TrimPrefix(name, "-"))
+	if f == nil {
+		return false
+	}
+	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+	return !isBool || !b.IsBoolFlag()
+}
+
 // parse parses args, flags and operands in any order, and checks that
 // there are exactly the operands named.
 func (c *cmd) parse(args []string, operands ...string) ([]string, error) {
@@ -209,8 +228,9 @@ func (c *cmd) parse(args []string, operands ...string) ([]string, error) {
 		if len(rest) == 0 {
 			break
 		}
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			// Parse stopped at "--": what follows is operands only.
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" && !c.takesValue(args[:n-1]) {
+			// Parse stopped at "--" (not a flag's value): what follows
+			// is operands only.
 			pos = append(pos, rest...)
 			break
 		}
@@ -228,8 +248,10 @@ func (c *cmd) parse(args []string, operands ...string) ([]string, error) {
 		return nil, fmt.Errorf("%w: want %s, got %d operand(s): %s", errUsage, want, len(pos), strings.Join(pos, " "))
 	}
 	timeout := cmp.Or(c.env.RequestTimeout, RequestTimeout)
+	// Pinged as the SDK's: watch and result hold a request for up to a minute.
+	pings := &http.HTTP2Config{SendPingTimeout: client.HTTP2PingAfter, PingTimeout: client.HTTP2PingTimeout}
 	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: (&net.Dialer{Timeout: timeout}).DialContext,
-		TLSHandshakeTimeout: timeout, ForceAttemptHTTP2: true}
+		TLSHandshakeTimeout: timeout, ForceAttemptHTTP2: true, HTTP2: pings}
 	if ca := c.env.Getenv("FF_API_CA"); ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
