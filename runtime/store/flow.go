@@ -213,6 +213,9 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 			return nil, false, err
 		}
 		items, err = s.stageCall(ctx, p, id, head, f, members, chunked, false)
+		if err == nil && str(items[0]) == "released" {
+			return nil, false, fmt.Errorf("store: stage run %s: released again although not held", id)
+		}
 	}
 	if ie := (*IdempotencyError)(nil); errors.As(err, &ie) {
 		ie.Key, ie.RunID = req.IdempotencyKey, RunID(makeID(p, string(ie.RunID)))

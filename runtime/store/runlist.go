@@ -157,7 +157,9 @@ func (s *Store) ListRuns(ctx context.Context, req RunListRequest) (*RunPage, err
 // fillRunSources reads up to want more entries of every index whose buffer
 // is empty, in one round trip (more when every entry read was at or
 // before where the index's reads stopped, as when many runs were staged in
-// its millisecond).
+// its millisecond). It asks for one entry more than it wants, so that an
+// index holding exactly want more is known to be done (the page of its
+// last run has no cursor); the extra entry waits in the buffer.
 func (s *Store) fillRunSources(ctx context.Context, srcs []*runSource, want int) error {
 	for {
 		var cmds valkey.Commands
@@ -169,7 +171,7 @@ func (s *Store) fillRunSources(ctx context.Context, srcs []*runSource, want int)
 					top = strconv.FormatInt(src.last.ms, 10) // inclusive: entries of the same time may follow it
 				}
 				cmds = append(cmds, s.c.B().Zrevrangebyscore().Key(src.key).Max(top).Min("-inf").Withscores().
-					Limit(0, src.tied+int64(want)).Build())
+					Limit(0, src.tied+int64(want)+1).Build())
 				which = append(which, src)
 			}
 		}
@@ -182,7 +184,7 @@ func (s *Store) fillRunSources(ctx context.Context, srcs []*runSource, want int)
 			if err != nil {
 				return fmt.Errorf("store: list runs of partition %d: %w", src.p, err)
 			}
-			src.done = int64(len(entries)) < src.tied+int64(want)
+			src.done = int64(len(entries)) <= src.tied+int64(want)
 			var next *runPos
 			for _, e := range entries {
 				pos := runPos{int64(e.Score), RunID(makeID(src.p, e.Member))}

@@ -89,10 +89,12 @@ type Store struct {
 	warned sync.Map // "budget <id>" or "quota <id>" -> when staging last warned it differs (warnDiffers)
 
 	// hook, set by tests only, runs at points of staging a run:
-	// "resources" before its budgets and quotas are created, "stage"
-	// right before the call that makes it visible (after the idempotency
-	// key was read, and after a large run's chunks were written).
-	hook func(point, runUUID string)
+	// "resources" before budgets and quotas are created for a run (id: the
+	// run's id, the first run's for a repeat of its idempotency key),
+	// "stage" right before the call that makes a run visible (id: its
+	// uuid; after the idempotency key was read, and after a large run's
+	// chunks were written).
+	hook func(point, id string)
 }
 
 // Wait waits until the run-end notices the store publishes in the
