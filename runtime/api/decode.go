@@ -21,7 +21,7 @@ import (
 // Body size limits per route family.
 const (
 	BodyLimitDefault = 64 << 10       // operator calls, renewals
-	BodyLimitClaim   = 1 << 20        // claims: up to 1,024 kinds of up to 128 bytes, escaped
+	BodyLimitClaim   = 1 << 20        // claims and heartbeats: up to 1,024 kinds of up to 128 bytes, escaped
 	BodyLimitCreate  = 1<<20 + 64<<10 // one execution with its input (up to 1 MiB) and the rest
 	BodyLimitBatch   = 16 << 20       // batch create, batched complete/fail
 	BodyLimitMax     = 256 << 20      // upper bound of any configured limit

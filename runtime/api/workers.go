@@ -15,10 +15,14 @@ func (a *admission) heartbeat(c echo.Context) error {
 		return e
 	}
 	var req wire.WorkerHeartbeat
-	if err := Decode(c, a.s.limit(BodyLimitDefault), false, &req); err != nil {
+	// A claim's limit: the heartbeat names the worker's kinds as a claim does.
+	if err := Decode(c, a.s.limit(BodyLimitClaim), false, &req); err != nil {
 		return err
 	}
 	if e := workerIdentity("", req.WorkerID, &req.InstanceID, &req.Namespace, &req.Lanes, req.Capabilities); e != nil {
+		return e
+	}
+	if e := checkKinds("kinds", req.Kinds); e != nil {
 		return e
 	}
 	if req.TTLMs != 0 && (req.TTLMs < wire.LeaseMsMin || req.TTLMs > wire.LeaseMsMax) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -594,7 +596,9 @@ func TestWorkerWithMoreKindsThanAClaimMayName(t *testing.T) {
 }
 
 // A claim the server refuses as a bad request can never succeed: Run
-// stops and returns the server's reason instead of retrying silently.
+// stops and returns the server's reason instead of retrying silently. (A
+// bad kind is refused by the connect already, whose heartbeat names the
+// kinds as the claims do.)
 func TestRunReturnsWhenClaimIsABadRequest(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
@@ -609,13 +613,38 @@ func TestRunReturnsWhenClaimIsABadRequest(t *testing.T) {
 	select {
 	case err := <-done:
 		var ae *client.APIError
-		if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(err.Error(), "claim refused") {
-			t.Fatalf("Run: %v; want the claim's 400", err)
+		if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(err.Error(), "connect refused") {
+			t.Fatalf("Run: %v; want the connect's 400", err)
 		}
 		if !strings.Contains(ae.Message, "comma") {
 			t.Fatalf("Run: %v; want the server's reason", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run still retrying a claim refused as a bad request")
+	}
+
+	// A server whose heartbeat route is missing (an older one) is claimed
+	// from anyway; its claim's 400 stops Run the same way.
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/worker/claim" {
+			http.NotFound(rw, r)
+			return
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		rw.WriteHeader(http.StatusBadRequest)
+		rw.Write([]byte(`{"error":{"code":"validation_failed","message":"invalid kinds: not this one"}}`))
+	}))
+	defer srv.Close()
+	old, err := worker.New(worker.Config{URL: srv.URL, Name: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Handle("k", func(context.Context, *worker.Task) (json.RawMessage, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	var ae *client.APIError
+	if err := old.Run(ctxT(t)); !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(err.Error(), "claim refused") ||
+		!strings.Contains(ae.Message, "not this one") {
+		t.Fatalf("Run against a server without heartbeats: %v; want the claim's 400", err)
 	}
 }
