@@ -10,6 +10,9 @@
 --   <prefix>ff:{q:K}:quota:<subject>:slots   ZSET concurrency slots: holder ->
 --                                            admission ms, or when the slot
 --                                            reconciler last found it running
+--   <prefix>ff:{q:K}:quota:<subject>:paused  HASH until (ms), reason, at: no
+--                                            admission before until (expires
+--                                            then)
 -- A holder is "<execution id>#<attempt>#<token>": one admission per attempt
 -- and admitting call (the token is random per ClaimAdmitted call, so two
 -- schedulers admitting the same candidate at once hold separate slots and
@@ -51,6 +54,7 @@ end
 -- KEYS[1]  definition key
 -- KEYS[2]  window key of the subject
 -- KEYS[3]  slots key of the subject
+-- KEYS[4]  paused key of the subject
 -- ARGV[1]  key value ('' = unkeyed)
 -- ARGV[2]  jitter seed (random integer)
 -- ARGV[3]  the subject (recorded in <prefix>ff:{q:K}:subjects for the
@@ -58,12 +62,17 @@ end
 -- ARGV[4..] holders ("<execution id>#<attempt>#<token>")
 -- Reply: {1, item...} with item = {'admitted' | 'already', '', 0, window count, active count}
 --        or {'denied', 'rate' | 'concurrency', retry after ms, window count, active count}
+--        or {'denied', 'paused', ms until the pause ends (plus jitter), window count,
+--        active count, pause end ms, reason}
 --        {0, 'not_found'} (no such quota)
 local function ff_quota_admit(keys, argv)
   local d = redis.call('HMGET', keys[1], 'rate', 'window_ms', 'concurrency', 'jitter_ms')
   if not d[1] then return refuse('not_found') end
   local rate, window, cap, jitter = num(d[1]), num(d[2]), num(d[3]), num(d[4])
   local now = now_ms()
+  local pause = redis.call('HMGET', keys[4], 'until', 'reason')
+  local paused_to = tonumber(pause[1] or '') or 0
+  if paused_to <= now then paused_to = 0 end
   if rate > 0 and window > 0 then
     redis.call('ZREMRANGEBYSCORE', keys[2], '-inf', ts(now - window))
   end
@@ -78,6 +87,8 @@ local function ff_quota_admit(keys, argv)
     if jitter > 0 then extra = math.floor(jitter_frac(argv[2], i) * jitter) end
     if redis.call('ZSCORE', keys[3], holder) then
       items[#items + 1] = {'already', '', 0, in_window, active}
+    elseif paused_to > 0 then
+      items[#items + 1] = {'denied', 'paused', paused_to - now + extra, in_window, active, ts(paused_to), pause[2] or ''}
     elseif cap > 0 and active >= cap then
       items[#items + 1] = {'denied', 'concurrency', extra, in_window, active}
     elseif rate > 0 and in_window >= rate then
@@ -109,6 +120,46 @@ local function ff_quota_admit(keys, argv)
   return ok(unpack(items))
 end
 
+-- ff_quota_pause: pause admissions under one subject of a quota until a
+-- time (attempts admitted before keep running and keep their slots), or
+-- end a pause. A keyed subject paused is listed with the quota's keys.
+-- KEYS[1]  definition key
+-- KEYS[2]  paused key of the subject
+-- ARGV[1]  the pause's end, ms since the epoch ('0' = end the pause now)
+-- ARGV[2]  reason
+-- ARGV[3]  key value ('' = unkeyed)
+-- ARGV[4]  the subject (a keyed one is recorded in <prefix>ff:{q:K}:subjects,
+--          so that ff_quota_forget drops its key value once the pause ended)
+-- Reply: {1, 'paused', end ms} | {1, 'resumed'} | {1, 'not_paused'}
+--        | {0, 'not_found'} (no such quota)
+--        | {0, 'invalid', 'until' | 'key', message} (nothing written)
+local function ff_quota_pause(keys, argv)
+  local to = tonumber(argv[1])
+  if not to or to < 0 or to ~= math.floor(to) then
+    return refuse('invalid', 'until', 'not a whole number of ms: ' .. tostring(argv[1]))
+  end
+  local key = redis.call('HGET', keys[1], 'key')
+  if not key then return refuse('not_found') end
+  if key == '' and argv[3] ~= '' then
+    return refuse('invalid', 'key', 'the quota is not keyed: give no key value')
+  elseif key ~= '' and argv[3] == '' then
+    return refuse('invalid', 'key', 'the quota is keyed by ' .. key .. ': give the key value to pause')
+  end
+  if to == 0 then
+    if redis.call('DEL', keys[2]) == 1 then return ok('resumed') end
+    return ok('not_paused')
+  end
+  local now = now_ms()
+  if to <= now then return refuse('invalid', 'until', 'the end of the pause has passed') end
+  redis.call('HSET', keys[2], 'until', ts(to), 'reason', argv[2], 'at', ts(now))
+  redis.call('PEXPIREAT', keys[2], ts(to))
+  if argv[3] ~= '' then
+    redis.call('SADD', keys[1] .. ':keys', argv[3])
+    redis.call('SADD', string.match(keys[1], '^(.*):quota:') .. ':subjects', argv[4])
+  end
+  return ok('paused', to)
+end
+
 -- ff_quota_release: free the slots of holders (idempotent). With ARGV[1] =
 -- '1' (the admission was never used: its claim did not grant it) the
 -- admissions leave the window too.
@@ -137,7 +188,8 @@ local function ff_quota_forget(keys, argv)
   local n = 0
   for _, sub in ipairs(argv) do
     local k = base .. ':quota:' .. sub
-    if redis.call('ZCARD', k .. ':slots') == 0 and redis.call('ZCARD', k .. ':window') == 0 then
+    if redis.call('ZCARD', k .. ':slots') == 0 and redis.call('ZCARD', k .. ':window') == 0
+        and redis.call('EXISTS', k .. ':paused') == 0 then
       n = n + redis.call('SREM', keys[1], sub)
       local id, key = string.match(sub, '^([^=]*)=(.*)$')
       if id then redis.call('SREM', base .. ':quota:' .. id .. ':keys', key) end
@@ -150,3 +202,4 @@ register('ff_quota_upsert', ff_quota_upsert)
 register('ff_quota_forget', ff_quota_forget)
 register('ff_quota_admit', ff_quota_admit)
 register('ff_quota_release', ff_quota_release)
+register('ff_quota_pause', ff_quota_pause)

@@ -32,6 +32,11 @@ type AdmissionService interface {
 	ReportExecutionUsage(ctx context.Context, id string, req wire.ExecutionUsageReport) ([]wire.UsageResult, error)
 	PutQuota(ctx context.Context, id string, req wire.PutQuota) (q *wire.Quota, created bool, err error)
 	GetQuota(ctx context.Context, id string) (*wire.Quota, error)
+	// PauseQuota pauses admissions under a subject of quota id until
+	// req.Until (or req.ForMs from now); ResumeQuota ends a pause. Both
+	// answer the quota as it is then.
+	PauseQuota(ctx context.Context, id string, req wire.QuotaPause) (*wire.Quota, error)
+	ResumeQuota(ctx context.Context, id string, req wire.QuotaResume) (*wire.Quota, error)
 	// Heartbeat registers or refreshes a worker instance; a new one makes
 	// the namespace's executions it can run eligible again at once.
 	Heartbeat(ctx context.Context, req wire.WorkerHeartbeat) (*wire.WorkerHeartbeatResponse, error)
@@ -72,6 +77,7 @@ func (s *Server) AddAdmission(svc AdmissionService) error {
 	v1.PUT("/quotas", a.putQuota)
 	v1.POST("/quotas", a.putQuota)
 	v1.GET("/quotas/*", a.getQuota)
+	v1.POST("/quotas/*", a.quotaAction)
 	v1.POST("/executions/:id/usage", a.executionUsage)
 	v1.POST("/workers/heartbeat", a.heartbeat)
 	v1.GET("/workers", a.workers)

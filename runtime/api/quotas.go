@@ -3,9 +3,11 @@ package api
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/flowfabric/ff/runtime/store"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -33,6 +35,85 @@ func (a *admission) putQuota(c echo.Context) error {
 		status = http.StatusCreated
 	}
 	return c.JSON(status, wire.PutQuotaResponse{Quota: *q, Created: created})
+}
+
+// Limits of a quota pause.
+const (
+	// QuotaPauseMax bounds a pause's length.
+	QuotaPauseMax = store.QuotaPauseMax
+	// PauseReasonMaxBytes bounds a pause's reason.
+	PauseReasonMaxBytes = store.MaxPauseReasonBytes
+)
+
+// quotaAction serves POST /v1/quotas/{id}/pause and /resume.
+func (a *admission) quotaAction(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
+	id, e := pathID(c)
+	if e != nil {
+		return e
+	}
+	if rest, ok := strings.CutSuffix(id, "/pause"); ok {
+		var req wire.QuotaPause
+		if err := Decode(c, a.s.limit(BodyLimitDefault), false, &req); err != nil {
+			return err
+		}
+		if e := checkPause(req); e != nil {
+			return e
+		}
+		q, err := a.svc.PauseQuota(c.Request().Context(), rest, req)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, q)
+	}
+	if rest, ok := strings.CutSuffix(id, "/resume"); ok {
+		var req wire.QuotaResume
+		if err := Decode(c, a.s.limit(BodyLimitDefault), true, &req); err != nil {
+			return err
+		}
+		if e := checkQuotaKey(req.Key); e != nil {
+			return e
+		}
+		q, err := a.svc.ResumeQuota(c.Request().Context(), rest, req)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, q)
+	}
+	return Errorf(http.StatusNotFound, wire.CodeUnknownRoute, "no such route: POST /v1/quotas/{id} takes /pause or /resume")
+}
+
+// checkPause validates a pause before anything is written.
+func checkPause(req wire.QuotaPause) *Error {
+	if e := checkQuotaKey(req.Key); e != nil {
+		return e
+	}
+	switch {
+	case req.Until == nil && req.ForMs == 0:
+		return invalid("until", "give until (a time) or for_ms (a length)")
+	case req.Until != nil && req.ForMs != 0:
+		return invalid("for_ms", "give until or for_ms, not both")
+	case req.ForMs < 0 || req.ForMs > QuotaPauseMax.Milliseconds():
+		return invalid("for_ms", "%d is outside 1..%d", req.ForMs, QuotaPauseMax.Milliseconds())
+	case req.Until != nil && !req.Until.After(time.Now()):
+		return invalid("until", "%s has passed", req.Until.UTC().Format(time.RFC3339))
+	case req.Until != nil && time.Until(*req.Until) > QuotaPauseMax:
+		return invalid("until", "%s is more than %s away", req.Until.UTC().Format(time.RFC3339), QuotaPauseMax)
+	}
+	if len(req.Reason) > PauseReasonMaxBytes {
+		return invalid("reason", "%d bytes, the limit is %d", len(req.Reason), PauseReasonMaxBytes)
+	}
+	return nil
+}
+
+// checkQuotaKey validates the key value of a keyed quota's subject.
+func checkQuotaKey(key string) *Error {
+	if len(key) > store.MaxQuotaKeyBytes {
+		return invalid("key", "%d bytes, the limit is %d", len(key), store.MaxQuotaKeyBytes)
+	}
+	return nil
 }
 
 // checkQuota validates a quota definition before anything is written.

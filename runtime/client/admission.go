@@ -80,6 +80,27 @@ func (c *Client) GetQuota(ctx context.Context, id string) (*wire.Quota, error) {
 	return &out, nil
 }
 
+// PauseQuota pauses admissions under a subject of quota id (req.Key for a
+// keyed quota) until req.Until, or for req.ForMs: executions that need it
+// wait, with the pause's end and reason as their blocking detail. It
+// answers the quota with the pause.
+func (c *Client) PauseQuota(ctx context.Context, id string, req wire.QuotaPause) (*wire.Quota, error) {
+	var out wire.Quota
+	if err := c.do(ctx, http.MethodPost, "/v1/quotas/"+id+"/pause", nil, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ResumeQuota ends a pause of a subject of quota id now.
+func (c *Client) ResumeQuota(ctx context.Context, id string, req wire.QuotaResume) (*wire.Quota, error) {
+	var out wire.Quota
+	if err := c.do(ctx, http.MethodPost, "/v1/quotas/"+id+"/resume", nil, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Heartbeat registers (connects) or refreshes a worker instance with its
 // capabilities; a bad capability is a 400 validation_failed.
 func (c *Client) Heartbeat(ctx context.Context, req wire.WorkerHeartbeat) (*wire.WorkerHeartbeatResponse, error) {

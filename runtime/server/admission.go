@@ -178,9 +178,34 @@ func (a *admissionService) GetQuota(ctx context.Context, id string) (*wire.Quota
 		JitterMs: q.Jitter.Milliseconds(), Key: q.Key, CreatedAt: timePtr(q.CreatedAt), UpdatedAt: timePtr(q.UpdatedAt),
 		Subjects: make([]wire.QuotaSubject, len(q.Subjects))}
 	for i, s := range q.Subjects {
-		out.Subjects[i] = wire.QuotaSubject{Key: s.Key, WindowCount: s.InWindow, ActiveCount: s.Active}
+		out.Subjects[i] = wire.QuotaSubject{Key: s.Key, WindowCount: s.InWindow, ActiveCount: s.Active,
+			PausedUntil: timePtr(s.PausedUntil), PauseReason: s.PauseReason}
 	}
 	return out, nil
+}
+
+func (a *admissionService) PauseQuota(ctx context.Context, id string, req wire.QuotaPause) (*wire.Quota, error) {
+	until := time.Now().Add(time.Duration(req.ForMs) * time.Millisecond)
+	if req.Until != nil {
+		until = *req.Until
+	}
+	if err := a.st.PauseQuota(ctx, id, req.Key, until, req.Reason); err != nil {
+		return nil, mapAdmissionError(err, "quota", id)
+	}
+	a.log.InfoContext(ctx, "quota paused", slog.String("quota", id), slog.String("key", req.Key),
+		slog.Time("until", until), slog.String("reason", req.Reason))
+	return a.GetQuota(ctx, id)
+}
+
+func (a *admissionService) ResumeQuota(ctx context.Context, id string, req wire.QuotaResume) (*wire.Quota, error) {
+	resumed, err := a.st.ResumeQuota(ctx, id, req.Key)
+	if err != nil {
+		return nil, mapAdmissionError(err, "quota", id)
+	}
+	if resumed {
+		a.log.InfoContext(ctx, "quota resumed", slog.String("quota", id), slog.String("key", req.Key))
+	}
+	return a.GetQuota(ctx, id)
 }
 
 func (a *admissionService) Heartbeat(ctx context.Context, req wire.WorkerHeartbeat) (*wire.WorkerHeartbeatResponse, error) {

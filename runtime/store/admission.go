@@ -554,7 +554,8 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 }
 
 // readQuotaRoom reads into room how many more admissions each of subjects
-// that room does not hold yet has room for now (0 when undefined).
+// that room does not hold yet has room for now (0 when undefined or
+// paused).
 func (s *Store) readQuotaRoom(ctx context.Context, room *QuotaRoom, subjects []string, now int64) error {
 	if room.free == nil {
 		room.free = map[string]int64{}
@@ -586,7 +587,7 @@ func (s *Store) readQuotaRoom(ctx context.Context, room *QuotaRoom, subjects []s
 			lim[i] = &limits{atoi64(str(v[0])), atoi64(str(v[1])), atoi64(str(v[2]))}
 		}
 	}
-	cmds := make(valkey.Commands, 0, 2*len(subjects))
+	cmds := make(valkey.Commands, 0, 3*len(subjects))
 	for i, sub := range subjects {
 		id, _ := splitSubject(sub)
 		k := s.k.quota(s.quotaPart(id), sub)
@@ -596,17 +597,22 @@ func (s *Store) readQuotaRoom(ctx context.Context, room *QuotaRoom, subjects []s
 		}
 		cmds = append(cmds,
 			s.c.B().Zcount().Key(k+":window").Min("("+strconv.FormatInt(now-w, 10)).Max("+inf").Build(),
-			s.c.B().Zcard().Key(k+":slots").Build())
+			s.c.B().Zcard().Key(k+":slots").Build(),
+			s.c.B().Hget().Key(k+":paused").Field("until").Build())
 	}
 	rs := s.c.DoMulti(ctx, cmds...)
 	for i, sub := range subjects {
-		inWindow, err1 := rs[2*i].AsInt64()
-		active, err2 := rs[2*i+1].AsInt64()
-		if err := errors.Join(err1, err2); err != nil {
+		inWindow, err1 := rs[3*i].AsInt64()
+		active, err2 := rs[3*i+1].AsInt64()
+		pausedTo, err3 := rs[3*i+2].AsInt64()
+		if valkey.IsValkeyNil(err3) {
+			err3 = nil
+		}
+		if err := errors.Join(err1, err2, err3); err != nil {
 			return fmt.Errorf("store: read quota state %s: %w", sub, err)
 		}
-		if lim[i] == nil {
-			continue // undefined: no room
+		if lim[i] == nil || pausedTo > now {
+			continue // undefined or paused: no room
 		}
 		free := int64(1 << 62)
 		if lim[i].rate > 0 {

@@ -23,6 +23,12 @@ const (
 	MaxQuotaKeyBytes = 128
 	// QuotaWindowDefault is the window of a rate quota that sets none.
 	QuotaWindowDefault = time.Second
+	// QuotaPauseMax bounds a pause of a quota subject.
+	QuotaPauseMax = 7 * 24 * time.Hour
+	// MaxPauseReasonBytes bounds the reason given for a pause.
+	MaxPauseReasonBytes = 512
+	// PauseRecheckDefault is Config.PauseRecheck's default.
+	PauseRecheckDefault = time.Minute
 )
 
 // QuotaSpec defines a quota for UpsertQuota.
@@ -52,6 +58,10 @@ type QuotaSubject struct {
 	Key      string `json:"key,omitempty"` // "" for an unkeyed quota
 	InWindow int64  `json:"window_count"`  // admissions in the current window
 	Active   int64  `json:"active_count"`  // slots held by running attempts
+	// PausedUntil is the end of a pause (PauseQuota) in force; PauseReason
+	// its reason.
+	PausedUntil time.Time `json:"paused_until,omitzero"`
+	PauseReason string    `json:"pause_reason,omitempty"`
 }
 
 // Quota is a quota's definition and state (GetQuota).
@@ -71,6 +81,7 @@ type Quota struct {
 const (
 	QuotaDeniedRate        = "rate"
 	QuotaDeniedConcurrency = "concurrency"
+	QuotaDeniedPaused      = "paused"    // the subject is paused (PauseQuota)
 	QuotaUndefined         = "undefined" // the quota does not exist
 )
 
@@ -79,9 +90,12 @@ type AdmitResult struct {
 	Subject    string        `json:"subject"`
 	Admitted   bool          `json:"admitted"`
 	Cause      string        `json:"cause,omitempty"`       // when denied: QuotaDenied… or QuotaUndefined
-	RetryAfter time.Duration `json:"retry_after,omitempty"` // when denied for rate: until the window slides (plus jitter)
+	RetryAfter time.Duration `json:"retry_after,omitempty"` // when denied for rate: until the window slides; paused: until the pause ends, at most Config.PauseRecheck (plus jitter)
 	InWindow   int64         `json:"window_count"`
 	Active     int64         `json:"active_count"`
+	// When denied for a pause: its end and reason.
+	PausedUntil time.Time `json:"paused_until,omitzero"`
+	PauseReason string    `json:"pause_reason,omitempty"`
 }
 
 // Detail is the human-readable blocking detail of a denial.
@@ -93,8 +107,71 @@ func (r AdmitResult) Detail() string {
 		return fmt.Sprintf("quota %s: concurrency limit reached (%d running)", r.Subject, r.Active)
 	case QuotaUndefined:
 		return fmt.Sprintf("quota %s is not defined", r.Subject)
+	case QuotaDeniedPaused:
+		d := fmt.Sprintf("quota %s: paused until %s", r.Subject, r.PausedUntil.UTC().Format(time.RFC3339))
+		if r.PauseReason != "" {
+			d += " (" + r.PauseReason + ")"
+		}
+		return d
 	}
 	return ""
+}
+
+// PauseQuota stops admissions under one subject of quota id (key: the key
+// value of a keyed quota, else "") until until: executions that need it
+// are blocked (waiting_for_quota, "paused until …") and checked again at
+// the pause's end, or within Config.PauseRecheck when it is ended early.
+// Attempts admitted before keep running. Pausing again replaces the end
+// and reason. It is how a handler told "429, retry after 60 s" by an
+// upstream holds back every other execution that would call it.
+func (s *Store) PauseQuota(ctx context.Context, id, key string, until time.Time, reason string) error {
+	if _, _, _, err := splitResourceID("id", id, false); err != nil {
+		return err
+	}
+	if len(key) > MaxQuotaKeyBytes {
+		return invalid("key", "%d bytes, the limit is %d", len(key), MaxQuotaKeyBytes)
+	}
+	if len(reason) > MaxPauseReasonBytes {
+		return invalid("reason", "%d bytes, the limit is %d", len(reason), MaxPauseReasonBytes)
+	}
+	if d := time.Until(until); d > QuotaPauseMax {
+		return invalid("until", "%s is more than %s away", until.UTC().Format(time.RFC3339), QuotaPauseMax)
+	}
+	if until.UnixMilli() <= 0 {
+		return invalid("until", "%s is not a time to pause until", until)
+	}
+	_, err := s.pauseCall(ctx, id, key, strconv.FormatInt(until.UnixMilli(), 10), reason)
+	return err
+}
+
+// ResumeQuota ends a pause of a quota subject; it reports whether one was
+// in force.
+func (s *Store) ResumeQuota(ctx context.Context, id, key string) (bool, error) {
+	if _, _, _, err := splitResourceID("id", id, false); err != nil {
+		return false, err
+	}
+	if len(key) > MaxQuotaKeyBytes {
+		return false, invalid("key", "%d bytes, the limit is %d", len(key), MaxQuotaKeyBytes)
+	}
+	st, err := s.pauseCall(ctx, id, key, "0", "")
+	return st == "resumed", err
+}
+
+func (s *Store) pauseCall(ctx context.Context, id, key, until, reason string) (string, error) {
+	subject := id
+	if key != "" {
+		subject = id + "=" + key
+	}
+	q := s.quotaPart(id)
+	items, err := s.single(ctx, call{fn: "ff_quota_pause", keys: []string{s.k.quota(q, id), s.k.quota(q, subject) + ":paused"},
+		args: []string{until, reason, key, subject}}, "", "pause quota")
+	if errors.Is(err, ErrNotFound) {
+		return "", fmt.Errorf("%w: quota %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return "", err
+	}
+	return str(items[0]), nil
 }
 
 func (s *Store) quotaPart(id string) int { return fnvPart(id, s.cfg.QuotaPartitions) }
@@ -205,9 +282,17 @@ func (s *Store) GetQuota(ctx context.Context, id string) (*Quota, error) {
 	}
 	for i, sub := range subjects {
 		_, k := splitSubject(sub)
-		out.Subjects = append(out.Subjects, QuotaSubject{Key: k, InWindow: states[i][0], Active: states[i][1]})
+		out.Subjects = append(out.Subjects, QuotaSubject{Key: k, InWindow: states[i].inWindow, Active: states[i].active,
+			PausedUntil: states[i].pausedUntil, PauseReason: states[i].pauseReason})
 	}
 	return out, nil
+}
+
+// subjectState is what subjectStates reads of a quota subject.
+type subjectState struct {
+	inWindow, active int64
+	pausedUntil      time.Time // zero: not paused
+	pauseReason      string
 }
 
 func timeOf(m valkey.ValkeyResult) (int64, error) {
@@ -220,23 +305,32 @@ func timeOf(m valkey.ValkeyResult) (int64, error) {
 	return sec*1000 + usec/1000, nil
 }
 
-// subjectStates reads the window count (admissions after now-window) and
-// active count of subjects of quota partition q.
-func (s *Store) subjectStates(ctx context.Context, q int, subjects []string, window time.Duration, now int64) ([][2]int64, error) {
-	cmds := make(valkey.Commands, 0, 2*len(subjects))
+// subjectStates reads the window count (admissions after now-window),
+// active count and pause of subjects of quota partition q.
+func (s *Store) subjectStates(ctx context.Context, q int, subjects []string, window time.Duration, now int64) ([]subjectState, error) {
+	cmds := make(valkey.Commands, 0, 3*len(subjects))
 	for _, sub := range subjects {
 		k := s.k.quota(q, sub)
 		cmds = append(cmds,
 			s.c.B().Zcount().Key(k+":window").Min("("+strconv.FormatInt(now-window.Milliseconds(), 10)).Max("+inf").Build(),
-			s.c.B().Zcard().Key(k+":slots").Build())
+			s.c.B().Zcard().Key(k+":slots").Build(),
+			s.c.B().Hmget().Key(k+":paused").Field("until", "reason").Build())
 	}
-	out := make([][2]int64, len(subjects))
-	for i, r := range s.c.DoMulti(ctx, cmds...) {
-		n, err := r.AsInt64()
-		if err != nil {
+	out := make([]subjectState, len(subjects))
+	rs := s.c.DoMulti(ctx, cmds...)
+	for i := range subjects {
+		inWindow, err1 := rs[3*i].AsInt64()
+		active, err2 := rs[3*i+1].AsInt64()
+		pause, err3 := rs[3*i+2].ToArray()
+		if err := errors.Join(err1, err2, err3); err != nil {
 			return nil, fmt.Errorf("store: read quota state: %w", err)
 		}
-		out[i/2][i%2] = n
+		out[i] = subjectState{inWindow: inWindow, active: active}
+		if len(pause) == 2 {
+			if to := atoi64(str(pause[0])); to > now {
+				out[i].pausedUntil, out[i].pauseReason = time.UnixMilli(to), str(pause[1])
+			}
+		}
 	}
 	return out, nil
 }
@@ -299,7 +393,8 @@ func (s *Store) admitMany(ctx context.Context, items []admitItem) ([]AdmitResult
 			c = len(calls)
 			bySubject[it.subject] = c
 			calls = append(calls, call{fn: "ff_quota_admit",
-				keys: []string{s.k.quota(q, qid), s.k.quota(q, it.subject) + ":window", s.k.quota(q, it.subject) + ":slots"},
+				keys: []string{s.k.quota(q, qid), s.k.quota(q, it.subject) + ":window", s.k.quota(q, it.subject) + ":slots",
+					s.k.quota(q, it.subject) + ":paused"},
 				args: []string{key, strconv.Itoa(rand.IntN(1_000_000_000)), it.subject}})
 			index = append(index, nil)
 		}
@@ -335,6 +430,12 @@ func (s *Store) admitMany(ctx context.Context, items []admitItem) ([]AdmitResult
 				if str(f[0]) == "denied" {
 					r.Cause = str(f[1])
 					r.RetryAfter = time.Duration(atoi64(str(f[2]))) * time.Millisecond
+					if r.Cause == QuotaDeniedPaused && len(f) >= 7 {
+						r.PausedUntil, r.PauseReason = time.UnixMilli(atoi64(str(f[5]))), str(f[6])
+						// Checked again within PauseRecheck: a pause ended
+						// early is noticed then.
+						r.RetryAfter = min(r.RetryAfter, s.cfg.PauseRecheck)
+					}
 				} else {
 					r.Admitted = true
 				}

@@ -30,7 +30,11 @@ type Config struct {
 	// contain braces.
 	KeyPrefix      string
 	IdempotencyTTL time.Duration // 0 = IdempotencyTTLDefault
-	Logger         *slog.Logger  // nil = discard
+	// PauseRecheck bounds how long an execution blocked by a paused quota
+	// waits before it is checked again: a pause ended early (ResumeQuota)
+	// is noticed within it. 0 = PauseRecheckDefault.
+	PauseRecheck time.Duration
+	Logger       *slog.Logger // nil = discard
 	// RunEnded, when set, is called with each run that a finish of this
 	// store ended with a clean success (FinishResult.RunEnded), before
 	// the store publishes the run's end notice on RunsChannel: a process
@@ -44,6 +48,7 @@ func (c Config) withDefaults() Config {
 	c.BudgetPartitions = cmp.Or(c.BudgetPartitions, BudgetPartitionsDefault)
 	c.QuotaPartitions = cmp.Or(c.QuotaPartitions, QuotaPartitionsDefault)
 	c.IdempotencyTTL = cmp.Or(c.IdempotencyTTL, IdempotencyTTLDefault)
+	c.PauseRecheck = cmp.Or(c.PauseRecheck, PauseRecheckDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

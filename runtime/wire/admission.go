@@ -120,6 +120,26 @@ type QuotaSubject struct {
 	Key         string `json:"key,omitempty"`
 	WindowCount int64  `json:"window_count"`
 	ActiveCount int64  `json:"active_count"`
+	// PausedUntil is the end of a pause in force (POST
+	// /v1/quotas/{id}/pause), PauseReason its reason.
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
+	PauseReason string     `json:"pause_reason,omitempty"`
+}
+
+// QuotaPause is the body of POST /v1/quotas/{id}/pause: no admission under
+// the subject (the quota, or one key value of a keyed quota) until the
+// pause ends; attempts admitted before keep running. Give Until or ForMs.
+type QuotaPause struct {
+	Key    string     `json:"key,omitempty"`    // the key value, for a keyed quota
+	Until  *time.Time `json:"until,omitempty"`  // the pause's end
+	ForMs  int64      `json:"for_ms,omitempty"` // or its length from now
+	Reason string     `json:"reason,omitempty"` // shown in the blocked executions' detail
+}
+
+// QuotaResume is the body of POST /v1/quotas/{id}/resume: the pause of the
+// subject ends now.
+type QuotaResume struct {
+	Key string `json:"key,omitempty"`
 }
 
 // Quota is a quota's definition and state.

@@ -29,6 +29,29 @@ type taskUsage struct {
 // UsageResult is what a usage report did to one budget of the execution.
 type UsageResult = wire.UsageResult
 
+// PauseQuota holds back every execution admitted under a subject of quota
+// id (key: the key value of a keyed quota, else "") for d: a handler told
+// by an upstream "429, retry after 60 s" pauses the quota its calls count
+// against, so that no other attempt is started against that upstream
+// meanwhile, and then returns an error so that this attempt is retried
+// (its retry waits for the pause too). reason is shown as the blocked
+// executions' detail. Attempts already running are not stopped.
+func (t *Task) PauseQuota(ctx context.Context, id, key string, d time.Duration, reason string) error {
+	u := t.usage
+	if u == nil {
+		return ErrNoServer
+	}
+	if d < time.Millisecond {
+		return fmt.Errorf("worker: pause quota %s: %s is shorter than a millisecond", id, d)
+	}
+	rctx, cancel := context.WithTimeout(ctx, requestSlack)
+	defer cancel()
+	if _, err := u.c.PauseQuota(rctx, id, wire.QuotaPause{Key: key, ForMs: d.Milliseconds(), Reason: reason}); err != nil {
+		return fmt.Errorf("worker: pause quota %s: %w", id, err)
+	}
+	return nil
+}
+
 // ReportUsage reports that this attempt used delta (≥ 0) more of dimension
 // (tokens, dollars_micros, …); it counts against every budget of the
 // execution that meters the dimension. Each call has its own dedup key

@@ -1,0 +1,90 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// TestQuotaPauseRoutes: POST /v1/quotas/{id}/pause and /resume through
+// real HTTP: bad requests are 400 naming the field (nothing paused), an
+// unknown quota 404, an unknown action 404 unknown_route; a pause shows
+// on the quota's subject until it is resumed.
+func TestQuotaPauseRoutes(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	c := env.Client
+	ctx := ctxT(t)
+	if _, _, err := c.PutQuota(ctx, wire.PutQuota{Name: "api", Rate: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.PutQuota(ctx, wire.PutQuota{Name: "per_tenant", Concurrency: 2, Key: "tenant"}); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Minute)
+	far := time.Now().Add(8 * 24 * time.Hour)
+	for _, tc := range []struct {
+		name, id string
+		req      wire.QuotaPause
+		field    string
+	}{
+		{"neither until nor for_ms", "default/api", wire.QuotaPause{}, "until"},
+		{"both", "default/api", wire.QuotaPause{Until: &far, ForMs: 1000}, "for_ms"},
+		{"a negative length", "default/api", wire.QuotaPause{ForMs: -1}, "for_ms"},
+		{"a length over 7 days", "default/api", wire.QuotaPause{ForMs: 8 * 24 * 3600 * 1000}, "for_ms"},
+		{"an end that passed", "default/api", wire.QuotaPause{Until: &past}, "until"},
+		{"an end too far", "default/api", wire.QuotaPause{Until: &far}, "until"},
+		{"a reason too long", "default/api", wire.QuotaPause{ForMs: 1000, Reason: strings.Repeat("r", 513)}, "reason"},
+		{"a key value too long", "default/per_tenant", wire.QuotaPause{ForMs: 1000, Key: strings.Repeat("k", 129)}, "key"},
+		{"a keyed quota without its key", "default/per_tenant", wire.QuotaPause{ForMs: 1000}, "key"},
+		{"a key for an unkeyed quota", "default/api", wire.QuotaPause{ForMs: 1000, Key: "acme"}, "key"},
+	} {
+		_, err := c.PauseQuota(ctx, tc.id, tc.req)
+		ae := apiErr(t, err)
+		if ae.Status != http.StatusBadRequest || ae.Code != wire.CodeValidation || ae.Details["field"] != tc.field {
+			t.Errorf("%s: %d %s %v %q, want 400 on %s", tc.name, ae.Status, ae.Code, ae.Details, ae.Message, tc.field)
+		}
+	}
+	if _, err := c.PauseQuota(ctx, "default/nope", wire.QuotaPause{ForMs: 1000}); apiErr(t, err).Status != http.StatusNotFound {
+		t.Errorf("pausing an unknown quota: %v, want 404", err)
+	}
+	if resp := rawDo(t, env, http.MethodPost, "/v1/quotas/default/api/stop", "", `{}`); resp.status != http.StatusNotFound ||
+		resp.err.Code != wire.CodeUnknownRoute {
+		t.Errorf("an unknown action: %d %s, want 404 unknown_route", resp.status, resp.err.Code)
+	}
+	for _, id := range []string{"default/api", "default/per_tenant"} {
+		q, err := c.GetQuota(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range q.Subjects {
+			if s.PausedUntil != nil {
+				t.Fatalf("%s paused after bad requests: %+v", id, s)
+			}
+		}
+	}
+
+	q, err := c.PauseQuota(ctx, "default/per_tenant", wire.QuotaPause{Key: "acme", ForMs: 60_000, Reason: "429"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Subjects) != 1 || q.Subjects[0].Key != "acme" || q.Subjects[0].PausedUntil == nil ||
+		time.Until(*q.Subjects[0].PausedUntil) < 50*time.Second || q.Subjects[0].PauseReason != "429" {
+		t.Fatalf("paused quota %+v", q.Subjects)
+	}
+	q, err = c.ResumeQuota(ctx, "default/per_tenant", wire.QuotaResume{Key: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Subjects[0].PausedUntil != nil {
+		t.Fatalf("resumed quota %+v", q.Subjects)
+	}
+	// Resuming what is not paused answers the quota as it is.
+	if _, err := c.ResumeQuota(ctx, "default/api", wire.QuotaResume{}); err != nil {
+		t.Fatalf("resume of a quota not paused: %v", err)
+	}
+}
