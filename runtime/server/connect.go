@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"syscall"
 	"time"
 
@@ -140,9 +139,8 @@ func retryable(err error, overTLS bool) bool {
 		errors.Is(err, context.Canceled) {
 		return false
 	}
-	if verr, ok := errors.AsType[*valkey.ValkeyError](err); ok {
-		return verr.IsLoading() || verr.IsClusterDown() || verr.IsTryAgain() ||
-			strings.HasPrefix(verr.Error(), "MASTERDOWN")
+	if _, ok := errors.AsType[*valkey.ValkeyError](err); ok {
+		return notReady(err)
 	}
 	if isTLSFailure(err) {
 		return false

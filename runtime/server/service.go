@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 	"time"
 
@@ -369,8 +370,20 @@ func mapError(err error) *api.Error {
 	case connError(err):
 		return &api.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable,
 			Message: "the connection to Valkey failed (restarted or unreachable): retry", Err: err}
+	case notReady(err):
+		return &api.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable,
+			Message: "Valkey is not ready (loading its data, or a cluster failing over): retry", Err: err}
 	}
 	return api.Internal(err)
+}
+
+// notReady reports whether Valkey answered that it cannot serve yet: it is
+// loading its dataset, or its cluster is down or moving slots for a moment
+// (a failover), or a replica's primary is down. Transient, so answered 503
+// unavailable rather than 500.
+func notReady(err error) bool {
+	verr, ok := errors.AsType[*valkey.ValkeyError](err)
+	return ok && (verr.IsLoading() || verr.IsClusterDown() || verr.IsTryAgain() || strings.HasPrefix(verr.Error(), "MASTERDOWN"))
 }
 
 // connError reports whether err is the loss of a connection to Valkey
