@@ -122,21 +122,34 @@ end
 
 -- ff_quota_pause: pause admissions under one subject of a quota until a
 -- time (attempts admitted before keep running and keep their slots), or
--- end a pause. A keyed subject paused is listed with the quota's keys.
--- KEYS[1]  definition key
+-- end a pause. A keyed subject paused is listed with the quota's keys and
+-- subjects (so that ff_quota_forget drops its key value once the pause
+-- ended).
+-- KEYS[1]  definition key (<prefix>ff:{q:K}:quota:<id>)
 -- KEYS[2]  paused key of the subject
--- ARGV[1]  the pause's end, ms since the epoch ('0' = end the pause now)
+-- ARGV[1]  the pause's end, ms since the epoch; '0' = end the pause now;
+--          '' = ARGV[4] from the server's clock
 -- ARGV[2]  reason
 -- ARGV[3]  key value ('' = unkeyed)
--- ARGV[4]  the subject (a keyed one is recorded in <prefix>ff:{q:K}:subjects,
---          so that ff_quota_forget drops its key value once the pause ended)
+-- ARGV[4]  the pause's length, ms, when ARGV[1] is ''
 -- Reply: {1, 'paused', end ms} | {1, 'resumed'} | {1, 'not_paused'}
 --        | {0, 'not_found'} (no such quota)
---        | {0, 'invalid', 'until' | 'key', message} (nothing written)
+--        | {0, 'invalid', 'until' | 'key' | 'args', message} (nothing written)
 local function ff_quota_pause(keys, argv)
-  local to = tonumber(argv[1])
-  if not to or to < 0 or to ~= math.floor(to) then
-    return refuse('invalid', 'until', 'not a whole number of ms: ' .. tostring(argv[1]))
+  if #argv ~= 4 then return refuse('invalid', 'args', 'want end, reason, key value, length') end
+  local now = now_ms()
+  local to
+  if argv[1] == '' then
+    local d = tonumber(argv[4])
+    if not d or d < 1 or d ~= math.floor(d) then
+      return refuse('invalid', 'for_ms', 'not a whole number of ms above 0: ' .. argv[4])
+    end
+    to = now + d
+  else
+    to = tonumber(argv[1])
+    if not to or to < 0 or to ~= math.floor(to) then
+      return refuse('invalid', 'until', 'not a whole number of ms: ' .. argv[1])
+    end
   end
   local key = redis.call('HGET', keys[1], 'key')
   if not key then return refuse('not_found') end
@@ -149,13 +162,13 @@ local function ff_quota_pause(keys, argv)
     if redis.call('DEL', keys[2]) == 1 then return ok('resumed') end
     return ok('not_paused')
   end
-  local now = now_ms()
   if to <= now then return refuse('invalid', 'until', 'the end of the pause has passed') end
   redis.call('HSET', keys[2], 'until', ts(to), 'reason', argv[2], 'at', ts(now))
   redis.call('PEXPIREAT', keys[2], ts(to))
   if argv[3] ~= '' then
+    local base, id = string.match(keys[1], '^(.*):quota:(.*)$')
     redis.call('SADD', keys[1] .. ':keys', argv[3])
-    redis.call('SADD', string.match(keys[1], '^(.*):quota:') .. ':subjects', argv[4])
+    redis.call('SADD', base .. ':subjects', id .. '=' .. argv[3])
   end
   return ok('paused', to)
 end

@@ -31,10 +31,12 @@ type AdmissionService interface {
 	// passed (a stale lease is an *Error with code wire.CodeStaleLease).
 	ReportExecutionUsage(ctx context.Context, id string, req wire.ExecutionUsageReport) ([]wire.UsageResult, error)
 	PutQuota(ctx context.Context, id string, req wire.PutQuota) (q *wire.Quota, created bool, err error)
-	GetQuota(ctx context.Context, id string) (*wire.Quota, error)
+	// GetQuota returns a quota with every subject, or only the subject of
+	// key value *key ("" for an unkeyed quota) when key is set.
+	GetQuota(ctx context.Context, id string, key *string) (*wire.Quota, error)
 	// PauseQuota pauses admissions under a subject of quota id until
-	// req.Until (or req.ForMs from now); ResumeQuota ends a pause. Both
-	// answer the quota as it is then.
+	// req.Until (or for req.ForMs from Valkey's clock); ResumeQuota ends a
+	// pause. Both answer the quota with that subject only.
 	PauseQuota(ctx context.Context, id string, req wire.QuotaPause) (*wire.Quota, error)
 	ResumeQuota(ctx context.Context, id string, req wire.QuotaResume) (*wire.Quota, error)
 	// Heartbeat registers or refreshes a worker instance; a new one makes

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/labstack/echo/v4"
 
@@ -105,15 +106,20 @@ func checkPause(req wire.QuotaPause) *Error {
 	if len(req.Reason) > PauseReasonMaxBytes {
 		return invalid("reason", "%d bytes, the limit is %d", len(req.Reason), PauseReasonMaxBytes)
 	}
+	if strings.ContainsFunc(req.Reason, unicode.IsControl) {
+		return invalid("reason", "must not contain control characters (it is shown as a blocking detail)")
+	}
 	return nil
 }
 
-// checkQuotaKey validates the key value of a keyed quota's subject.
+// checkQuotaKey validates the key value of a keyed quota's subject: one
+// an execution's input can give (no space, comma or control character), or
+// "" for an unkeyed quota.
 func checkQuotaKey(key string) *Error {
-	if len(key) > store.MaxQuotaKeyBytes {
-		return invalid("key", "%d bytes, the limit is %d", len(key), store.MaxQuotaKeyBytes)
+	if key == "" {
+		return nil
 	}
-	return nil
+	return checkIdent("key", key, store.MaxQuotaKeyBytes, false)
 }
 
 // checkQuota validates a quota definition before anything is written.
@@ -157,21 +163,16 @@ func (a *admission) getQuota(c echo.Context) error {
 	if e != nil {
 		return e
 	}
-	q, err := a.svc.GetQuota(c.Request().Context(), id)
+	var only *string
+	if key := c.QueryParam("key"); key != "" {
+		if e := checkQuotaKey(key); e != nil {
+			return e
+		}
+		only = &key // one subject read, zero counts when it had no activity
+	}
+	q, err := a.svc.GetQuota(c.Request().Context(), id, only)
 	if err != nil {
 		return err
-	}
-	if key := c.QueryParam("key"); key != "" {
-		var subs []wire.QuotaSubject
-		for _, s := range q.Subjects {
-			if s.Key == key {
-				subs = append(subs, s)
-			}
-		}
-		if subs == nil {
-			subs = []wire.QuotaSubject{{Key: key}} // no recent activity
-		}
-		q.Subjects = subs
 	}
 	return c.JSON(http.StatusOK, q)
 }

@@ -162,15 +162,21 @@ func (a *admissionService) PutQuota(ctx context.Context, id string, req wire.Put
 	if err != nil {
 		return nil, false, mapAdmissionError(err, "quota", id)
 	}
-	q, err := a.GetQuota(ctx, id)
+	q, err := a.GetQuota(ctx, id, nil)
 	if err != nil {
 		return nil, false, err
 	}
 	return q, created, nil
 }
 
-func (a *admissionService) GetQuota(ctx context.Context, id string) (*wire.Quota, error) {
-	q, err := a.st.GetQuota(ctx, id)
+func (a *admissionService) GetQuota(ctx context.Context, id string, key *string) (*wire.Quota, error) {
+	var q *store.Quota
+	var err error
+	if key != nil {
+		q, err = a.st.GetQuotaKey(ctx, id, *key)
+	} else {
+		q, err = a.st.GetQuota(ctx, id)
+	}
 	if err != nil {
 		return nil, mapAdmissionError(err, "quota", id)
 	}
@@ -185,16 +191,20 @@ func (a *admissionService) GetQuota(ctx context.Context, id string) (*wire.Quota
 }
 
 func (a *admissionService) PauseQuota(ctx context.Context, id string, req wire.QuotaPause) (*wire.Quota, error) {
-	until := time.Now().Add(time.Duration(req.ForMs) * time.Millisecond)
+	p := store.QuotaPause{Key: req.Key, For: time.Duration(req.ForMs) * time.Millisecond, Reason: req.Reason}
 	if req.Until != nil {
-		until = *req.Until
+		p.End = *req.Until
 	}
-	if err := a.st.PauseQuota(ctx, id, req.Key, until, req.Reason); err != nil {
+	if err := a.st.PauseQuota(ctx, id, p); err != nil {
 		return nil, mapAdmissionError(err, "quota", id)
 	}
-	a.log.InfoContext(ctx, "quota paused", slog.String("quota", id), slog.String("key", req.Key),
-		slog.Time("until", until), slog.String("reason", req.Reason))
-	return a.GetQuota(ctx, id)
+	// The paused subject only: a keyed quota may have many.
+	q, err := a.GetQuota(ctx, id, &req.Key)
+	if err == nil && len(q.Subjects) == 1 && q.Subjects[0].PausedUntil != nil {
+		a.log.InfoContext(ctx, "quota paused", slog.String("quota", id), slog.String("key", req.Key),
+			slog.Time("until", *q.Subjects[0].PausedUntil), slog.String("reason", req.Reason))
+	}
+	return q, err
 }
 
 func (a *admissionService) ResumeQuota(ctx context.Context, id string, req wire.QuotaResume) (*wire.Quota, error) {
@@ -205,7 +215,7 @@ func (a *admissionService) ResumeQuota(ctx context.Context, id string, req wire.
 	if resumed {
 		a.log.InfoContext(ctx, "quota resumed", slog.String("quota", id), slog.String("key", req.Key))
 	}
-	return a.GetQuota(ctx, id)
+	return a.GetQuota(ctx, id, &req.Key)
 }
 
 func (a *admissionService) Heartbeat(ctx context.Context, req wire.WorkerHeartbeat) (*wire.WorkerHeartbeatResponse, error) {

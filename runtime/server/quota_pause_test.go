@@ -42,6 +42,10 @@ func TestQuotaPauseRoutes(t *testing.T) {
 		{"a key value too long", "default/per_tenant", wire.QuotaPause{ForMs: 1000, Key: strings.Repeat("k", 129)}, "key"},
 		{"a keyed quota without its key", "default/per_tenant", wire.QuotaPause{ForMs: 1000}, "key"},
 		{"a key for an unkeyed quota", "default/api", wire.QuotaPause{ForMs: 1000, Key: "acme"}, "key"},
+		{"a key no input can give", "default/per_tenant", wire.QuotaPause{ForMs: 1000, Key: "Acme Corp"}, "key"},
+		{"a key with a comma", "default/per_tenant", wire.QuotaPause{ForMs: 1000, Key: "a,b"}, "key"},
+		{"a key with a newline", "default/per_tenant", wire.QuotaPause{ForMs: 1000, Key: "x\ny"}, "key"},
+		{"a reason with a newline", "default/api", wire.QuotaPause{ForMs: 1000, Reason: "a\nb"}, "reason"},
 	} {
 		_, err := c.PauseQuota(ctx, tc.id, tc.req)
 		ae := apiErr(t, err)

@@ -30,7 +30,8 @@ type Candidate struct {
 //     with quotas untouched;
 //  3. each of their quota subjects is admitted (AdmitQuota, pipelined); a
 //     candidate denied by any is blocked (waiting_for_quota, with the
-//     detail and a recheck time after the window slides) and its other
+//     detail and a recheck time: after the window slides, or the pause
+//     ends, at most Config.PauseRecheck) and its other
 //     admissions are given back;
 //  4. a second ff_claim grants the admitted candidates (tried first);
 //     admissions it did not use are given back at once. Admissions carry

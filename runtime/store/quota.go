@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/valkey-io/valkey-go"
@@ -117,30 +119,50 @@ func (r AdmitResult) Detail() string {
 	return ""
 }
 
-// PauseQuota stops admissions under one subject of quota id (key: the key
-// value of a keyed quota, else "") until until: executions that need it
-// are blocked (waiting_for_quota, "paused until …") and checked again at
-// the pause's end, or within Config.PauseRecheck when it is ended early.
-// Attempts admitted before keep running. Pausing again replaces the end
-// and reason. It is how a handler told "429, retry after 60 s" by an
-// upstream holds back every other execution that would call it.
-func (s *Store) PauseQuota(ctx context.Context, id, key string, until time.Time, reason string) error {
+// QuotaPause is a pause of a quota subject (PauseQuota): until End, or
+// for For from the server's clock when End is zero.
+type QuotaPause struct {
+	Key    string        // the key value of a keyed quota; "" for an unkeyed one
+	End    time.Time     // the pause's end; or
+	For    time.Duration // its length (whole milliseconds)
+	Reason string        // shown in the blocked executions' detail; no control characters
+}
+
+// PauseQuota stops admissions under one subject of quota id until the
+// pause ends: executions that need it are blocked (waiting_for_quota,
+// "paused until …") and checked again at the end, or within
+// Config.PauseRecheck when it is ended early (ResumeQuota). Attempts
+// admitted before keep running. Pausing again replaces the end and reason.
+// It is how a handler told "429, retry after 60 s" by an upstream holds
+// back every other execution that would call it.
+func (s *Store) PauseQuota(ctx context.Context, id string, p QuotaPause) error {
 	if _, _, _, err := splitResourceID("id", id, false); err != nil {
 		return err
 	}
-	if len(key) > MaxQuotaKeyBytes {
-		return invalid("key", "%d bytes, the limit is %d", len(key), MaxQuotaKeyBytes)
+	if err := checkPauseKey(p.Key); err != nil {
+		return err
 	}
-	if len(reason) > MaxPauseReasonBytes {
-		return invalid("reason", "%d bytes, the limit is %d", len(reason), MaxPauseReasonBytes)
+	if len(p.Reason) > MaxPauseReasonBytes {
+		return invalid("reason", "%d bytes, the limit is %d", len(p.Reason), MaxPauseReasonBytes)
 	}
-	if d := time.Until(until); d > QuotaPauseMax {
-		return invalid("until", "%s is more than %s away", until.UTC().Format(time.RFC3339), QuotaPauseMax)
+	if !utf8.ValidString(p.Reason) || strings.ContainsFunc(p.Reason, unicode.IsControl) {
+		return invalid("reason", "must be valid UTF-8 without control characters")
 	}
-	if until.UnixMilli() <= 0 {
-		return invalid("until", "%s is not a time to pause until", until)
+	end, length := "", ""
+	switch {
+	case !p.End.IsZero() && p.For != 0:
+		return invalid("for_ms", "give an end or a length, not both")
+	case !p.End.IsZero():
+		if p.End.UnixMilli() <= 0 || time.Until(p.End) > QuotaPauseMax {
+			return invalid("until", "%s is not a time within %s", p.End.UTC().Format(time.RFC3339), QuotaPauseMax)
+		}
+		end = strconv.FormatInt(p.End.UnixMilli(), 10)
+	case p.For < time.Millisecond || p.For > QuotaPauseMax:
+		return invalid("for_ms", "%s is outside 1ms..%s", p.For, QuotaPauseMax)
+	default:
+		length = strconv.FormatInt(p.For.Milliseconds(), 10)
 	}
-	_, err := s.pauseCall(ctx, id, key, strconv.FormatInt(until.UnixMilli(), 10), reason)
+	_, err := s.pauseCall(ctx, id, p.Key, end, p.Reason, length)
 	return err
 }
 
@@ -150,21 +172,30 @@ func (s *Store) ResumeQuota(ctx context.Context, id, key string) (bool, error) {
 	if _, _, _, err := splitResourceID("id", id, false); err != nil {
 		return false, err
 	}
-	if len(key) > MaxQuotaKeyBytes {
-		return false, invalid("key", "%d bytes, the limit is %d", len(key), MaxQuotaKeyBytes)
+	if err := checkPauseKey(key); err != nil {
+		return false, err
 	}
-	st, err := s.pauseCall(ctx, id, key, "0", "")
+	st, err := s.pauseCall(ctx, id, key, "0", "", "")
 	return st == "resumed", err
 }
 
-func (s *Store) pauseCall(ctx context.Context, id, key, until, reason string) (string, error) {
+// checkPauseKey checks the key value of a subject to pause: one an
+// execution's input can give (see extractKey), or "" for an unkeyed quota.
+func checkPauseKey(key string) error {
+	if key == "" {
+		return nil
+	}
+	return checkToken("key", key, MaxQuotaKeyBytes)
+}
+
+func (s *Store) pauseCall(ctx context.Context, id, key, end, reason, length string) (string, error) {
 	subject := id
 	if key != "" {
 		subject = id + "=" + key
 	}
 	q := s.quotaPart(id)
 	items, err := s.single(ctx, call{fn: "ff_quota_pause", keys: []string{s.k.quota(q, id), s.k.quota(q, subject) + ":paused"},
-		args: []string{until, reason, key, subject}}, "", "pause quota")
+		args: []string{end, reason, key, length}}, "", "pause quota")
 	if errors.Is(err, ErrNotFound) {
 		return "", fmt.Errorf("%w: quota %s", ErrNotFound, id)
 	}
@@ -242,14 +273,30 @@ func quotaArgs(spec *QuotaSpec, onlyCreate bool) ([]string, error) {
 }
 
 // GetQuota returns a quota with its window and active counts (per key
-// value for a keyed quota).
+// value for a keyed quota) and pauses.
 func (s *Store) GetQuota(ctx context.Context, id string) (*Quota, error) {
+	return s.getQuota(ctx, id, nil)
+}
+
+// GetQuotaKey returns a quota with the state of one subject only: key
+// value key of a keyed quota ("" for an unkeyed one), with zero counts when
+// it had no recent activity. It reads one subject however many keys the
+// quota has.
+func (s *Store) GetQuotaKey(ctx context.Context, id, key string) (*Quota, error) {
+	return s.getQuota(ctx, id, &key)
+}
+
+func (s *Store) getQuota(ctx context.Context, id string, only *string) (*Quota, error) {
 	if _, _, _, err := splitResourceID("id", id, false); err != nil {
 		return nil, err
 	}
 	q := s.quotaPart(id)
 	key := s.k.quota(q, id)
-	resps := s.c.DoMulti(ctx, s.c.B().Hgetall().Key(key).Build(), s.c.B().Smembers().Key(key+":keys").Build(), s.c.B().Time().Build())
+	cmds := valkey.Commands{s.c.B().Hgetall().Key(key).Build(), s.c.B().Time().Build()}
+	if only == nil {
+		cmds = append(cmds, s.c.B().Smembers().Key(key+":keys").Build())
+	}
+	resps := s.c.DoMulti(ctx, cmds...)
 	def, err := resps[0].AsStrMap()
 	if err != nil {
 		return nil, fmt.Errorf("store: read quota %s: %w", id, err)
@@ -257,19 +304,25 @@ func (s *Store) GetQuota(ctx context.Context, id string) (*Quota, error) {
 	if len(def) == 0 {
 		return nil, fmt.Errorf("%w: quota %s", ErrNotFound, id)
 	}
-	keyVals, err := resps[1].AsStrSlice()
-	if err != nil {
-		return nil, fmt.Errorf("store: read quota keys %s: %w", id, err)
-	}
-	now, err := timeOf(resps[2])
+	now, err := timeOf(resps[1])
 	if err != nil {
 		return nil, err
+	}
+	var keyVals []string
+	if only == nil {
+		if keyVals, err = resps[2].AsStrSlice(); err != nil {
+			return nil, fmt.Errorf("store: read quota keys %s: %w", id, err)
+		}
 	}
 	out := &Quota{ID: id, Rate: atoi64(def["rate"]), Window: time.Duration(atoi64(def["window_ms"])) * time.Millisecond,
 		Concurrency: atoi64(def["concurrency"]), Jitter: time.Duration(atoi64(def["jitter_ms"])) * time.Millisecond,
 		Key: def["key"], CreatedAt: fromMs(def["created_at"]), UpdatedAt: fromMs(def["updated_at"]), Subjects: []QuotaSubject{}}
 	subjects := []string{id}
-	if out.Key != "" {
+	switch {
+	case only != nil && *only != "":
+		subjects = []string{id + "=" + *only}
+	case only != nil:
+	case out.Key != "":
 		slices.Sort(keyVals)
 		subjects = subjects[:0]
 		for _, k := range keyVals {
@@ -534,7 +587,7 @@ func (s *Store) DrainQuotaReleases(ctx context.Context, p, limit int) (ScanResul
 // slot is oldest first, so slots of long-running attempts never hide a
 // leaked one behind them. It returns the slots freed; More is set when due
 // slots were left unchecked. Subjects that hold no slot and have an empty
-// window are forgotten (ff_quota_forget), so keyed quotas do not
+// window and no pause are forgotten (ff_quota_forget), so keyed quotas do not
 // accumulate key values.
 func (s *Store) ReconcileQuotaSlots(ctx context.Context, q int, grace time.Duration, limit int) (ScanResult, error) {
 	if q < 0 || q >= s.cfg.QuotaPartitions {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestQuotaPauseHoldsBackAdmissionsUntilItEnds(t *testing.T) {
 	}
 
 	until := time.Now().Add(700 * time.Millisecond)
-	if err := e.s.PauseQuota(e.ctx, "default/api", "acme", until, "upstream said 429"); err != nil {
+	if err := e.s.PauseQuota(e.ctx, "default/api", QuotaPause{Key: "acme", End: until, Reason: "upstream said 429"}); err != nil {
 		t.Fatal(err)
 	}
 	held, other := mk("acme"), mk("globex")
@@ -76,7 +77,7 @@ func TestQuotaResumeEndsAPauseEarly(t *testing.T) {
 	if _, err := e.s.UpsertQuota(e.ctx, QuotaSpec{ID: "default/api", Rate: 100}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.s.PauseQuota(e.ctx, "default/api", "", time.Now().Add(time.Hour), ""); err != nil {
+	if err := e.s.PauseQuota(e.ctx, "default/api", QuotaPause{For: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	x := e.create(CreateRequest{Quotas: []string{"api"}})
@@ -116,45 +117,65 @@ func TestQuotaPauseRefusals(t *testing.T) {
 	if _, err := e.s.UpsertQuota(e.ctx, QuotaSpec{ID: "default/keyed", Rate: 1, Key: "tenant"}); err != nil {
 		t.Fatal(err)
 	}
-	before := e.keys()
+	// A pause in force, which a refused pause must leave as it is.
+	if err := e.s.PauseQuota(e.ctx, "default/keyed", QuotaPause{Key: "acme", For: time.Hour, Reason: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	before := e.snapshot()
 	soon := time.Now().Add(time.Minute)
 	for _, tc := range []struct {
-		name, id, key string
-		until         time.Time
-		reason        string
-		field         string
+		name, id string
+		p        QuotaPause
+		field    string
 	}{
-		{"a keyed quota without its key value", "default/keyed", "", soon, "", "key"},
-		{"a key value for an unkeyed quota", "default/plain", "acme", soon, "", "key"},
-		{"an end that passed", "default/plain", "", time.Now().Add(-time.Second), "", "until"},
-		{"an end too far away", "default/plain", "", time.Now().Add(QuotaPauseMax + time.Hour), "", "until"},
-		{"a reason too long", "default/plain", "", soon, strings.Repeat("r", MaxPauseReasonBytes+1), "reason"},
-		{"a key value too long", "default/keyed", strings.Repeat("k", MaxQuotaKeyBytes+1), soon, "", "key"},
-		{"a malformed id", "nope", "", soon, "", "id"},
+		{"a keyed quota without its key value", "default/keyed", QuotaPause{End: soon}, "key"},
+		{"a key value for an unkeyed quota", "default/plain", QuotaPause{Key: "acme", End: soon}, "key"},
+		{"an end that passed", "default/plain", QuotaPause{End: time.Now().Add(-time.Second)}, "until"},
+		{"an end too far away", "default/plain", QuotaPause{End: time.Now().Add(QuotaPauseMax + time.Hour)}, "until"},
+		{"an end and a length", "default/plain", QuotaPause{End: soon, For: time.Minute}, "for_ms"},
+		{"neither", "default/plain", QuotaPause{}, "for_ms"},
+		{"a length too long", "default/plain", QuotaPause{For: QuotaPauseMax + time.Hour}, "for_ms"},
+		{"a reason too long", "default/plain", QuotaPause{End: soon, Reason: strings.Repeat("r", MaxPauseReasonBytes+1)}, "reason"},
+		{"a reason with a newline", "default/plain", QuotaPause{End: soon, Reason: "a\nb"}, "reason"},
+		{"a key value too long", "default/keyed", QuotaPause{Key: strings.Repeat("k", MaxQuotaKeyBytes+1), End: soon}, "key"},
+		{"a key value no input can give", "default/keyed", QuotaPause{Key: "Acme Corp", End: soon}, "key"},
+		{"a key value with a comma", "default/keyed", QuotaPause{Key: "a,b", End: soon}, "key"},
+		{"a malformed id", "nope", QuotaPause{End: soon}, "id"},
 	} {
-		err := e.s.PauseQuota(e.ctx, tc.id, tc.key, tc.until, tc.reason)
+		err := e.s.PauseQuota(e.ctx, tc.id, tc.p)
 		var ve *ValidationError
 		if !errors.As(err, &ve) || ve.Field != tc.field {
 			t.Errorf("%s: %v, want a validation error of %s", tc.name, err, tc.field)
 		}
 	}
-	if err := e.s.PauseQuota(e.ctx, "default/none", "", soon, ""); !errors.Is(err, ErrNotFound) {
+	if err := e.s.PauseQuota(e.ctx, "default/none", QuotaPause{End: soon}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("pausing an undefined quota: %v, want not found", err)
 	}
 	if _, err := e.s.ResumeQuota(e.ctx, "default/none", ""); !errors.Is(err, ErrNotFound) {
 		t.Errorf("resuming an undefined quota: %v, want not found", err)
 	}
-	// The function checks the end itself, before any write.
-	q := e.s.quotaPart("default/plain")
-	for _, until := range []string{"soon", "-5", "1.5"} {
-		_, err := e.s.single(e.ctx, call{fn: "ff_quota_pause", keys: []string{e.s.k.quota(q, "default/plain"),
-			e.s.k.quota(q, "default/plain") + ":paused"}, args: []string{until, "", "", "default/plain"}}, "", "pause quota")
+	// The function checks its arguments itself, before any write.
+	q := e.s.quotaPart("default/keyed")
+	keys := []string{e.s.k.quota(q, "default/keyed"), e.s.k.quota(q, "default/keyed=zeta") + ":paused"}
+	for _, tc := range []struct {
+		args  []string
+		field string
+	}{
+		{[]string{"soon", "", "zeta", ""}, "until"},
+		{[]string{"-5", "", "zeta", ""}, "until"},
+		{[]string{"1.5", "", "zeta", ""}, "until"},
+		{[]string{"", "", "zeta", "0"}, "for_ms"},
+		{[]string{"", "", "zeta", "x"}, "for_ms"},
+		{[]string{"", "", "zeta"}, "args"},
+		{[]string{strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10), ""}, "args"},
+	} {
+		_, err := e.s.single(e.ctx, call{fn: "ff_quota_pause", keys: keys, args: tc.args}, "", "pause quota")
 		var ve *ValidationError
-		if !errors.As(err, &ve) || ve.Field != "until" {
-			t.Errorf("ff_quota_pause until %q: %v, want invalid until", until, err)
+		if !errors.As(err, &ve) || ve.Field != tc.field {
+			t.Errorf("ff_quota_pause %q: %v, want invalid %s", tc.args, err, tc.field)
 		}
 	}
-	if diff := cmp.Diff(before, e.keys()); diff != "" {
-		t.Fatalf("refused pauses wrote keys (-before +after):\n%s", diff)
+	if diff := cmp.Diff(before, e.snapshot()); diff != "" {
+		t.Fatalf("refused pauses changed keys (-before +after):\n%s", diff)
 	}
 }

@@ -73,6 +73,9 @@ func (c Config) validate() error {
 	if c.IdempotencyTTL < time.Second {
 		return fmt.Errorf("store: Config.IdempotencyTTL = %s, want at least 1s", c.IdempotencyTTL)
 	}
+	if c.PauseRecheck < time.Millisecond {
+		return fmt.Errorf("store: Config.PauseRecheck = %s, want at least 1ms", c.PauseRecheck)
+	}
 	return nil
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -91,18 +93,31 @@ func (t *Task) ReportUsage(ctx context.Context, dimension string, delta int64) (
 // heartbeatRequest is this worker's registration.
 func (w *Worker) heartbeatRequest() wire.WorkerHeartbeat {
 	ttl := min(max(3*w.cfg.RenewInterval, wire.LeaseMsMin*time.Millisecond), wire.LeaseMsMax*time.Millisecond)
-	return wire.WorkerHeartbeat{WorkerID: w.cfg.Name, InstanceID: w.instance, Namespace: w.cfg.Namespace,
+	hb := wire.WorkerHeartbeat{WorkerID: w.cfg.Name, InstanceID: w.instance, Namespace: w.cfg.Namespace,
 		Lanes: w.cfg.Lanes, Capabilities: w.cfg.Capabilities, Kinds: w.kinds, TTLMs: ttl.Milliseconds()}
+	if w.hbNoKinds {
+		hb.Kinds = nil
+	}
+	return hb
 }
 
 // connect registers the worker with its capabilities before it claims. A
 // refusal (a bad capability, lane or token) stops Run with the server's
-// reason; a transport error does not (the claims register it too).
+// reason; a transport error does not (the claims register it too). A
+// server older than kinds in heartbeats (it refuses the field, or a large
+// list's size) is connected to without them: wait hints then do not know
+// the worker's kinds, and its claims still name them.
 func (w *Worker) connect(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, requestSlack)
 	defer cancel()
 	_, err := w.c.Heartbeat(cctx, w.heartbeatRequest())
 	var ae *client.APIError
+	if len(w.kinds) > 0 && errors.As(err, &ae) &&
+		(ae.Code == wire.CodeUnknownField && strings.Contains(ae.Message, "kinds") || ae.Status == http.StatusRequestEntityTooLarge) {
+		w.hbNoKinds = true
+		w.log.InfoContext(ctx, "the server does not take kinds in heartbeats; connecting without them", "error", err)
+		_, err = w.c.Heartbeat(cctx, w.heartbeatRequest())
+	}
 	switch {
 	case err == nil:
 		return nil
