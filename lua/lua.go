@@ -24,7 +24,7 @@ import (
 const LibraryFamily = "flowfabric_"
 
 // files lists the library's files in load order: helpers first.
-var files = []string{"lib.lua", "execution.lua", "worker.lua", "scanner.lua", "flow.lua", "admission.lua", "budget.lua", "quota.lua", "version.lua"}
+var files = []string{"lib.lua", "execution.lua", "worker.lua", "scanner.lua", "flow.lua", "admission.lua", "budget.lua", "quota.lua", "schedule.lua", "version.lua"}
 
 //go:embed *.lua
 var fsys embed.FS

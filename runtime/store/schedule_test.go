@@ -1,0 +1,104 @@
+package store
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Schedules: put, read, list, due, a fire recorded once (a second process
+// firing the same time finds it moved), a replacement keeping what the
+// fires did, delete; refusals write nothing.
+func TestSchedules(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	spec := ScheduleSpec{Name: "nightly", Template: "etl", Cron: "0 2 * * *", Timezone: "Europe/Berlin", Input: []byte(`{"day":"x"}`)}
+	past := time.UnixMilli(time.Now().Add(-time.Minute).UnixMilli())
+	created, err := e.s.PutSchedule(e.ctx, spec, past)
+	if err != nil || !created {
+		t.Fatalf("PutSchedule = %v, %v", created, err)
+	}
+	later := spec
+	later.Name, later.Cron = "later", "@hourly"
+	if _, err := e.s.PutSchedule(e.ctx, later, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	never := spec
+	never.Name = "never"
+	if _, err := e.s.PutSchedule(e.ctx, never, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.s.GetSchedule(e.ctx, "nightly")
+	if err != nil || got.Template != "etl" || got.Cron != "0 2 * * *" || got.Timezone != "Europe/Berlin" ||
+		string(got.Input) != `{"day":"x"}` || !got.NextAt.Equal(past) || got.CreatedAt.IsZero() || got.Fires != 0 {
+		t.Fatalf("GetSchedule = %+v, %v", got, err)
+	}
+	if n, err := e.s.GetSchedule(e.ctx, "never"); err != nil || !n.NextAt.IsZero() {
+		t.Fatalf("a schedule that never fires: %+v, %v", n, err)
+	}
+	list, err := e.s.ListSchedules(e.ctx)
+	if err != nil || len(list) != 3 || list[0].Name != "later" || list[1].Name != "never" || list[2].Name != "nightly" {
+		t.Fatalf("ListSchedules = %+v, %v", list, err)
+	}
+	due, now, err := e.s.DueSchedules(e.ctx, 10)
+	if err != nil || len(due) != 1 || due[0].Name != "nightly" || now.Before(past) {
+		t.Fatalf("DueSchedules = %+v at %v, %v", due, now, err)
+	}
+	next := time.UnixMilli(time.Now().Add(24 * time.Hour).UnixMilli())
+	if ok, err := e.s.ScheduleFired(e.ctx, "nightly", due[0].NextAt, next, "0.run", ""); err != nil || !ok {
+		t.Fatalf("ScheduleFired = %v, %v", ok, err)
+	}
+	// The same fire recorded by another process: already moved.
+	if ok, err := e.s.ScheduleFired(e.ctx, "nightly", due[0].NextAt, next.Add(time.Hour), "0.other", ""); err != nil || ok {
+		t.Fatalf("a second ScheduleFired of the same time = %v, %v; want moved", ok, err)
+	}
+	got, _ = e.s.GetSchedule(e.ctx, "nightly")
+	if !got.NextAt.Equal(next) || !got.LastFireAt.Equal(past) || got.LastRun != "0.run" || got.Fires != 1 {
+		t.Fatalf("after the fire: %+v", got)
+	}
+	if due, _, err := e.s.DueSchedules(e.ctx, 10); err != nil || len(due) != 0 {
+		t.Fatalf("due after the fire: %+v, %v", due, err)
+	}
+	// A replacement keeps what the fires did and takes its new time.
+	spec.Cron = "0 3 * * *"
+	if created, err := e.s.PutSchedule(e.ctx, spec, next.Add(time.Hour)); err != nil || created {
+		t.Fatalf("replace = %v, %v", created, err)
+	}
+	got, _ = e.s.GetSchedule(e.ctx, "nightly")
+	if got.Cron != "0 3 * * *" || got.LastRun != "0.run" || !got.NextAt.Equal(next.Add(time.Hour)) || got.Fires != 1 {
+		t.Fatalf("after the replacement: %+v", got)
+	}
+	// A fire of the old time after the replacement does not move it back.
+	if ok, err := e.s.ScheduleFired(e.ctx, "nightly", next, next.Add(48*time.Hour), "", "late"); err != nil || ok {
+		t.Fatalf("a stale fire = %v, %v", ok, err)
+	}
+	before := e.keys()
+	for _, bad := range []ScheduleSpec{
+		{Name: "has space", Template: "etl", Cron: "@daily"},
+		{Name: "x", Template: "", Cron: "@daily"},
+		{Name: "x", Template: "etl", Cron: ""},
+		{Name: "x", Template: "etl", Cron: strings.Repeat("*", MaxCronBytes+1)},
+		{Name: "x", Template: "etl", Cron: "@daily", Namespace: "a:b"},
+	} {
+		var ve *ValidationError
+		if _, err := e.s.PutSchedule(e.ctx, bad, next); !errors.As(err, &ve) {
+			t.Errorf("PutSchedule(%+v) = %v, want a validation error", bad, err)
+		}
+	}
+	if diff := strings.Join(e.extraKeys(before), ","); diff != "" {
+		t.Fatalf("refused schedules wrote %s", diff)
+	}
+	if ok, err := e.s.DeleteSchedule(e.ctx, "nightly"); err != nil || !ok {
+		t.Fatalf("DeleteSchedule = %v, %v", ok, err)
+	}
+	if ok, err := e.s.DeleteSchedule(e.ctx, "nightly"); err != nil || ok {
+		t.Fatalf("DeleteSchedule again = %v, %v", ok, err)
+	}
+	if _, err := e.s.GetSchedule(e.ctx, "nightly"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetSchedule after delete: %v", err)
+	}
+	if ok, err := e.s.ScheduleFired(e.ctx, "nightly", next, next, "", ""); err != nil || ok {
+		t.Fatalf("ScheduleFired of a deleted schedule = %v, %v", ok, err)
+	}
+}
