@@ -4,6 +4,9 @@ package main
 
 import (
 	"os"
+	// Schedules name IANA time zones; the zone data travels in the binary
+	// so that hosts without /usr/share/zoneinfo (distroless images) have it.
+	_ "time/tzdata"
 
 	"github.com/flowfabric/ff/runtime/ffrun"
 )

@@ -104,6 +104,7 @@ func (s *Server) AddFlows(svc FlowService, templates []*plan.Flow) error {
 		f.names = append(f.names, t.Name)
 	}
 	slices.Sort(f.names)
+	s.flows = f
 	s.v1.POST("/flows", f.stage)
 	s.v1.GET("/flows", f.list)
 	s.v1.GET("/flows/:id", f.get)

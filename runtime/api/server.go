@@ -113,6 +113,8 @@ type Server struct {
 	log  *slog.Logger
 	met  *httpMetrics // nil without Config.Metrics
 
+	flows *flows // set by AddFlows: the templates schedules refer to
+
 	unready atomic.Bool // the last /readyz found the service not ready
 }
 

@@ -97,6 +97,7 @@ func (env Env) withDefaults() Env {
 
 // Usage lists the commands, for ffrun's help.
 const Usage = `  ffrun templates                     list the flows the server serves by name
+  ffrun schedules                     list the schedules that start runs of templates
   ffrun start TEMPLATE [--input JSON|@FILE|-] [--key K] [--watch | --wait D]
                                       start a run of a template
   ffrun runs [--flow F] [--state S] [--limit N]
@@ -119,6 +120,8 @@ func commandOf(name string) func(*cmd, context.Context, []string) error {
 	switch name {
 	case "templates":
 		return (*cmd).templates
+	case "schedules":
+		return (*cmd).schedules
 	case "start":
 		return (*cmd).start
 	case "runs":
@@ -313,6 +316,38 @@ func (c *cmd) templates(ctx context.Context, args []string) error {
 	fmt.Fprintln(w, "NAME\tNAMESPACE\tINPUT\tOUTPUT\tEXECS")
 	for _, t := range ts {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", t.Name, t.Namespace, typeName(t.Input), typeName(t.Output), len(t.Execs))
+	}
+	return w.Flush()
+}
+
+// schedules lists the schedules: what each starts, when next, and what its
+// last fire did.
+func (c *cmd) schedules(ctx context.Context, args []string) error {
+	if _, err := c.parse(args); err != nil {
+		return err
+	}
+	l, err := c.c.ListSchedules(ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(l)
+	}
+	if len(l.Schedules) == 0 {
+		fmt.Fprintln(c.env.Stdout, "no schedules (PUT /v1/schedules/{name} makes one)")
+		return nil
+	}
+	w := c.table()
+	fmt.Fprintln(w, "NAME\tTEMPLATE\tCRON\tZONE\tNEXT\tFIRES\tLAST")
+	for _, s := range l.Schedules {
+		last := "-"
+		switch {
+		case s.LastError != "":
+			last = "no run: " + clip(s.LastError, 80)
+		case s.LastRunID != "":
+			last = "run " + s.LastRunID
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.Template, s.Cron, s.Timezone, stamp(s.NextAt), s.Fires, last)
 	}
 	return w.Flush()
 }

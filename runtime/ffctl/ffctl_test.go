@@ -18,6 +18,7 @@ import (
 	"github.com/flowfabric/ff/runtime/ffctl"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
@@ -504,5 +505,27 @@ func TestNamespaceOnlyWhereItMeansSomething(t *testing.T) {
 	}
 	if r := e.run("", "runs", "--namespace", "other"); r.code != 0 || r.stdout != "no runs in namespace other (--namespace for another)\n" {
 		t.Fatalf("runs --namespace = %+v", r)
+	}
+}
+
+// TestSchedules: ffrun schedules lists each schedule with its next fire.
+func TestSchedules(t *testing.T) {
+	t.Parallel()
+	e := start(t, false)
+	if r := e.run("", "schedules"); r.code != 0 || r.stdout != "no schedules (PUT /v1/schedules/{name} makes one)\n" {
+		t.Fatalf("schedules of none = %+v", r)
+	}
+	if _, _, err := e.srv.Client.PutSchedule(context.Background(), "morning", wire.PutSchedule{Template: "greet", Cron: "30 7 * * 1-5",
+		Timezone: "Europe/Berlin", Input: json.RawMessage(`{"who":"team"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("", "schedules")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^NAME +TEMPLATE +CRON +ZONE +NEXT +FIRES +LAST\nmorning +greet +30 7 \* \* 1-5 +Europe/Berlin +\S+ \S+ +0 +-$`).MatchString(r.stdout) {
+		t.Fatalf("schedules = %+v", r)
+	}
+	r = e.run("", "schedules", "--json")
+	var l wire.ScheduleList
+	if err := json.Unmarshal([]byte(r.stdout), &l); r.code != 0 || err != nil || len(l.Schedules) != 1 || l.Schedules[0].NextAt == nil {
+		t.Fatalf("schedules --json = %+v (%v)", r, err)
 	}
 }

@@ -22,6 +22,7 @@ type ScannerConfig struct {
 	QuotaRelease    time.Duration
 	QuotaReconcile  time.Duration
 	Library         time.Duration // record of the library version in use (store.LibraryKeepInterval)
+	Schedules       time.Duration // looking for due schedules (ScheduleIntervalDefault)
 	Limit           int           // executions per partition and tick
 }
 

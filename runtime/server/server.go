@@ -218,7 +218,12 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.api = a
-	if err := a.AddFlows(&flowService{st: st, hints: hints, notice: s.notices, poll: cfg.RunPoll}, cfg.Templates); err != nil {
+	flows := &flowService{st: st, hints: hints, notice: s.notices, poll: cfg.RunPoll}
+	if err := a.AddFlows(flows, cfg.Templates); err != nil {
+		vk.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := a.AddSchedules(&scheduleService{st: st, log: log}); err != nil {
 		vk.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -237,7 +242,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 			vk.Close()
 			return nil, err
 		}
-		s.scanners = append(s.scanners, newParkLog(st, log, cfg.Scanners.Unblock))
+		s.scanners = append(s.scanners, newParkLog(st, log, cfg.Scanners.Unblock),
+			newScheduleRunner(st, flows, cfg.Templates, cfg.Scanners.Schedules, log))
 	}
 	return s, nil
 }

@@ -1,0 +1,150 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/flowfabric/ff/runtime/cron"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// ScheduleService keeps the schedules that start runs of templates. The API
+// validates a schedule (its template, expression, time zone and input)
+// before calling it.
+type ScheduleService interface {
+	// PutSchedule creates or replaces schedule name; created is false for
+	// a replacement.
+	PutSchedule(ctx context.Context, name string, req wire.PutSchedule) (s *wire.Schedule, created bool, err error)
+	GetSchedule(ctx context.Context, name string) (*wire.Schedule, error)
+	ListSchedules(ctx context.Context) (*wire.ScheduleList, error)
+	DeleteSchedule(ctx context.Context, name string) error
+}
+
+// schedules serves /v1/schedules.
+type schedules struct {
+	s   *Server
+	f   *flows
+	svc ScheduleService
+}
+
+// AddSchedules serves the schedule routes over svc, behind the same auth as
+// every /v1 route. Call it once, after AddFlows (a schedule names a
+// template), before serving.
+func (s *Server) AddSchedules(svc ScheduleService) error {
+	if svc == nil {
+		return errors.New("api: AddSchedules: nil ScheduleService")
+	}
+	if s.flows == nil {
+		return errors.New("api: AddSchedules before AddFlows: schedules need the templates")
+	}
+	sc := &schedules{s: s, f: s.flows, svc: svc}
+	s.v1.PUT("/schedules/:name", sc.put)
+	s.v1.GET("/schedules", sc.list)
+	s.v1.GET("/schedules/:name", sc.get)
+	s.v1.DELETE("/schedules/:name", sc.del)
+	return nil
+}
+
+// check validates a schedule against the templates: the template exists,
+// the expression parses in the time zone, and the input fits the
+// template's input type (an absent input is null). It returns the parsed
+// expression.
+func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, *Error) {
+	if e := checkName("name", name); e != nil {
+		return nil, e
+	}
+	if req.Template == "" {
+		return nil, invalid("template", "is required (GET /v1/templates lists them)")
+	}
+	fl, ok := sc.f.templates[req.Template]
+	if !ok {
+		return nil, invalid("template", "no template %q (GET /v1/templates lists them)", req.Template)
+	}
+	if len(req.Cron) > 256 {
+		return nil, invalid("cron", "is %d bytes, the limit is 256", len(req.Cron))
+	}
+	loc := time.UTC
+	if req.Timezone != "" {
+		l, err := time.LoadLocation(req.Timezone)
+		if err != nil || len(req.Timezone) > 256 {
+			return nil, invalid("timezone", "%q is not a time zone name (such as Europe/Berlin or UTC)", req.Timezone)
+		}
+		loc = l
+	}
+	c, err := cron.Parse(req.Cron, loc)
+	if err != nil {
+		return nil, invalid("cron", "%s", strings.TrimPrefix(err.Error(), "cron: "))
+	}
+	if req.Namespace != "" {
+		if e := checkName("namespace", req.Namespace); e != nil {
+			return nil, e
+		}
+	}
+	if len(req.Input) == 0 {
+		req.Input = []byte("null")
+	}
+	if e := checkInput(fl, req.Input); e != nil {
+		return nil, e
+	}
+	return c, nil
+}
+
+func (sc *schedules) put(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
+	var req wire.PutSchedule
+	if err := Decode(c, sc.s.limit(BodyLimitCreate), false, &req); err != nil {
+		return err
+	}
+	name := c.Param("name")
+	if _, e := sc.check(name, &req); e != nil {
+		return e
+	}
+	s, created, err := sc.svc.PutSchedule(c.Request().Context(), name, req)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return c.JSON(status, wire.PutScheduleResponse{Schedule: *s, Created: created})
+}
+
+func (sc *schedules) get(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
+	s, err := sc.svc.GetSchedule(c.Request().Context(), c.Param("name"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s)
+}
+
+func (sc *schedules) list(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
+	l, err := sc.svc.ListSchedules(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, l)
+}
+
+func (sc *schedules) del(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
+	if err := sc.svc.DeleteSchedule(c.Request().Context(), c.Param("name")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

@@ -1,0 +1,43 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// PutSchedule creates or replaces schedule name: a run of req.Template at
+// every fire time of req.Cron. created is false for a replacement.
+func (c *Client) PutSchedule(ctx context.Context, name string, req wire.PutSchedule) (s *wire.Schedule, created bool, err error) {
+	var out wire.PutScheduleResponse
+	if err := c.do(ctx, http.MethodPut, "/v1/schedules/"+url.PathEscape(name), nil, req, &out); err != nil {
+		return nil, false, err
+	}
+	return &out.Schedule, out.Created, nil
+}
+
+// GetSchedule returns a schedule with its next fire and what its last fire
+// did.
+func (c *Client) GetSchedule(ctx context.Context, name string) (*wire.Schedule, error) {
+	var out wire.Schedule
+	if err := c.do(ctx, http.MethodGet, "/v1/schedules/"+url.PathEscape(name), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListSchedules returns every schedule, by name.
+func (c *Client) ListSchedules(ctx context.Context) (*wire.ScheduleList, error) {
+	var out wire.ScheduleList
+	if err := c.do(ctx, http.MethodGet, "/v1/schedules", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteSchedule deletes a schedule; runs it started are not touched.
+func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/schedules/"+url.PathEscape(name), nil, nil, nil)
+}

@@ -1,0 +1,173 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
+	"github.com/flowfabric/ff/runtime/worker"
+)
+
+// echoTwoStep runs the two-step template's handlers on env.
+func echoTwoStep(t *testing.T, env *servertest.Env) {
+	t.Helper()
+	echo := func(_ context.Context, task *worker.Task) (json.RawMessage, error) { return task.Input(), nil }
+	runWorker(t, env, worker.Config{Name: "w", Concurrency: 4}, map[string]worker.Handler{"two.a": echo, "two.b": echo})
+}
+
+// TestScheduleStartsRuns: a schedule of the two-step template every
+// second starts runs that a worker ends; the schedule says how many fires
+// it made and which run the last one started, runs are not made twice for
+// one fire, and a deleted schedule starts none.
+func TestScheduleStartsRuns(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) {
+		c.Templates = []*plan.Flow{twoStep()}
+		c.Scanners.Schedules = 50 * time.Millisecond
+	})
+	echoTwoStep(t, env)
+	c := env.Client
+	ctx := ctxT(t)
+	s, created, err := c.PutSchedule(ctx, "tick", wire.PutSchedule{Template: "two", Cron: "@every 1s", Input: json.RawMessage(`{"s":"hi"}`)})
+	if err != nil || !created {
+		t.Fatalf("PutSchedule = %+v, %v, %v", s, created, err)
+	}
+	if s.NextAt == nil || time.Until(*s.NextAt) > time.Second || s.Timezone != "UTC" || s.Fires != 0 {
+		t.Fatalf("new schedule %+v", s)
+	}
+	var got *wire.Schedule
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if got, err = c.GetSchedule(ctx, "tick"); err == nil && got.Fires >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the schedule did not fire twice in 10 s: %+v, %v", got, err)
+		}
+	}
+	if got.LastRunID == "" || got.LastError != "" || got.LastFireAt == nil || got.LastFireAt.UnixMilli()%1000 != 0 ||
+		!got.NextAt.After(*got.LastFireAt) {
+		t.Fatalf("schedule after its fires: %+v", got)
+	}
+	run, err := c.RunResult(ctx, got.LastRunID, 10*time.Second)
+	if err != nil || run.State != wire.RunSucceeded || string(run.Result) != `{"s":"hi"}` {
+		t.Fatalf("the scheduled run: %+v, %v", run, err)
+	}
+	if err := c.DeleteSchedule(ctx, "tick"); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := c.ListRuns(ctx, clientRuns("two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(runs.Runs)
+	time.Sleep(1500 * time.Millisecond)
+	if again, err := c.ListRuns(ctx, clientRuns("two")); err != nil || len(again.Runs) != n {
+		t.Fatalf("runs after the delete: %d then %d (%v); want no new one", n, len(again.Runs), err)
+	}
+	if _, err := c.GetSchedule(ctx, "tick"); apiErr(t, err).Status != http.StatusNotFound {
+		t.Fatalf("GetSchedule after the delete: %v", err)
+	}
+	if err := c.DeleteSchedule(ctx, "tick"); apiErr(t, err).Status != http.StatusNotFound {
+		t.Fatalf("DeleteSchedule again: %v", err)
+	}
+}
+
+// TestScheduleFiresOncePerTimeAcrossProcesses: two ffrun processes on one
+// Valkey both fire the same schedule; each fire time starts one run.
+func TestScheduleFiresOncePerTimeAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	shared := func(prefix string) func(*server.Config) {
+		return func(c *server.Config) {
+			c.Templates = []*plan.Flow{twoStep()}
+			c.Scanners.Schedules = 20 * time.Millisecond
+			if prefix != "" {
+				c.KeyPrefix = prefix
+			}
+		}
+	}
+	a := servertest.Start(t, shared(""))
+	b := servertest.Start(t, shared(a.Config.KeyPrefix))
+	echoTwoStep(t, a)
+	ctx := ctxT(t)
+	if _, _, err := a.Client.PutSchedule(ctx, "tick", wire.PutSchedule{Template: "two", Cron: "@every 1s", Input: json.RawMessage(`{"s":"x"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3500 * time.Millisecond)
+	if err := b.Client.DeleteSchedule(ctx, "tick"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := a.Client.ListRuns(ctx, clientRuns("two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Runs) < 2 || len(s.Runs) > 4 {
+		t.Fatalf("%d runs in 3.5 s of a schedule every second, want 3 or so", len(s.Runs))
+	}
+	seen := map[int64]bool{}
+	for _, r := range s.Runs {
+		// One run per fire: their creation times fall in distinct seconds.
+		sec := r.CreatedAt.Unix()
+		if seen[sec] {
+			t.Fatalf("two runs created in second %d: %+v", sec, s.Runs)
+		}
+		seen[sec] = true
+	}
+}
+
+// TestSchedulePutRefusals: a schedule is checked before anything is
+// stored: the template, the expression, the time zone, the input.
+func TestSchedulePutRefusals(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{twoStep()} })
+	c := env.Client
+	ctx := ctxT(t)
+	for _, tc := range []struct {
+		name  string
+		req   wire.PutSchedule
+		field string
+		msg   string
+	}{
+		{"no template", wire.PutSchedule{Cron: "@daily"}, "template", "required"},
+		{"an unknown template", wire.PutSchedule{Template: "nope", Cron: "@daily"}, "template", `no template "nope"`},
+		{"a bad expression", wire.PutSchedule{Template: "two", Cron: "61 * * * *", Input: json.RawMessage(`{"s":"x"}`)}, "cron", "61"},
+		{"six fields", wire.PutSchedule{Template: "two", Cron: "0 0 * * * *", Input: json.RawMessage(`{"s":"x"}`)}, "cron", "5 fields"},
+		{"an unknown zone", wire.PutSchedule{Template: "two", Cron: "@daily", Timezone: "Mars/Olympus", Input: json.RawMessage(`{"s":"x"}`)}, "timezone", "Mars/Olympus"},
+		{"an input that does not fit", wire.PutSchedule{Template: "two", Cron: "@daily", Input: json.RawMessage(`{"s":1}`)}, "input.s", ""},
+		{"no input where one is needed", wire.PutSchedule{Template: "two", Cron: "@daily"}, "input", ""},
+	} {
+		_, _, err := c.PutSchedule(ctx, "s1", tc.req)
+		ae := apiErr(t, err)
+		if ae.Status != http.StatusBadRequest || ae.Details["field"] != tc.field || !strings.Contains(ae.Message, tc.msg) {
+			t.Errorf("%s: %d %v %q, want 400 on %s mentioning %q", tc.name, ae.Status, ae.Details, ae.Message, tc.field, tc.msg)
+		}
+	}
+	if _, _, err := c.PutSchedule(ctx, "has space", wire.PutSchedule{Template: "two", Cron: "@daily", Input: json.RawMessage(`{"s":"x"}`)}); apiErr(t, err).Status != http.StatusBadRequest {
+		t.Errorf("a bad name: %v", err)
+	}
+	if l, err := c.ListSchedules(ctx); err != nil || len(l.Schedules) != 0 {
+		t.Fatalf("schedules after refusals: %+v, %v", l, err)
+	}
+	// In a zone: the next fire is the zone's 02:00.
+	s, _, err := c.PutSchedule(ctx, "nightly", wire.PutSchedule{Template: "two", Cron: "0 2 * * *", Timezone: "America/New_York",
+		Input: json.RawMessage(`{"s":"x"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ny, _ := time.LoadLocation("America/New_York")
+	if n := s.NextAt.In(ny); n.Hour() != 2 || n.Minute() != 0 || time.Until(n) > 25*time.Hour {
+		t.Fatalf("next fire of 0 2 * * * in New York: %v", n)
+	}
+}
+
+// clientRuns lists the runs of flow, up to 100.
+func clientRuns(flow string) client.RunListOptions {
+	return client.RunListOptions{Flow: flow, Limit: 100}
+}
