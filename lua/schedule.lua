@@ -19,11 +19,22 @@
 -- ARGV[5]  namespace ('' = the template's)
 -- ARGV[6]  input (JSON)
 -- ARGV[7]  next fire, ms
--- Reply: {1, 'created' | 'updated'} | {0, 'invalid', 'next', message}
+-- ARGV[8]  the most schedules there may be
+-- Reply: {1, 'created' | 'updated'}
+--        | {0, 'invalid', 'next' | 'limit' | 'name', message} (nothing written;
+--        'name': a new schedule over the limit)
 local function ff_schedule_put(keys, argv)
   if not numv(argv[7]) then return refuse('invalid', 'next', 'not a number: ' .. tostring(argv[7])) end
-  local now = ts(now_ms())
+  local max = numv(argv[8])
+  if not max then return refuse('invalid', 'limit', 'not a number: ' .. tostring(argv[8])) end
   local existed = redis.call('EXISTS', keys[1]) == 1
+  if not existed then
+    local n = redis.call('ZCARD', keys[2])
+    if n >= max then
+      return refuse('invalid', 'name', 'there are ' .. n .. ' schedules already, the limit is ' .. argv[8])
+    end
+  end
+  local now = ts(now_ms())
   redis.call('HSET', keys[1], 'template', argv[2], 'cron', argv[3], 'tz', argv[4], 'ns', argv[5],
     'input', argv[6], 'updated_at', now)
   if not existed then redis.call('HSET', keys[1], 'created_at', now) end
@@ -68,6 +79,25 @@ local function ff_schedule_fired(keys, argv)
   return ok('advanced')
 end
 
+-- ff_schedule_note: record why a due fire started no run yet, leaving the
+-- schedule due (another process may start it: one serving its template;
+-- or a passing failure), only if it is still due at the fire time read.
+-- KEYS[1]  the schedule's record
+-- KEYS[2]  the index
+-- ARGV[1]  name
+-- ARGV[2]  the fire time read, ms
+-- ARGV[3]  why
+-- Reply: {1, 'noted' | 'moved' | 'gone'} | {0, 'invalid', 'fire', message}
+local function ff_schedule_note(keys, argv)
+  if not numv(argv[2]) then return refuse('invalid', 'fire', 'not a number: ' .. tostring(argv[2])) end
+  local at = redis.call('ZSCORE', keys[2], argv[1])
+  if not at then return ok('gone') end
+  if tonumber(at) ~= tonumber(argv[2]) then return ok('moved') end
+  redis.call('HSET', keys[1], 'last_error', argv[3])
+  return ok('noted')
+end
+
 register('ff_schedule_put', ff_schedule_put)
+register('ff_schedule_note', ff_schedule_note)
 register('ff_schedule_delete', ff_schedule_delete)
 register('ff_schedule_fired', ff_schedule_fired)

@@ -73,6 +73,7 @@ type FlowRequest struct {
 	Input          json.RawMessage
 	Namespace      string
 	IdempotencyKey string
+	IdempotencyTTL time.Duration // how long the key is held; 0 = the store's default
 	Wait           time.Duration // wait_ms of the staging routes
 }
 

@@ -58,6 +58,9 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 	if e := checkName("name", name); e != nil {
 		return nil, e
 	}
+	if strings.Contains(name, "/") {
+		return nil, invalid("name", "%q must not contain '/'", name)
+	}
 	if req.Template == "" {
 		return nil, invalid("template", "is required (GET /v1/templates lists them)")
 	}
@@ -69,7 +72,12 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 		return nil, invalid("cron", "is %d bytes, the limit is 256", len(req.Cron))
 	}
 	loc := time.UTC
-	if req.Timezone != "" {
+	switch {
+	case req.Timezone == "Local":
+		// Each host's own zone: processes on hosts set differently would
+		// fire the schedule at different times.
+		return nil, invalid("timezone", `"Local" is each host's own zone: name one (such as Europe/Berlin or UTC)`)
+	case req.Timezone != "":
 		l, err := time.LoadLocation(req.Timezone)
 		if err != nil || len(req.Timezone) > 256 {
 			return nil, invalid("timezone", "%q is not a time zone name (such as Europe/Berlin or UTC)", req.Timezone)

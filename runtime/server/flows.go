@@ -34,7 +34,7 @@ type flowService struct {
 
 func (f *flowService) StageFlow(ctx context.Context, req api.FlowRequest) (*wire.FlowRun, bool, error) {
 	sr := store.StageRequest{Flow: req.Flow, Shared: req.Shared, Namespace: req.Namespace, Input: req.Input,
-		IdempotencyKey: req.IdempotencyKey}
+		IdempotencyKey: req.IdempotencyKey, IdempotencyTTL: req.IdempotencyTTL}
 	// A wait watches for the run's end before the run is written, so it
 	// cannot miss the end and needs no first read of the run.
 	var watch *runWatch

@@ -19,20 +19,51 @@ import (
 // ScheduleIntervalDefault is how often ffrun looks for due schedules.
 const ScheduleIntervalDefault = time.Second
 
-// scheduleDueMax bounds the schedules one pass fires.
-const scheduleDueMax = 100
+// The idempotency key of a fire is held for twice the schedule's period,
+// within these bounds, and a fire later than half of that is skipped as
+// missed: a fire is only ever staged while its key is held, so no fire
+// starts two runs (a process that staged and stopped before recording the
+// fire leaves it to the next pass of any process). Not a day for every
+// schedule: one every second would keep 86,400 keys.
+const (
+	scheduleKeyMin = 10 * time.Minute
+	scheduleKeyMax = 24 * time.Hour
+)
+
+// scheduleRetryMax bounds the wait before a fire that failed for a passing
+// cause (Valkey unreachable) is tried again; the wait doubles from one
+// interval.
+const scheduleRetryMax = time.Minute
+
+// scheduleNoteEvery is how often at most a fire left to another process
+// (or failing for a passing cause) rewrites its last_error with the same
+// text.
+const scheduleNoteEvery = time.Minute
 
 // parseSchedule parses a stored schedule's expression in its time zone.
 func parseSchedule(expr, tz string) (*cron.Schedule, error) {
-	loc := time.UTC
-	if tz != "" {
-		l, err := time.LoadLocation(tz)
-		if err != nil {
-			return nil, fmt.Errorf("time zone %q: %w", tz, err)
-		}
-		loc = l
+	loc, err := scheduleZone(tz)
+	if err != nil {
+		return nil, err
 	}
 	return cron.Parse(expr, loc)
+}
+
+// scheduleZone loads an IANA time zone ("" = UTC). "Local" is refused: it
+// is each host's own zone, so ffrun processes on hosts set differently
+// would fire the same schedule at different times.
+func scheduleZone(tz string) (*time.Location, error) {
+	switch tz {
+	case "", "UTC":
+		return time.UTC, nil
+	case "Local":
+		return nil, errors.New(`time zone "Local" is each host's own: name the zone (such as Europe/Berlin)`)
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("time zone %q: %w", tz, err)
+	}
+	return loc, nil
 }
 
 // scheduleService implements api.ScheduleService over the store.
@@ -46,8 +77,20 @@ func (s *scheduleService) PutSchedule(ctx context.Context, name string, req wire
 	if err != nil {
 		return nil, false, api.Errorf(400, wire.CodeValidation, "cron: %v", err)
 	}
+	// Valkey's clock, which the fires go by: a host clock ahead of it
+	// would skip the first fire.
+	now, err := s.st.Now(ctx)
+	if err != nil {
+		return nil, false, mapError(err)
+	}
+	next := c.Next(now)
+	if next.IsZero() {
+		e := api.Errorf(400, wire.CodeValidation, "cron: %q never fires within five years", req.Cron)
+		e.Details = map[string]any{"field": "cron"}
+		return nil, false, e
+	}
 	created, err := s.st.PutSchedule(ctx, store.ScheduleSpec{Name: name, Template: req.Template, Cron: req.Cron,
-		Timezone: req.Timezone, Namespace: req.Namespace, Input: req.Input}, c.Next(time.Now()))
+		Timezone: req.Timezone, Namespace: req.Namespace, Input: req.Input}, next)
 	if err != nil {
 		return nil, false, mapError(err)
 	}
@@ -104,14 +147,20 @@ func toSchedule(sc store.Schedule) wire.Schedule {
 }
 
 // scheduleRunner starts the runs of due schedules. Each pass reads the
-// schedules whose next fire has come, stages a run of each with the
-// idempotency key "schedule:<name>:<fire ms>" (two ffrun processes firing
-// the same schedule at once start one run), and moves it to its first fire
-// after now: fires missed while no ffrun ran are not made up, the oldest
-// of them starts one run. A fire that cannot start a run for good (its
-// template is not served here, its input no longer fits) is recorded with
-// the reason and the schedule moves on; one that fails for a passing
-// cause (Valkey unreachable) is tried again at the next pass.
+// schedules whose next fire has come and, for each:
+//   - a fire later than half its key's lifetime (the process was down) is
+//     skipped as missed, and the schedule moves on;
+//   - a fire this process cannot start (it does not serve the template, or
+//     the input does not fit its version of it, or the zone is unknown
+//     here) is left due for another process, with the reason in
+//     last_error;
+//   - else the run is staged as a template run with the idempotency key
+//     "ffrun-schedule:<name>:<fire ms>" (two processes firing at once
+//     start one run), and the schedule moves to its first fire after now
+//     (missed fires are not made up) with the run recorded. A staging the
+//     store refuses for good is recorded as last_error and the schedule
+//     moves on; one failing for a passing cause is tried again later,
+//     backing off.
 type scheduleRunner struct {
 	st        *store.Store
 	flows     *flowService
@@ -119,15 +168,31 @@ type scheduleRunner struct {
 	every     time.Duration
 	log       *slog.Logger
 
+	// Per schedule name, used by the pass goroutine only: when a fire that
+	// failed for a passing cause may be tried again, and the last note.
+	retry map[string]scheduleRetry
+	noted map[string]scheduleNote
+
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+type scheduleRetry struct {
+	at   time.Time
+	wait time.Duration
+}
+
+type scheduleNote struct {
+	why string
+	at  time.Time
 }
 
 func newScheduleRunner(st *store.Store, flows *flowService, templates []*plan.Flow, every time.Duration, log *slog.Logger) *scheduleRunner {
 	if every <= 0 {
 		every = ScheduleIntervalDefault
 	}
-	r := &scheduleRunner{st: st, flows: flows, templates: map[string]*plan.Flow{}, every: every, log: log}
+	r := &scheduleRunner{st: st, flows: flows, templates: map[string]*plan.Flow{}, every: every, log: log,
+		retry: map[string]scheduleRetry{}, noted: map[string]scheduleNote{}}
 	for _, t := range templates {
 		r.templates[t.Name] = t
 	}
@@ -165,84 +230,130 @@ func (r *scheduleRunner) Stop(ctx context.Context) error {
 	return nil
 }
 
-// pass fires the due schedules.
+// pass fires the due schedules (all of them: one left to another process
+// must not hide the others).
 func (r *scheduleRunner) pass(ctx context.Context) {
-	due, now, err := r.st.DueSchedules(ctx, scheduleDueMax)
+	due, now, err := r.st.DueSchedules(ctx, store.MaxSchedules)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.DebugContext(ctx, "schedules: read due", slog.Any("error", err))
 		}
 		return
 	}
+	if len(due) == 0 {
+		clear(r.retry)
+		clear(r.noted)
+		return
+	}
 	for _, sc := range due {
 		if ctx.Err() != nil {
 			return
+		}
+		if rt, ok := r.retry[sc.Name]; ok && time.Now().Before(rt.at) {
+			continue
 		}
 		r.fire(ctx, sc, now)
 	}
 }
 
-// fire starts the run of one due schedule and moves it on.
+// fire handles one due schedule.
 func (r *scheduleRunner) fire(ctx context.Context, sc store.Schedule, now time.Time) {
 	fire := sc.NextAt
-	var run store.RunID
-	var why string
 	c, err := parseSchedule(sc.Cron, sc.Timezone)
 	if err != nil {
-		why = err.Error() // not again: never fires until replaced
+		r.note(ctx, sc, fire, "not fired here: "+err.Error())
+		return
+	}
+	keyTTL := scheduleKeyMax
+	if after := c.Next(fire); !after.IsZero() {
+		keyTTL = min(max(2*after.Sub(fire), scheduleKeyMin), scheduleKeyMax)
+	}
+	// Staging and recording go together: a stop between them would leave a
+	// run whose fire is staged again later (its key still held, so the
+	// same run) rather than lost, but there is no need to split them.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var run store.RunID
+	var why string
+	if late := now.Sub(fire); late > keyTTL/2 {
+		why = fmt.Sprintf("missed: no ffrun fired it within %s of its time (it was %s late)", keyTTL/2, late.Round(time.Second))
 	} else {
-		run, why, err = r.stage(ctx, sc, fire)
-		if err != nil {
+		tmpl, ok := r.templates[sc.Template]
+		if !ok {
+			r.note(ctx, sc, fire, fmt.Sprintf("waiting for an ffrun that serves template %q (--flows): this one does not", sc.Template))
+			return
+		}
+		input := sc.Input
+		if len(input) == 0 {
+			input = []byte("null")
+		}
+		if err := flowinput.Flow(tmpl, "input", input); err != nil {
+			r.note(ctx, sc, fire, "waiting for a template whose input this fits (or a new input): "+err.Error())
+			return
+		}
+		w, _, err := r.flows.StageFlow(ctx, api.FlowRequest{Flow: tmpl, Shared: true, Input: input, Namespace: sc.Namespace,
+			IdempotencyKey: "ffrun-schedule:" + sc.Name + ":" + strconv.FormatInt(fire.UnixMilli(), 10), IdempotencyTTL: keyTTL})
+		switch ae := (*api.Error)(nil); {
+		case errors.As(err, &ae) && ae.Status < 500:
+			why = ae.Message // refused for good: every process would be
+		case err != nil:
+			r.backOff(sc.Name)
+			r.note(ctx, sc, fire, "not started yet, tried again: "+err.Error())
 			if ctx.Err() == nil {
 				r.log.WarnContext(ctx, "schedule fire failed; tried again", slog.String("schedule", sc.Name), slog.Any("error", err))
 			}
 			return
+		default:
+			run = store.RunID(w.ID)
 		}
 	}
-	var next time.Time
-	if c != nil {
-		next = c.Next(now)
+	next := c.Next(now)
+	if !next.IsZero() && !next.After(fire) {
+		next = c.Next(fire) // now read before the fire's time: never record a fire as its own next
 	}
 	moved, err := r.st.ScheduleFired(ctx, sc.Name, fire, next, run, why)
 	if err != nil {
+		r.backOff(sc.Name)
 		if ctx.Err() == nil {
-			r.log.WarnContext(ctx, "schedule fire not recorded; tried again", slog.String("schedule", sc.Name), slog.Any("error", err))
+			r.log.WarnContext(ctx, "schedule fire not recorded; tried again", slog.String("schedule", sc.Name),
+				slog.String("run_id", string(run)), slog.Any("error", err))
 		}
 		return
 	}
-	if !moved {
-		return // fired by another process, or replaced meanwhile
-	}
-	if why != "" {
+	delete(r.retry, sc.Name)
+	delete(r.noted, sc.Name)
+	switch {
+	case !moved && run != "":
+		// Recorded by another process (the same run, by its key), or the
+		// schedule was replaced or deleted after it was read.
+		r.log.DebugContext(ctx, "schedule fire recorded elsewhere or schedule changed", slog.String("schedule", sc.Name),
+			slog.String("run_id", string(run)), slog.Time("fire", fire))
+	case !moved:
+	case why != "":
 		r.log.WarnContext(ctx, "schedule fired without a run", slog.String("schedule", sc.Name), slog.Time("fire", fire),
 			slog.String("reason", why), slog.Time("next", next))
-		return
+	default:
+		r.log.InfoContext(ctx, "schedule fired", slog.String("schedule", sc.Name), slog.String("run_id", string(run)),
+			slog.Time("fire", fire), slog.Time("next", next))
 	}
-	r.log.InfoContext(ctx, "schedule fired", slog.String("schedule", sc.Name), slog.String("run_id", string(run)),
-		slog.Time("fire", fire), slog.Time("next", next))
 }
 
-// stage stages the run of a fire: the run, or why none can be (for good),
-// or an error to try again.
-func (r *scheduleRunner) stage(ctx context.Context, sc store.Schedule, fire time.Time) (store.RunID, string, error) {
-	tmpl, ok := r.templates[sc.Template]
-	if !ok {
-		return "", fmt.Sprintf("no template %q is served (ffrun --flows)", sc.Template), nil
+// note records why a due fire started no run yet, at most once per
+// scheduleNoteEvery with the same text.
+func (r *scheduleRunner) note(ctx context.Context, sc store.Schedule, fire time.Time, why string) {
+	if n, ok := r.noted[sc.Name]; ok && n.why == why && time.Since(n.at) < scheduleNoteEvery {
+		return
 	}
-	input := sc.Input
-	if len(input) == 0 {
-		input = []byte("null")
+	r.noted[sc.Name] = scheduleNote{why: why, at: time.Now()}
+	if _, err := r.st.NoteSchedule(ctx, sc.Name, fire, why); err != nil && ctx.Err() == nil {
+		r.log.DebugContext(ctx, "schedules: note", slog.String("schedule", sc.Name), slog.Any("error", err))
 	}
-	if err := flowinput.Flow(tmpl, "input", input); err != nil {
-		return "", "the input does not fit the template: " + err.Error(), nil
-	}
-	w, _, err := r.flows.StageFlow(ctx, api.FlowRequest{Flow: tmpl, Shared: true, Input: input, Namespace: sc.Namespace,
-		IdempotencyKey: "schedule:" + sc.Name + ":" + strconv.FormatInt(fire.UnixMilli(), 10)})
-	if ae := (*api.Error)(nil); errors.As(err, &ae) && ae.Status < 500 {
-		return "", ae.Message, nil
-	}
-	if err != nil {
-		return "", "", err
-	}
-	return store.RunID(w.ID), "", nil
+}
+
+// backOff delays the next try of a schedule's fire, doubling the wait.
+func (r *scheduleRunner) backOff(name string) {
+	rt := r.retry[name]
+	rt.wait = min(max(2*rt.wait, r.every), scheduleRetryMax)
+	rt.at = time.Now().Add(rt.wait)
+	r.retry[name] = rt
 }

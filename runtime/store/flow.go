@@ -63,6 +63,8 @@ type StageRequest struct {
 	Namespace      string // "" = the flow's namespace
 	Input          []byte // the run's input (JSON), at most MaxPayloadBytes
 	IdempotencyKey string // a repeat returns the first run
+	// IdempotencyTTL is how long the key is held; 0 = Config.IdempotencyTTL.
+	IdempotencyTTL time.Duration
 	// Staging, when set, is called with the new run's id once the request
 	// is valid and before anything is written: a caller that will wait for
 	// the run's end can watch for it before the run can end. (With an
@@ -157,7 +159,11 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	if f.Result != "" {
 		resultUUID = uuids[pf.g.index[f.Result]]
 	}
-	head := []string{runUUID, ns, f.Name, resultUUID, req.IdempotencyKey, ms(s.cfg.IdempotencyTTL), string(req.Input)}
+	idemTTL := cmp.Or(req.IdempotencyTTL, s.cfg.IdempotencyTTL)
+	if idemTTL < time.Second {
+		return nil, false, invalid("idempotency_ttl", "%s is under a second", idemTTL)
+	}
+	head := []string{runUUID, ns, f.Name, resultUUID, req.IdempotencyKey, ms(idemTTL), string(req.Input)}
 	id := RunID(makeID(p, runUUID))
 	refs := newStageRefs(f, ns, id, req.Input)
 	if err := s.readQuotaKeys(ctx, refs); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -65,6 +66,9 @@ func (s *Store) PutSchedule(ctx context.Context, spec ScheduleSpec, next time.Ti
 	if err := checkName("name", spec.Name); err != nil {
 		return false, err
 	}
+	if strings.Contains(spec.Name, "/") {
+		return false, invalid("name", "%q must not contain '/' (it is a path segment of the API)", spec.Name)
+	}
 	if err := checkName("template", spec.Template); err != nil {
 		return false, err
 	}
@@ -82,22 +86,10 @@ func (s *Store) PutSchedule(ctx context.Context, spec ScheduleSpec, next time.Ti
 	if err := checkPayload("input", spec.Input); err != nil {
 		return false, err
 	}
-	n, err := s.c.Do(ctx, s.c.B().Zcard().Key(s.k.schedules()).Build()).AsInt64()
-	if err != nil {
-		return false, fmt.Errorf("store: count schedules: %w", err)
-	}
-	if n >= MaxSchedules {
-		// A replacement is not refused: it adds nothing.
-		ex, err := s.c.Do(ctx, s.c.B().Exists().Key(s.k.schedule(spec.Name)).Build()).AsInt64()
-		if err != nil {
-			return false, fmt.Errorf("store: read schedule %s: %w", spec.Name, err)
-		}
-		if ex == 0 {
-			return false, invalid("name", "there are %d schedules already, the limit is %d", n, MaxSchedules)
-		}
-	}
+	// The limit is checked by the call (a replacement adds nothing).
 	items, err := s.single(ctx, call{fn: "ff_schedule_put", keys: []string{s.k.schedule(spec.Name), s.k.schedules()},
-		args: []string{spec.Name, spec.Template, spec.Cron, spec.Timezone, spec.Namespace, string(spec.Input), nextScore(next)}}, "", "put schedule")
+		args: []string{spec.Name, spec.Template, spec.Cron, spec.Timezone, spec.Namespace, string(spec.Input), nextScore(next),
+			strconv.Itoa(MaxSchedules)}}, "", "put schedule")
 	if err != nil {
 		return false, err
 	}
@@ -143,18 +135,32 @@ func (s *Store) ListSchedules(ctx context.Context) ([]Schedule, error) {
 }
 
 // DueSchedules returns up to limit schedules whose next fire is at or
-// before the server's clock, earliest first, and that clock.
+// before the server's clock, earliest first, and that clock. NextAt is the
+// due fire time as read with the index, even when another process has
+// moved the schedule on since (ScheduleFired then finds it moved): a fire
+// time read later could be one that is not due yet.
 func (s *Store) DueSchedules(ctx context.Context, limit int) ([]Schedule, time.Time, error) {
 	now, err := s.serverTime(ctx)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	names, err := s.c.Do(ctx, s.c.B().Zrangebyscore().Key(s.k.schedules()).Min("-inf").
-		Max(strconv.FormatInt(now.UnixMilli(), 10)).Limit(0, int64(limit)).Build()).AsStrSlice()
+	due, err := s.c.Do(ctx, s.c.B().Zrangebyscore().Key(s.k.schedules()).Min("-inf").
+		Max(strconv.FormatInt(now.UnixMilli(), 10)).Withscores().Limit(0, int64(limit)).Build()).AsZScores()
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("store: read due schedules: %w", err)
 	}
+	names := make([]string, len(due))
+	at := make(map[string]time.Time, len(due))
+	for i, z := range due {
+		names[i], at[z.Member] = z.Member, time.UnixMilli(int64(z.Score))
+	}
+	if s.hook != nil {
+		s.hook("due", strings.Join(names, ","))
+	}
 	out, err := s.readSchedules(ctx, names)
+	for i := range out {
+		out[i].NextAt = at[out[i].Name]
+	}
 	return out, now, err
 }
 
@@ -171,6 +177,21 @@ func (s *Store) ScheduleFired(ctx context.Context, name string, fire, next time.
 	}
 	return str(items[0]) == "advanced", nil
 }
+
+// NoteSchedule records why the due fire at fire of schedule name started no
+// run yet (errText), leaving it due; it does nothing, and reports false,
+// when the schedule no longer fires at fire.
+func (s *Store) NoteSchedule(ctx context.Context, name string, fire time.Time, errText string) (bool, error) {
+	items, err := s.single(ctx, call{fn: "ff_schedule_note", keys: []string{s.k.schedule(name), s.k.schedules()},
+		args: []string{name, strconv.FormatInt(fire.UnixMilli(), 10), errText}}, "", "note schedule fire")
+	if err != nil {
+		return false, err
+	}
+	return str(items[0]) == "noted", nil
+}
+
+// Now returns the server's clock, which schedules' fire times go by.
+func (s *Store) Now(ctx context.Context) (time.Time, error) { return s.serverTime(ctx) }
 
 // readSchedules reads the records and next fires of names (those deleted
 // meanwhile are left out).

@@ -76,6 +76,7 @@ func TestSchedules(t *testing.T) {
 	before := e.keys()
 	for _, bad := range []ScheduleSpec{
 		{Name: "has space", Template: "etl", Cron: "@daily"},
+		{Name: "team/nightly", Template: "etl", Cron: "@daily"},
 		{Name: "x", Template: "", Cron: "@daily"},
 		{Name: "x", Template: "etl", Cron: ""},
 		{Name: "x", Template: "etl", Cron: strings.Repeat("*", MaxCronBytes+1)},
@@ -100,5 +101,63 @@ func TestSchedules(t *testing.T) {
 	}
 	if ok, err := e.s.ScheduleFired(e.ctx, "nightly", next, next, "", ""); err != nil || ok {
 		t.Fatalf("ScheduleFired of a deleted schedule = %v, %v", ok, err)
+	}
+}
+
+// A staging may hold its idempotency key for less than the store's
+// default (schedules do: one key per fire).
+func TestStageIdempotencyTTL(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := flowOf("x", execs("a"))
+	if _, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k", IdempotencyTTL: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	var ttl int64 = -3
+	for _, k := range e.keys() {
+		if strings.Contains(k, ":fidem:") {
+			v, err := e.c.Do(e.ctx, e.c.B().Pttl().Key(k).Build()).AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ttl = v
+		}
+	}
+	if ttl <= 0 || ttl > 5000 {
+		t.Fatalf("the key's PTTL is %d ms, want at most 5000", ttl)
+	}
+	var ve *ValidationError
+	if _, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k2", IdempotencyTTL: time.Millisecond}); !errors.As(err, &ve) || ve.Field != "idempotency_ttl" {
+		t.Fatalf("a TTL under a second: %v", err)
+	}
+}
+
+// DueSchedules gives the fire time it found due, even when another process
+// moved the schedule on before its record was read: the time read then is
+// not due yet, and firing it would start a run early and record a fire
+// whose next is itself.
+func TestDueSchedulesKeepTheDueTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	due := time.UnixMilli(time.Now().Add(-time.Second).UnixMilli())
+	if _, err := e.s.PutSchedule(e.ctx, ScheduleSpec{Name: "tick", Template: "etl", Cron: "@every 1h"}, due); err != nil {
+		t.Fatal(err)
+	}
+	later := due.Add(time.Hour)
+	e.s.hook = func(point, _ string) {
+		if point == "due" {
+			// Another process fires it meanwhile.
+			if ok, err := e.s.ScheduleFired(e.ctx, "tick", due, later, "0.run", ""); err != nil || !ok {
+				t.Errorf("the other process's fire: %v, %v", ok, err)
+			}
+		}
+	}
+	got, _, err := e.s.DueSchedules(e.ctx, 10)
+	if err != nil || len(got) != 1 || !got[0].NextAt.Equal(due) {
+		t.Fatalf("DueSchedules = %+v, %v; want tick due at %v", got, err, due)
+	}
+	e.s.hook = nil
+	if ok, err := e.s.ScheduleFired(e.ctx, "tick", got[0].NextAt, later, "0.run", ""); err != nil || ok {
+		t.Fatalf("recording the fire read = %v, %v; want it found moved", ok, err)
 	}
 }
