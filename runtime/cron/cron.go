@@ -12,7 +12,12 @@
 //
 // When both day-of-month and day-of-week are restricted (neither is exactly
 // "*"), a day matches if either matches; when one of them is "*", only the
-// other one applies. A field such as "*/2" counts as restricted.
+// other one applies. This is the POSIX rule: only a field that is exactly "*"
+// is unrestricted, and a field such as "*/2" or "*,10" counts as
+// restricted. Vixie cron and cronie differ: there any field that starts
+// with "*" counts as unrestricted, and then a day must match both fields.
+// So "0 0 */2 * mon" fires here at midnight on odd days of the month and on
+// Mondays, and there only on Mondays that are odd days of the month.
 //
 // The macros are @yearly and @annually (0 0 1 1 *), @monthly (0 0 1 * *),
 // @weekly (0 0 * * 0), @daily and @midnight (0 0 * * *) and @hourly
@@ -33,7 +38,11 @@
 //     02:30 on the day clocks jump from 02:00 to 03:00 fires at 03:30 EDT.
 //     When that instant is also a regular fire (02:00 moved to 03:00 for an
 //     hourly schedule) it fires once. Next called after the change (at
-//     03:10 EDT) still returns the moved fire (03:30 EDT).
+//     03:10 EDT) still returns the moved fire (03:30 EDT). Moved fires take
+//     their place in time among the regular fires after the gap: on Lord
+//     Howe Island, where clocks jump from 02:00 to 02:30, "*/7 * * * *"
+//     fires at 02:35, 02:37 (02:07 moved), 02:42, 02:44 (02:14 moved) and so
+//     on.
 //   - A wall time that happens twice (it falls in a fall-back overlap) fires
 //     once, at its first occurrence.
 package cron
@@ -332,6 +341,12 @@ func (s *Schedule) nextEvery(t time.Time) time.Time {
 
 // nextCron walks the wall clock of the schedule's zone from the minute after
 // t, skipping whole months, days and hours that cannot match.
+//
+// Fire instants grow with wall times except across a spring-forward gap:
+// the wall times in the gap fire moved forward by its length, at the same
+// instants as the real wall times that follow the gap. So a fire found in a
+// gap is only a candidate, and the walk goes on up to its wall time (moved
+// forward) for an earlier real fire.
 func (s *Schedule) nextCron(t time.Time) time.Time {
 	local := t.In(s.loc)
 	limit := local.AddDate(searchYears, 0, 0)
@@ -340,11 +355,14 @@ func (s *Schedule) nextCron(t time.Time) time.Time {
 	// the wall time of t, or after the wall time of t less the gap when t
 	// is within a gap's length after a spring-forward: the wall times in the
 	// gap fire up to that long after the change.
-	start := wallOf(local).Add(-time.Duration(recentGap(t, s.loc)) * time.Second)
-	start = start.Truncate(time.Minute).Add(time.Minute)
+	after := wallOf(local).Truncate(time.Minute).Add(time.Minute)
+	start := after.Add(-time.Duration(recentGap(t, s.loc)) * time.Second)
 	year, mon, day := start.Date()
 	month := int(mon)
 	hour, minute, _ := start.Clock()
+	// best is the earliest fire after t found so far in a gap, and
+	// bestWall its wall time; the zero Time when there is none.
+	var best, bestWall time.Time
 	for year <= endYear {
 		// Carry overflows upward; each unit grew by at most one.
 		if minute > 59 {
@@ -391,18 +409,39 @@ func (s *Schedule) nextCron(t time.Time) time.Time {
 		}
 		minute = mi
 
-		fire := wallInstant(year, month, day, hour, minute, s.loc)
-		if fire.After(t) {
-			if fire.After(limit) {
-				return time.Time{}
-			}
-			return fire
+		wall := time.Date(year, time.Month(month), day, hour, minute, 0, 0, time.UTC)
+		if !best.IsZero() && !wall.Before(bestWall) {
+			break // this wall time and all later ones fire after best
 		}
-		// The first occurrence of this wall time (before a fall-back) is
-		// not after t: it has fired already.
+		fire, moved := wallInstant(wall, s.loc)
+		// A fire not after t has fired already: the first occurrence of
+		// this wall time (before a fall-back), or a wall time of a gap
+		// moved forward to t or before.
+		if fire.After(t) && (best.IsZero() || fire.Before(best)) {
+			best = fire
+			if !moved {
+				break // a real wall time: later ones fire later
+			}
+			bestWall = wallOf(fire)
+			// The wall times left in the gap fire later than this one,
+			// and the real ones up to the wall time of t fire at t or
+			// before: go on from the end of the gap or after t.
+			if end, ok := gapEnd(wall, fire); ok {
+				if end.Before(after) {
+					end = after
+				}
+				year, mon, day = end.Date()
+				month = int(mon)
+				hour, minute, _ = end.Clock()
+				continue
+			}
+		}
 		minute++
 	}
-	return time.Time{}
+	if best.After(limit) {
+		return time.Time{}
+	}
+	return best
 }
 
 // wallOf returns the wall-clock time of t as a UTC time.
@@ -428,6 +467,24 @@ func recentGap(t time.Time, loc *time.Location) int64 {
 	return gap
 }
 
+// gapEnd returns where the gap that holds wall ends, as a whole minute of
+// wall time (a UTC time), given fire, the instant wall was moved to. It
+// finds the change of offset that made the gap as the start of the zone in
+// effect at fire; ok is false when the change found is not that one, or
+// when the minute is not after wall.
+func gapEnd(wall, fire time.Time) (end time.Time, ok bool) {
+	change, _ := fire.ZoneBounds()
+	if change.IsZero() {
+		return time.Time{}, false
+	}
+	_, before := change.Add(-time.Second).Zone()
+	if wall.Unix()-fire.Unix() != int64(before) {
+		return time.Time{}, false // fire was not moved by this change
+	}
+	end = wallOf(change).Truncate(time.Minute)
+	return end, end.After(wall)
+}
+
 // dayMatches applies the day-of-month and day-of-week fields to a date.
 func (s *Schedule) dayMatches(year, month, day int) bool {
 	domOK := s.dom&(1<<day) != 0
@@ -442,13 +499,13 @@ func (s *Schedule) dayMatches(year, month, day int) bool {
 	return domOK || dowOK
 }
 
-// wallInstant returns the instant at which the wall time year-month-day
-// hour:minute of loc fires: its first occurrence when it happens twice, and
-// the wall time moved forward by the gap when it falls in a gap. Unlike
-// time.Date, whose choice in these cases is unspecified, the result is
-// fixed by the zone data.
-func wallInstant(year, month, day, hour, minute int, loc *time.Location) time.Time {
-	wall := time.Date(year, time.Month(month), day, hour, minute, 0, 0, time.UTC).Unix()
+// wallInstant returns the instant at which a wall time of loc, given as a
+// UTC time, fires: its first occurrence when it happens twice, and the wall
+// time moved forward by the gap when it falls in a gap, which moved reports.
+// Unlike time.Date, whose choice in these cases is unspecified, the result
+// is fixed by the zone data.
+func wallInstant(wallTime time.Time, loc *time.Location) (fire time.Time, moved bool) {
+	wall := wallTime.Unix()
 	best, valid := int64(0), false
 	minOffset := int64(math.MaxInt64)
 	for _, probe := range [3]int64{wall - zoneProbe, wall, wall + zoneProbe} {
@@ -468,7 +525,7 @@ func wallInstant(year, month, day, hour, minute int, loc *time.Location) time.Ti
 		// gap (the smaller one), which lands the gap's length later.
 		best = wall - minOffset
 	}
-	return time.Unix(best, 0).In(loc)
+	return time.Unix(best, 0).In(loc), !valid
 }
 
 // daysIn returns the number of days in a month.

@@ -224,6 +224,10 @@ func TestNext(t *testing.T) {
 		{"0 0 1 * mon", "2026-01-26T00:00:00Z", "2026-02-01T00:00:00Z"},
 		{"0 0 */10 * sun", "2026-01-01T00:00:00Z", "2026-01-04T00:00:00Z"},
 		{"0 0 */10 * sun", "2026-01-04T00:00:00Z", "2026-01-11T00:00:00Z"},
+		// "*/2" is restricted (POSIX); Vixie cron would want odd Mondays
+		// (Monday 5th, then Monday 19th) for these two.
+		{"0 0 */2 * mon", "2026-01-01T00:00:00Z", "2026-01-03T00:00:00Z"}, // Saturday 3rd
+		{"0 0 */2 * mon", "2026-01-11T00:00:00Z", "2026-01-12T00:00:00Z"}, // Monday 12th
 		// Month names and weekday names.
 		{"0 12 1 mar *", "2026-01-01T00:00:00Z", "2026-03-01T12:00:00Z"},
 		{"0 12 1 NOV-dec *", "2026-01-01T00:00:00Z", "2026-11-01T12:00:00Z"},
@@ -572,23 +576,24 @@ func TestWallInstant(t *testing.T) {
 	ny := mustLoad(t, "America/New_York")
 	berlin := mustLoad(t, "Europe/Berlin")
 	tests := []struct {
-		zone                         *time.Location
-		year, month, day, hour, min_ int
-		want                         string
+		zone  *time.Location
+		wall  string // as a UTC time
+		want  string
+		moved bool
 	}{
-		{ny, 2026, 3, 8, 2, 30, "2026-03-08T03:30:00-04:00"},  // gap
-		{ny, 2026, 3, 8, 1, 59, "2026-03-08T01:59:00-05:00"},  // before the gap
-		{ny, 2026, 3, 8, 3, 0, "2026-03-08T03:00:00-04:00"},   // after the gap
-		{ny, 2026, 11, 1, 1, 30, "2026-11-01T01:30:00-04:00"}, // overlap: first
-		{ny, 2026, 11, 1, 2, 0, "2026-11-01T02:00:00-05:00"},
-		{berlin, 2026, 3, 29, 2, 0, "2026-03-29T03:00:00+02:00"},
-		{berlin, 2026, 10, 25, 2, 59, "2026-10-25T02:59:00+02:00"},
-		{time.UTC, 2026, 6, 1, 0, 0, "2026-06-01T00:00:00Z"},
+		{ny, "2026-03-08T02:30:00Z", "2026-03-08T03:30:00-04:00", true},  // gap
+		{ny, "2026-03-08T01:59:00Z", "2026-03-08T01:59:00-05:00", false}, // before the gap
+		{ny, "2026-03-08T03:00:00Z", "2026-03-08T03:00:00-04:00", false}, // after the gap
+		{ny, "2026-11-01T01:30:00Z", "2026-11-01T01:30:00-04:00", false}, // overlap: first
+		{ny, "2026-11-01T02:00:00Z", "2026-11-01T02:00:00-05:00", false},
+		{berlin, "2026-03-29T02:00:00Z", "2026-03-29T03:00:00+02:00", true},
+		{berlin, "2026-10-25T02:59:00Z", "2026-10-25T02:59:00+02:00", false},
+		{time.UTC, "2026-06-01T00:00:00Z", "2026-06-01T00:00:00Z", false},
 	}
 	for _, tt := range tests {
-		got := wallInstant(tt.year, tt.month, tt.day, tt.hour, tt.min_, tt.zone)
-		if got.Format(time.RFC3339) != tt.want {
-			t.Errorf("wallInstant(%d-%02d-%02d %02d:%02d %s) = %s, want %s", tt.year, tt.month, tt.day, tt.hour, tt.min_, tt.zone, got.Format(time.RFC3339), tt.want)
+		got, moved := wallInstant(mustTime(t, tt.wall), tt.zone)
+		if got.Format(time.RFC3339) != tt.want || moved != tt.moved {
+			t.Errorf("wallInstant(%s %s) = %s, %t, want %s, %t", tt.wall, tt.zone, got.Format(time.RFC3339), moved, tt.want, tt.moved)
 		}
 	}
 }
@@ -599,6 +604,24 @@ func BenchmarkNext(b *testing.B) {
 	for _, expr := range []string{"* * * * *", "*/15 9-17 * * mon-fri", "0 0 29 2 *", "0 0 30 2 *", "30 2 * * *", "@every 90s"} {
 		s := mustParse(b, expr, ny)
 		b.Run(strings.ReplaceAll(expr, " ", "_"), func(b *testing.B) {
+			for b.Loop() {
+				s.Next(from)
+			}
+		})
+	}
+}
+
+// BenchmarkNextGap asks for fires next to spring-forward gaps, where wall
+// times in the gap fire among the real ones after it.
+func BenchmarkNextGap(b *testing.B) {
+	for _, bm := range []struct{ zone, expr, from string }{
+		{"America/New_York", "* * * * *", "2026-03-08T01:59:30-05:00"},
+		{"Australia/Lord_Howe", "*/7 * * * *", "2025-10-05T02:41:56+11:00"},
+		{"Pacific/Apia", "* * * * *", "2011-12-31T12:00:00+14:00"}, // a day skipped
+	} {
+		s := mustParse(b, bm.expr, mustLoad(b, bm.zone))
+		from := mustTime(b, bm.from)
+		b.Run(bm.zone, func(b *testing.B) {
 			for b.Loop() {
 				s.Next(from)
 			}
