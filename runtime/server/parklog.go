@@ -18,14 +18,12 @@ import (
 // the blocked executions of every namespace that had workers (and the
 // default namespace) once per interval, at most parkLogPage per namespace.
 type parkLog struct {
-	st       *store.Store
-	log      *slog.Logger
-	interval time.Duration
+	loop
+	st  *store.Store
+	log *slog.Logger
 
 	mu     sync.Mutex
 	parked map[store.ExecutionID]string // id → reason and detail last logged
-	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 const parkLogPage = store.ListLimitMax
@@ -34,38 +32,9 @@ func newParkLog(st *store.Store, log *slog.Logger, interval time.Duration) *park
 	if interval <= 0 {
 		interval = scanner.UnblockIntervalDefault // it runs with the unblock scanner
 	}
-	return &parkLog{st: st, log: log, interval: interval, parked: map[store.ExecutionID]string{}}
-}
-
-func (p *parkLog) Start(ctx context.Context) error {
-	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	p.done = make(chan struct{})
-	go func() {
-		defer close(p.done)
-		t := time.NewTicker(p.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			p.tick(ctx)
-		}
-	}()
-	return nil
-}
-
-func (p *parkLog) Stop(ctx context.Context) error {
-	if p.cancel == nil {
-		return nil
-	}
-	p.cancel()
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-	}
-	return nil
+	p := &parkLog{st: st, log: log, parked: map[store.ExecutionID]string{}}
+	p.loop = loop{interval: interval, tick: p.tick}
+	return p
 }
 
 func (p *parkLog) tick(ctx context.Context) {

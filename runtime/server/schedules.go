@@ -173,8 +173,7 @@ type scheduleRunner struct {
 	retry map[string]scheduleRetry
 	noted map[string]scheduleNote
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop
 }
 
 type scheduleRetry struct {
@@ -193,41 +192,11 @@ func newScheduleRunner(st *store.Store, flows *flowService, templates []*plan.Fl
 	}
 	r := &scheduleRunner{st: st, flows: flows, templates: map[string]*plan.Flow{}, every: every, log: log,
 		retry: map[string]scheduleRetry{}, noted: map[string]scheduleNote{}}
+	r.loop = loop{interval: every, tick: r.pass}
 	for _, t := range templates {
 		r.templates[t.Name] = t
 	}
 	return r
-}
-
-func (r *scheduleRunner) Start(ctx context.Context) error {
-	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	r.done = make(chan struct{})
-	go func() {
-		defer close(r.done)
-		t := time.NewTicker(r.every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			r.pass(ctx)
-		}
-	}()
-	return nil
-}
-
-func (r *scheduleRunner) Stop(ctx context.Context) error {
-	if r.cancel == nil {
-		return nil
-	}
-	r.cancel()
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-	}
-	return nil
 }
 
 // pass fires the due schedules (all of them: one left to another process

@@ -13,6 +13,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// budgetFlowOf is budgetFlow with size execs in all: the first counting
+// against the budgets, the others free ones (a size over StageChunkExecs
+// is staged in chunks).
+func budgetFlowOf(size int) *plan.Flow {
+	f := budgetFlow()
+	for i := 1; i < size; i++ {
+		f.Execs = append(f.Execs, plan.Exec{Name: fmt.Sprintf("m%04d", i), Kind: "k", Lane: plan.DefaultLane})
+	}
+	return f
+}
+
 // budgetFlow is a one-exec flow counting against a shared and a run-scoped
 // budget.
 func budgetFlow() *plan.Flow {
@@ -115,10 +126,7 @@ func TestStagingAfterKeyExpiredMidwayGetsBudgets(t *testing.T) {
 		t.Run(fmt.Sprintf("%d execs", size), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			f := budgetFlow()
-			for i := 1; i < size; i++ {
-				f.Execs = append(f.Execs, plan.Exec{Name: fmt.Sprintf("m%04d", i), Kind: "k", Lane: plan.DefaultLane})
-			}
+			f := budgetFlowOf(size)
 			first, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k"})
 			if err != nil {
 				t.Fatal(err)

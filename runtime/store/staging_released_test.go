@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/flowfabric/ff/compiler/plan"
 )
 
 // After 'released', a third staging takes the key before the second
@@ -18,10 +16,7 @@ func TestStagingReleasedThenTakenByThirdStaging(t *testing.T) {
 		t.Run(fmt.Sprintf("%d execs", size), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			f := budgetFlow()
-			for i := 1; i < size; i++ {
-				f.Execs = append(f.Execs, plan.Exec{Name: fmt.Sprintf("m%04d", i), Kind: "k", Lane: plan.DefaultLane})
-			}
+			f := budgetFlowOf(size)
 			if _, _, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`{}`), IdempotencyKey: "k"}); err != nil {
 				t.Fatal(err)
 			}
