@@ -156,7 +156,7 @@ local function ff_quota_pause(keys, argv)
   if key == '' and argv[3] ~= '' then
     return refuse('invalid', 'key', 'the quota is not keyed: give no key value')
   elseif key ~= '' and argv[3] == '' then
-    return refuse('invalid', 'key', 'the quota is keyed by ' .. key .. ': give the key value to pause')
+    return refuse('invalid', 'key', 'the quota is keyed by ' .. key .. ': give the key value')
   end
   if to == 0 then
     if redis.call('DEL', keys[2]) == 1 then return ok('resumed') end

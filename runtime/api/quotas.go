@@ -86,22 +86,32 @@ func (a *admission) quotaAction(c echo.Context) error {
 	return Errorf(http.StatusNotFound, wire.CodeUnknownRoute, "no such route: POST /v1/quotas/{id} takes /pause or /resume")
 }
 
+// PauseEnd parses the until of a quota pause: an RFC 3339 time.
+func PauseEnd(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }
+
 // checkPause validates a pause before anything is written.
 func checkPause(req wire.QuotaPause) *Error {
 	if e := checkQuotaKey(req.Key); e != nil {
 		return e
 	}
 	switch {
-	case req.Until == nil && req.ForMs == 0:
-		return invalid("until", "give until (a time) or for_ms (a length)")
-	case req.Until != nil && req.ForMs != 0:
+	case req.Until == "" && req.ForMs == 0:
+		return invalid("until", "give until (a time) or for_ms (a length of at least 1 ms)")
+	case req.Until != "" && req.ForMs != 0:
 		return invalid("for_ms", "give until or for_ms, not both")
 	case req.ForMs < 0 || req.ForMs > QuotaPauseMax.Milliseconds():
 		return invalid("for_ms", "%d is outside 1..%d", req.ForMs, QuotaPauseMax.Milliseconds())
-	case req.Until != nil && !req.Until.After(time.Now()):
-		return invalid("until", "%s has passed", req.Until.UTC().Format(time.RFC3339))
-	case req.Until != nil && time.Until(*req.Until) > QuotaPauseMax:
-		return invalid("until", "%s is more than %s away", req.Until.UTC().Format(time.RFC3339), QuotaPauseMax)
+	case req.Until != "":
+		until, err := PauseEnd(req.Until)
+		if err != nil {
+			return invalid("until", "%q is not an RFC 3339 time with its zone (such as 2026-11-22T13:00:00Z)", req.Until)
+		}
+		if !until.After(time.Now()) {
+			return invalid("until", "%s has passed", req.Until)
+		}
+		if time.Until(until) > QuotaPauseMax {
+			return invalid("until", "%s is more than %s away", req.Until, QuotaPauseMax)
+		}
 	}
 	if len(req.Reason) > PauseReasonMaxBytes {
 		return invalid("reason", "%d bytes, the limit is %d", len(req.Reason), PauseReasonMaxBytes)

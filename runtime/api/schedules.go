@@ -1,14 +1,17 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/cron"
 	"github.com/flowfabric/ff/runtime/wire"
 )
@@ -68,6 +71,10 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 	if !ok {
 		return nil, invalid("template", "no template %q (GET /v1/templates lists them)", req.Template)
 	}
+	req.Cron = strings.TrimSpace(req.Cron)
+	if req.Cron == "" {
+		return nil, invalid("cron", "is required (such as \"0 2 * * *\", \"@hourly\" or \"@every 15m\")")
+	}
 	if len(req.Cron) > 256 {
 		return nil, invalid("cron", "is %d bytes, the limit is 256", len(req.Cron))
 	}
@@ -80,7 +87,7 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 	case req.Timezone != "":
 		l, err := time.LoadLocation(req.Timezone)
 		if err != nil || len(req.Timezone) > 256 {
-			return nil, invalid("timezone", "%q is not a time zone name (such as Europe/Berlin or UTC)", req.Timezone)
+			return nil, invalid("timezone", "%q is not a time zone name (IANA names, which are case-sensitive: such as Europe/Berlin or UTC)", req.Timezone)
 		}
 		loc = l
 	}
@@ -110,7 +117,10 @@ func (sc *schedules) put(c echo.Context) error {
 	if err := Decode(c, sc.s.limit(BodyLimitCreate), false, &req); err != nil {
 		return err
 	}
-	name := c.Param("name")
+	name, e := scheduleName(c)
+	if e != nil {
+		return e
+	}
 	if _, e := sc.check(name, &req); e != nil {
 		return e
 	}
@@ -122,17 +132,45 @@ func (sc *schedules) put(c echo.Context) error {
 	if created {
 		status = http.StatusCreated
 	}
+	sc.effective(s)
 	return c.JSON(status, wire.PutScheduleResponse{Schedule: *s, Created: created})
+}
+
+// scheduleName is the route's schedule name, unescaped ("a%2Fb" is "a/b",
+// which the checks refuse as a name).
+func scheduleName(c echo.Context) (string, *Error) {
+	raw := c.Param("name")
+	name, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", invalid("name", "%q is not a valid escaped path", raw)
+	}
+	return name, nil
+}
+
+// effective fills in what a schedule leaves to its template: the namespace
+// its runs go to.
+func (sc *schedules) effective(s *wire.Schedule) {
+	if s.Namespace != "" {
+		return
+	}
+	if fl, ok := sc.f.templates[s.Template]; ok {
+		s.Namespace = cmp.Or(fl.Namespace, plan.DefaultNamespace)
+	}
 }
 
 func (sc *schedules) get(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
 		return e
 	}
-	s, err := sc.svc.GetSchedule(c.Request().Context(), c.Param("name"))
+	name, e := scheduleName(c)
+	if e != nil {
+		return e
+	}
+	s, err := sc.svc.GetSchedule(c.Request().Context(), name)
 	if err != nil {
 		return err
 	}
+	sc.effective(s)
 	return c.JSON(http.StatusOK, s)
 }
 
@@ -144,6 +182,9 @@ func (sc *schedules) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	for i := range l.Schedules {
+		sc.effective(&l.Schedules[i])
+	}
 	return c.JSON(http.StatusOK, l)
 }
 
@@ -151,7 +192,11 @@ func (sc *schedules) del(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
 		return e
 	}
-	if err := sc.svc.DeleteSchedule(c.Request().Context(), c.Param("name")); err != nil {
+	name, e := scheduleName(c)
+	if e != nil {
+		return e
+	}
+	if err := sc.svc.DeleteSchedule(c.Request().Context(), name); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

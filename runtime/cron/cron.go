@@ -189,7 +189,7 @@ func splitFields(expr string) []string {
 func parseEvery(arg string) (int64, error) {
 	d, err := time.ParseDuration(arg)
 	if err != nil {
-		return 0, fmt.Errorf("cron: @every %s: %w", arg, err)
+		return 0, fmt.Errorf("cron: @every %s: not a duration: give hours, minutes and seconds, such as 90s, 15m or 36h", arg)
 	}
 	switch {
 	case d < time.Second:

@@ -347,9 +347,22 @@ func (c *cmd) schedules(ctx context.Context, args []string) error {
 		case s.LastRunID != "":
 			last = "run " + s.LastRunID
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.Template, s.Cron, s.Timezone, stamp(s.NextAt), s.Fires, last)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.Template, s.Cron, s.Timezone, zoned(s.NextAt, s.Timezone), s.Fires, last)
 	}
 	return w.Flush()
+}
+
+// zoned writes t in time zone tz with the zone's abbreviation ("-" for
+// none): a schedule's next fire reads as its expression does.
+func zoned(t *time.Time, tz string) string {
+	if t == nil {
+		return "-"
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		loc = time.UTC
+	}
+	return t.In(loc).Format("2006-01-02 15:04 MST")
 }
 
 // typeName spells a type as the .ff language does; "-" for none.
@@ -454,6 +467,15 @@ func (c *cmd) readInput(v string) (json.RawMessage, error) {
 	return b, nil
 }
 
+// detail is what the DETAIL column says of a member: why it waits while it
+// is blocked (its last attempt's error may be older news), else its error.
+func detail(x wire.FlowExec) string {
+	if x.State == "blocked" && x.Blocked != "" {
+		return x.Blocked
+	}
+	return cmp.Or(x.Error, x.Blocked)
+}
+
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -471,6 +493,11 @@ func (c *cmd) runs(ctx context.Context, args []string) error {
 	}
 	if *limit < 1 || *limit > runsMaxPage {
 		return fmt.Errorf("%w: --limit %d: want 1..%d", errUsage, *limit, runsMaxPage)
+	}
+	switch *state {
+	case "", wire.RunRunning, wire.RunSucceeded, wire.RunFailed, wire.RunCancelled:
+	default:
+		return fmt.Errorf("%w: --state %q: want running, succeeded, failed or cancelled", errUsage, *state)
 	}
 	out := []wire.FlowRun{} // --json: "runs": [], as the API answers, not null
 	next := ""
@@ -557,7 +584,7 @@ func (c *cmd) get(ctx context.Context, args []string) error {
 	fmt.Fprintln(w, "EXEC\tSTATE\tATTEMPTS\tSTARTED\tTOOK\tDETAIL")
 	for _, x := range r.Execs {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", x.Name, x.State, x.Attempts, stamp(x.StartedAt), took(x.StartedAt, x.EndedAt),
-			clip(cmp.Or(x.Error, x.Blocked), 100))
+			clip(detail(x), 100))
 	}
 	return w.Flush()
 }

@@ -238,6 +238,9 @@ func TestStartWatchGetRuns(t *testing.T) {
 	if r.code != 0 || r.stdout != "no failed runs in namespace default (--namespace for another)\n" {
 		t.Fatalf("runs --state failed = %+v", r)
 	}
+	if r := e.run("", "runs", "--state", "bogus"); r.code != ffctl.ExitUsage || !strings.Contains(r.stderr, "want running, succeeded") {
+		t.Fatalf("runs --state bogus = %+v, want a usage error", r)
+	}
 	if r := e.run("", "runs", "--flow", "nope"); r.code != 0 || r.stdout != "no runs of flow nope in namespace default (--namespace for another)\n" {
 		t.Fatalf("runs --flow nope = %+v", r)
 	}
@@ -520,7 +523,7 @@ func TestSchedules(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.run("", "schedules")
-	if r.code != 0 || !regexp.MustCompile(`(?m)^NAME +TEMPLATE +CRON +ZONE +NEXT +FIRES +LAST\nmorning +greet +30 7 \* \* 1-5 +Europe/Berlin +\S+ \S+ +0 +-$`).MatchString(r.stdout) {
+	if r.code != 0 || !regexp.MustCompile(`(?m)^NAME +TEMPLATE +CRON +ZONE +NEXT +FIRES +LAST\nmorning +greet +30 7 \* \* 1-5 +Europe/Berlin +\d{4}-\d\d-\d\d 07:30 CES?T +0 +-$`).MatchString(r.stdout) {
 		t.Fatalf("schedules = %+v", r)
 	}
 	r = e.run("", "schedules", "--json")

@@ -192,8 +192,12 @@ func (a *admissionService) GetQuota(ctx context.Context, id string, key *string)
 
 func (a *admissionService) PauseQuota(ctx context.Context, id string, req wire.QuotaPause) (*wire.Quota, error) {
 	p := store.QuotaPause{Key: req.Key, For: time.Duration(req.ForMs) * time.Millisecond, Reason: req.Reason}
-	if req.Until != nil {
-		p.End = *req.Until
+	if req.Until != "" {
+		end, err := api.PauseEnd(req.Until) // checked by the API
+		if err != nil {
+			return nil, api.Errorf(400, wire.CodeValidation, "until: %v", err)
+		}
+		p.End = end
 	}
 	if err := a.st.PauseQuota(ctx, id, p); err != nil {
 		return nil, mapAdmissionError(err, "quota", id)

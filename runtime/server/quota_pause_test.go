@@ -25,19 +25,21 @@ func TestQuotaPauseRoutes(t *testing.T) {
 	if _, _, err := c.PutQuota(ctx, wire.PutQuota{Name: "per_tenant", Concurrency: 2, Key: "tenant"}); err != nil {
 		t.Fatal(err)
 	}
-	past := time.Now().Add(-time.Minute)
-	far := time.Now().Add(8 * 24 * time.Hour)
+	past := time.Now().Add(-time.Minute).Format(time.RFC3339)
+	far := time.Now().Add(8 * 24 * time.Hour).Format(time.RFC3339)
 	for _, tc := range []struct {
 		name, id string
 		req      wire.QuotaPause
 		field    string
 	}{
 		{"neither until nor for_ms", "default/api", wire.QuotaPause{}, "until"},
-		{"both", "default/api", wire.QuotaPause{Until: &far, ForMs: 1000}, "for_ms"},
+		{"both", "default/api", wire.QuotaPause{Until: far, ForMs: 1000}, "for_ms"},
+		{"an end without its zone", "default/api", wire.QuotaPause{Until: "2026-11-22T13:00:00"}, "until"},
+		{"an end in words", "default/api", wire.QuotaPause{Until: "tomorrow"}, "until"},
 		{"a negative length", "default/api", wire.QuotaPause{ForMs: -1}, "for_ms"},
 		{"a length over 7 days", "default/api", wire.QuotaPause{ForMs: 8 * 24 * 3600 * 1000}, "for_ms"},
-		{"an end that passed", "default/api", wire.QuotaPause{Until: &past}, "until"},
-		{"an end too far", "default/api", wire.QuotaPause{Until: &far}, "until"},
+		{"an end that passed", "default/api", wire.QuotaPause{Until: past}, "until"},
+		{"an end too far", "default/api", wire.QuotaPause{Until: far}, "until"},
 		{"a reason too long", "default/api", wire.QuotaPause{ForMs: 1000, Reason: strings.Repeat("r", 513)}, "reason"},
 		{"a key value too long", "default/per_tenant", wire.QuotaPause{ForMs: 1000, Key: strings.Repeat("k", 129)}, "key"},
 		{"a keyed quota without its key", "default/per_tenant", wire.QuotaPause{ForMs: 1000}, "key"},
@@ -86,6 +88,15 @@ func TestQuotaPauseRoutes(t *testing.T) {
 	}
 	if q.Subjects[0].PausedUntil != nil {
 		t.Fatalf("resumed quota %+v", q.Subjects)
+	}
+	// Until a time given with its zone.
+	end := time.Now().Add(time.Hour).Truncate(time.Second)
+	q, err = c.PauseQuota(ctx, "default/api", wire.QuotaPause{Until: end.In(time.FixedZone("X", 3600)).Format(time.RFC3339)})
+	if err != nil || len(q.Subjects) != 1 || q.Subjects[0].PausedUntil == nil || !q.Subjects[0].PausedUntil.Equal(end) {
+		t.Fatalf("pause until %v: %+v, %v", end, q, err)
+	}
+	if _, err := c.ResumeQuota(ctx, "default/api", wire.QuotaResume{}); err != nil {
+		t.Fatal(err)
 	}
 	// Resuming what is not paused answers the quota as it is.
 	if _, err := c.ResumeQuota(ctx, "default/api", wire.QuotaResume{}); err != nil {

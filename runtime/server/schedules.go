@@ -130,7 +130,7 @@ func (s *scheduleService) DeleteSchedule(ctx context.Context, name string) error
 		return mapError(err)
 	}
 	if !ok {
-		return api.Errorf(404, wire.CodeNotFound, "no such schedule %q", name)
+		return api.Errorf(404, wire.CodeNotFound, "no such schedule %q (GET /v1/schedules lists them)", name)
 	}
 	s.log.InfoContext(ctx, "schedule deleted", slog.String("schedule", name))
 	return nil

@@ -37,11 +37,13 @@ func TestScheduleStartsRuns(t *testing.T) {
 	echoTwoStep(t, env)
 	c := env.Client
 	ctx := ctxT(t)
-	s, created, err := c.PutSchedule(ctx, "tick", wire.PutSchedule{Template: "two", Cron: "@every 1s", Input: json.RawMessage(`{"s":"hi"}`)})
+	s, created, err := c.PutSchedule(ctx, "tick", wire.PutSchedule{Template: "two", Cron: " @every 1s ", Input: json.RawMessage(`{"s":"hi"}`)})
 	if err != nil || !created {
 		t.Fatalf("PutSchedule = %+v, %v, %v", s, created, err)
 	}
-	if s.NextAt == nil || time.Until(*s.NextAt) > time.Second || s.Timezone != "UTC" || s.Fires != 0 {
+	// The zone and namespace it was left to are said; the expression is kept trimmed.
+	if s.NextAt == nil || time.Until(*s.NextAt) > time.Second || s.Timezone != "UTC" || s.Namespace != "default" ||
+		s.Cron != "@every 1s" || s.Fires != 0 {
 		t.Fatalf("new schedule %+v", s)
 	}
 	var got *wire.Schedule
@@ -193,6 +195,8 @@ func TestSchedulePutRefusals(t *testing.T) {
 		msg   string
 	}{
 		{"no template", wire.PutSchedule{Cron: "@daily"}, "template", "required"},
+		{"no expression", wire.PutSchedule{Template: "two", Input: json.RawMessage(`{"s":"x"}`)}, "cron", "required"},
+		{"@every in days", wire.PutSchedule{Template: "two", Cron: "@every 2d", Input: json.RawMessage(`{"s":"x"}`)}, "cron", "such as 90s"},
 		{"an unknown template", wire.PutSchedule{Template: "nope", Cron: "@daily"}, "template", `no template "nope"`},
 		{"a bad expression", wire.PutSchedule{Template: "two", Cron: "61 * * * *", Input: json.RawMessage(`{"s":"x"}`)}, "cron", "61"},
 		{"six fields", wire.PutSchedule{Template: "two", Cron: "0 0 * * * *", Input: json.RawMessage(`{"s":"x"}`)}, "cron", "5 fields"},
@@ -206,9 +210,10 @@ func TestSchedulePutRefusals(t *testing.T) {
 			t.Errorf("%s: %d %v %q, want 400 on %s mentioning %q", tc.name, ae.Status, ae.Details, ae.Message, tc.field, tc.msg)
 		}
 	}
-	for _, name := range []string{"has space", "a%2Fb"} {
-		if _, _, err := c.PutSchedule(ctx, name, wire.PutSchedule{Template: "two", Cron: "@daily", Input: json.RawMessage(`{"s":"x"}`)}); apiErr(t, err).Status != http.StatusBadRequest {
-			t.Errorf("a bad name %q: %v", name, err)
+	for name, want := range map[string]string{"has space": "only letters", "a/b": "must not contain '/'"} {
+		if _, _, err := c.PutSchedule(ctx, name, wire.PutSchedule{Template: "two", Cron: "@daily", Input: json.RawMessage(`{"s":"x"}`)}); apiErr(t, err).Status != http.StatusBadRequest ||
+			!strings.Contains(err.Error(), want) {
+			t.Errorf("a bad name %q: %v, want 400 saying %q", name, err, want)
 		}
 	}
 	if _, _, err := c.PutSchedule(ctx, "never", wire.PutSchedule{Template: "two", Cron: "0 0 30 2 *", Input: json.RawMessage(`{"s":"x"}`)}); apiErr(t, err).Status != http.StatusBadRequest ||

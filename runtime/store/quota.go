@@ -29,8 +29,11 @@ const (
 	QuotaPauseMax = 7 * 24 * time.Hour
 	// MaxPauseReasonBytes bounds the reason given for a pause.
 	MaxPauseReasonBytes = 512
-	// PauseRecheckDefault is Config.PauseRecheck's default.
-	PauseRecheckDefault = time.Minute
+	// PauseRecheckDefault is Config.PauseRecheck's default: an execution
+	// blocked by a pause is due for the unblock scanner again this soon (its
+	// reads are bounded per tick, so a short recheck costs a bounded read,
+	// not one per execution), so an early resume is seen within seconds.
+	PauseRecheckDefault = 5 * time.Second
 )
 
 // QuotaSpec defines a quota for UpsertQuota.

@@ -130,10 +130,10 @@ type QuotaSubject struct {
 // the subject (the quota, or one key value of a keyed quota) until the
 // pause ends; attempts admitted before keep running. Give Until or ForMs.
 type QuotaPause struct {
-	Key    string     `json:"key,omitempty"`    // the key value, for a keyed quota
-	Until  *time.Time `json:"until,omitempty"`  // the pause's end
-	ForMs  int64      `json:"for_ms,omitempty"` // or its length from now
-	Reason string     `json:"reason,omitempty"` // shown in the blocked executions' detail
+	Key    string `json:"key,omitempty"`    // the key value, for a keyed quota
+	Until  string `json:"until,omitempty"`  // the pause's end: an RFC 3339 time with its zone
+	ForMs  int64  `json:"for_ms,omitempty"` // or its length from now
+	Reason string `json:"reason,omitempty"` // shown in the blocked executions' detail
 }
 
 // QuotaResume is the body of POST /v1/quotas/{id}/resume: the pause of the

@@ -32,7 +32,8 @@ type taskUsage struct {
 type UsageResult = wire.UsageResult
 
 // PauseQuota holds back every execution admitted under a subject of quota
-// id (key: the key value of a keyed quota, else "") for d: a handler told
+// id ("<namespace>/<name>", such as "default/mail"; key: the key value of
+// a keyed quota, else "") for d: a handler told
 // by an upstream "429, retry after 60 s" pauses the quota its calls count
 // against, so that no other attempt is started against that upstream
 // meanwhile, and then returns an error so that this attempt is retried
