@@ -8,6 +8,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -132,6 +133,7 @@ func New(cfg Config) (*Server, error) {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = errorHandler(s.log)
+	e.JSONSerializer = plainJSON{}
 	if cfg.Metrics != nil {
 		s.met = newHTTPMetrics(cfg.Metrics)
 		// Outside the recoverer, so that a panic counts as the 500 it becomes.
@@ -246,4 +248,18 @@ func (s *Server) readyz(c echo.Context) error {
 		s.log.InfoContext(ctx, "ready again")
 	}
 	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
+}
+
+// plainJSON is Echo's JSON serializer without HTML escaping: answers are
+// read by programs and by people at a terminal, not embedded in pages, and
+// "<namespace>/<name>" should not read "\u003cnamespace\u003e/\u003cname\u003e".
+type plainJSON struct{ echo.DefaultJSONSerializer }
+
+func (plainJSON) Serialize(c echo.Context, i any, indent string) error {
+	enc := json.NewEncoder(c.Response())
+	enc.SetEscapeHTML(false)
+	if indent != "" {
+		enc.SetIndent("", indent)
+	}
+	return enc.Encode(i)
 }

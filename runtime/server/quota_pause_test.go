@@ -58,6 +58,11 @@ func TestQuotaPauseRoutes(t *testing.T) {
 	if _, err := c.PauseQuota(ctx, "default/nope", wire.QuotaPause{ForMs: 1000}); apiErr(t, err).Status != http.StatusNotFound {
 		t.Errorf("pausing an unknown quota: %v, want 404", err)
 	}
+	// Answers are not HTML-escaped: the id's form reads as written.
+	if resp := rawDo(t, env, http.MethodPost, "/v1/quotas/upstream/pause", "", `{"for_ms":1000}`); resp.status != http.StatusBadRequest ||
+		!strings.Contains(string(resp.body), "want <namespace>/<name>") {
+		t.Errorf("pausing quota id upstream: %d %s, want 400 saying <namespace>/<name> as is", resp.status, resp.body)
+	}
 	if resp := rawDo(t, env, http.MethodPost, "/v1/quotas/default/api/stop", "", `{}`); resp.status != http.StatusNotFound ||
 		resp.err.Code != wire.CodeUnknownRoute {
 		t.Errorf("an unknown action: %d %s, want 404 unknown_route", resp.status, resp.err.Code)
