@@ -183,6 +183,9 @@ func (a *admissionService) GetQuota(ctx context.Context, id string, key *string)
 	out := &wire.Quota{ID: q.ID, Rate: q.Rate, WindowMs: q.Window.Milliseconds(), Concurrency: q.Concurrency,
 		JitterMs: q.Jitter.Milliseconds(), Key: q.Key, CreatedAt: timePtr(q.CreatedAt), UpdatedAt: timePtr(q.UpdatedAt),
 		Subjects: make([]wire.QuotaSubject, len(q.Subjects))}
+	if q.Rate == 0 {
+		out.WindowMs = 0 // a window means something with a rate only
+	}
 	for i, s := range q.Subjects {
 		out.Subjects[i] = wire.QuotaSubject{Key: s.Key, WindowCount: s.InWindow, ActiveCount: s.Active,
 			PausedUntil: timePtr(s.PausedUntil), PauseReason: s.PauseReason}

@@ -935,6 +935,10 @@ func TestAdmissionBadInputs(t *testing.T) {
 	if err != nil || !created || q.Rate != 5 || q.WindowMs != 2000 || len(q.Subjects) != 1 {
 		t.Fatalf("put quota: %+v %v %v", q, created, err)
 	}
+	// A concurrency cap alone has no window to show.
+	if q, _, err := c.PutQuota(ctx, wire.PutQuota{ID: "default/q3", Concurrency: 2}); err != nil || q.WindowMs != 0 || q.Concurrency != 2 {
+		t.Fatalf("put a concurrency quota: %+v %v", q, err)
+	}
 }
 
 // The admission routes sit behind the bearer token like every /v1 route.
