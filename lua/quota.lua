@@ -134,15 +134,18 @@ end
 -- ARGV[4]  the pause's length, ms, when ARGV[1] is ''
 -- Reply: {1, 'paused', end ms} | {1, 'resumed'} | {1, 'not_paused'}
 --        | {0, 'not_found'} (no such quota)
---        | {0, 'invalid', 'until' | 'key' | 'args', message} (nothing written)
+--        | {0, 'invalid', 'until' | 'for_ms' | 'key' | 'args', message}
+--        (nothing written; a pause ends at most 7 days ahead)
+local PAUSE_MAX_MS = 7 * 24 * 3600 * 1000
+
 local function ff_quota_pause(keys, argv)
   if #argv ~= 4 then return refuse('invalid', 'args', 'want end, reason, key value, length') end
   local now = now_ms()
   local to
   if argv[1] == '' then
     local d = tonumber(argv[4])
-    if not d or d < 1 or d ~= math.floor(d) then
-      return refuse('invalid', 'for_ms', 'not a whole number of ms above 0: ' .. argv[4])
+    if not d or d < 1 or d ~= math.floor(d) or d > PAUSE_MAX_MS then
+      return refuse('invalid', 'for_ms', 'not a whole number of ms from 1 to 7 days: ' .. argv[4])
     end
     to = now + d
   else
@@ -163,6 +166,7 @@ local function ff_quota_pause(keys, argv)
     return ok('not_paused')
   end
   if to <= now then return refuse('invalid', 'until', 'the end of the pause has passed') end
+  if to - now > PAUSE_MAX_MS then return refuse('invalid', 'until', 'more than 7 days ahead') end
   redis.call('HSET', keys[2], 'until', ts(to), 'reason', argv[2], 'at', ts(now))
   redis.call('PEXPIREAT', keys[2], ts(to))
   if argv[3] ~= '' then

@@ -8,6 +8,13 @@
 -- ffrun computes the fire times (the cron expression is parsed in Go); the
 -- functions keep the index and the record in step, atomically.
 
+-- ms_ok reports whether s is a time in ms as the index takes it: digits
+-- only (tonumber would take ' 5' or '1e999', which ZADD refuses after an
+-- earlier write).
+local function ms_ok(s)
+  return type(s) == 'string' and #s <= 16 and string.match(s, '^%d+$') ~= nil
+end
+
 -- ff_schedule_put: create or replace a schedule; its next fire is set
 -- anew (the expression may have changed). What it last did is kept.
 -- KEYS[1]  the schedule's record
@@ -24,7 +31,7 @@
 --        | {0, 'invalid', 'next' | 'limit' | 'name', message} (nothing written;
 --        'name': a new schedule over the limit)
 local function ff_schedule_put(keys, argv)
-  if not numv(argv[7]) then return refuse('invalid', 'next', 'not a number: ' .. tostring(argv[7])) end
+  if not ms_ok(argv[7]) then return refuse('invalid', 'next', 'not a time in ms: ' .. tostring(argv[7])) end
   local max = numv(argv[8])
   if not max then return refuse('invalid', 'limit', 'not a number: ' .. tostring(argv[8])) end
   local existed = redis.call('EXISTS', keys[1]) == 1
@@ -67,8 +74,8 @@ end
 -- Reply: {1, 'advanced' | 'moved' | 'gone'}
 --        | {0, 'invalid', 'fire', message} (nothing written)
 local function ff_schedule_fired(keys, argv)
-  if not numv(argv[2]) or not numv(argv[3]) then
-    return refuse('invalid', 'fire', 'fire and next times must be numbers')
+  if not ms_ok(argv[2]) or not ms_ok(argv[3]) then
+    return refuse('invalid', 'fire', 'fire and next times must be times in ms')
   end
   local at = redis.call('ZSCORE', keys[2], argv[1])
   if not at then return ok('gone') end
@@ -89,7 +96,7 @@ end
 -- ARGV[3]  why
 -- Reply: {1, 'noted' | 'moved' | 'gone'} | {0, 'invalid', 'fire', message}
 local function ff_schedule_note(keys, argv)
-  if not numv(argv[2]) then return refuse('invalid', 'fire', 'not a number: ' .. tostring(argv[2])) end
+  if not ms_ok(argv[2]) then return refuse('invalid', 'fire', 'not a time in ms: ' .. tostring(argv[2])) end
   local at = redis.call('ZSCORE', keys[2], argv[1])
   if not at then return ok('gone') end
   if tonumber(at) ~= tonumber(argv[2]) then return ok('moved') end

@@ -8,7 +8,7 @@ import (
 // loop runs tick every interval in a goroutine of its own, from Start to
 // Stop: the shape of the background parts of the server that are not
 // scanners (the park log, the schedule runner). Stop waits for a tick in
-// progress, within its context.
+// progress, within its context (its error when that ends first).
 type loop struct {
 	interval time.Duration
 	tick     func(ctx context.Context)
@@ -43,7 +43,8 @@ func (l *loop) Stop(ctx context.Context) error {
 	l.cancel()
 	select {
 	case <-l.done:
+		return nil
 	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return nil
 }

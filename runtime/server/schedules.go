@@ -230,17 +230,18 @@ func (r *scheduleRunner) fire(ctx context.Context, sc store.Schedule, now time.T
 	fire := sc.NextAt
 	c, err := parseSchedule(sc.Cron, sc.Timezone)
 	if err != nil {
-		r.note(ctx, sc, fire, "not fired here: "+err.Error())
+		r.note(ctx, ctx, sc, fire, "not fired here: "+err.Error())
 		return
 	}
 	keyTTL := scheduleKeyMax
 	if after := c.Next(fire); !after.IsZero() {
 		keyTTL = min(max(2*after.Sub(fire), scheduleKeyMin), scheduleKeyMax)
 	}
-	// Staging and recording go together: a stop between them would leave a
-	// run whose fire is staged again later (its key still held, so the
-	// same run) rather than lost, but there is no need to split them.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	// Staging and recording go together, a stop does not split them (one
+	// between them would leave the fire to be staged again later, its key
+	// still held, so the same run; but there is no need). Logs go quiet
+	// once the runner is stopped (ctx).
+	op, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var run store.RunID
 	var why string
@@ -249,7 +250,7 @@ func (r *scheduleRunner) fire(ctx context.Context, sc store.Schedule, now time.T
 	} else {
 		tmpl, ok := r.templates[sc.Template]
 		if !ok {
-			r.note(ctx, sc, fire, fmt.Sprintf("waiting for an ffrun that serves template %q (--flows): this one does not", sc.Template))
+			r.note(op, ctx, sc, fire, fmt.Sprintf("waiting for an ffrun that serves template %q (--flows): this one does not", sc.Template))
 			return
 		}
 		input := sc.Input
@@ -257,17 +258,17 @@ func (r *scheduleRunner) fire(ctx context.Context, sc store.Schedule, now time.T
 			input = []byte("null")
 		}
 		if err := flowinput.Flow(tmpl, "input", input); err != nil {
-			r.note(ctx, sc, fire, "waiting for a template whose input this fits (or a new input): "+err.Error())
+			r.note(op, ctx, sc, fire, "waiting for a template whose input this fits (or a new input): "+err.Error())
 			return
 		}
-		w, _, err := r.flows.StageFlow(ctx, api.FlowRequest{Flow: tmpl, Shared: true, Input: input, Namespace: sc.Namespace,
+		w, _, err := r.flows.StageFlow(op, api.FlowRequest{Flow: tmpl, Shared: true, Input: input, Namespace: sc.Namespace,
 			IdempotencyKey: "ffrun-schedule:" + sc.Name + ":" + strconv.FormatInt(fire.UnixMilli(), 10), IdempotencyTTL: keyTTL})
 		switch ae := (*api.Error)(nil); {
 		case errors.As(err, &ae) && ae.Status < 500:
 			why = ae.Message // refused for good: every process would be
 		case err != nil:
 			r.backOff(sc.Name)
-			r.note(ctx, sc, fire, "not started yet, tried again: "+err.Error())
+			r.note(op, ctx, sc, fire, "not started yet, tried again: "+err.Error())
 			if ctx.Err() == nil {
 				r.log.WarnContext(ctx, "schedule fire failed; tried again", slog.String("schedule", sc.Name), slog.Any("error", err))
 			}
@@ -280,7 +281,7 @@ func (r *scheduleRunner) fire(ctx context.Context, sc store.Schedule, now time.T
 	if !next.IsZero() && !next.After(fire) {
 		next = c.Next(fire) // now read before the fire's time: never record a fire as its own next
 	}
-	moved, err := r.st.ScheduleFired(ctx, sc.Name, fire, next, run, why)
+	moved, err := r.st.ScheduleFired(op, sc.Name, fire, next, run, why)
 	if err != nil {
 		r.backOff(sc.Name)
 		if ctx.Err() == nil {
@@ -308,13 +309,14 @@ func (r *scheduleRunner) fire(ctx context.Context, sc store.Schedule, now time.T
 }
 
 // note records why a due fire started no run yet, at most once per
-// scheduleNoteEvery with the same text.
-func (r *scheduleRunner) note(ctx context.Context, sc store.Schedule, fire time.Time, why string) {
+// scheduleNoteEvery with the same text (the store call on op, the log
+// while ctx lives).
+func (r *scheduleRunner) note(op, ctx context.Context, sc store.Schedule, fire time.Time, why string) {
 	if n, ok := r.noted[sc.Name]; ok && n.why == why && time.Since(n.at) < scheduleNoteEvery {
 		return
 	}
 	r.noted[sc.Name] = scheduleNote{why: why, at: time.Now()}
-	if _, err := r.st.NoteSchedule(ctx, sc.Name, fire, why); err != nil && ctx.Err() == nil {
+	if _, err := r.st.NoteSchedule(op, sc.Name, fire, why); err != nil && ctx.Err() == nil {
 		r.log.DebugContext(ctx, "schedules: note", slog.String("schedule", sc.Name), slog.Any("error", err))
 	}
 }

@@ -226,8 +226,8 @@ type Worker struct {
 	base       context.Context // parent of handler contexts, set by Run
 	kinds      []string        // the kinds with a handler, sorted; set by Run
 	// hbNoKinds: the server refused kinds in heartbeats (one older than
-	// them); they are left out. Set by connect, before the heartbeats.
-	hbNoKinds bool
+	// them); they are left out from then on.
+	hbNoKinds atomic.Bool
 }
 
 // running is one task this worker holds a lease for.

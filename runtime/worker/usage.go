@@ -96,7 +96,7 @@ func (w *Worker) heartbeatRequest() wire.WorkerHeartbeat {
 	ttl := min(max(3*w.cfg.RenewInterval, wire.LeaseMsMin*time.Millisecond), wire.LeaseMsMax*time.Millisecond)
 	hb := wire.WorkerHeartbeat{WorkerID: w.cfg.Name, InstanceID: w.instance, Namespace: w.cfg.Namespace,
 		Lanes: w.cfg.Lanes, Capabilities: w.cfg.Capabilities, Kinds: w.kinds, TTLMs: ttl.Milliseconds()}
-	if w.hbNoKinds {
+	if w.hbNoKinds.Load() {
 		hb.Kinds = nil
 	}
 	return hb
@@ -104,21 +104,12 @@ func (w *Worker) heartbeatRequest() wire.WorkerHeartbeat {
 
 // connect registers the worker with its capabilities before it claims. A
 // refusal (a bad capability, lane or token) stops Run with the server's
-// reason; a transport error does not (the claims register it too). A
-// server older than kinds in heartbeats (it refuses the field, or a large
-// list's size) is connected to without them: wait hints then do not know
-// the worker's kinds, and its claims still name them.
+// reason; a transport error does not (the claims register it too).
 func (w *Worker) connect(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, requestSlack)
 	defer cancel()
-	_, err := w.c.Heartbeat(cctx, w.heartbeatRequest())
+	err := w.sendHeartbeat(cctx)
 	var ae *client.APIError
-	if len(w.kinds) > 0 && errors.As(err, &ae) &&
-		(ae.Code == wire.CodeUnknownField && strings.Contains(ae.Message, "kinds") || ae.Status == http.StatusRequestEntityTooLarge) {
-		w.hbNoKinds = true
-		w.log.InfoContext(ctx, "the server does not take kinds in heartbeats; connecting without them", "error", err)
-		_, err = w.c.Heartbeat(cctx, w.heartbeatRequest())
-	}
 	switch {
 	case err == nil:
 		return nil
@@ -134,7 +125,23 @@ func (w *Worker) connect(ctx context.Context) error {
 func (w *Worker) heartbeat(ctx context.Context) {
 	hctx, cancel := context.WithTimeout(ctx, w.cfg.RenewInterval)
 	defer cancel()
-	if _, err := w.c.Heartbeat(hctx, w.heartbeatRequest()); err != nil && ctx.Err() == nil {
+	if err := w.sendHeartbeat(hctx); err != nil && ctx.Err() == nil {
 		w.log.WarnContext(ctx, "heartbeat failed", "error", err)
 	}
+}
+
+// sendHeartbeat sends the worker's registration. A server older than kinds
+// in heartbeats refuses the field (or a long list's size): the heartbeat
+// is sent again without them, and so are all later ones. Wait hints then
+// do not know the worker's kinds; its claims still name them.
+func (w *Worker) sendHeartbeat(ctx context.Context) error {
+	_, err := w.c.Heartbeat(ctx, w.heartbeatRequest())
+	var ae *client.APIError
+	if len(w.kinds) > 0 && !w.hbNoKinds.Load() && errors.As(err, &ae) &&
+		(ae.Code == wire.CodeUnknownField && strings.Contains(ae.Message, "kinds") || ae.Status == http.StatusRequestEntityTooLarge) {
+		w.hbNoKinds.Store(true)
+		w.log.InfoContext(ctx, "the server does not take kinds in heartbeats; sending them without", "error", err)
+		_, err = w.c.Heartbeat(ctx, w.heartbeatRequest())
+	}
+	return err
 }
