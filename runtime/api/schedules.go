@@ -1,9 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -103,10 +106,61 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 	if len(req.Input) == 0 {
 		req.Input = []byte("null")
 	}
-	if e := checkInput(fl, req.Input); e != nil {
+	// Checked as a fire would stage it: with its placeholders filled in.
+	sample := c.Next(time.Now())
+	if sample.IsZero() {
+		sample = time.Now()
+	}
+	in, err := ScheduleInput(req.Input, sample.In(loc))
+	if err != nil {
+		return nil, invalid("input", "%v", err)
+	}
+	if e := checkInput(fl, in); e != nil {
 		return nil, e
 	}
 	return c, nil
+}
+
+// The placeholders a schedule's input may hold in its string values,
+// filled in at each fire with the fire's time in the schedule's zone.
+const (
+	PlaceholderFireTime = "{{fire_time}}" // RFC 3339, such as 2026-11-23T02:00:00+01:00
+	PlaceholderFireDate = "{{fire_date}}" // such as 2026-11-23
+)
+
+// ScheduleInput returns a schedule's input for the fire at fire (in the
+// schedule's zone): every string value has its placeholders replaced
+// ("s3://logs/{{fire_date}}/" becomes "s3://logs/2026-11-23/"); object
+// keys, numbers and the rest are kept. An input without placeholders is
+// returned as it is.
+func ScheduleInput(input []byte, fire time.Time) ([]byte, error) {
+	if !bytes.Contains(input, []byte("{{fire_")) {
+		return input, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	r := strings.NewReplacer(PlaceholderFireTime, fire.Format(time.RFC3339), PlaceholderFireDate, fire.Format(time.DateOnly))
+	var fill func(any) any
+	fill = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			return r.Replace(x)
+		case []any:
+			for i := range x {
+				x[i] = fill(x[i])
+			}
+		case map[string]any:
+			for k := range x {
+				x[k] = fill(x[k])
+			}
+		}
+		return v
+	}
+	return json.Marshal(fill(v))
 }
 
 func (sc *schedules) put(c echo.Context) error {

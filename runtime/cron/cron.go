@@ -180,6 +180,9 @@ func (s *Schedule) String() string {
 	return s.expr
 }
 
+// Location returns the schedule's time zone.
+func (s *Schedule) Location() *time.Location { return s.loc }
+
 // splitFields splits expr at runs of spaces and tabs.
 func splitFields(expr string) []string {
 	return strings.FieldsFunc(expr, func(r rune) bool { return r == ' ' || r == '\t' })

@@ -257,6 +257,11 @@ func (r *scheduleRunner) fire(ctx context.Context, sc store.Schedule, now time.T
 		if len(input) == 0 {
 			input = []byte("null")
 		}
+		input, err = api.ScheduleInput(input, fire.In(c.Location()))
+		if err != nil {
+			r.note(op, ctx, sc, fire, "waiting for a new input: "+err.Error())
+			return
+		}
 		if err := flowinput.Flow(tmpl, "input", input); err != nil {
 			r.note(op, ctx, sc, fire, "waiting for a template whose input this fits (or a new input): "+err.Error())
 			return

@@ -37,7 +37,8 @@ func TestScheduleStartsRuns(t *testing.T) {
 	echoTwoStep(t, env)
 	c := env.Client
 	ctx := ctxT(t)
-	s, created, err := c.PutSchedule(ctx, "tick", wire.PutSchedule{Template: "two", Cron: " @every 1s ", Input: json.RawMessage(`{"s":"hi"}`)})
+	s, created, err := c.PutSchedule(ctx, "tick", wire.PutSchedule{Template: "two", Cron: " @every 1s ",
+		Input: json.RawMessage(`{"s":"hi {{fire_date}} {{fire_time}}"}`)})
 	if err != nil || !created {
 		t.Fatalf("PutSchedule = %+v, %v, %v", s, created, err)
 	}
@@ -60,8 +61,11 @@ func TestScheduleStartsRuns(t *testing.T) {
 		t.Fatalf("schedule after its fires: %+v", got)
 	}
 	run, err := c.RunResult(ctx, got.LastRunID, 10*time.Second)
-	if err != nil || run.State != wire.RunSucceeded || string(run.Result) != `{"s":"hi"}` {
-		t.Fatalf("the scheduled run: %+v, %v", run, err)
+	// The run's input has its fire's time filled in.
+	fired := got.LastFireAt.UTC()
+	if want := `{"s":"hi ` + fired.Format(time.DateOnly) + ` ` + fired.Format(time.RFC3339) + `"}`; err != nil ||
+		run.State != wire.RunSucceeded || string(run.Result) != want {
+		t.Fatalf("the scheduled run: %+v, %v; want result %s", run, err, want)
 	}
 	if err := c.DeleteSchedule(ctx, "tick"); err != nil {
 		t.Fatal(err)
