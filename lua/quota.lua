@@ -166,7 +166,8 @@ local function ff_quota_pause(keys, argv)
     return ok('not_paused')
   end
   if to <= now then return refuse('invalid', 'until', 'the end of the pause has passed') end
-  if to - now > PAUSE_MAX_MS then return refuse('invalid', 'until', 'more than 7 days ahead') end
+  -- A minute of slack: the caller checked 7 days by its own clock.
+  if to - now > PAUSE_MAX_MS + 60000 then return refuse('invalid', 'until', 'more than 7 days ahead') end
   redis.call('HSET', keys[2], 'until', ts(to), 'reason', argv[2], 'at', ts(now))
   redis.call('PEXPIREAT', keys[2], ts(to))
   if argv[3] ~= '' then

@@ -32,3 +32,29 @@ func TestScheduleInput(t *testing.T) {
 		t.Error("ScheduleInput of a broken JSON: no error")
 	}
 }
+
+// A string value's "&", "<" and ">" are kept as they are, not
+// re-encoded as \u0026 and the like (json.Marshal escapes HTML).
+func TestScheduleInputKeepsHTMLChars(t *testing.T) {
+	fire := time.Date(2026, 11, 23, 2, 0, 0, 0, time.UTC)
+	in := `{"url":"https://x/?day={{fire_date}}&a=<b>"}`
+	want := `{"url":"https://x/?day=2026-11-23&a=<b>"}`
+	got, err := api.ScheduleInput([]byte(in), fire)
+	if err != nil || string(got) != want {
+		t.Errorf("ScheduleInput(%s) = %s, %v; want %s", in, got, err, want)
+	}
+}
+
+// A placeholder written with escapes ("\u007b\u007bfire_date}}") is one:
+// values are read as decoded, whatever the rest of the input holds.
+func TestScheduleInputEscapedPlaceholder(t *testing.T) {
+	fire := time.Date(2026, 11, 23, 2, 0, 0, 0, time.UTC)
+	alone, _ := api.ScheduleInput([]byte(`{"b":"\u007b\u007bfire_date}}"}`), fire)
+	with, _ := api.ScheduleInput([]byte(`{"a":"{{fire_date}}","b":"\u007b\u007bfire_date}}"}`), fire)
+	t.Logf("alone: %s; with another: %s", alone, with)
+	aloneFilled := string(alone) == `{"b":"2026-11-23"}`
+	withFilled := string(with) == `{"a":"2026-11-23","b":"2026-11-23"}`
+	if aloneFilled != withFilled {
+		t.Errorf("the same value is filled in or not depending on the rest of the input")
+	}
+}

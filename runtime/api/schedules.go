@@ -106,7 +106,9 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 	if len(req.Input) == 0 {
 		req.Input = []byte("null")
 	}
-	// Checked as a fire would stage it: with its placeholders filled in.
+	// Checked as a fire would stage it: with its placeholders filled in,
+	// and within the size limit also where {{fire_time}} is longest (an
+	// offset written +01:00, not Z: a zone at UTC+0 in winter has both).
 	sample := c.Next(time.Now())
 	if sample.IsZero() {
 		sample = time.Now()
@@ -114,6 +116,16 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 	in, err := ScheduleInput(req.Input, sample.In(loc))
 	if err != nil {
 		return nil, invalid("input", "%v", err)
+	}
+	longest, err := ScheduleInput(req.Input, sample.In(time.FixedZone("", 3600)))
+	if err != nil {
+		return nil, invalid("input", "%v", err)
+	}
+	if n := max(len(in), len(longest)); n > PayloadMaxBytes {
+		e := Errorf(http.StatusRequestEntityTooLarge, wire.CodePayloadTooLarge,
+			"input: %d bytes with its placeholders filled in, at most %d allowed", n, PayloadMaxBytes)
+		e.Details = map[string]any{"field": "input", "limit_bytes": PayloadMaxBytes}
+		return nil, e
 	}
 	if e := checkInput(fl, in); e != nil {
 		return nil, e
@@ -129,14 +141,12 @@ const (
 )
 
 // ScheduleInput returns a schedule's input for the fire at fire (in the
-// schedule's zone): every string value has its placeholders replaced
-// ("s3://logs/{{fire_date}}/" becomes "s3://logs/2026-11-23/"); object
-// keys, numbers and the rest are kept. An input without placeholders is
-// returned as it is.
+// schedule's zone): every string value, as decoded, has its placeholders
+// replaced ("s3://logs/{{fire_date}}/" becomes "s3://logs/2026-11-23/");
+// object keys, numbers and the rest keep their values. An input with a
+// placeholder is encoded anew (object keys sorted, no HTML escaping); one
+// without is returned as it is.
 func ScheduleInput(input []byte, fire time.Time) ([]byte, error) {
-	if !bytes.Contains(input, []byte("{{fire_")) {
-		return input, nil
-	}
 	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.UseNumber()
 	var v any
@@ -144,11 +154,15 @@ func ScheduleInput(input []byte, fire time.Time) ([]byte, error) {
 		return nil, fmt.Errorf("not JSON: %w", err)
 	}
 	r := strings.NewReplacer(PlaceholderFireTime, fire.Format(time.RFC3339), PlaceholderFireDate, fire.Format(time.DateOnly))
+	filled := false
 	var fill func(any) any
 	fill = func(v any) any {
 		switch x := v.(type) {
 		case string:
-			return r.Replace(x)
+			if y := r.Replace(x); y != x {
+				filled = true
+				return y
+			}
 		case []any:
 			for i := range x {
 				x[i] = fill(x[i])
@@ -160,7 +174,17 @@ func ScheduleInput(input []byte, fire time.Time) ([]byte, error) {
 		}
 		return v
 	}
-	return json.Marshal(fill(v))
+	v = fill(v)
+	if !filled {
+		return input, nil
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 func (sc *schedules) put(c echo.Context) error {

@@ -228,21 +228,21 @@ func (r *scheduleRunner) pass(ctx context.Context) {
 // fire handles one due schedule.
 func (r *scheduleRunner) fire(ctx context.Context, sc store.Schedule, now time.Time) {
 	fire := sc.NextAt
-	c, err := parseSchedule(sc.Cron, sc.Timezone)
-	if err != nil {
-		r.note(ctx, ctx, sc, fire, "not fired here: "+err.Error())
-		return
-	}
-	keyTTL := scheduleKeyMax
-	if after := c.Next(fire); !after.IsZero() {
-		keyTTL = min(max(2*after.Sub(fire), scheduleKeyMin), scheduleKeyMax)
-	}
 	// Staging and recording go together, a stop does not split them (one
 	// between them would leave the fire to be staged again later, its key
 	// still held, so the same run; but there is no need). Logs go quiet
 	// once the runner is stopped (ctx).
 	op, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	c, err := parseSchedule(sc.Cron, sc.Timezone)
+	if err != nil {
+		r.note(op, ctx, sc, fire, "not fired here: "+err.Error())
+		return
+	}
+	keyTTL := scheduleKeyMax
+	if after := c.Next(fire); !after.IsZero() {
+		keyTTL = min(max(2*after.Sub(fire), scheduleKeyMin), scheduleKeyMax)
+	}
 	var run store.RunID
 	var why string
 	if late := now.Sub(fire); late > keyTTL/2 {
@@ -298,6 +298,8 @@ func (r *scheduleRunner) fire(ctx context.Context, sc store.Schedule, now time.T
 	delete(r.retry, sc.Name)
 	delete(r.noted, sc.Name)
 	switch {
+	case ctx.Err() != nil:
+		// Stopped meanwhile: the fire is recorded, the log is quiet.
 	case !moved && run != "":
 		// Recorded by another process (the same run, by its key), or the
 		// schedule was replaced or deleted after it was read.

@@ -13,9 +13,11 @@ type PutSchedule struct {
 	// Cron is a five-field cron expression (minute hour day-of-month month
 	// day-of-week), a macro (@hourly, @daily, @weekly, @monthly, @yearly)
 	// or "@every <duration>" (whole seconds, aligned to the Unix epoch).
-	Cron      string          `json:"cron"`
-	Timezone  string          `json:"timezone,omitempty"`  // IANA name; default UTC
-	Input     json.RawMessage `json:"input,omitempty"`     // checked against the template's input type
+	Cron     string `json:"cron"`
+	Timezone string `json:"timezone,omitempty"` // IANA name; default UTC
+	// Input is checked against the template's input type; in its string
+	// values {{fire_time}} and {{fire_date}} are filled in at each fire.
+	Input     json.RawMessage `json:"input,omitempty"`
 	Namespace string          `json:"namespace,omitempty"` // default: the template's
 }
 
