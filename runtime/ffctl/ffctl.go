@@ -26,6 +26,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"syscall"
@@ -170,7 +171,16 @@ func Main(ctx context.Context, name string, args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "ffrun %s: %v\n", name, err)
 		return ExitRunning
 	}
-	fmt.Fprintf(env.Stderr, "ffrun %s: %v\n", name, err)
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		// Not the client's layers of context around it: where, and why.
+		where := ue.URL
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			where = u.Scheme + "://" + u.Host
+		}
+		fmt.Fprintf(env.Stderr, "ffrun %s: cannot reach ffrun at %s: %v\n", name, where, ue.Err)
+	} else {
+		fmt.Fprintf(env.Stderr, "ffrun %s: %v\n", name, err)
+	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		fmt.Fprintln(env.Stderr, "(no ffrun listens there: start one, or give its URL with --server or FF_SERVER)")
 	}

@@ -406,7 +406,9 @@ func TestNoServer(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now: connections are refused
 	r := runWith(t, map[string]string{"FF_SERVER": "http://" + addr}, "", "templates")
-	if r.code != ffctl.ExitError || !strings.Contains(r.stderr, addr) ||
+	// Where and why, once: not the client's layers around it.
+	if r.code != ffctl.ExitError || !strings.HasPrefix(r.stderr, "ffrun templates: cannot reach ffrun at http://"+addr+": dial tcp ") ||
+		strings.Count(r.stderr, addr) != 2 || // the address, and the dial error's
 		!strings.HasSuffix(r.stderr, "\n(no ffrun listens there: start one, or give its URL with --server or FF_SERVER)\n") {
 		t.Fatalf("templates without a server = %+v", r)
 	}
