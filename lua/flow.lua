@@ -77,7 +77,7 @@ end
 -- the run's input, which may be large.
 local OUTCOME_FIELDS = {
   'ns', 'flow', 'state', 'total', 'left', 'done', 'succeeded', 'failed', 'skipped', 'cancelled',
-  'result_node', 'result_outcome', 'created_at', 'ended_at', 'replays', 'replayed_at',
+  'result_node', 'result_outcome', 'created_at', 'ended_at', 'replays', 'replayed_at', 'idem_key',
 }
 
 -- outcome_fields returns OUTCOME_FIELDS of run record runkey as field,

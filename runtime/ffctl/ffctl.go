@@ -605,6 +605,9 @@ func (c *cmd) describeRun(r *wire.FlowRun) {
 	fmt.Fprintf(out, "run %s\nflow %s (namespace %s)\nstate %s: %d of %d members done (%d succeeded, %d failed, %d skipped, %d cancelled)\n",
 		r.ID, r.Flow, r.Namespace, r.State, r.Done, r.Total, r.Succeeded, r.Failed, r.Skipped, r.Cancelled)
 	fmt.Fprintf(out, "created %s", stamp(r.CreatedAt))
+	if r.Schedule != "" {
+		fmt.Fprintf(out, ", by schedule %s (its fire of %s)", r.Schedule, stamp(r.ScheduledAt))
+	}
 	if r.Replays > 0 {
 		times := "once"
 		if r.Replays > 1 {

@@ -528,9 +528,27 @@ func TestSchedules(t *testing.T) {
 	if r.code != 0 || !regexp.MustCompile(`(?m)^NAME +TEMPLATE +CRON +ZONE +NEXT +FIRES +LAST\nmorning +greet +30 7 \* \* 1-5 +Europe/Berlin +\d{4}-\d\d-\d\d 07:30 CES?T +0 +-$`).MatchString(r.stdout) {
 		t.Fatalf("schedules = %+v", r)
 	}
+	// A run a schedule started says so.
+	if _, _, err := e.srv.Client.PutSchedule(context.Background(), "tick", wire.PutSchedule{Template: "greet", Cron: "@every 1s",
+		Input: json.RawMessage(`{"who":"team"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	var s *wire.Schedule
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var err error
+		if s, err = e.srv.Client.GetSchedule(context.Background(), "tick"); err == nil && s.LastRunID != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fire of tick in 10 s: %+v", s)
+		}
+	}
+	if r := e.run("", "get", s.LastRunID); r.code != 0 || !strings.Contains(r.stdout, ", by schedule tick (its fire of ") {
+		t.Fatalf("get of a scheduled run = %+v", r)
+	}
 	r = e.run("", "schedules", "--json")
 	var l wire.ScheduleList
-	if err := json.Unmarshal([]byte(r.stdout), &l); r.code != 0 || err != nil || len(l.Schedules) != 1 || l.Schedules[0].NextAt == nil {
+	if err := json.Unmarshal([]byte(r.stdout), &l); r.code != 0 || err != nil || len(l.Schedules) != 2 || l.Schedules[0].NextAt == nil {
 		t.Fatalf("schedules --json = %+v (%v)", r, err)
 	}
 }

@@ -242,7 +242,10 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 		Total: r.Total, Done: r.Done, Succeeded: r.Succeeded, Failed: r.Failed, Skipped: r.Skipped, Cancelled: r.Cancelled,
 		ResultExec: r.ResultNode, Result: rawJSON(r.Result),
 		CreatedAt: timePtr(r.CreatedAt), EndedAt: timePtr(r.EndedAt),
-		Replays: r.Replays, ReplayedAt: timePtr(r.ReplayedAt),
+		Replays: r.Replays, ReplayedAt: timePtr(r.ReplayedAt), IdempotencyKey: r.IdempotencyKey,
+	}
+	if name, fire, ok := scheduledBy(r.IdempotencyKey); ok {
+		w.Schedule, w.ScheduledAt = name, &fire
 	}
 	var resultState store.PublicState
 	for _, n := range r.Nodes {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
@@ -39,6 +40,25 @@ const scheduleRetryMax = time.Minute
 // (or failing for a passing cause) rewrites its last_error with the same
 // text.
 const scheduleNoteEvery = time.Minute
+
+// scheduleKeyPrefix starts the idempotency key of a scheduled run's fire:
+// "ffrun-schedule:<name>:<fire ms>".
+const scheduleKeyPrefix = "ffrun-schedule:"
+
+// scheduledBy reads the schedule and fire time out of a run's idempotency
+// key, when a schedule staged it.
+func scheduledBy(key string) (string, time.Time, bool) {
+	rest, ok := strings.CutPrefix(key, scheduleKeyPrefix)
+	i := strings.LastIndexByte(rest, ':')
+	if !ok || i <= 0 {
+		return "", time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(rest[i+1:], 10, 64)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return rest[:i], time.UnixMilli(ms), true
+}
 
 // parseSchedule parses a stored schedule's expression in its time zone.
 func parseSchedule(expr, tz string) (*cron.Schedule, error) {
@@ -267,7 +287,7 @@ func (r *scheduleRunner) fire(ctx context.Context, sc store.Schedule, now time.T
 			return
 		}
 		w, _, err := r.flows.StageFlow(op, api.FlowRequest{Flow: tmpl, Shared: true, Input: input, Namespace: sc.Namespace,
-			IdempotencyKey: "ffrun-schedule:" + sc.Name + ":" + strconv.FormatInt(fire.UnixMilli(), 10), IdempotencyTTL: keyTTL})
+			IdempotencyKey: scheduleKeyPrefix + sc.Name + ":" + strconv.FormatInt(fire.UnixMilli(), 10), IdempotencyTTL: keyTTL})
 		switch ae := (*api.Error)(nil); {
 		case errors.As(err, &ae) && ae.Status < 500:
 			why = ae.Message // refused for good: every process would be

@@ -67,6 +67,16 @@ func TestScheduleStartsRuns(t *testing.T) {
 		run.State != wire.RunSucceeded || string(run.Result) != want {
 		t.Fatalf("the scheduled run: %+v, %v; want result %s", run, err, want)
 	}
+	// The run says which schedule and fire started it, in the result
+	// answer and in the run.
+	full, err := c.GetRun(ctx, got.LastRunID)
+	for _, r := range []*wire.FlowRun{run, full} {
+		if err != nil || r.Schedule != "tick" || r.ScheduledAt == nil || !r.ScheduledAt.Equal(*got.LastFireAt) ||
+			!strings.HasPrefix(r.IdempotencyKey, "ffrun-schedule:tick:") {
+			t.Fatalf("the scheduled run's origin: schedule %q at %v, key %q (%v); want tick at %v",
+				r.Schedule, r.ScheduledAt, r.IdempotencyKey, err, got.LastFireAt)
+		}
+	}
 	if err := c.DeleteSchedule(ctx, "tick"); err != nil {
 		t.Fatal(err)
 	}

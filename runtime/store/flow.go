@@ -74,23 +74,24 @@ type StageRequest struct {
 
 // Run is a flow run.
 type Run struct {
-	ID         RunID     `json:"id"`
-	Namespace  string    `json:"namespace"`
-	Flow       string    `json:"flow"`
-	State      RunState  `json:"state"`
-	Total      int       `json:"total"`
-	Done       int       `json:"done"`
-	Succeeded  int       `json:"succeeded"`
-	Failed     int       `json:"failed"`
-	Skipped    int       `json:"skipped"`
-	Cancelled  int       `json:"cancelled"`
-	ResultNode string    `json:"result_node,omitempty"` // exec name
-	Result     []byte    `json:"result,omitempty"`      // the result exec's output, once it succeeded
-	CreatedAt  time.Time `json:"created_at"`
-	EndedAt    time.Time `json:"ended_at,omitzero"`
-	Replays    int       `json:"replays,omitempty"`    // times ReplayRun restarted it
-	ReplayedAt time.Time `json:"replayed_at,omitzero"` // the last of those
-	Nodes      []RunNode `json:"nodes,omitempty"`      // by exec name
+	ID             RunID     `json:"id"`
+	Namespace      string    `json:"namespace"`
+	Flow           string    `json:"flow"`
+	State          RunState  `json:"state"`
+	Total          int       `json:"total"`
+	Done           int       `json:"done"`
+	Succeeded      int       `json:"succeeded"`
+	Failed         int       `json:"failed"`
+	Skipped        int       `json:"skipped"`
+	Cancelled      int       `json:"cancelled"`
+	ResultNode     string    `json:"result_node,omitempty"` // exec name
+	Result         []byte    `json:"result,omitempty"`      // the result exec's output, once it succeeded
+	CreatedAt      time.Time `json:"created_at"`
+	EndedAt        time.Time `json:"ended_at,omitzero"`
+	IdempotencyKey string    `json:"idempotency_key,omitempty"` // the key it was staged with
+	Replays        int       `json:"replays,omitempty"`         // times ReplayRun restarted it
+	ReplayedAt     time.Time `json:"replayed_at,omitzero"`      // the last of those
+	Nodes          []RunNode `json:"nodes,omitempty"`           // by exec name
 }
 
 // RunNode is one execution of a run, as GetRun reports it.
@@ -901,7 +902,7 @@ func runOf(id RunID, f map[string]string) *Run {
 		ID: id, Namespace: f["ns"], Flow: f["flow"], State: RunState(f["state"]),
 		Total: atoi(f["total"]), Failed: atoi(f["failed"]), Skipped: atoi(f["skipped"]), Cancelled: atoi(f["cancelled"]),
 		CreatedAt: fromMs(f["created_at"]), EndedAt: fromMs(f["ended_at"]),
-		Replays: atoi(f["replays"]), ReplayedAt: fromMs(f["replayed_at"]),
+		Replays: atoi(f["replays"]), ReplayedAt: fromMs(f["replayed_at"]), IdempotencyKey: f["idem_key"],
 	}
 	if left, ok := f["left"]; ok {
 		// A member's end only counts down left; successes are what is

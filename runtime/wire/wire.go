@@ -375,7 +375,12 @@ type FlowRun struct {
 	// ReplayedAt is the last one's time.
 	Replays    int        `json:"replays,omitempty"`
 	ReplayedAt *time.Time `json:"replayed_at,omitempty"`
-	Execs      []FlowExec `json:"execs,omitempty"`
+	// IdempotencyKey is the key the run was staged with; a run a schedule
+	// started has Schedule and ScheduledAt (its fire's time) too.
+	IdempotencyKey string     `json:"idempotency_key,omitempty"`
+	Schedule       string     `json:"schedule,omitempty"`
+	ScheduledAt    *time.Time `json:"scheduled_at,omitempty"`
+	Execs          []FlowExec `json:"execs,omitempty"`
 }
 
 // FlowRunList is a page of GET /v1/flows: runs newest first, with their
