@@ -20,8 +20,11 @@ func TestScheduleInput(t *testing.T) {
 		{`{"at":"{{fire_time}}","n":12345678901234567890,"{{fire_date}}":["s3://logs/{{fire_date}}/x",1.5,true,null,{"deep":"{{fire_time}}"}]}`,
 			`{"at":"2026-11-23T02:00:00+01:00","n":12345678901234567890,"{{fire_date}}":["s3://logs/2026-11-23/x",1.5,true,null,{"deep":"2026-11-23T02:00:00+01:00"}]}`},
 		{`"{{fire_date}}"`, `"2026-11-23"`},
-		{`{"s":"no placeholder", "k" : 1}`, `{"s":"no placeholder", "k" : 1}`}, // as it is, spacing too
-		{`{"s":"{{fire_day}}"}`, `{"s":"{{fire_day}}"}`},                       // not a placeholder
+		{`{"day":"{{fire_date-1}}","until":"{{fire_date+7}}","year_ago":"{{fire_date-365}}"}`,
+			`{"day":"2026-11-22","until":"2026-11-30","year_ago":"2025-11-23"}`},
+		{`{"s":"{{fire_date-}}{{fire_date+12345}}"}`, `{"s":"{{fire_date-}}{{fire_date+12345}}"}`}, // not placeholders
+		{`{"s":"no placeholder", "k" : 1}`, `{"s":"no placeholder", "k" : 1}`},                     // as it is, spacing too
+		{`{"s":"{{fire_day}}"}`, `{"s":"{{fire_day}}"}`},                                           // not a placeholder
 	} {
 		got, err := api.ScheduleInput([]byte(tc.in), fire)
 		if err != nil || string(got) != tc.want {

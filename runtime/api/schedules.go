@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -135,10 +137,15 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 
 // The placeholders a schedule's input may hold in its string values,
 // filled in at each fire with the fire's time in the schedule's zone.
+// {{fire_date-N}} and {{fire_date+N}} are the date N days before or after
+// the fire's ({{fire_date-1}}: the day a nightly job at 02:00 works on).
 const (
 	PlaceholderFireTime = "{{fire_time}}" // RFC 3339, such as 2026-11-23T02:00:00+01:00
 	PlaceholderFireDate = "{{fire_date}}" // such as 2026-11-23
 )
+
+// fireDate matches {{fire_date}} with an optional offset in days.
+var fireDate = regexp.MustCompile(`\{\{fire_date(?:([+-])(\d{1,4}))?\}\}`)
 
 // ScheduleInput returns a schedule's input for the fire at fire (in the
 // schedule's zone): every string value, as decoded, has its placeholders
@@ -153,13 +160,22 @@ func ScheduleInput(input []byte, fire time.Time) ([]byte, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("not JSON: %w", err)
 	}
-	r := strings.NewReplacer(PlaceholderFireTime, fire.Format(time.RFC3339), PlaceholderFireDate, fire.Format(time.DateOnly))
+	fireTime := fire.Format(time.RFC3339)
+	date := func(m string) string {
+		sm := fireDate.FindStringSubmatch(m)
+		n, _ := strconv.Atoi(sm[2]) // at most 4 digits: "" is 0
+		if sm[1] == "-" {
+			n = -n
+		}
+		return fire.AddDate(0, 0, n).Format(time.DateOnly)
+	}
 	filled := false
 	var fill func(any) any
 	fill = func(v any) any {
 		switch x := v.(type) {
 		case string:
-			if y := r.Replace(x); y != x {
+			y := fireDate.ReplaceAllStringFunc(strings.ReplaceAll(x, PlaceholderFireTime, fireTime), date)
+			if y != x {
 				filled = true
 				return y
 			}
