@@ -15,44 +15,70 @@ import (
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
-// A server older than kinds in heartbeats has the heartbeat route but
-// decodes it strictly and answers the field with 400 unknown_field (the
-// stub answers as that server's decoding does): the worker connects
-// without its kinds and claims, instead of stopping at the refusal.
-func TestWorkerAgainstServerThatDoesNotKnowKinds(t *testing.T) {
-	t.Parallel()
-	var plain, claims atomic.Int32
+// olderServer stands for a server older than kinds in heartbeats: it has
+// the heartbeat route but decodes it strictly and answers the field with
+// 400 unknown_field, as that server's decoding does; claims find nothing.
+// With downFirst its first heartbeat answers 503 (not up yet). It counts
+// the heartbeats without kinds and the claims.
+type olderServer struct {
+	URL           string
+	plain, claims atomic.Int32
+}
+
+func newOlderServer(t *testing.T, downFirst bool) *olderServer {
+	t.Helper()
+	s := &olderServer{}
+	var seen atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		rw.Header().Set("Content-Type", "application/json")
+		heartbeat := r.URL.Path == "/v1/workers/heartbeat"
 		switch {
-		case r.URL.Path == "/v1/workers/heartbeat" && strings.Contains(string(body), `"kinds"`):
+		case heartbeat && downFirst && seen.CompareAndSwap(false, true):
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			rw.Write([]byte(`{"error":{"code":"unavailable","message":"not yet"}}`))
+		case heartbeat && strings.Contains(string(body), `"kinds"`):
 			rw.WriteHeader(http.StatusBadRequest)
 			rw.Write([]byte(`{"error":{"code":"unknown_field","message":"unknown field \"kinds\"","details":{"field":"kinds"}}}`))
-		case r.URL.Path == "/v1/workers/heartbeat":
-			plain.Add(1)
+		case heartbeat:
+			s.plain.Add(1)
 			rw.Write([]byte(`{"registered":true}`))
 		default: // claims: nothing to do
-			claims.Add(1)
+			s.claims.Add(1)
 			time.Sleep(50 * time.Millisecond)
 			rw.Write([]byte(`{}`))
 		}
 	}))
-	defer srv.Close()
-	w, err := worker.New(worker.Config{URL: srv.URL, Name: "w"})
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+// runAgainst runs a worker of cfg, with a handler, for d.
+func runAgainst(t *testing.T, cfg worker.Config, d time.Duration) {
+	t.Helper()
+	w, err := worker.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Handle("k", func(context.Context, *worker.Task) (json.RawMessage, error) { return nil, nil }); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	if err := w.Run(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run against a server without kinds in heartbeats: %v; want it to keep claiming", err)
 	}
-	if plain.Load() == 0 || claims.Load() == 0 {
-		t.Fatalf("%d heartbeats without kinds and %d claims; want both", plain.Load(), claims.Load())
+}
+
+// The worker connects to an older server without its kinds and claims,
+// instead of stopping at the refusal.
+func TestWorkerAgainstServerThatDoesNotKnowKinds(t *testing.T) {
+	t.Parallel()
+	s := newOlderServer(t, false)
+	runAgainst(t, worker.Config{URL: s.URL, Name: "w"}, 2*time.Second)
+	if s.plain.Load() == 0 || s.claims.Load() == 0 {
+		t.Fatalf("%d heartbeats without kinds and %d claims; want both", s.plain.Load(), s.claims.Load())
 	}
 }
 
@@ -60,40 +86,9 @@ func TestWorkerAgainstServerThatDoesNotKnowKinds(t *testing.T) {
 // heartbeats fall back to no kinds as well.
 func TestWorkerHeartbeatsFallBackAfterAFailedConnect(t *testing.T) {
 	t.Parallel()
-	var first atomic.Bool
-	var plain atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rw.Header().Set("Content-Type", "application/json")
-		switch {
-		case r.URL.Path == "/v1/workers/heartbeat" && first.CompareAndSwap(false, true):
-			rw.WriteHeader(http.StatusServiceUnavailable)
-			rw.Write([]byte(`{"error":{"code":"unavailable","message":"not yet"}}`))
-		case r.URL.Path == "/v1/workers/heartbeat" && strings.Contains(string(body), `"kinds"`):
-			rw.WriteHeader(http.StatusBadRequest)
-			rw.Write([]byte(`{"error":{"code":"unknown_field","message":"unknown field \"kinds\"","details":{"field":"kinds"}}}`))
-		case r.URL.Path == "/v1/workers/heartbeat":
-			plain.Add(1)
-			rw.Write([]byte(`{"registered":true}`))
-		default:
-			time.Sleep(50 * time.Millisecond)
-			rw.Write([]byte(`{}`))
-		}
-	}))
-	defer srv.Close()
-	w, err := worker.New(worker.Config{URL: srv.URL, Name: "w", LeaseTTL: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Handle("k", func(context.Context, *worker.Task) (json.RawMessage, error) { return nil, nil }); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := w.Run(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run: %v", err)
-	}
-	if plain.Load() < 2 {
-		t.Fatalf("%d heartbeats without kinds after the failed connect; want them to fall back", plain.Load())
+	s := newOlderServer(t, true)
+	runAgainst(t, worker.Config{URL: s.URL, Name: "w", LeaseTTL: time.Second}, 3*time.Second)
+	if s.plain.Load() < 2 {
+		t.Fatalf("%d heartbeats without kinds after the failed connect; want them to fall back", s.plain.Load())
 	}
 }
