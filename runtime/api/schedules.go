@@ -83,18 +83,12 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 	if len(req.Cron) > 256 {
 		return nil, invalid("cron", "is %d bytes, the limit is 256", len(req.Cron))
 	}
-	loc := time.UTC
-	switch {
-	case req.Timezone == "Local":
-		// Each host's own zone: processes on hosts set differently would
-		// fire the schedule at different times.
-		return nil, invalid("timezone", `"Local" is each host's own zone: name one (such as Europe/Berlin or UTC)`)
-	case req.Timezone != "":
-		l, err := time.LoadLocation(req.Timezone)
-		if err != nil || len(req.Timezone) > 256 {
-			return nil, invalid("timezone", "%q is not a time zone name (IANA names, which are case-sensitive: such as Europe/Berlin or UTC)", req.Timezone)
-		}
-		loc = l
+	if len(req.Timezone) > 256 {
+		return nil, invalid("timezone", "is %d bytes, the limit is 256", len(req.Timezone))
+	}
+	loc, err := ScheduleZone(req.Timezone)
+	if err != nil {
+		return nil, invalid("timezone", "%v", err)
 	}
 	c, err := cron.Parse(req.Cron, loc)
 	if err != nil {
@@ -133,6 +127,24 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 		return nil, e
 	}
 	return c, nil
+}
+
+// ScheduleZone loads the IANA time zone of a schedule ("" = UTC), for the
+// API's checks and the runner's fires alike. "Local" is refused: it is each
+// host's own zone, so ffrun processes on hosts set differently would fire
+// the same schedule at different times.
+func ScheduleZone(tz string) (*time.Location, error) {
+	switch tz {
+	case "", "UTC":
+		return time.UTC, nil
+	case "Local":
+		return nil, errors.New(`"Local" is each host's own zone: name one (such as Europe/Berlin or UTC)`)
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a time zone name (IANA names, which are case-sensitive: such as Europe/Berlin or UTC)", tz)
+	}
+	return loc, nil
 }
 
 // The placeholders a schedule's input may hold in its string values,

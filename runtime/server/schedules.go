@@ -62,28 +62,11 @@ func scheduledBy(key string) (string, time.Time, bool) {
 
 // parseSchedule parses a stored schedule's expression in its time zone.
 func parseSchedule(expr, tz string) (*cron.Schedule, error) {
-	loc, err := scheduleZone(tz)
+	loc, err := api.ScheduleZone(tz)
 	if err != nil {
 		return nil, err
 	}
 	return cron.Parse(expr, loc)
-}
-
-// scheduleZone loads an IANA time zone ("" = UTC). "Local" is refused: it
-// is each host's own zone, so ffrun processes on hosts set differently
-// would fire the same schedule at different times.
-func scheduleZone(tz string) (*time.Location, error) {
-	switch tz {
-	case "", "UTC":
-		return time.UTC, nil
-	case "Local":
-		return nil, errors.New(`time zone "Local" is each host's own: name the zone (such as Europe/Berlin)`)
-	}
-	loc, err := time.LoadLocation(tz)
-	if err != nil {
-		return nil, fmt.Errorf("time zone %q: %w", tz, err)
-	}
-	return loc, nil
 }
 
 // scheduleService implements api.ScheduleService over the store.
