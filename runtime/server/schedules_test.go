@@ -307,8 +307,8 @@ func TestScheduleLocalZoneRefused(t *testing.T) {
 	if err == nil {
 		t.Fatal(`timezone "Local" accepted: fire times depend on the host's TZ`)
 	}
-	if ae := apiErr(t, err); ae.Status != http.StatusBadRequest {
-		t.Fatalf("timezone Local: %v", err)
+	if ae := apiErr(t, err); ae.Status != http.StatusBadRequest || ae.Details["field"] != "timezone" || !strings.Contains(ae.Message, "each host's own zone") {
+		t.Fatalf("timezone Local: %v, want 400 on timezone saying why", err)
 	}
 }
 
