@@ -160,6 +160,7 @@ func Run(ctx context.Context, args []string, env Env) error {
 
 // options are the flags of serve and dev.
 type options struct {
+	ui              bool
 	valkey          string
 	valkeyBin       string
 	data            string
@@ -276,6 +277,7 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	fs.str(&o.listen, "listen", "FF_LISTEN", listen, "API listen address")
 	fs.str(&o.apiCert, "tls-cert", "FF_TLS_CERT", "", "PEM `file` of the API's certificate: serve HTTPS (with --tls-key; reloaded when the file changes)")
 	fs.str(&o.apiKey, "tls-key", "FF_TLS_KEY", "", "PEM `file` of the API certificate's private key (with --tls-cert)")
+	fs.boolean(&o.ui, "ui", "FF_UI", true, "serve the web console at /ui/ (behind FF_API_TOKEN when set)")
 	fs.str(&o.flows, "flows", "FF_FLOWS", "", "directory of .ff files whose flows are served as templates (compiled at start; errors refuse to start)")
 	fs.str(&o.prefix, "key-prefix", "FF_KEY_PREFIX", "", "prefix of every Valkey key")
 	fs.integer(&o.partitions, "partitions", "FF_PARTITIONS", 0, "execution partitions (0 = default; fixed once data exists)")
@@ -410,6 +412,7 @@ func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
 		ShutdownTimeout: o.shutdownTimeout,
 		Logger:          log,
 		APITLS:          o.apiTLS,
+		DisableUI:       !o.ui,
 	}
 	if !o.dev {
 		// The dev child has no password; these are for a Valkey of its own.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/api"
+	"github.com/flowfabric/ff/runtime/dashboard"
 	"github.com/flowfabric/ff/runtime/scheduler"
 	"github.com/flowfabric/ff/runtime/store"
 	"github.com/flowfabric/ff/runtime/wire"
@@ -64,6 +65,10 @@ type Config struct {
 	// Templates are compiled flows served by name (/v1/templates); ffrun
 	// --flows compiles them from a directory.
 	Templates []*plan.Flow
+
+	// DisableUI serves no web console; by default it is at /ui/
+	// (package dashboard), behind the same token as the API.
+	DisableUI bool
 
 	// Scanners tunes the background scanners; zero values take defaults.
 	Scanners ScannerConfig
@@ -231,6 +236,14 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		vk.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	if !cfg.DisableUI {
+		ui, err := dashboard.New(dashboard.Config{API: a, Token: cfg.Token, Logger: log})
+		if err != nil {
+			vk.Close()
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		a.Mount(dashboard.Prefix, ui)
+	}
 	// The templates' shared budgets and quotas (ffrun --flows).
 	if err := RegisterDeclared(ctx, st, cfg.Templates, log); err != nil {
 		vk.Close()
@@ -295,8 +308,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	} else {
 		go func() { served <- hs.Serve(ln) }()
 	}
-	s.log.Info("ffrun serving", slog.String("listen", ln.Addr().String()), slog.String("scheme", scheme),
-		slog.String("valkey", s.cfg.ValkeyAddr))
+	attrs := []any{slog.String("listen", ln.Addr().String()), slog.String("scheme", scheme), slog.String("valkey", s.cfg.ValkeyAddr)}
+	if !s.cfg.DisableUI {
+		attrs = append(attrs, slog.String("console", dashboard.Prefix+"/"))
+	}
+	s.log.Info("ffrun serving", attrs...)
 
 	var serveErr error
 	select {

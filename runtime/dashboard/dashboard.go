@@ -1,0 +1,434 @@
+// Package dashboard serves ffrun's web console under /ui/: pages for runs
+// (with their graph, members, result and failures), executions,
+// templates, schedules and workers, and the operator's actions on them
+// (cancel and replay a run, start a run of a template).
+//
+// The pages are rendered on the server (html/template, no script) and
+// read and act through ffrun's own /v1 API, called in process: the
+// console can do nothing the API does not allow, every action is checked
+// and refused as the API would, and the API's metrics and logs see it.
+// When ffrun has an API token, the console asks for it once and keeps a
+// session cookie signed with it (changing the token ends every session);
+// unsafe requests from other origins are refused
+// (http.CrossOriginProtection).
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/client"
+)
+
+// Prefix is the path the console is served under.
+const Prefix = "/ui"
+
+// SessionTTL is how long a console login lasts.
+const SessionTTL = 12 * time.Hour
+
+// RefreshDefault is how often a page showing running work reloads itself.
+const RefreshDefault = 2 * time.Second
+
+//go:embed templates/*.html static/*
+var files embed.FS
+
+// Config configures the console.
+type Config struct {
+	// API is the /v1 API the pages call, in process; required.
+	API http.Handler
+	// Token is the API's bearer token; "" = the API is open, and so is
+	// the console (no login).
+	Token string
+	// Refresh is how often pages showing running work reload; 0 =
+	// RefreshDefault, negative = never.
+	Refresh time.Duration
+	Logger  *slog.Logger
+	// Now is the clock of sessions (tests); nil = time.Now.
+	Now func() time.Time
+}
+
+// Dashboard is the console. It is an http.Handler for the paths under
+// Prefix.
+type Dashboard struct {
+	cfg   Config
+	log   *slog.Logger
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+	h     http.Handler
+	key   []byte // signs sessions; derived from the token
+}
+
+// New builds the console.
+func New(cfg Config) (*Dashboard, error) {
+	if cfg.API == nil {
+		return nil, errors.New("dashboard: Config.API is required")
+	}
+	if cfg.Refresh == 0 {
+		cfg.Refresh = RefreshDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	d := &Dashboard{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	if cfg.Token != "" {
+		m := hmac.New(sha256.New, []byte(cfg.Token))
+		m.Write([]byte("ffrun console session key"))
+		d.key = m.Sum(nil)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	d.pages = pages
+	d.routes()
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.render(w, r, http.StatusForbidden, &view{page: "error", title: "Refused",
+			data: "This request came from another site, so the console refused it: open the console itself and act from its pages."})
+	}))
+	d.h = cop.Handler(d.mux)
+	return d, nil
+}
+
+func (d *Dashboard) routes() {
+	m := d.mux
+	m.HandleFunc("GET "+Prefix+"/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, Prefix+"/runs", http.StatusSeeOther)
+	})
+	m.Handle("GET "+Prefix+"/static/", http.StripPrefix(Prefix, http.FileServerFS(files)))
+	m.HandleFunc("GET "+Prefix+"/login", d.loginPage)
+	m.HandleFunc("POST "+Prefix+"/login", d.login)
+	m.HandleFunc("POST "+Prefix+"/logout", d.logout)
+	m.Handle("GET "+Prefix+"/runs", d.page(d.runs))
+	m.Handle("GET "+Prefix+"/runs/{id}", d.page(d.run))
+	m.Handle("POST "+Prefix+"/runs/{id}/cancel", d.page(d.cancelRun))
+	m.Handle("POST "+Prefix+"/runs/{id}/replay", d.page(d.replayRun))
+	m.Handle("GET "+Prefix+"/executions/{id}", d.page(d.execution))
+	m.Handle("GET "+Prefix+"/templates", d.page(d.templates))
+	m.Handle("GET "+Prefix+"/templates/{name}", d.page(d.template))
+	m.Handle("POST "+Prefix+"/templates/{name}/runs", d.page(d.startRun))
+	m.Handle("GET "+Prefix+"/schedules", d.page(d.schedules))
+	m.Handle("GET "+Prefix+"/workers", d.page(d.workers))
+	m.Handle("GET "+Prefix+"/", d.page(func(*request) (*view, error) {
+		return nil, &pageError{status: http.StatusNotFound, msg: "There is no such page."}
+	}))
+}
+
+// ServeHTTP serves one request of the console.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("X-Frame-Options", "DENY")
+	if r.URL.Path == Prefix {
+		http.Redirect(w, r, Prefix+"/runs", http.StatusSeeOther)
+		return
+	}
+	d.h.ServeHTTP(w, r)
+}
+
+// request is what a page handler gets: the request and a client of the
+// API acting for it.
+type request struct {
+	r   *http.Request
+	api *client.Client
+}
+
+func (q *request) ctx() context.Context { return q.r.Context() }
+
+// view is a rendered page's name and data; redirect instead sends the
+// browser elsewhere (after an action).
+type view struct {
+	page     string
+	title    string
+	data     any
+	refresh  bool // the page shows running work: reload it
+	status   int  // 0 = 200
+	redirect string
+}
+
+// pageError is an answer other than 200 with a message for the user.
+type pageError struct {
+	status int
+	msg    string
+}
+
+func (e *pageError) Error() string { return e.msg }
+
+// page wraps a page handler: the session check, the API client, the
+// rendering of its view or error.
+func (d *Dashboard) page(fn func(*request) (*view, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !d.authenticated(r) {
+			if r.Method != http.MethodGet {
+				d.render(w, r, http.StatusUnauthorized, &view{page: "error", title: "Signed out",
+					data: "Your session has ended: sign in again, then repeat the action."})
+				return
+			}
+			http.Redirect(w, r, Prefix+"/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		api, err := client.New("http://ffrun.console", client.WithToken(d.cfg.Token),
+			client.WithHTTPClient(&http.Client{Transport: inProcess{d.cfg.API}}))
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		v, err := fn(&request{r: r, api: api})
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		if v.redirect != "" {
+			http.Redirect(w, r, v.redirect, http.StatusSeeOther)
+			return
+		}
+		status := http.StatusOK
+		if v.status != 0 {
+			status = v.status
+		}
+		d.render(w, r, status, v)
+	})
+}
+
+// fail renders err: the API's refusals with their status and message,
+// anything else as a 500 that is logged.
+func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var pe *pageError
+	var ae *client.APIError
+	switch {
+	case errors.As(err, &pe):
+		d.render(w, r, pe.status, &view{page: "error", title: http.StatusText(pe.status), data: pe.msg})
+	case errors.As(err, &ae):
+		d.render(w, r, ae.Status, &view{page: "error", title: http.StatusText(ae.Status),
+			data: fmt.Sprintf("%s (%s)", ae.Message, ae.Code)})
+	default:
+		d.log.ErrorContext(r.Context(), "console page failed", slog.String("path", r.URL.Path), slog.Any("err", err))
+		d.render(w, r, http.StatusInternalServerError, &view{page: "error", title: "Internal error",
+			data: "The page could not be made; the server's log says why."})
+	}
+}
+
+// layout is what the layout template gets.
+type layout struct {
+	Title    string
+	Nav      string // the section of the page, for the navigation bar
+	Refresh  int    // seconds; 0 = no reload
+	Again    string // the URL a reload loads: this one without its notice
+	Stop     string // this URL with refresh=off
+	SignedIn bool   // a session exists (a token is set)
+	Data     any
+}
+
+func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, v *view) {
+	t, ok := d.pages[v.page]
+	if !ok {
+		d.log.ErrorContext(r.Context(), "console: no such page template", slog.String("page", v.page))
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	l := layout{Title: v.title, Nav: section(r.URL.Path), Data: v.data, SignedIn: d.cfg.Token != "" && d.authenticated(r)}
+	if v.refresh && d.cfg.Refresh > 0 && r.URL.Query().Get("refresh") != "off" {
+		l.Refresh = max(1, int(d.cfg.Refresh.Round(time.Second)/time.Second))
+		u := *r.URL
+		q := u.Query()
+		q.Del("done")
+		u.RawQuery = q.Encode()
+		l.Again = u.RequestURI()
+		q.Set("refresh", "off")
+		u.RawQuery = q.Encode()
+		l.Stop = u.RequestURI()
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", l); err != nil {
+		d.log.ErrorContext(r.Context(), "console: render", slog.String("page", v.page), slog.Any("err", err))
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// section is the navigation entry a path belongs to.
+func section(path string) string {
+	rest := strings.TrimPrefix(path, Prefix+"/")
+	first, _, _ := strings.Cut(rest, "/")
+	switch first {
+	case "executions":
+		return "runs"
+	case "runs", "templates", "schedules", "workers":
+		return first
+	}
+	return ""
+}
+
+// Sessions: the cookie holds its expiry and an HMAC of it keyed by the
+// token, so that every ffrun sharing the token accepts it, and a new
+// token ends the old sessions.
+
+const sessionCookie = "ff_session"
+
+func (d *Dashboard) authenticated(r *http.Request) bool {
+	if d.cfg.Token == "" {
+		return true
+	}
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return false
+	}
+	exp, sig, ok := strings.Cut(c.Value, ".")
+	if !ok {
+		return false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, d.sign(exp)) {
+		return false
+	}
+	unix, err := strconv.ParseInt(exp, 10, 64)
+	return err == nil && d.cfg.Now().Unix() < unix
+}
+
+func (d *Dashboard) sign(exp string) []byte {
+	m := hmac.New(sha256.New, d.key)
+	m.Write([]byte(exp))
+	return m.Sum(nil)
+}
+
+func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
+	if d.cfg.Token == "" || d.authenticated(r) {
+		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		return
+	}
+	d.render(w, r, http.StatusOK, &view{page: "login", title: "Sign in", data: loginData{Next: safeNext(r.URL.Query().Get("next"))}})
+}
+
+type loginData struct {
+	Next  string
+	Error string
+}
+
+func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
+	if d.cfg.Token == "" {
+		http.Redirect(w, r, Prefix+"/runs", http.StatusSeeOther)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	next := safeNext(r.FormValue("next"))
+	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(r.FormValue("token"))), []byte(d.cfg.Token)) != 1 {
+		d.log.WarnContext(r.Context(), "console sign-in refused", slog.String("remote", r.RemoteAddr))
+		d.render(w, r, http.StatusUnauthorized, &view{page: "login", title: "Sign in",
+			data: loginData{Next: next, Error: "That is not ffrun's API token (FF_API_TOKEN)."}})
+		return
+	}
+	exp := strconv.FormatInt(d.cfg.Now().Add(SessionTTL).Unix(), 10)
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: exp + "." + base64.RawURLEncoding.EncodeToString(d.sign(exp)),
+		Path: Prefix, MaxAge: int(SessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: secure(r),
+	})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: secure(r)})
+	target := Prefix + "/runs"
+	if d.cfg.Token != "" {
+		target = Prefix + "/login"
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// secure says the browser reached ffrun over HTTPS, directly or through a
+// proxy that says so.
+func secure(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+// safeNext keeps a redirect after sign-in inside the console: a path
+// under Prefix, never another host ("//evil", "/\evil").
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, Prefix+"/") || strings.ContainsAny(next, "\\\r\n") || strings.HasPrefix(next, "//") {
+		return Prefix + "/runs"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" {
+		return Prefix + "/runs"
+	}
+	return next
+}
+
+// inProcess sends the console's API requests to the API handler without
+// a network: the handler writes into a recorder whose content becomes the
+// response.
+type inProcess struct{ h http.Handler }
+
+func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
+	rec := &recorder{header: http.Header{}}
+	if req.Body == nil {
+		req.Body = http.NoBody
+	}
+	// The API reads a request as a server would: RequestURI and RemoteAddr
+	// are set, Host is the URL's.
+	req.RequestURI = req.URL.RequestURI()
+	req.RemoteAddr = "console"
+	t.h.ServeHTTP(rec, req)
+	if err := req.Context().Err(); err != nil {
+		return nil, err
+	}
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	return &http.Response{
+		Status: fmt.Sprintf("%d %s", rec.status, http.StatusText(rec.status)), StatusCode: rec.status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: rec.header, Body: io.NopCloser(&rec.body), ContentLength: int64(rec.body.Len()), Request: req,
+	}, nil
+}
+
+// recorder is an http.ResponseWriter that keeps what is written.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(p)
+}
+
+// Flush is a no-op: everything is kept until the handler returns.
+func (r *recorder) Flush() {}

@@ -1,0 +1,582 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flowfabric/ff/compiler"
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/dsl"
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
+	"github.com/flowfabric/ff/runtime/worker"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	servertest.StopShared()
+	os.Exit(code)
+}
+
+// pipeSource is the flow most tests run: a fetch, a check that fails on
+// the input "bad", a publish on success and an alert on failure.
+const pipeSource = `
+type Doc { url: string, note?: string }
+
+flow pipe(Doc) -> Doc {
+  exec fetch(Doc) -> Doc { }
+  exec check(Doc) -> Doc { }
+  exec publish(Doc) -> Doc { }
+  exec alert() { }
+  fetch -> check
+  check -> publish
+  check -> alert on failure
+  result publish
+}
+`
+
+func compile(t *testing.T, name, src string) []*plan.Flow {
+	t.Helper()
+	pkg, diags := compiler.Compile([]dsl.Source{{Name: name, Data: []byte(src)}})
+	if len(diags) > 0 {
+		t.Fatalf("compile %s: %v", name, diags)
+	}
+	var flows []*plan.Flow
+	for i := range pkg.Flows {
+		flows = append(flows, &pkg.Flows[i])
+	}
+	return flows
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// browser is a client that keeps cookies and does not follow redirects,
+// so that tests see each answer.
+type browser struct {
+	t    *testing.T
+	base string
+	hc   *http.Client
+}
+
+func newBrowser(t *testing.T, env *servertest.Env) *browser {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &browser{t: t, base: env.URL, hc: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}}
+}
+
+type page struct {
+	status   int
+	body     string
+	location string
+	header   http.Header
+}
+
+func (b *browser) do(method, path string, form url.Values, header map[string]string) page {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, b.base+path, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := b.hc.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return page{status: res.StatusCode, body: string(data), location: res.Header.Get("Location"), header: res.Header}
+}
+
+func (b *browser) get(path string) page { b.t.Helper(); return b.do(http.MethodGet, path, nil, nil) }
+
+// post sends a form as a browser on the console's own page does.
+func (b *browser) post(path string, form url.Values) page {
+	b.t.Helper()
+	return b.do(http.MethodPost, path, form, map[string]string{"Origin": b.base, "Sec-Fetch-Site": "same-origin"})
+}
+
+// want fails t unless p has the status and holds every fragment.
+func (p page) want(t *testing.T, status int, fragments ...string) {
+	t.Helper()
+	if p.status != status {
+		t.Fatalf("status %d, want %d; body:\n%s", p.status, status, p.body)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(p.body, f) {
+			t.Fatalf("the page lacks %q; body:\n%s", f, p.body)
+		}
+	}
+}
+
+// runWorker runs handlers on env until t ends.
+func runWorker(t *testing.T, env *servertest.Env, handlers map[string]worker.Handler) {
+	t.Helper()
+	w, err := worker.New(worker.Config{URL: env.URL, Token: env.Config.Token, Name: "console-test", Concurrency: 4,
+		ClaimWait: 2 * time.Second, DrainTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, h := range handlers {
+		if err := w.Handle(k, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { cancel(); <-done }) })
+}
+
+// pipeHandlers: check fails (for good) on the url "bad"; the error
+// message carries markup, which pages must escape.
+func pipeHandlers() map[string]worker.Handler {
+	echo := func(_ context.Context, task *worker.Task) (json.RawMessage, error) { return task.Input(), nil }
+	return map[string]worker.Handler{
+		"pipe.fetch": echo, "pipe.publish": echo,
+		"pipe.alert": func(context.Context, *worker.Task) (json.RawMessage, error) { return nil, nil },
+		"pipe.check": func(_ context.Context, task *worker.Task) (json.RawMessage, error) {
+			var d struct{ URL string }
+			if err := json.Unmarshal(task.Input(), &d); err != nil {
+				return nil, err
+			}
+			if d.URL == "bad" {
+				return nil, worker.Permanent(errors.New(`<script>alert("x")</script> is not allowed`))
+			}
+			return task.Input(), nil
+		},
+	}
+}
+
+var runLink = regexp.MustCompile(`^/ui/runs/([^?]+)\?done=(\w+)$`)
+
+// startRun starts a run of template through the console's form and
+// returns its id.
+func startRun(t *testing.T, b *browser, template string, form url.Values) (id, done string) {
+	t.Helper()
+	p := b.post("/ui/templates/"+template+"/runs", form)
+	m := runLink.FindStringSubmatch(p.location)
+	if p.status != http.StatusSeeOther || m == nil {
+		t.Fatalf("start: status %d, location %q; body:\n%s", p.status, p.location, p.body)
+	}
+	id, err := url.PathUnescape(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, m[2]
+}
+
+func waitRun(t *testing.T, env *servertest.Env, id string) *wire.FlowRun {
+	t.Helper()
+	run, err := env.Client.RunResult(ctxT(t), id, 20*time.Second)
+	if err != nil {
+		t.Fatalf("run %s: %v", id, err)
+	}
+	if run.State == wire.RunRunning {
+		t.Fatalf("run %s still running after 20 s", id)
+	}
+	return run
+}
+
+// TestConsoleRunsAFlow: a run started from the template page's form runs
+// on a worker; its page shows it running then succeeded, with its graph,
+// members, result and no action but none; the runs list and its filters
+// show it; a member's page shows its input and output.
+func TestConsoleRunsAFlow(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = compile(t, "pipe.ff", pipeSource) })
+	b := newBrowser(t, env)
+
+	// The template page: its graph and execs, and the start form filled
+	// with an input of the flow's type.
+	b.get("/ui/templates/pipe").want(t, http.StatusOK, "<h1>Template pipe</h1>", `class="graph"`,
+		"<td>alert</td>", "<td>fetch</td>", "join all",
+		// the input skeleton, in field order
+		"{\n  &#34;url&#34;: &#34;&#34;,\n  &#34;note&#34;: &#34;&#34;\n}</textarea>")
+
+	id, done := startRun(t, b, "pipe", url.Values{"input": {`{"url": "https://example.com/a"}`}})
+	if done != "started" {
+		t.Fatalf("done = %q", done)
+	}
+	// No worker yet: the run page says the run is running and why its
+	// first member waits, and reloads itself (without the notice).
+	p := b.get("/ui/runs/" + id + "?done=started")
+	p.want(t, http.StatusOK, "The run was started.", `<span class="state s-run">running</span>`,
+		"no worker is connected to namespace default", "Cancel the run",
+		`<meta http-equiv="refresh" content="2; url=/ui/runs/`+id+`">`)
+
+	runWorker(t, env, pipeHandlers())
+	waitRun(t, env, id)
+	run, err := env.Client.GetRun(ctxT(t), id)
+	if err != nil || run.State != wire.RunSucceeded {
+		t.Fatalf("run %+v, %v", run, err)
+	}
+	p = b.get("/ui/runs/" + id)
+	p.want(t, http.StatusOK, `<span class="state s-good">succeeded</span>`, "4 of 4 done: 3 succeeded, 0 failed, 1 skipped",
+		"<h2>Result</h2>", "&#34;url&#34;: &#34;https://example.com/a&#34;",
+		`<g class="node s-good"><title>publish (kind pipe.publish): completed</title>`,
+		`<g class="node s-off"><title>alert (kind pipe.alert): skipped</title>`)
+	if strings.Contains(p.body, "http-equiv=\"refresh\"") || strings.Contains(p.body, "Cancel the run") ||
+		strings.Contains(p.body, "Replay") {
+		t.Fatalf("an ended, succeeded run's page reloads or offers actions:\n%s", p.body)
+	}
+	// Each member links to its execution page, which links back.
+	var publish, fetch wire.FlowExec
+	for _, x := range run.Execs {
+		switch x.Name {
+		case "publish":
+			publish = x
+		case "fetch":
+			fetch = x
+		}
+	}
+	if publish.ExecutionID == "" || fetch.ExecutionID == "" {
+		t.Fatalf("no publish member in %+v", run.Execs)
+	}
+	link := "/ui/executions/" + publish.ExecutionID + "?run=" + url.QueryEscape(id)
+	if !strings.Contains(p.body, `href="`+strings.ReplaceAll(link, "&", "&amp;")+`"`) && !strings.Contains(p.body, `href="`+link+`"`) {
+		t.Fatalf("the run page does not link %s:\n%s", link, p.body)
+	}
+	b.get(link).want(t, http.StatusOK, "<h1>Execution <code>"+publish.ExecutionID+"</code>",
+		`<a href="/ui/runs/`+id+`">`, "<h2>Output</h2>", "<code>pipe.publish</code>", "1 of 1")
+	// The root member's input is the run's.
+	b.get("/ui/executions/"+fetch.ExecutionID).want(t, http.StatusOK, "<h2>Input</h2>", "&#34;https://example.com/a&#34;")
+
+	// The runs list has it, with and without a matching filter.
+	b.get("/ui/runs").want(t, http.StatusOK, `<a href="/ui/runs/`+id+`">`, "4/4")
+	b.get("/ui/runs?state=succeeded&flow=pipe").want(t, http.StatusOK, `<a href="/ui/runs/`+id+`">`)
+	if p := b.get("/ui/runs?state=failed"); strings.Contains(p.body, id) {
+		t.Fatalf("state=failed lists the succeeded run:\n%s", p.body)
+	}
+	// A filter the API refuses is its 400, with its message.
+	b.get("/ui/runs?state=sideways").want(t, http.StatusBadRequest, "state")
+	// The workers page shows the worker and the kinds it handles.
+	b.get("/ui/workers").want(t, http.StatusOK, "<td>console-test</td>", "pipe.check")
+}
+
+// TestConsoleFailureCancelReplay: a failed run's page shows what failed
+// (escaped) and offers a replay; a cancel through the form cancels a
+// running run; a replay the API refuses says why.
+func TestConsoleFailureCancelReplay(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = compile(t, "pipe.ff", pipeSource) })
+	b := newBrowser(t, env)
+	runWorker(t, env, pipeHandlers())
+
+	id, _ := startRun(t, b, "pipe", url.Values{"input": {`{"url": "bad"}`}})
+	if run := waitRun(t, env, id); run.State != wire.RunFailed {
+		t.Fatalf("run %+v", run)
+	}
+	p := b.get("/ui/runs/" + id)
+	p.want(t, http.StatusOK, `<span class="state s-bad">failed</span>`, "<h2>Did not succeed</h2>",
+		"&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; is not allowed", "Replay from what failed",
+		`<g class="node s-good"><title>alert (kind pipe.alert): completed</title>`)
+	if strings.Contains(p.body, "<script>") {
+		t.Fatalf("the handler's markup reached the page unescaped:\n%s", p.body)
+	}
+	// Replayed: check runs again, fails again (the same input).
+	b.post("/ui/runs/"+id+"/replay", url.Values{}).wantRedirect(t, "/ui/runs/"+id+"?done=replayed")
+	run := waitRun(t, env, id)
+	if run.State != wire.RunFailed || run.Replays != 1 {
+		t.Fatalf("after the replay: %+v", run)
+	}
+	b.get("/ui/runs/"+id+"?done=replayed").want(t, http.StatusOK, "The run was replayed", "Replayed</dt><dd>1 time(s)")
+
+	// A run with no worker for its namespace stays running; cancel it.
+	other := compile(t, "held.ff", `flow held() { namespace "nobody" exec a() { } }`)
+	env2 := servertest.Start(t, func(c *server.Config) { c.Templates = other })
+	b2 := newBrowser(t, env2)
+	id2, _ := startRun(t, b2, "held", url.Values{})
+	b2.get("/ui/runs/"+id2).want(t, http.StatusOK, "Cancel the run", "no worker is connected to namespace nobody")
+	b2.post("/ui/runs/"+id2+"/cancel", url.Values{"reason": {"tried from a test"}}).
+		wantRedirect(t, "/ui/runs/"+id2+"?done=cancelled")
+	got, err := env2.Client.GetRun(ctxT(t), id2)
+	if err != nil || got.State != wire.RunCancelled || !strings.Contains(got.Error, "tried from a test") {
+		t.Fatalf("after the cancel: %+v, %v", got, err)
+	}
+	b2.get("/ui/runs/"+id2).want(t, http.StatusOK, `<span class="state s-off">cancelled</span>`, "Replay from what failed")
+	// Replay it, then replay the running run again: the API refuses, and
+	// the page says so with a 409.
+	b2.post("/ui/runs/"+id2+"/replay", url.Values{}).wantRedirect(t, "/ui/runs/"+id2+"?done=replayed")
+	b2.post("/ui/runs/"+id2+"/replay", url.Values{}).want(t, http.StatusConflict, "Refused: ", "<h1>Run <code>"+id2)
+	// An unknown run is the API's 404.
+	b2.get("/ui/runs/no-such-run").want(t, http.StatusNotFound, "not_found")
+}
+
+func (p page) wantRedirect(t *testing.T, location string) {
+	t.Helper()
+	if p.status != http.StatusSeeOther || p.location != location {
+		t.Fatalf("status %d location %q, want 303 to %q; body:\n%s", p.status, p.location, location, p.body)
+	}
+}
+
+// TestConsoleStartRefusals: the start form keeps what was typed and says
+// why the API refused it.
+func TestConsoleStartRefusals(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = compile(t, "pipe.ff", pipeSource) })
+	b := newBrowser(t, env)
+	b.post("/ui/templates/pipe/runs", url.Values{"input": {`{"url": `}}).
+		want(t, http.StatusOK, "The input is not valid JSON.", "{&#34;url&#34;:</textarea>")
+	b.post("/ui/templates/pipe/runs", url.Values{"input": {`{"url": 7}`}}).
+		want(t, http.StatusOK, "Refused: input.url", "{&#34;url&#34;: 7}</textarea>")
+	b.post("/ui/templates/pipe/runs", url.Values{"input": {`{"note": "x"}`}}).
+		want(t, http.StatusOK, "Refused: ", "input.url")
+	b.post("/ui/templates/nope/runs", url.Values{"input": {`{}`}}).want(t, http.StatusNotFound, "nope")
+	// The same idempotency key twice: the second start shows the first run.
+	form := url.Values{"input": {`{"url": "u"}`}, "key": {"console-key-1"}}
+	id, done := startRun(t, b, "pipe", form)
+	id2, done2 := startRun(t, b, "pipe", form)
+	if id != id2 || done != "started" || done2 != "existing" {
+		t.Fatalf("starts with one key: %s %s, %s %s", id, done, id2, done2)
+	}
+	b.get("/ui/runs/"+id2+"?done=existing").want(t, http.StatusOK, "A run with that idempotency key exists already",
+		"<code>console-key-1</code>")
+}
+
+// TestConsoleCrossSite: unsafe requests from another origin are refused
+// before they act; the same origin and non-browser clients pass.
+func TestConsoleCrossSite(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = compile(t, "pipe.ff", pipeSource) })
+	b := newBrowser(t, env)
+	form := url.Values{"input": {`{"url": "u"}`}}
+	for _, h := range []map[string]string{
+		{"Origin": "https://evil.example"},
+		{"Sec-Fetch-Site": "cross-site"},
+		{"Sec-Fetch-Site": "same-site", "Origin": "http://sub." + strings.TrimPrefix(env.URL, "http://")},
+	} {
+		b.do(http.MethodPost, "/ui/templates/pipe/runs", form, h).want(t, http.StatusForbidden, "came from another site")
+	}
+	list, err := env.Client.ListRuns(ctxT(t), client.RunListOptions{})
+	if err != nil || len(list.Runs) != 0 {
+		t.Fatalf("a refused request started a run: %+v, %v", list, err)
+	}
+	// Without the headers (curl, scripts) the request is not a browser's.
+	startRun(t, b, "pipe", form)
+}
+
+// TestConsoleSignIn: with a token, the console asks for it once and keeps
+// a session; a wrong token, a forged or foreign session, and signing out
+// leave the pages closed; the API still wants its bearer token.
+func TestConsoleSignIn(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) {
+		c.Token = "s3cret-token"
+		c.Templates = compile(t, "pipe.ff", pipeSource)
+	})
+	b := newBrowser(t, env)
+	b.get("/ui/templates").wantRedirect(t, "/ui/login?next=%2Fui%2Ftemplates")
+	// An action without a session is refused, not redirected (its form
+	// would be lost).
+	b.post("/ui/templates/pipe/runs", url.Values{"input": {`{"url":"u"}`}}).want(t, http.StatusUnauthorized, "sign in again")
+	b.get("/ui/login?next=%2Fui%2Ftemplates").want(t, http.StatusOK, `name="token"`, `value="/ui/templates"`)
+	b.post("/ui/login", url.Values{"token": {"wrong"}, "next": {"/ui/templates"}}).
+		want(t, http.StatusUnauthorized, "That is not ffrun&#39;s API token")
+	p := b.post("/ui/login", url.Values{"token": {"s3cret-token"}, "next": {"/ui/templates"}})
+	p.wantRedirect(t, "/ui/templates")
+	cookie := p.header.Get("Set-Cookie")
+	for _, attr := range []string{"ff_session=", "Path=/ui", "HttpOnly", "SameSite=Strict", "Max-Age=43200"} {
+		if !strings.Contains(cookie, attr) {
+			t.Fatalf("session cookie %q lacks %s", cookie, attr)
+		}
+	}
+	if strings.Contains(cookie, "s3cret-token") {
+		t.Fatalf("the session cookie holds the token: %q", cookie)
+	}
+	b.get("/ui/templates").want(t, http.StatusOK, `<a href="/ui/templates/pipe">pipe</a>`, "Sign out")
+	startRun(t, b, "pipe", url.Values{"input": {`{"url":"u"}`}})
+	// The session is the console's only: the API wants its bearer token.
+	if r := env.Do(t, http.MethodGet, "/v1/templates", map[string]string{"Cookie": strings.Split(cookie, ";")[0]}, ""); r.Status != http.StatusUnauthorized {
+		t.Fatalf("the console's session opened the API: %d %s", r.Status, r.Body)
+	}
+	// A forged signature, and a session of another token, are not sessions.
+	value := strings.TrimPrefix(strings.Split(cookie, ";")[0], "ff_session=")
+	exp, _, _ := strings.Cut(value, ".")
+	other := servertest.Start(t, func(c *server.Config) { c.Token = "another-token" })
+	ob := newBrowser(t, other)
+	ob.post("/ui/login", url.Values{"token": {"another-token"}}).wantRedirect(t, "/ui/runs")
+	for _, forged := range []string{exp + ".AAAA", "9999999999." + strings.SplitN(value, ".", 2)[1], "nonsense", ""} {
+		fresh := newBrowser(t, env)
+		fresh.do(http.MethodGet, "/ui/runs", nil, map[string]string{"Cookie": "ff_session=" + forged}).
+			wantRedirect(t, "/ui/login?next=%2Fui%2Fruns")
+	}
+	u, _ := url.Parse(other.URL)
+	foreign := ob.hc.Jar.Cookies(&url.URL{Scheme: "http", Host: u.Host, Path: "/ui/"})
+	if len(foreign) != 1 {
+		t.Fatalf("cookies of the other server: %v", foreign)
+	}
+	newBrowser(t, env).do(http.MethodGet, "/ui/runs", nil, map[string]string{"Cookie": "ff_session=" + foreign[0].Value}).
+		wantRedirect(t, "/ui/login?next=%2Fui%2Fruns")
+	// A next outside the console goes to the runs.
+	for _, next := range []string{"//evil.example/ui/", "https://evil.example/", "/v1/flows", `/ui/\evil`} {
+		nb := newBrowser(t, env)
+		nb.post("/ui/login", url.Values{"token": {"s3cret-token"}, "next": {next}}).wantRedirect(t, "/ui/runs")
+	}
+	// Signing out ends the session.
+	b.post("/ui/logout", url.Values{}).wantRedirect(t, "/ui/login")
+	b.get("/ui/runs").wantRedirect(t, "/ui/login?next=%2Fui%2Fruns")
+}
+
+// TestConsolePages: schedules, an empty server, headers, the refusal of
+// unknown pages, and no console when it is disabled.
+func TestConsolePages(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = compile(t, "pipe.ff", pipeSource) })
+	b := newBrowser(t, env)
+	if _, _, err := env.Client.PutSchedule(ctxT(t), "hourly-pipe", wire.PutSchedule{Template: "pipe", Cron: "@hourly",
+		Timezone: "Asia/Kolkata", Input: json.RawMessage(`{"url":"s"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	p := b.get("/ui/schedules")
+	p.want(t, http.StatusOK, "<td>hourly-pipe</td>", "<code>@hourly</code> in Asia/Kolkata", ":00:00 IST")
+	for k, v := range map[string]string{
+		"Content-Security-Policy": "default-src 'none'", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
+		"Cache-Control": "no-store", "Content-Type": "text/html; charset=utf-8",
+	} {
+		if !strings.Contains(p.header.Get(k), v) {
+			t.Fatalf("header %s = %q, want %q", k, p.header.Get(k), v)
+		}
+	}
+	b.get("/ui").wantRedirect(t, "/ui/runs")
+	b.get("/ui/").wantRedirect(t, "/ui/runs")
+	b.get("/ui/runs").want(t, http.StatusOK, "No run here")
+	b.get("/ui/workers").want(t, http.StatusOK, "No worker is connected")
+	b.get("/ui/nothing/here").want(t, http.StatusNotFound, "There is no such page.")
+	b.get("/ui/static/app.css").want(t, http.StatusOK, "svg.graph")
+	b.do(http.MethodDelete, "/ui/runs", nil, nil).want(t, http.StatusMethodNotAllowed, "method_not_allowed")
+
+	off := servertest.Start(t, func(c *server.Config) { c.DisableUI = true })
+	if r := off.Do(t, http.MethodGet, "/ui/runs", nil, ""); r.Status != http.StatusNotFound || r.Err.Code != wire.CodeUnknownRoute {
+		t.Fatalf("a disabled console answers %d %s", r.Status, r.Body)
+	}
+}
+
+// TestConsoleLargeRun: a run of 2,001 members lists the first 2,000 and
+// says so, and has no graph.
+func TestConsoleLargeRun(t *testing.T) {
+	t.Parallel()
+	var src strings.Builder
+	src.WriteString("flow wide() {\n  namespace \"nobody\"\n  exec root() { }\n")
+	for i := range 2000 {
+		src.WriteString("  exec m" + strconv.Itoa(i) + "() { }\n  root -> m" + strconv.Itoa(i) + "\n")
+	}
+	src.WriteString("}\n")
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = compile(t, "wide.ff", src.String()) })
+	b := newBrowser(t, env)
+	id, _ := startRun(t, b, "wide", url.Values{})
+	p := b.get("/ui/runs/" + id)
+	p.want(t, http.StatusOK, "0 of 2001 done", "1 more members are not listed")
+	if strings.Contains(p.body, `class="graph"`) {
+		t.Fatal("a 2,001-member run is drawn")
+	}
+	if n := strings.Count(p.body, `<a href="/ui/executions/`); n != 2000 {
+		t.Fatalf("%d members listed, want 2000", n)
+	}
+}
+
+var svgRe = regexp.MustCompile(`(?s)<svg class="graph".*?</svg>`)
+
+// TestConsoleGraphs: the graph of every example flow, as its template
+// page draws it, is well-formed SVG and matches its golden file
+// (testdata/<flow>.svg; -update rewrites them).
+func TestConsoleGraphs(t *testing.T) {
+	t.Parallel()
+	pkg, diags := compiler.CompileFiles("../../examples/flows")
+	if len(diags) > 0 {
+		t.Fatalf("compile the examples: %v", diags)
+	}
+	var flows []*plan.Flow
+	for i := range pkg.Flows {
+		flows = append(flows, &pkg.Flows[i])
+	}
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = flows })
+	b := newBrowser(t, env)
+	for _, f := range flows {
+		p := b.get("/ui/templates/" + f.Name)
+		p.want(t, http.StatusOK)
+		svg := svgRe.FindString(p.body)
+		if svg == "" {
+			t.Fatalf("template %s: no graph", f.Name)
+		}
+		dec := xml.NewDecoder(strings.NewReader(svg))
+		for {
+			if _, err := dec.Token(); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("template %s: the graph is not well-formed: %v\n%s", f.Name, err, svg)
+			}
+		}
+		for _, x := range f.Execs {
+			if !strings.Contains(svg, ">"+x.Name+"<") {
+				t.Fatalf("template %s: exec %s is not drawn", f.Name, x.Name)
+			}
+		}
+		if n := strings.Count(svg, `<path class="edge`); n != len(f.Edges) {
+			t.Fatalf("template %s: %d edges drawn, want %d", f.Name, n, len(f.Edges))
+		}
+		golden := filepath.Join("testdata", f.Name+".svg")
+		if *update {
+			if err := os.MkdirAll("testdata", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(golden, []byte(svg+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run go test ./runtime/dashboard -update)", err)
+		}
+		if d := cmp.Diff(strings.TrimSuffix(string(want), "\n"), svg); d != "" {
+			t.Fatalf("template %s: graph differs from %s (-want +got):\n%s", f.Name, golden, d)
+		}
+	}
+}
