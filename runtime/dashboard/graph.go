@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/wire"
@@ -20,6 +21,7 @@ const (
 	colGap  = 56
 	rowGap  = 14
 	margin  = 8
+	laneH   = 16 // height of the lane an edge takes through a column
 	nameMax = 22 // characters of a name drawn; the tooltip has all of it
 )
 
@@ -92,53 +94,129 @@ func layoutGraph(t *wire.Template, run *wire.FlowRun) *graph {
 		}
 		cols = max(cols, col[i]+1)
 	}
-	// Rows: in flow order within a column, then each column after the
-	// first ordered by the mean row of its upstreams, which keeps most
-	// edges short and uncrossed.
-	row := make([]float64, len(t.Execs))
-	byCol := make([][]int, cols)
+	// Slots: the execs, and for each edge that spans columns a waypoint in
+	// every column it crosses, so that it runs between the execs of those
+	// columns instead of through them.
+	type slot struct {
+		col   int
+		exec  int   // index in t.Execs; -1 for a waypoint
+		preds []int // slots in the previous column that lead here
+		succs []int
+		y     int
+	}
+	slots := make([]slot, len(t.Execs))
 	for i := range t.Execs {
-		byCol[col[i]] = append(byCol[col[i]], i)
+		slots[i] = slot{col: col[i], exec: i}
 	}
-	for c, members := range byCol {
-		if c > 0 {
-			key := make(map[int]float64, len(members))
-			for _, i := range members {
-				sum, n := 0.0, 0
-				for _, u := range t.Execs[i].Upstreams {
-					if j, ok := index[u]; ok {
-						sum += row[j]
-						n++
-					}
-				}
-				key[i] = float64(i) / float64(len(t.Execs)) // ties keep flow order
-				if n > 0 {
-					key[i] += sum / float64(n)
-				}
+	type route struct {
+		from, to int   // exec indexes
+		via      []int // waypoint slots, left to right
+	}
+	var routes []route
+	for i, x := range t.Execs {
+		for _, u := range x.Upstreams {
+			j, ok := index[u]
+			if !ok {
+				continue
 			}
-			slices.SortStableFunc(members, func(a, b int) int {
-				switch {
-				case key[a] < key[b]:
-					return -1
-				case key[a] > key[b]:
-					return 1
-				}
-				return 0
-			})
-		}
-		for r, i := range members {
-			row[i] = float64(r)
+			r := route{from: j, to: i}
+			prev := j
+			for c := col[j] + 1; c < col[i]; c++ {
+				slots = append(slots, slot{col: c, exec: -1})
+				w := len(slots) - 1
+				r.via = append(r.via, w)
+				slots[w].preds = append(slots[w].preds, prev)
+				slots[prev].succs = append(slots[prev].succs, w)
+				prev = w
+			}
+			slots[i].preds = append(slots[i].preds, prev)
+			slots[prev].succs = append(slots[prev].succs, i)
+			routes = append(routes, r)
 		}
 	}
-	rows := 0
-	for _, members := range byCol {
-		rows = max(rows, len(members))
+	// Order within columns: flow order first, then sweeps that sort each
+	// column by the mean position of its neighbours in the column before
+	// (left to right) or after (right to left), which keeps most edges
+	// short and uncrossed.
+	byCol := make([][]int, cols)
+	for k := range slots {
+		byCol[slots[k].col] = append(byCol[slots[k].col], k)
+	}
+	pos := make([]float64, len(slots))
+	number := func(c int) {
+		for r, k := range byCol[c] {
+			pos[k] = float64(r)
+		}
+	}
+	for c := range byCol {
+		number(c)
+	}
+	sortBy := func(c int, next func(k int) []int) {
+		key := make(map[int]float64, len(byCol[c]))
+		for _, k := range byCol[c] {
+			key[k] = pos[k] // no neighbour: stay
+			if ns := next(k); len(ns) > 0 {
+				sum := 0.0
+				for _, n := range ns {
+					sum += pos[n]
+				}
+				key[k] = sum / float64(len(ns))
+			}
+		}
+		slices.SortStableFunc(byCol[c], func(a, b int) int {
+			switch {
+			case key[a] < key[b]:
+				return -1
+			case key[a] > key[b]:
+				return 1
+			}
+			return 0
+		})
+		number(c)
+	}
+	for range 2 {
+		for c := 1; c < cols; c++ {
+			sortBy(c, func(k int) []int { return slots[k].preds })
+		}
+		for c := cols - 2; c >= 0; c-- {
+			sortBy(c, func(k int) []int { return slots[k].succs })
+		}
+	}
+	for c := 1; c < cols; c++ {
+		sortBy(c, func(k int) []int { return slots[k].preds })
+	}
+	// Heights: an exec takes a node and a gap, a waypoint a lane of its
+	// own; each column is centred against the tallest.
+	height := func(k int) int {
+		if slots[k].exec < 0 {
+			return laneH
+		}
+		return nodeH + rowGap
+	}
+	tallest := 0
+	for _, ks := range byCol {
+		h := 0
+		for _, k := range ks {
+			h += height(k)
+		}
+		tallest = max(tallest, h)
+	}
+	for _, ks := range byCol {
+		h := 0
+		for _, k := range ks {
+			h += height(k)
+		}
+		y := margin + (tallest-h)/2
+		for _, k := range ks {
+			slots[k].y = y
+			y += height(k)
+		}
 	}
 	g := &graph{
 		NodeW:  nodeW,
 		NodeH:  nodeH,
 		Width:  2*margin + cols*nodeW + (cols-1)*colGap,
-		Height: 2*margin + rows*nodeH + (rows-1)*rowGap,
+		Height: 2*margin + tallest - rowGap,
 	}
 	members := map[string]wire.FlowExec{}
 	if run != nil {
@@ -146,18 +224,9 @@ func layoutGraph(t *wire.Template, run *wire.FlowRun) *graph {
 			members[x.Name] = x
 		}
 	}
-	pos := make([][2]int, len(t.Execs))
-	for c, ms := range byCol {
-		// A shorter column is centred against the tallest.
-		off := (rows - len(ms)) * (nodeH + rowGap) / 2
-		for r, i := range ms {
-			x := margin + c*(nodeW+colGap)
-			y := margin + off + r*(nodeH+rowGap)
-			pos[i] = [2]int{x, y}
-		}
-	}
+	left := func(c int) int { return margin + c*(nodeW+colGap) }
 	for i, x := range t.Execs {
-		n := node{Name: x.Name, Label: shorten(x.Name, nameMax), Kind: x.Kind, X: pos[i][0], Y: pos[i][1]}
+		n := node{Name: x.Name, Label: shorten(x.Name, nameMax), Kind: shorten(x.Kind, nameMax+4), X: left(col[i]), Y: slots[i].y}
 		n.TextX, n.NameY, n.StateY = n.X+10, n.Y+17, n.Y+32
 		if m, ok := members[x.Name]; ok {
 			n.State = m.State
@@ -169,25 +238,28 @@ func layoutGraph(t *wire.Template, run *wire.FlowRun) *graph {
 	for _, e := range t.Edges {
 		on[[2]string{e.From, e.To}] = e.On
 	}
-	for i, x := range t.Execs {
-		for _, u := range x.Upstreams {
-			j, ok := index[u]
-			if !ok {
-				continue
-			}
-			kind := on[[2]string{u, x.Name}]
-			if kind == "" {
-				kind = plan.OnSuccess
-			}
-			x1, y1 := pos[j][0]+nodeW, pos[j][1]+nodeH/2
-			x2, y2 := pos[i][0], pos[i][1]+nodeH/2
-			mid := (x1 + x2) / 2
-			g.Edges = append(g.Edges, edge{
-				Path: fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, mid, y1, mid, y2, x2-4, y2),
-				On:   kind,
-				Tip:  fmt.Sprintf("%s → %s (on %s)", u, x.Name, kind),
-			})
+	for _, r := range routes {
+		from, to := t.Execs[r.from].Name, t.Execs[r.to].Name
+		kind := on[[2]string{from, to}]
+		if kind == "" {
+			kind = plan.OnSuccess
 		}
+		var path strings.Builder
+		x, y := left(col[r.from])+nodeW, slots[r.from].y+nodeH/2
+		fmt.Fprintf(&path, "M%d %d", x, y)
+		curve := func(x2, y2 int) {
+			mid := (x + x2) / 2
+			fmt.Fprintf(&path, " C%d %d %d %d %d %d", mid, y, mid, y2, x2, y2)
+			x, y = x2, y2
+		}
+		for _, w := range r.via {
+			c := slots[w].col
+			curve(left(c), slots[w].y+laneH/2)
+			x = left(c) + nodeW
+			fmt.Fprintf(&path, " H%d", x)
+		}
+		curve(left(col[r.to])-4, slots[r.to].y+nodeH/2)
+		g.Edges = append(g.Edges, edge{Path: path.String(), On: kind, Tip: fmt.Sprintf("%s → %s (on %s)", from, to, kind)})
 	}
 	return g
 }
