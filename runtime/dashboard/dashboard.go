@@ -187,6 +187,17 @@ func (d *Dashboard) page(fn func(*request) (*view, error)) http.Handler {
 			http.Redirect(w, r, Prefix+"/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, InputMax+64<<10)
+			if err := r.ParseForm(); err != nil {
+				status, msg := http.StatusBadRequest, "The form could not be read: "+err.Error()
+				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+					status, msg = http.StatusRequestEntityTooLarge, "The form is too large (a run's input may be at most 1 MiB)."
+				}
+				d.render(w, r, status, &view{page: "error", title: http.StatusText(status), data: msg})
+				return
+			}
+		}
 		api, err := client.New("http://ffrun.console", client.WithToken(d.cfg.Token),
 			client.WithHTTPClient(&http.Client{Transport: inProcess{d.cfg.API}}))
 		if err != nil {

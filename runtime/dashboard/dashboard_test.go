@@ -369,6 +369,13 @@ func TestConsoleStartRefusals(t *testing.T) {
 	b.post("/ui/templates/pipe/runs", url.Values{"input": {`{"note": "x"}`}}).
 		want(t, http.StatusOK, "Refused: ", "input.url")
 	b.post("/ui/templates/nope/runs", url.Values{"input": {`{}`}}).want(t, http.StatusNotFound, "nope")
+	// A form over the bound is refused whole, before anything acts.
+	huge := `{"url": "` + strings.Repeat("x", 1200<<10) + `"}`
+	b.post("/ui/templates/pipe/runs", url.Values{"input": {huge}}).want(t, http.StatusRequestEntityTooLarge, "too large")
+	b.post("/ui/runs/x/cancel", url.Values{"reason": {huge}}).want(t, http.StatusRequestEntityTooLarge, "too large")
+	if list, err := env.Client.ListRuns(ctxT(t), client.RunListOptions{}); err != nil || len(list.Runs) != 0 {
+		t.Fatalf("runs after the refusals: %+v, %v", list, err)
+	}
 	// The same idempotency key twice: the second start shows the first run.
 	form := url.Values{"input": {`{"url": "u"}`}, "key": {"console-key-1"}}
 	id, done := startRun(t, b, "pipe", form)

@@ -221,10 +221,7 @@ const InputMax = 1 << 20
 
 func (d *Dashboard) startRun(q *request) (*view, error) {
 	name := q.r.PathValue("name")
-	q.r.Body = http.MaxBytesReader(nil, q.r.Body, InputMax+64<<10)
-	if err := q.r.ParseForm(); err != nil {
-		return nil, &pageError{status: http.StatusRequestEntityTooLarge, msg: "The form is too large (the input may be at most 1 MiB)."}
-	}
+	// page() has read the form, bounded.
 	input := strings.TrimSpace(q.r.PostFormValue("input"))
 	key := strings.TrimSpace(q.r.PostFormValue("key"))
 	again := func(msg, field string) (*view, error) {
