@@ -494,6 +494,9 @@ func TestConsolePages(t *testing.T) {
 	b.get("/ui").wantRedirect(t, "/ui/runs")
 	b.get("/ui/").wantRedirect(t, "/ui/runs")
 	b.get("/ui/runs").want(t, http.StatusOK, "No run here")
+	// Namespaces to choose from: the default, the templates', the one asked for.
+	b.get("/ui/runs?namespace=elsewhere").want(t, http.StatusOK, "<option>default</option>", "<option selected>elsewhere</option>")
+	b.get("/ui/workers").want(t, http.StatusOK, "<option selected>default</option>")
 	b.get("/ui/workers").want(t, http.StatusOK, "No worker is connected")
 	b.get("/ui/nothing/here").want(t, http.StatusNotFound, "There is no such page.")
 	b.get("/ui/static/app.css").want(t, http.StatusOK, "svg.graph")
@@ -545,6 +548,7 @@ func TestConsoleGraphs(t *testing.T) {
 	}
 	env := servertest.Start(t, func(c *server.Config) { c.Templates = flows })
 	b := newBrowser(t, env)
+	b.get("/ui/runs").want(t, http.StatusOK, "<option selected>default</option>", "<option>etl</option>", "<option>shop</option>")
 	for _, f := range flows {
 		p := b.get("/ui/templates/" + f.Name)
 		p.want(t, http.StatusOK)

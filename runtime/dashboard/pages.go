@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/wire"
 )
@@ -22,6 +23,7 @@ const MembersShown = 2000
 // runsData is the runs page.
 type runsData struct {
 	Namespace, Flow, State string
+	Namespaces             []string // of the templates, to choose from
 	States                 []string
 	Runs                   []wire.FlowRun
 	Next                   string // the next page's URL; "" on the last
@@ -35,7 +37,8 @@ func (d *Dashboard) runs(q *request) (*view, error) {
 		return nil, err
 	}
 	data := runsData{Namespace: o.Namespace, Flow: o.Flow, State: o.State, Runs: list.Runs,
-		States: []string{wire.RunRunning, wire.RunSucceeded, wire.RunFailed, wire.RunCancelled}}
+		States:     []string{wire.RunRunning, wire.RunSucceeded, wire.RunFailed, wire.RunCancelled},
+		Namespaces: namespaces(q, o.Namespace)}
 	if list.NextCursor != "" {
 		nv := url.Values{}
 		for k, x := range map[string]string{"namespace": o.Namespace, "flow": o.Flow, "state": o.State, "cursor": list.NextCursor} {
@@ -272,9 +275,10 @@ func (d *Dashboard) schedules(q *request) (*view, error) {
 
 // workersData is the workers page.
 type workersData struct {
-	Namespace string
-	Workers   []wire.Worker
-	Truncated bool
+	Namespace  string
+	Namespaces []string
+	Workers    []wire.Worker
+	Truncated  bool
 }
 
 func (d *Dashboard) workers(q *request) (*view, error) {
@@ -284,7 +288,24 @@ func (d *Dashboard) workers(q *request) (*view, error) {
 		return nil, err
 	}
 	return &view{page: "workers", title: "Workers", refresh: true,
-		data: workersData{Namespace: ns, Workers: list.Workers, Truncated: list.LeasesTruncated}}, nil
+		data: workersData{Namespace: ns, Namespaces: namespaces(q, ns), Workers: list.Workers, Truncated: list.LeasesTruncated}}, nil
+}
+
+// namespaces are the namespaces of the served templates and the default
+// one, sorted: runs and workers are listed a namespace at a time, and a
+// newcomer's flows are often not in the default one.
+func namespaces(q *request, current string) []string {
+	ns := []string{plan.DefaultNamespace}
+	if current != "" {
+		ns = append(ns, current)
+	}
+	if ts, err := q.api.Templates(q.ctx()); err == nil {
+		for _, t := range ts {
+			ns = append(ns, t.Namespace)
+		}
+	}
+	slices.Sort(ns)
+	return slices.Compact(ns)
 }
 
 // JSONShown is the most bytes of an input, output or result a page shows.
