@@ -119,6 +119,7 @@ func (d *Dashboard) routes() {
 	m.HandleFunc("POST "+Prefix+"/logout", d.logout)
 	m.Handle("GET "+Prefix+"/runs", d.page(d.runs))
 	m.Handle("GET "+Prefix+"/runs/{id}", d.page(d.run))
+	m.Handle("GET "+Prefix+"/runs/{id}/cancel", d.page(d.confirmCancel))
 	m.Handle("POST "+Prefix+"/runs/{id}/cancel", d.page(d.cancelRun))
 	m.Handle("POST "+Prefix+"/runs/{id}/replay", d.page(d.replayRun))
 	m.Handle("GET "+Prefix+"/executions/{id}", d.page(d.execution))
@@ -127,6 +128,10 @@ func (d *Dashboard) routes() {
 	m.Handle("POST "+Prefix+"/templates/{name}/runs", d.page(d.startRun))
 	m.Handle("GET "+Prefix+"/schedules", d.page(d.schedules))
 	m.Handle("GET "+Prefix+"/workers", d.page(d.workers))
+	m.Handle("GET "+Prefix+"/limits", d.page(d.limits))
+	m.Handle("POST "+Prefix+"/budgets/reset", d.page(d.resetBudget))
+	m.Handle("POST "+Prefix+"/quotas/pause", d.page(d.pauseQuota))
+	m.Handle("POST "+Prefix+"/quotas/resume", d.page(d.resumeQuota))
 	m.Handle("GET "+Prefix+"/", d.page(func(*request) (*view, error) {
 		return nil, &pageError{status: http.StatusNotFound, msg: "There is no such page."}
 	}))
@@ -289,7 +294,9 @@ func section(path string) string {
 	switch first {
 	case "executions":
 		return "runs"
-	case "runs", "templates", "schedules", "workers":
+	case "budgets", "quotas":
+		return "limits"
+	case "runs", "templates", "schedules", "workers", "limits":
 		return first
 	}
 	return ""

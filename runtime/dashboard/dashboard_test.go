@@ -333,7 +333,13 @@ func TestConsoleFailureCancelReplay(t *testing.T) {
 	env2 := servertest.Start(t, func(c *server.Config) { c.Templates = other })
 	b2 := newBrowser(t, env2)
 	id2, _ := startRun(t, b2, "held", url.Values{})
-	b2.get("/ui/runs/"+id2).want(t, http.StatusOK, "Cancel the run", "no worker is connected to namespace nobody")
+	b2.get("/ui/runs/"+id2).want(t, http.StatusOK, "Cancel the run…", "no worker is connected to namespace nobody")
+	// The reason is asked on a page of its own, which does not reload.
+	c := b2.get("/ui/runs/" + id2 + "/cancel")
+	c.want(t, http.StatusOK, "Cancel run <code>"+id2+"</code>?", `<input name="reason"`)
+	if strings.Contains(c.body, "http-equiv") {
+		t.Fatalf("the cancel page reloads:\n%s", c.body)
+	}
 	b2.post("/ui/runs/"+id2+"/cancel", url.Values{"reason": {"tried from a test"}}).
 		wantRedirect(t, "/ui/runs/"+id2+"?done=cancelled")
 	got, err := env2.Client.GetRun(ctxT(t), id2)
@@ -590,4 +596,72 @@ func TestConsoleGraphs(t *testing.T) {
 			t.Fatalf("template %s: graph differs from %s (-want +got):\n%s", f.Name, golden, d)
 		}
 	}
+}
+
+// limitsSource declares a shared budget, a run budget, a quota and a keyed
+// quota.
+const limitsSource = `
+type Job { tenant: string }
+budget tokens { dimension tokens { hard 100 } }
+budget per_run { dimension calls { hard 5 } scope run }
+quota api { concurrency 3 }
+quota per_tenant { rate 10 per 1m key tenant }
+flow work(Job) {
+  namespace "lim"
+  budget tokens, per_run
+  exec call(Job) { quota api, per_tenant }
+}
+`
+
+// TestConsoleLimits: the limits page shows the declared shared budgets
+// and quotas with their state, and its forms pause and resume a quota (or
+// one key value of a keyed one) and reset a budget through the API.
+func TestConsoleLimits(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = compile(t, "limits.ff", limitsSource) })
+	b := newBrowser(t, env)
+	ctx := ctxT(t)
+	if _, err := env.Client.ReportBudgetUsage(ctx, "lim/tokens", wire.BudgetUsageReport{Dimension: "tokens", Delta: 40}); err != nil {
+		t.Fatal(err)
+	}
+	p := b.get("/ui/limits")
+	p.want(t, http.StatusOK, "<code>lim/tokens</code>", `tokens: <progress max="100" value="40"></progress> 40 of 100`,
+		"<code>lim/api</code>", "3 at once", "<code>lim/per_tenant</code>", "10 per 1m", "per value of tenant",
+		"no key value has been admitted yet", "<td>work</td>")
+	if strings.Contains(p.body, "per_run") {
+		t.Fatalf("a run-scoped budget is listed as shared:\n%s", p.body)
+	}
+
+	b.post("/ui/quotas/pause", url.Values{"id": {"lim/api"}, "minutes": {"30"}, "reason": {"vendor said 429"}}).
+		wantRedirect(t, "/ui/limits?done=quota-paused")
+	q, err := env.Client.GetQuota(ctx, "lim/api")
+	if err != nil || len(q.Subjects) != 1 || q.Subjects[0].PausedUntil == nil || q.Subjects[0].PauseReason != "vendor said 429" ||
+		time.Until(*q.Subjects[0].PausedUntil) < 29*time.Minute {
+		t.Fatalf("after the pause: %+v, %v", q, err)
+	}
+	b.get("/ui/limits?done=quota-paused").want(t, http.StatusOK, "The quota was paused", "vendor said 429", "Resume")
+	b.post("/ui/quotas/resume", url.Values{"id": {"lim/api"}}).wantRedirect(t, "/ui/limits?done=quota-resumed")
+	if q, err = env.Client.GetQuota(ctx, "lim/api"); err != nil || q.Subjects[0].PausedUntil != nil {
+		t.Fatalf("after the resume: %+v, %v", q, err)
+	}
+	// One key value of the keyed quota, before it was ever admitted.
+	b.post("/ui/quotas/pause", url.Values{"id": {"lim/per_tenant"}, "key": {"acme"}, "minutes": {"5"}}).
+		wantRedirect(t, "/ui/limits?done=quota-paused")
+	b.get("/ui/limits").want(t, http.StatusOK, "<code>acme</code>", "paused from the console")
+	// Bad lengths never reach the API; a refusal of the API is shown.
+	for _, m := range []string{"0", "-1", "x", "10081"} {
+		b.post("/ui/quotas/pause", url.Values{"id": {"lim/api"}, "minutes": {m}}).want(t, http.StatusConflict, "at most 10080 minutes")
+	}
+	b.post("/ui/quotas/pause", url.Values{"id": {"lim/nope"}, "minutes": {"1"}}).want(t, http.StatusConflict, "Refused: ")
+
+	b.post("/ui/budgets/reset", url.Values{"id": {"lim/tokens"}}).wantRedirect(t, "/ui/limits?done=budget-reset")
+	if bu, err := env.Client.GetBudget(ctx, "lim/tokens"); err != nil || bu.Dimensions[0].Used != 0 {
+		t.Fatalf("after the reset: %+v, %v", bu, err)
+	}
+	// Others by id: one the API made, and one nobody did.
+	if _, _, err := env.Client.PutQuota(ctx, wire.PutQuota{ID: "other/made", Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b.get("/ui/limits?id=other/made").want(t, http.StatusOK, "<code>other/made</code>", "1 at once")
+	b.get("/ui/limits?id=other/none").want(t, http.StatusOK, "Not found: other/none.")
 }

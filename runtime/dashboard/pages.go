@@ -106,6 +106,12 @@ func noticeText(done string) string {
 		return "The run was started."
 	case "existing":
 		return "A run with that idempotency key exists already: this is it."
+	case "budget-reset":
+		return "The budget was reset: its usage is zero again."
+	case "quota-paused":
+		return "The quota was paused: nothing is admitted under it until the pause ends."
+	case "quota-resumed":
+		return "The quota was resumed."
 	}
 	return ""
 }
@@ -127,6 +133,17 @@ func sameMembers(t *wire.Template, run *wire.FlowRun) bool {
 		}
 	}
 	return true
+}
+
+// confirmCancel asks for a cancel's reason on a page that does not
+// reload (the run's page does while it runs, and would lose what is
+// typed).
+func (d *Dashboard) confirmCancel(q *request) (*view, error) {
+	run, err := q.api.GetRun(q.ctx(), q.r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	return &view{page: "cancel", title: "Cancel run " + run.ID, data: run}, nil
 }
 
 func (d *Dashboard) cancelRun(q *request) (*view, error) {

@@ -43,6 +43,7 @@ var funcs = template.FuncMap{
 	"join":       strings.Join,
 	"typeName":   typeName,
 	"joinName":   joinName,
+	"ms":         func(ms int64) string { return short(time.Duration(ms) * time.Millisecond) },
 }
 
 // when shows an instant in UTC to the second ("—" for none).
@@ -78,7 +79,8 @@ func took(start, end *time.Time) string {
 	return short(to.Sub(*start))
 }
 
-// short writes a duration with at most three significant digits.
+// short writes a duration with at most three significant digits and no
+// zero tail ("1m", not "1m0s").
 func short(d time.Duration) string {
 	switch {
 	case d < 0:
@@ -90,9 +92,18 @@ func short(d time.Duration) string {
 	case d < time.Minute:
 		return d.Round(10 * time.Millisecond).String()
 	case d < time.Hour:
-		return d.Round(time.Second).String()
+		d = d.Round(time.Second)
+	default:
+		d = d.Round(time.Minute)
 	}
-	return d.Round(time.Minute).String()
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // stateClass is the CSS class of a run's or member's state.
