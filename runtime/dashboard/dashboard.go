@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
@@ -25,9 +26,11 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +63,16 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now is the clock of sessions (tests); nil = time.Now.
 	Now func() time.Time
+	// Revoked keeps the sessions signed out of before their expiry, for
+	// every ffrun sharing the token; nil = a sign-out only drops the
+	// browser's cookie.
+	Revoked Revocations
+}
+
+// Revocations records sessions ended early. ffrun keeps them in Valkey.
+type Revocations interface {
+	RevokeSession(ctx context.Context, id string, expiry time.Time) error
+	SessionRevoked(ctx context.Context, id string) (bool, error)
 }
 
 // Dashboard is the console. It is an http.Handler for the paths under
@@ -113,7 +126,11 @@ func (d *Dashboard) routes() {
 	m.HandleFunc("GET "+Prefix+"/{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix+"/runs", http.StatusSeeOther)
 	})
-	m.Handle("GET "+Prefix+"/static/", http.StripPrefix(Prefix, http.FileServerFS(files)))
+	static, err := fs.Sub(files, "static")
+	if err != nil {
+		panic(err) // the directory is embedded
+	}
+	m.Handle("GET "+Prefix+"/static/", http.StripPrefix(Prefix+"/static", http.FileServerFS(static)))
 	m.HandleFunc("GET "+Prefix+"/login", d.loginPage)
 	m.HandleFunc("POST "+Prefix+"/login", d.login)
 	m.HandleFunc("POST "+Prefix+"/logout", d.logout)
@@ -193,7 +210,9 @@ func (d *Dashboard) page(fn func(*request) (*view, error)) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, InputMax+64<<10)
+			// A browser percent-encodes what JSON is full of (quotes,
+			// braces, new lines): up to three bytes a byte.
+			r.Body = http.MaxBytesReader(w, r.Body, 3*InputMax+64<<10)
 			if err := r.ParseForm(); err != nil {
 				status, msg := http.StatusBadRequest, "The form could not be read: "+err.Error()
 				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -302,35 +321,59 @@ func section(path string) string {
 	return ""
 }
 
-// Sessions: the cookie holds its expiry and an HMAC of it keyed by the
-// token, so that every ffrun sharing the token accepts it, and a new
-// token ends the old sessions.
+// Sessions: the cookie holds its expiry, a random nonce and an HMAC of
+// both keyed by the token, so that every ffrun sharing the token accepts
+// it and a new token ends the old sessions; a sign-out records the
+// session as revoked (Config.Revoked) until its expiry.
 
 const sessionCookie = "ff_session"
+
+// session returns the valid session of r: its id (the HMAC, which names it
+// in Config.Revoked) and expiry.
+func (d *Dashboard) session(r *http.Request) (id string, exp time.Time, ok bool) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	parts := strings.Split(c.Value, ".")
+	if len(parts) != 3 {
+		return "", time.Time{}, false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || !hmac.Equal(got, d.sign(parts[0]+"."+parts[1])) {
+		return "", time.Time{}, false
+	}
+	unix, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil || d.cfg.Now().Unix() >= unix {
+		return "", time.Time{}, false
+	}
+	return parts[2], time.Unix(unix, 0), true
+}
 
 func (d *Dashboard) authenticated(r *http.Request) bool {
 	if d.cfg.Token == "" {
 		return true
 	}
-	c, err := r.Cookie(sessionCookie)
-	if err != nil {
-		return false
-	}
-	exp, sig, ok := strings.Cut(c.Value, ".")
+	id, _, ok := d.session(r)
 	if !ok {
 		return false
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, d.sign(exp)) {
-		return false
+	if d.cfg.Revoked != nil {
+		revoked, err := d.cfg.Revoked.SessionRevoked(r.Context(), id)
+		if err != nil {
+			// Fail closed: a session that may have been signed out of
+			// is not one.
+			d.log.WarnContext(r.Context(), "console: session check failed", slog.Any("err", err))
+			return false
+		}
+		return !revoked
 	}
-	unix, err := strconv.ParseInt(exp, 10, 64)
-	return err == nil && d.cfg.Now().Unix() < unix
+	return true
 }
 
-func (d *Dashboard) sign(exp string) []byte {
+func (d *Dashboard) sign(payload string) []byte {
 	m := hmac.New(sha256.New, d.key)
-	m.Write([]byte(exp))
+	m.Write([]byte(payload))
 	return m.Sum(nil)
 }
 
@@ -360,9 +403,14 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 			data: loginData{Next: next, Error: "That is not ffrun's API token (FF_API_TOKEN)."}})
 		return
 	}
-	exp := strconv.FormatInt(d.cfg.Now().Add(SessionTTL).Unix(), 10)
+	var nonce [16]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		d.fail(w, r, fmt.Errorf("session nonce: %w", err))
+		return
+	}
+	payload := strconv.FormatInt(d.cfg.Now().Add(SessionTTL).Unix(), 10) + "." + base64.RawURLEncoding.EncodeToString(nonce[:])
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: exp + "." + base64.RawURLEncoding.EncodeToString(d.sign(exp)),
+		Name: sessionCookie, Value: payload + "." + base64.RawURLEncoding.EncodeToString(d.sign(payload)),
 		Path: Prefix, MaxAge: int(SessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: secure(r),
 	})
@@ -370,6 +418,12 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
+	if id, exp, ok := d.session(r); ok && d.cfg.Revoked != nil {
+		if err := d.cfg.Revoked.RevokeSession(r.Context(), id, exp); err != nil {
+			d.fail(w, r, fmt.Errorf("sign out: %w", err))
+			return
+		}
+	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: secure(r)})
 	target := Prefix + "/runs"
@@ -392,7 +446,11 @@ func safeNext(next string) string {
 		return Prefix + "/runs"
 	}
 	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" {
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" {
+		return Prefix + "/runs"
+	}
+	// Dot segments ("/ui/../v1") are resolved as the browser would.
+	if clean := path.Clean(u.Path); clean != u.Path && clean+"/" != u.Path || !strings.HasPrefix(clean+"/", Prefix+"/") || clean == Prefix {
 		return Prefix + "/runs"
 	}
 	return next

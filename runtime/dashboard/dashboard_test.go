@@ -298,6 +298,12 @@ func TestConsoleRunsAFlow(t *testing.T) {
 	b.get("/ui/runs?state=sideways").want(t, http.StatusBadRequest, "state")
 	// The workers page shows the worker and the kinds it handles.
 	b.get("/ui/workers").want(t, http.StatusOK, "<td>console-test</td>", "pipe.check")
+	// A run of the template staged in another namespace has its graph.
+	other, err := env.Client.StageTemplate(ctxT(t), "pipe", map[string]string{"url": "u"}, client.WithNamespace("elsewhere"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.get("/ui/runs/"+other.ID).want(t, http.StatusOK, "in namespace elsewhere", `class="graph"`)
 }
 
 // TestConsoleFailureCancelReplay: a failed run's page shows what failed
@@ -378,9 +384,29 @@ func TestConsoleStartRefusals(t *testing.T) {
 	// A form over the bound is refused whole, before anything acts.
 	huge := `{"url": "` + strings.Repeat("x", 1200<<10) + `"}`
 	b.post("/ui/templates/pipe/runs", url.Values{"input": {huge}}).want(t, http.StatusRequestEntityTooLarge, "too large")
-	b.post("/ui/runs/x/cancel", url.Values{"reason": {huge}}).want(t, http.StatusRequestEntityTooLarge, "too large")
+	b.post("/ui/runs/x/cancel", url.Values{"reason": {strings.Repeat("x", 3<<20+100<<10)}}).want(t, http.StatusRequestEntityTooLarge, "too large")
 	if list, err := env.Client.ListRuns(ctxT(t), client.RunListOptions{}); err != nil || len(list.Runs) != 0 {
 		t.Fatalf("runs after the refusals: %+v, %v", list, err)
+	}
+	// A form that does not decode is a bad request.
+	req, err := http.NewRequest(http.MethodPost, env.URL+"/ui/templates/pipe/runs", strings.NewReader("input=%zz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a form with a bad escape: %d, want 400", res.StatusCode)
+	}
+	// The bound is on the input, not on its encoding: a browser sends
+	// each quote of this 400 KB input as three bytes.
+	quoted := `{"url": "` + strings.Repeat(`\"`, 200_000) + `"}`
+	if _, done := startRun(t, b, "pipe", url.Values{"input": {quoted}}); done != "started" {
+		t.Fatalf("done = %q", done)
 	}
 	// The same idempotency key twice: the second start shows the first run.
 	form := url.Values{"input": {`{"url": "u"}`}, "key": {"console-key-1"}}
@@ -472,9 +498,21 @@ func TestConsoleSignIn(t *testing.T) {
 		nb := newBrowser(t, env)
 		nb.post("/ui/login", url.Values{"token": {"s3cret-token"}, "next": {next}}).wantRedirect(t, "/ui/runs")
 	}
-	// Signing out ends the session.
+	// Signing out ends the session, a copy of its cookie included, on
+	// every ffrun of the token; other sessions go on.
+	second := newBrowser(t, env)
+	second.post("/ui/login", url.Values{"token": {"s3cret-token"}}).wantRedirect(t, "/ui/runs")
 	b.post("/ui/logout", url.Values{}).wantRedirect(t, "/ui/login")
 	b.get("/ui/runs").wantRedirect(t, "/ui/login?next=%2Fui%2Fruns")
+	sameToken := servertest.Start(t, func(c *server.Config) {
+		c.Token = "s3cret-token"
+		c.KeyPrefix = env.Config.KeyPrefix // one deployment: the same keys
+	})
+	for _, e := range []*servertest.Env{env, sameToken} {
+		newBrowser(t, e).do(http.MethodGet, "/ui/runs", nil, map[string]string{"Cookie": strings.Split(cookie, ";")[0]}).
+			wantRedirect(t, "/ui/login?next=%2Fui%2Fruns")
+	}
+	second.get("/ui/runs").want(t, http.StatusOK)
 }
 
 // TestConsolePages: schedules, an empty server, headers, the refusal of
@@ -506,6 +544,12 @@ func TestConsolePages(t *testing.T) {
 	b.get("/ui/workers").want(t, http.StatusOK, "No worker is connected")
 	b.get("/ui/nothing/here").want(t, http.StatusNotFound, "There is no such page.")
 	b.get("/ui/static/app.css").want(t, http.StatusOK, "svg.graph")
+	// Only the stylesheet's directory is served, whatever the path says.
+	for _, path := range []string{"/ui/static/%2e%2e/templates/layout.html", "/ui/static/..%2ftemplates%2flogin.html", "/ui/static/../templates/run.html"} {
+		if p := b.get(path); strings.Contains(p.body, "{{define") {
+			t.Fatalf("GET %s serves a page template", path)
+		}
+	}
 	b.do(http.MethodDelete, "/ui/runs", nil, nil).want(t, http.StatusMethodNotAllowed, "method_not_allowed")
 
 	off := servertest.Start(t, func(c *server.Config) { c.DisableUI = true })
@@ -534,6 +578,30 @@ func TestConsoleLargeRun(t *testing.T) {
 	}
 	if n := strings.Count(p.body, `<a href="/ui/executions/`); n != 2000 {
 		t.Fatalf("%d members listed, want 2000", n)
+	}
+	// Cancelled, every member did not succeed: the first 100 of them are
+	// listed as such.
+	b.post("/ui/runs/"+id+"/cancel", url.Values{}).wantRedirect(t, "/ui/runs/"+id+"?done=cancelled")
+	p = b.get("/ui/runs/" + id)
+	p.want(t, http.StatusOK, "2001 of 2001 done", "1901 more did not succeed")
+	if n := strings.Count(p.body, `<a href="/ui/executions/`); n != 2100 {
+		t.Fatalf("%d links on the cancelled run's page, want 2,000 members and 100 failures", n)
+	}
+
+	// A flow of few execs but many edges is not drawn either: 60 execs,
+	// each after every earlier one, have 1,770 edges and far more lanes.
+	var dense strings.Builder
+	dense.WriteString("flow dense() {\n")
+	for i := range 60 {
+		dense.WriteString("  exec m" + strconv.Itoa(i) + "() { }\n")
+		for j := range i {
+			dense.WriteString("  m" + strconv.Itoa(j) + " -> m" + strconv.Itoa(i) + "\n")
+		}
+	}
+	dense.WriteString("}\n")
+	env2 := servertest.Start(t, func(c *server.Config) { c.Templates = compile(t, "dense.ff", dense.String()) })
+	if p := newBrowser(t, env2).get("/ui/templates/dense"); p.status != http.StatusOK || strings.Contains(p.body, `class="graph"`) || len(p.body) > 1<<20 {
+		t.Fatalf("the dense flow's page: %d, %d bytes, graph drawn: %v", p.status, len(p.body), strings.Contains(p.body, `class="graph"`))
 	}
 }
 

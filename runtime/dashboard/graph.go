@@ -10,9 +10,13 @@ import (
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
-// GraphMax is the most execs a drawn graph has; larger flows are listed
-// only.
-const GraphMax = 300
+// GraphMax is the most execs a drawn graph has, GraphEdgesMax the most
+// edges and waypoints (an edge's lane through a column it crosses);
+// larger flows are listed only.
+const (
+	GraphMax      = 300
+	GraphEdgesMax = 1500
+)
 
 // Geometry of the drawing, in SVG units.
 const (
@@ -93,6 +97,17 @@ func layoutGraph(t *wire.Template, run *wire.FlowRun) *graph {
 			return nil
 		}
 		cols = max(cols, col[i]+1)
+	}
+	parts := 0
+	for i, x := range t.Execs {
+		for _, u := range x.Upstreams {
+			if j, ok := index[u]; ok {
+				parts += col[i] - col[j]
+			}
+		}
+	}
+	if parts > GraphEdgesMax {
+		return nil
 	}
 	// Slots: the execs, and for each edge that spans columns a waypoint in
 	// every column it crosses, so that it runs between the execs of those

@@ -16,9 +16,12 @@ import (
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
-// MembersShown is the most members a run page lists; the counts and the
-// failures cover the rest.
-const MembersShown = 2000
+// MembersShown is the most members a run page lists, FailuresShown the
+// most of those that did not succeed; the counts cover the rest.
+const (
+	MembersShown  = 2000
+	FailuresShown = 100
+)
 
 // runsData is the runs page.
 type runsData struct {
@@ -59,10 +62,14 @@ type runData struct {
 	Run     *wire.FlowRun
 	Graph   *graph // nil when the run's template is not served or differs
 	Members []wire.FlowExec
-	Hidden  int    // members not listed (over MembersShown)
-	Result  string // the result, indented
-	Notice  string // what the last action did
-	Error   string // why the last action was refused
+	Hidden  int // members not listed (over MembersShown)
+	// Failures are the members that did not succeed, the first
+	// FailuresShown of them.
+	Failures       []wire.ExecFailure
+	FailuresHidden int
+	Result         string // the result, indented
+	Notice         string // what the last action did
+	Error          string // why the last action was refused
 }
 
 func (d *Dashboard) run(q *request) (*view, error) {
@@ -75,9 +82,13 @@ func (d *Dashboard) showRun(q *request, notice, refused string) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	data := runData{Run: run, Members: run.Execs, Result: indent(run.Result), Notice: notice, Error: refused}
+	data := runData{Run: run, Members: run.Execs, Failures: run.Failures, Result: indent(run.Result), Notice: notice, Error: refused}
 	if notice == "" {
 		data.Notice = noticeText(q.r.URL.Query().Get("done"))
+	}
+	if len(data.Failures) > FailuresShown {
+		data.FailuresHidden = len(data.Failures) - FailuresShown
+		data.Failures = data.Failures[:FailuresShown]
 	}
 	if len(data.Members) > MembersShown {
 		data.Hidden = len(data.Members) - MembersShown
@@ -116,10 +127,9 @@ func noticeText(done string) string {
 	return ""
 }
 
+// sameMembers says run has exactly t's members (in whatever namespace it
+// was staged).
 func sameMembers(t *wire.Template, run *wire.FlowRun) bool {
-	if t.Namespace != run.Namespace && run.Namespace != "" {
-		return false
-	}
 	if len(t.Execs) != len(run.Execs) {
 		return false
 	}
@@ -243,6 +253,9 @@ func (d *Dashboard) startRun(q *request) (*view, error) {
 	name := q.r.PathValue("name")
 	// page() has read the form, bounded.
 	input := strings.TrimSpace(q.r.PostFormValue("input"))
+	if len(input) > InputMax {
+		return nil, &pageError{status: http.StatusRequestEntityTooLarge, msg: "The input is too large: a run's input may be at most 1 MiB."}
+	}
 	key := strings.TrimSpace(q.r.PostFormValue("key"))
 	again := func(msg, field string) (*view, error) {
 		t, err := q.api.Template(q.ctx(), name)

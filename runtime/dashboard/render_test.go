@@ -35,6 +35,12 @@ func TestSafeNext(t *testing.T) {
 		"/ui/\\evil":               "/ui/runs",
 		"https://evil/ui/":         "/ui/runs",
 		"/v1/flows":                "/ui/runs",
+		"/ui/../v1/flows":          "/ui/runs",
+		"/ui/..":                   "/ui/runs",
+		"/ui/./../metrics":         "/ui/runs",
+		"/ui/runs/../../x":         "/ui/runs",
+		"/ui//evil":                "/ui/runs",
+		"/ui/runs/":                "/ui/runs/",
 		"/ui/x\r\nSet-Cookie: a=b": "/ui/runs",
 	} {
 		if got := safeNext(next); got != want {

@@ -237,7 +237,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if !cfg.DisableUI {
-		ui, err := dashboard.New(dashboard.Config{API: a, Token: cfg.Token, Logger: log})
+		ui, err := dashboard.New(dashboard.Config{API: a, Token: cfg.Token, Logger: log, Revoked: st})
 		if err != nil {
 			vk.Close()
 			return nil, fmt.Errorf("server: %w", err)

@@ -36,6 +36,7 @@ import (
 //	<prefix>ff:{w:<ns>}:workers          ZSET   connected worker instances; score = expiry ms
 //	<prefix>ff:{w:<ns>}:worker:<inst>    HASH   worker id, lanes, capabilities, times (PEXPIREAT)
 //	<prefix>ff:namespaces                SET    namespaces that had workers (unblock scanner)
+//	<prefix>ff:ui:revoked:<id>           STRING a console session signed out of (PXAT its expiry)
 
 // Index names within a lane.
 const (
@@ -91,6 +92,9 @@ func (k keys) worker(ns, instance string) string {
 
 // namespaces is the set of namespaces that ever had a connected worker.
 func (k keys) namespaces() string { return k.prefix + "ff:namespaces" }
+
+// revokedSession is a web console session signed out of before its expiry.
+func (k keys) revokedSession(id string) string { return k.prefix + "ff:ui:revoked:" + id }
 
 // Budget and quota keys (spec/runtime.md, "Budgets and quotas"). A budget
 // or quota lives on the partition of the hash of its id.
