@@ -149,7 +149,13 @@ func (d *Dashboard) routes() {
 	m.Handle("POST "+Prefix+"/budgets/reset", d.page(d.resetBudget))
 	m.Handle("POST "+Prefix+"/quotas/pause", d.page(d.pauseQuota))
 	m.Handle("POST "+Prefix+"/quotas/resume", d.page(d.resumeQuota))
-	m.Handle("GET "+Prefix+"/", d.page(func(*request) (*view, error) {
+	m.Handle("GET "+Prefix+"/", d.page(func(q *request) (*view, error) {
+		// "/ui/runs/" is "/ui/runs".
+		if p := strings.TrimRight(q.r.URL.Path, "/"); p != q.r.URL.Path && p != Prefix && !strings.Contains(p, "//") {
+			u := *q.r.URL
+			u.Path, u.RawPath = p, ""
+			return &view{redirect: u.RequestURI()}, nil
+		}
 		return nil, &pageError{status: http.StatusNotFound, msg: "There is no such page."}
 	}))
 }
@@ -202,8 +208,7 @@ func (d *Dashboard) page(fn func(*request) (*view, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !d.authenticated(r) {
 			if r.Method != http.MethodGet {
-				d.render(w, r, http.StatusUnauthorized, &view{page: "error", title: "Signed out",
-					data: "Your session has ended: sign in again, then repeat the action."})
+				d.render(w, r, http.StatusUnauthorized, &view{page: "signedout", title: "Signed out", data: loginData{Next: safeNext(sameOriginReferer(r))}})
 				return
 			}
 			http.Redirect(w, r, Prefix+"/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
@@ -271,6 +276,7 @@ type layout struct {
 	Again    string // the URL a reload loads: this one without its notice
 	Stop     string // this URL with refresh=off
 	SignedIn bool   // a session exists (a token is set)
+	Open     bool   // the pages are open to the reader: no token, or signed in
 	Data     any
 }
 
@@ -281,7 +287,8 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, v
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	l := layout{Title: v.title, Nav: section(r.URL.Path), Data: v.data, SignedIn: d.cfg.Token != "" && d.authenticated(r)}
+	open := d.authenticated(r)
+	l := layout{Title: v.title, Nav: section(r.URL.Path), Data: v.data, SignedIn: d.cfg.Token != "" && open, Open: open}
 	if v.refresh && d.cfg.Refresh > 0 && r.URL.Query().Get("refresh") != "off" {
 		l.Refresh = max(1, int(d.cfg.Refresh.Round(time.Second)/time.Second))
 		u := *r.URL
@@ -431,6 +438,16 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 		target = Prefix + "/login"
 	}
 	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// sameOriginReferer is the path of the page a form was sent from, when
+// the browser says and it is this host's.
+func sameOriginReferer(r *http.Request) string {
+	u, err := url.Parse(r.Referer())
+	if err != nil || u.Host != r.Host {
+		return ""
+	}
+	return u.RequestURI()
 }
 
 // secure says the browser reached ffrun over HTTPS, directly or through a

@@ -283,10 +283,30 @@ func TestConsoleRunsAFlow(t *testing.T) {
 	if !strings.Contains(p.body, `href="`+strings.ReplaceAll(link, "&", "&amp;")+`"`) && !strings.Contains(p.body, `href="`+link+`"`) {
 		t.Fatalf("the run page does not link %s:\n%s", link, p.body)
 	}
-	b.get(link).want(t, http.StatusOK, "<h1>Execution <code>"+publish.ExecutionID+"</code>",
+	b.get(link).want(t, http.StatusOK, "<h1>Member publish <code>"+publish.ExecutionID+"</code>",
 		`<a href="/ui/runs/`+id+`">`, "<h2>Output</h2>", "<code>pipe.publish</code>", "1 of 1")
-	// The root member's input is the run's.
-	b.get("/ui/executions/"+fetch.ExecutionID).want(t, http.StatusOK, "<h2>Input</h2>", "&#34;https://example.com/a&#34;")
+	// The root member's input is the run's; reached without its run, the
+	// page does not name the member.
+	b.get("/ui/executions/"+fetch.ExecutionID).want(t, http.StatusOK, "<h1>Execution <code>"+fetch.ExecutionID, "<h2>Input</h2>",
+		"&#34;https://example.com/a&#34;")
+	// A run id that is not the execution's run is not linked back to.
+	if p := b.get("/ui/executions/" + fetch.ExecutionID + "?run=someone-else"); strings.Contains(p.body, "its run") {
+		t.Fatalf("the page links a run the execution is not of:\n%s", p.body)
+	}
+	// A skipped member says why it ended, not as an error.
+	for _, x := range run.Execs {
+		if x.Name == "alert" {
+			b.get("/ui/executions/"+x.ExecutionID+"?run="+id).want(t, http.StatusOK, "<h1>Member alert", "Why it ended")
+		}
+	}
+	// Cancelling the ended run cancels nothing, and says so.
+	b.post("/ui/runs/"+id+"/cancel", url.Values{}).wantRedirect(t, "/ui/runs/"+id+"?done=ended")
+	b.get("/ui/runs/"+id+"?done=ended").want(t, http.StatusOK, "The run had ended already: nothing was cancelled.",
+		`<span class="state s-good">succeeded</span>`)
+	// A run id typed in the runs page opens the run; a trailing slash is
+	// no other page.
+	b.get("/ui/runs?run="+url.QueryEscape(id)).wantRedirect(t, "/ui/runs/"+id)
+	b.get("/ui/runs/?state=succeeded").wantRedirect(t, "/ui/runs?state=succeeded")
 
 	// The runs list has it, with and without a matching filter.
 	b.get("/ui/runs").want(t, http.StatusOK, `<a href="/ui/runs/`+id+`">`, "4/4")
@@ -375,11 +395,15 @@ func TestConsoleStartRefusals(t *testing.T) {
 	env := servertest.Start(t, func(c *server.Config) { c.Templates = compile(t, "pipe.ff", pipeSource) })
 	b := newBrowser(t, env)
 	b.post("/ui/templates/pipe/runs", url.Values{"input": {`{"url": `}}).
-		want(t, http.StatusOK, "The input is not valid JSON.", "{&#34;url&#34;:</textarea>")
+		want(t, http.StatusBadRequest, "The input is not valid JSON: unexpected end of JSON input (line 1, column 7).", "{&#34;url&#34;:</textarea>")
+	b.post("/ui/templates/pipe/runs", url.Values{"input": {"{\n  \"url\": \"a\"\n  \"note\": 1\n}"}}).
+		want(t, http.StatusBadRequest, "(line 3, column 3)")
 	b.post("/ui/templates/pipe/runs", url.Values{"input": {`{"url": 7}`}}).
-		want(t, http.StatusOK, "Refused: input.url", "{&#34;url&#34;: 7}</textarea>")
+		want(t, http.StatusBadRequest, "Refused: input.url", "{&#34;url&#34;: 7}</textarea>")
 	b.post("/ui/templates/pipe/runs", url.Values{"input": {`{"note": "x"}`}}).
-		want(t, http.StatusOK, "Refused: ", "input.url")
+		want(t, http.StatusBadRequest, "Refused: ", "input.url")
+	b.post("/ui/templates/pipe/runs", url.Values{"input": {"  "}}).
+		want(t, http.StatusBadRequest, "The input is empty: the flow takes Doc.")
 	b.post("/ui/templates/nope/runs", url.Values{"input": {`{}`}}).want(t, http.StatusNotFound, "nope")
 	// A form over the bound is refused whole, before anything acts.
 	huge := `{"url": "` + strings.Repeat("x", 1200<<10) + `"}`
@@ -454,7 +478,13 @@ func TestConsoleSignIn(t *testing.T) {
 	b.get("/ui/templates").wantRedirect(t, "/ui/login?next=%2Fui%2Ftemplates")
 	// An action without a session is refused, not redirected (its form
 	// would be lost).
-	b.post("/ui/templates/pipe/runs", url.Values{"input": {`{"url":"u"}`}}).want(t, http.StatusUnauthorized, "sign in again")
+	b.do(http.MethodPost, "/ui/templates/pipe/runs", url.Values{"input": {`{"url":"u"}`}},
+		map[string]string{"Origin": b.base, "Referer": b.base + "/ui/templates/pipe"}).
+		want(t, http.StatusUnauthorized, "nothing was done", `<a href="/ui/login?next=%2fui%2ftemplates%2fpipe">Sign in</a>`)
+	// Signed out, the pages' links are not offered.
+	if p := b.get("/ui/login"); strings.Contains(p.body, `href="/ui/workers"`) {
+		t.Fatalf("the sign-in page links pages it cannot show:\n%s", p.body)
+	}
 	b.get("/ui/login?next=%2Fui%2Ftemplates").want(t, http.StatusOK, `name="token"`, `value="/ui/templates"`)
 	b.post("/ui/login", url.Values{"token": {"wrong"}, "next": {"/ui/templates"}}).
 		want(t, http.StatusUnauthorized, "That is not ffrun&#39;s API token")
@@ -526,7 +556,7 @@ func TestConsolePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := b.get("/ui/schedules")
-	p.want(t, http.StatusOK, "<td>hourly-pipe</td>", "<code>@hourly</code> in Asia/Kolkata", ":00:00 IST")
+	p.want(t, http.StatusOK, "<td>hourly-pipe</td>", "<code>@hourly</code> in Asia/Kolkata", ":00:00 IST (", ":30 UTC)")
 	for k, v := range map[string]string{
 		"Content-Security-Policy": "default-src 'none'", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
 		"Cache-Control": "no-store", "Content-Type": "text/html; charset=utf-8",
@@ -622,7 +652,16 @@ func TestConsoleGraphs(t *testing.T) {
 	}
 	env := servertest.Start(t, func(c *server.Config) { c.Templates = flows })
 	b := newBrowser(t, env)
-	b.get("/ui/runs").want(t, http.StatusOK, "<option selected>default</option>", "<option>etl</option>", "<option>shop</option>")
+	b.get("/ui/runs").want(t, http.StatusOK, "<option selected>default</option>", "<option>etl</option>", "<option>shop</option>", "No run here")
+	// The default namespace empty, the page opens on the first with runs;
+	// a template's flow is looked for in its namespace.
+	if _, err := env.Client.StageTemplate(ctxT(t), "nightly_etl", map[string]string{"source": "s", "day": "d"}); err != nil {
+		t.Fatal(err)
+	}
+	b.get("/ui/runs").want(t, http.StatusOK, "<option selected>etl</option>", "Showing namespace etl: the default one has no run.", "<td>nightly_etl</td>")
+	b.get("/ui/runs?flow=nightly_etl").want(t, http.StatusOK, "<option selected>etl</option>", "<td>nightly_etl</td>")
+	// Upstreams are listed with the condition of their edge.
+	b.get("/ui/templates/nightly_etl").want(t, http.StatusOK, "<td>extract, validate (on failure)</td>", "on failure</span>")
 	for _, f := range flows {
 		p := b.get("/ui/templates/" + f.Name)
 		p.want(t, http.StatusOK)

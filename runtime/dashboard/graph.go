@@ -40,7 +40,8 @@ type graph struct {
 
 type node struct {
 	Name, Label string
-	Kind        string
+	Kind        string // in the tooltip
+	KindLabel   string // drawn
 	State       string // the member's public state; "" in a template
 	Href        string // the member's execution page; "" in a template
 	X, Y        int
@@ -241,7 +242,7 @@ func layoutGraph(t *wire.Template, run *wire.FlowRun) *graph {
 	}
 	left := func(c int) int { return margin + c*(nodeW+colGap) }
 	for i, x := range t.Execs {
-		n := node{Name: x.Name, Label: shorten(x.Name, nameMax), Kind: shorten(x.Kind, nameMax+4), X: left(col[i]), Y: slots[i].y}
+		n := node{Name: x.Name, Label: shorten(x.Name, nameMax), Kind: x.Kind, KindLabel: shorten(x.Kind, nameMax+4), X: left(col[i]), Y: slots[i].y}
 		n.TextX, n.NameY, n.StateY = n.X+10, n.Y+17, n.Y+32
 		if m, ok := members[x.Name]; ok {
 			n.State = m.State

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -27,21 +28,65 @@ const (
 type runsData struct {
 	Namespace, Flow, State string
 	Namespaces             []string // of the templates, to choose from
+	Chosen                 bool     // the namespace was chosen for the reader: the first with runs
 	States                 []string
 	Runs                   []wire.FlowRun
 	Next                   string // the next page's URL; "" on the last
+	First                  string // the first page's URL, on a later page
 }
 
 func (d *Dashboard) runs(q *request) (*view, error) {
 	v := q.r.URL.Query()
 	o := client.RunListOptions{Namespace: v.Get("namespace"), Flow: v.Get("flow"), State: v.Get("state"), Cursor: v.Get("cursor")}
+	// A run id typed in the filter's box opens the run.
+	if id := strings.TrimSpace(v.Get("run")); id != "" {
+		return &view{redirect: Prefix + "/runs/" + url.PathEscape(id)}, nil
+	}
+	nss := namespaces(q, o.Namespace)
+	chosen := false
+	if o.Namespace == "" {
+		// The flow of a template is in the template's namespace; else the
+		// first namespace holding runs, so that a console whose flows are
+		// all outside the default namespace does not open empty.
+		if ts, err := q.api.Templates(q.ctx()); err == nil {
+			for _, t := range ts {
+				if t.Name == o.Flow {
+					o.Namespace = t.Namespace
+				}
+			}
+		}
+		for _, ns := range nss {
+			if o.Namespace != "" {
+				break
+			}
+			probe, err := q.api.ListRuns(q.ctx(), client.RunListOptions{Namespace: ns, Flow: o.Flow, State: o.State, Limit: 1})
+			if err != nil {
+				return nil, err
+			}
+			if len(probe.Runs) > 0 || probe.NextCursor != "" {
+				o.Namespace, chosen = ns, ns != plan.DefaultNamespace
+			}
+		}
+		if o.Namespace == "" {
+			o.Namespace = plan.DefaultNamespace
+		}
+	}
 	list, err := q.api.ListRuns(q.ctx(), o)
 	if err != nil {
 		return nil, err
 	}
-	data := runsData{Namespace: o.Namespace, Flow: o.Flow, State: o.State, Runs: list.Runs,
+	data := runsData{Namespace: o.Namespace, Flow: o.Flow, State: o.State, Runs: list.Runs, Chosen: chosen,
 		States:     []string{wire.RunRunning, wire.RunSucceeded, wire.RunFailed, wire.RunCancelled},
-		Namespaces: namespaces(q, o.Namespace)}
+		Namespaces: nss}
+	if o.Cursor != "" {
+		fv := url.Values{}
+		for k, x := range map[string]string{"namespace": o.Namespace, "flow": o.Flow, "state": o.State} {
+			if x != "" {
+				fv.Set(k, x)
+			}
+		}
+		data.First = Prefix + "/runs?" + fv.Encode()
+	}
 	if list.NextCursor != "" {
 		nv := url.Values{}
 		for k, x := range map[string]string{"namespace": o.Namespace, "flow": o.Flow, "state": o.State, "cursor": list.NextCursor} {
@@ -111,6 +156,8 @@ func noticeText(done string) string {
 	switch done {
 	case "cancelled":
 		return "The run was cancelled: no member of it starts any more; running ones see their context cancelled."
+	case "ended":
+		return "The run had ended already: nothing was cancelled."
 	case "replayed":
 		return "The run was replayed: its failed, cancelled and skipped members run again; succeeded ones keep their results."
 	case "started":
@@ -162,10 +209,17 @@ func (d *Dashboard) cancelRun(q *request) (*view, error) {
 	if reason == "" {
 		reason = "cancelled from the console"
 	}
-	if _, err := q.api.CancelRun(q.ctx(), id, reason); err != nil {
+	run, err := q.api.CancelRun(q.ctx(), id, reason)
+	if err != nil {
 		return d.refused(q, err)
 	}
-	return &view{redirect: Prefix + "/runs/" + url.PathEscape(id) + "?done=cancelled"}, nil
+	done := "cancelled"
+	if run.State != wire.RunCancelled || !strings.Contains(run.Error, reason) {
+		// Cancelling is idempotent: a run that had ended (or was
+		// cancelled before) is answered as it is.
+		done = "ended"
+	}
+	return &view{redirect: Prefix + "/runs/" + url.PathEscape(id) + "?done=" + done}, nil
 }
 
 func (d *Dashboard) replayRun(q *request) (*view, error) {
@@ -196,6 +250,8 @@ type executionData struct {
 	X             *wire.Execution
 	Input, Result string
 	Run           string // the run the page was reached from
+	Member        string // its name in that run, when it is one of it
+	Ended         bool   // terminal
 }
 
 func (d *Dashboard) execution(q *request) (*view, error) {
@@ -203,10 +259,39 @@ func (d *Dashboard) execution(q *request) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	running := x.State != "completed" && x.State != "failed" && x.State != "cancelled" && x.State != "expired" && x.State != "skipped"
-	return &view{page: "execution", title: "Execution " + x.ID, refresh: running, data: executionData{
-		X: x, Input: indent(x.Input), Result: indent(x.Result), Run: runParam(q.r),
-	}}, nil
+	ended := x.State == "completed" || x.State == "failed" || x.State == "cancelled" || x.State == "expired" || x.State == "skipped"
+	data := executionData{X: x, Input: indent(x.Input), Result: indent(x.Result), Run: runParam(q.r), Ended: ended}
+	if data.Run != "" {
+		// The member's name, from the run: the page does not take it from
+		// the link.
+		if run, err := q.api.GetRun(q.ctx(), data.Run); err == nil {
+			for _, m := range run.Execs {
+				if m.ExecutionID == x.ID {
+					data.Member = m.Name
+				}
+			}
+		}
+		if data.Member == "" {
+			data.Run = ""
+		}
+	}
+	title := "Execution " + x.ID
+	if data.Member != "" {
+		title = "Member " + data.Member
+	}
+	return &view{page: "execution", title: title, refresh: !ended, data: data}, nil
+}
+
+// jsonError says where input stops being JSON.
+func jsonError(input string, err error) string {
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return "The input is not valid JSON: " + err.Error() + "."
+	}
+	before := input[:min(int(se.Offset), len(input))]
+	line := strings.Count(before, "\n") + 1
+	col := utf8.RuneCountInString(before[strings.LastIndexByte(before, '\n')+1:])
+	return fmt.Sprintf("The input is not valid JSON: %s (line %d, column %d).", se.Error(), line, col)
 }
 
 // runParam is the run an execution page was reached from (its ?run=), when
@@ -257,18 +342,22 @@ func (d *Dashboard) startRun(q *request) (*view, error) {
 		return nil, &pageError{status: http.StatusRequestEntityTooLarge, msg: "The input is too large: a run's input may be at most 1 MiB."}
 	}
 	key := strings.TrimSpace(q.r.PostFormValue("key"))
+	t, err := q.api.Template(q.ctx(), name)
+	if err != nil {
+		return nil, err
+	}
 	again := func(msg, field string) (*view, error) {
-		t, err := q.api.Template(q.ctx(), name)
-		if err != nil {
-			return nil, err
-		}
-		return &view{page: "template", title: "Template " + t.Name, data: templateData{
+		return &view{page: "template", title: "Template " + t.Name, status: http.StatusBadRequest, data: templateData{
 			T: t, Graph: layoutGraph(t, nil), Input: input, Key: key, Error: msg, Field: field}}, nil
+	}
+	if input == "" && t.Input != nil {
+		return again("The input is empty: the flow takes "+typeName(t.Input)+".", "input")
 	}
 	var in any
 	if input != "" {
-		if !json.Valid([]byte(input)) {
-			return again("The input is not valid JSON.", "")
+		var probe any
+		if err := json.Unmarshal([]byte(input), &probe); err != nil {
+			return again(jsonError(input, err), "")
 		}
 		in = json.RawMessage(input)
 	}
@@ -313,29 +402,46 @@ type workersData struct {
 
 func (d *Dashboard) workers(q *request) (*view, error) {
 	ns := q.r.URL.Query().Get("namespace")
-	list, err := q.api.Workers(q.ctx(), ns)
-	if err != nil {
-		return nil, err
+	nss := namespaces(q, ns)
+	var list *wire.WorkerList
+	if ns == "" {
+		// The first namespace with workers connected.
+		for _, n := range nss {
+			l, err := q.api.Workers(q.ctx(), n)
+			if err != nil {
+				return nil, err
+			}
+			if list == nil || len(l.Workers) > 0 && len(list.Workers) == 0 {
+				list, ns = l, n
+			}
+		}
+	} else {
+		var err error
+		if list, err = q.api.Workers(q.ctx(), ns); err != nil {
+			return nil, err
+		}
 	}
 	return &view{page: "workers", title: "Workers", refresh: true,
-		data: workersData{Namespace: ns, Namespaces: namespaces(q, ns), Workers: list.Workers, Truncated: list.LeasesTruncated}}, nil
+		data: workersData{Namespace: ns, Namespaces: nss, Workers: list.Workers, Truncated: list.LeasesTruncated}}, nil
 }
 
-// namespaces are the namespaces of the served templates and the default
-// one, sorted: runs and workers are listed a namespace at a time, and a
-// newcomer's flows are often not in the default one.
+// namespaces are the default namespace, then those of the served
+// templates and current, sorted: runs and workers are listed a namespace
+// at a time, and a newcomer's flows are often not in the default one.
 func namespaces(q *request, current string) []string {
-	ns := []string{plan.DefaultNamespace}
-	if current != "" {
+	var ns []string
+	if current != "" && current != plan.DefaultNamespace {
 		ns = append(ns, current)
 	}
 	if ts, err := q.api.Templates(q.ctx()); err == nil {
 		for _, t := range ts {
-			ns = append(ns, t.Namespace)
+			if t.Namespace != plan.DefaultNamespace {
+				ns = append(ns, t.Namespace)
+			}
 		}
 	}
 	slices.Sort(ns)
-	return slices.Compact(ns)
+	return append([]string{plan.DefaultNamespace}, slices.Compact(ns)...)
 }
 
 // JSONShown is the most bytes of an input, output or result a page shows.

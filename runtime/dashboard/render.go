@@ -43,6 +43,7 @@ var funcs = template.FuncMap{
 	"join":       strings.Join,
 	"typeName":   typeName,
 	"joinName":   joinName,
+	"waits":      waits,
 	"ms":         func(ms int64) string { return short(time.Duration(ms) * time.Millisecond) },
 }
 
@@ -64,7 +65,11 @@ func inZone(t *time.Time, zone string) string {
 	if err != nil {
 		return when(t)
 	}
-	return t.In(loc).Format("2006-01-02 15:04:05 MST")
+	in := t.In(loc)
+	if _, off := in.Zone(); off == 0 {
+		return in.Format("2006-01-02 15:04:05 MST")
+	}
+	return in.Format("2006-01-02 15:04:05 MST") + " (" + t.UTC().Format("15:04 UTC") + ")"
 }
 
 // took is the time from start to end, or since start while it runs.
@@ -139,6 +144,25 @@ func typeName(t *plan.TypeRef) string {
 		return t.Name
 	}
 	return t.Kind
+}
+
+// waits lists the upstreams of x with the condition of each edge that is
+// not "on success".
+func waits(t *wire.Template, x wire.TemplateExec) string {
+	on := map[string]string{}
+	for _, e := range t.Edges {
+		if e.To == x.Name {
+			on[e.From] = e.On
+		}
+	}
+	parts := make([]string, len(x.Upstreams))
+	for i, u := range x.Upstreams {
+		parts[i] = u
+		if c := on[u]; c != "" && c != plan.OnSuccess {
+			parts[i] += " (on " + c + ")"
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func joinName(j plan.Join) string {
