@@ -353,6 +353,27 @@ func TestConsoleFailureCancelReplay(t *testing.T) {
 		t.Fatalf("after the replay: %+v", run)
 	}
 	b.get("/ui/runs/"+id+"?done=replayed").want(t, http.StatusOK, "The run was replayed", "Replayed</dt><dd>1 time(s)")
+	// The failing member's page lists both attempts: who ran them and why
+	// they failed.
+	full, err := env.Client.GetRun(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := false
+	for _, x := range full.Execs {
+		if x.Name == "check" {
+			checked = true
+			p := b.get("/ui/executions/" + x.ExecutionID + "?run=" + id)
+			p.want(t, http.StatusOK, "<h2>Attempts</h2>", "<td>initial</td>", "<td>replay</td>", "console-test<br>",
+				`<span class="state s-bad">failed</span>`)
+			if n := strings.Count(p.body, "is not allowed</td>"); n != 2 {
+				t.Fatalf("%d attempts with their error, want 2:\n%s", n, p.body)
+			}
+		}
+	}
+	if !checked {
+		t.Fatalf("no member check in %+v", full.Execs)
+	}
 
 	// A run with no worker for its namespace stays running; cancel it.
 	other := compile(t, "held.ff", `flow held() { namespace "nobody" exec a() { } }`)

@@ -44,7 +44,18 @@ var funcs = template.FuncMap{
 	"typeName":   typeName,
 	"joinName":   joinName,
 	"waits":      waits,
-	"ms":         func(ms int64) string { return short(time.Duration(ms) * time.Millisecond) },
+	"attemptClass": func(outcome string) string {
+		switch outcome {
+		case "success":
+			return "s-good"
+		case "running":
+			return "s-run"
+		case "cancelled":
+			return "s-off"
+		}
+		return "s-bad"
+	},
+	"ms": func(ms int64) string { return short(time.Duration(ms) * time.Millisecond) },
 }
 
 // when shows an instant in UTC to the second ("—" for none).

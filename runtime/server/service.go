@@ -442,6 +442,12 @@ func toExecution(ex *store.Execution) wire.Execution {
 	if ex.Lease != nil {
 		w.LeaseExpiresAt = timePtr(ex.Lease.ExpiresAt)
 	}
+	for _, a := range ex.Attempts {
+		w.Attempts = append(w.Attempts, wire.Attempt{
+			Index: a.Index, Type: string(a.Type), WorkerID: a.WorkerID, InstanceID: a.InstanceID,
+			StartedAt: timePtr(a.StartedAt), EndedAt: timePtr(a.EndedAt), Outcome: string(a.Outcome), Error: a.Error,
+		})
+	}
 	return w
 }
 

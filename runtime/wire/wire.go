@@ -121,6 +121,25 @@ type Execution struct {
 	DelayUntil     *time.Time `json:"delay_until,omitempty"`
 	DeadlineAt     *time.Time `json:"deadline_at,omitempty"`
 	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+
+	// Attempts is the attempt history, oldest first, in the answers about
+	// one execution (not in listings).
+	Attempts []Attempt `json:"attempts,omitempty"`
+}
+
+// Attempt is one attempt of an execution: who ran it, when, and how it
+// ended.
+type Attempt struct {
+	Index      int        `json:"index"` // 1-based
+	Type       string     `json:"type"`  // initial, retry, reclaim (after a lost lease) or replay
+	WorkerID   string     `json:"worker_id"`
+	InstanceID string     `json:"worker_instance_id"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	EndedAt    *time.Time `json:"ended_at,omitempty"`
+	// Outcome is running (not ended yet), success, failed, timed_out,
+	// lease_expired, revoked, cancelled or expired.
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
 }
 
 // ExecutionList is the body of GET /v1/executions.

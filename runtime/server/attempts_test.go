@@ -1,0 +1,68 @@
+package server_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// TestExecutionAttempts: the answer about one execution carries its
+// attempt history (who ran each attempt, how it ended, its error), the
+// running attempt included; listings leave it out.
+func TestExecutionAttempts(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := ctxT(t)
+	c := env.Client
+	ex, _, err := c.CreateExecution(ctx, wire.CreateExecution{Kind: "sync", Input: json.RawMessage(`{}`),
+		Retry: &plan.Retry{Attempts: 3, Backoff: plan.BackoffFixed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Attempts != nil {
+		t.Fatalf("a new execution has attempts: %+v", ex.Attempts)
+	}
+	claim := func(worker string) wire.Lease {
+		t.Helper()
+		tasks, err := c.Claim(ctx, wire.ClaimRequest{WorkerID: worker, Max: 1, WaitMs: 2000})
+		if err != nil || len(tasks) != 1 {
+			t.Fatalf("claim by %s: %+v, %v", worker, tasks, err)
+		}
+		return wire.Lease{ExecutionID: tasks[0].ExecutionID, LeaseID: tasks[0].LeaseID, Epoch: tasks[0].Epoch}
+	}
+	l := claim("alpha")
+	if _, err := c.Fail(ctx, wire.FailRequest{WorkerID: "alpha", Failures: []wire.Failure{{Lease: l, Message: "upstream 502", Retryable: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	l = claim("beta")
+	got, err := c.GetExecution(ctx, ex.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Attempts) != 2 {
+		t.Fatalf("attempts while the second runs: %+v", got.Attempts)
+	}
+	a1, a2 := got.Attempts[0], got.Attempts[1]
+	if a1.Index != 1 || a1.Type != "initial" || a1.WorkerID != "alpha" || a1.Outcome != "failed" || a1.Error != "upstream 502" ||
+		a1.StartedAt == nil || a1.EndedAt == nil || a1.InstanceID == "" {
+		t.Fatalf("first attempt %+v", a1)
+	}
+	if a2.Index != 2 || a2.Type != "retry" || a2.WorkerID != "beta" || a2.Outcome != "running" || a2.EndedAt != nil {
+		t.Fatalf("second attempt %+v", a2)
+	}
+	if _, err := c.Complete(ctx, wire.CompleteRequest{WorkerID: "beta", Completions: []wire.Completion{{Lease: l, Output: json.RawMessage(`1`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = c.GetExecution(ctx, ex.ID)
+	if err != nil || len(got.Attempts) != 2 || got.Attempts[1].Outcome != "success" || got.Attempts[1].EndedAt == nil {
+		t.Fatalf("after the completion: %+v, %v", got, err)
+	}
+	list, err := c.ListExecutions(ctx, client.ListOptions{})
+	if err != nil || len(list.Executions) != 1 || list.Executions[0].Attempts != nil {
+		t.Fatalf("listing: %+v, %v", list, err)
+	}
+}
