@@ -259,7 +259,7 @@ func TestConsoleRunsAFlow(t *testing.T) {
 	}
 	p = b.get("/ui/runs/" + id)
 	p.want(t, http.StatusOK, `<span class="state s-good">succeeded</span>`, "4 of 4 done: 3 succeeded, 0 failed, 1 skipped",
-		"<h2>Result</h2>", "&#34;url&#34;: &#34;https://example.com/a&#34;",
+		"<h2>Result</h2>", "&#34;url&#34;: &#34;https://example.com/a&#34;", "<summary>Input</summary>",
 		`<g class="node s-good"><title>publish (kind pipe.publish): completed</title>`,
 		`<g class="node s-off"><title>alert (kind pipe.alert): skipped</title>`)
 	if strings.Contains(p.body, "http-equiv=\"refresh\"") || strings.Contains(p.body, "Cancel the run") ||

@@ -113,6 +113,7 @@ type runData struct {
 	Failures       []wire.ExecFailure
 	FailuresHidden int
 	Result         string // the result, indented
+	Input          string // the run's input, indented
 	Notice         string // what the last action did
 	Error          string // why the last action was refused
 }
@@ -127,7 +128,8 @@ func (d *Dashboard) showRun(q *request, notice, refused string) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	data := runData{Run: run, Members: run.Execs, Failures: run.Failures, Result: indent(run.Result), Notice: notice, Error: refused}
+	data := runData{Run: run, Members: run.Execs, Failures: run.Failures, Result: indent(run.Result), Input: indent(run.Input),
+		Notice: notice, Error: refused}
 	if notice == "" {
 		data.Notice = noticeText(q.r.URL.Query().Get("done"))
 	}

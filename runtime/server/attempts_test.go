@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/client"
@@ -64,5 +65,27 @@ func TestExecutionAttempts(t *testing.T) {
 	list, err := c.ListExecutions(ctx, client.ListOptions{})
 	if err != nil || len(list.Executions) != 1 || list.Executions[0].Attempts != nil {
 		t.Fatalf("listing: %+v, %v", list, err)
+	}
+}
+
+// TestRunInput: GET /v1/flows/{id} carries the run's input; its result
+// answer and the runs list do not.
+func TestRunInput(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := ctxT(t)
+	run := stageTwoStep(t, env)
+	got, err := env.Client.GetRun(ctx, run.ID)
+	if err != nil || string(got.Input) != `{"s":"x"}` {
+		t.Fatalf("run input %s, %v", got.Input, err)
+	}
+	echoTwoStep(t, env)
+	res, err := env.Client.RunResult(ctx, run.ID, 10*time.Second)
+	if err != nil || res.State != wire.RunSucceeded || res.Input != nil {
+		t.Fatalf("result answer %+v, %v", res, err)
+	}
+	list, err := env.Client.ListRuns(ctx, client.RunListOptions{})
+	if err != nil || len(list.Runs) != 1 || list.Runs[0].Input != nil {
+		t.Fatalf("list %+v, %v", list, err)
 	}
 }

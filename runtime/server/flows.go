@@ -88,6 +88,7 @@ func (f *flowService) GetRun(ctx context.Context, id string) (*wire.FlowRun, err
 		return nil, mapIDError(err, "run", id)
 	}
 	w := toFlowRun(run, true)
+	w.Input = rawJSON(run.Input)
 	for i, n := range run.Nodes {
 		// toFlowRun keeps the order of run.Nodes.
 		if n.State.Public == store.StateWaiting && w.Execs[i].Blocked == "" {

@@ -92,6 +92,8 @@ type Run struct {
 	Replays        int       `json:"replays,omitempty"`         // times ReplayRun restarted it
 	ReplayedAt     time.Time `json:"replayed_at,omitzero"`      // the last of those
 	Nodes          []RunNode `json:"nodes,omitempty"`           // by exec name
+	// Input is the run's input as staged (GetRun only).
+	Input []byte `json:"input,omitempty"`
 }
 
 // RunNode is one execution of a run, as GetRun reports it.
@@ -1018,6 +1020,9 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 		return nil, fmt.Errorf("store: read run %s: %w", id, err)
 	}
 	run := runOf(id, f)
+	if in := f["input"]; in != "" && in != "null" {
+		run.Input = []byte(in)
+	}
 	// The result exec's output is read with the members, and kept once its
 	// state says it succeeded (the state read here is the one to trust
 	// while a replay runs it again).

@@ -399,7 +399,9 @@ type FlowRun struct {
 	IdempotencyKey string     `json:"idempotency_key,omitempty"`
 	Schedule       string     `json:"schedule,omitempty"`
 	ScheduledAt    *time.Time `json:"scheduled_at,omitempty"`
-	Execs          []FlowExec `json:"execs,omitempty"`
+	// Input is the run's input, in GET /v1/flows/{id} only.
+	Input json.RawMessage `json:"input,omitempty"`
+	Execs []FlowExec      `json:"execs,omitempty"`
 }
 
 // FlowRunList is a page of GET /v1/flows: runs newest first, with their
