@@ -52,7 +52,24 @@ func valkeyOptions(cfg Config) valkey.ClientOption {
 	// more throughput than with 8 or 32, with two report requests in
 	// flight per worker.
 	opt.PipelineMultiplex = 4
+	opt.RetryDelay = retryDelay
 	return opt
+}
+
+// ReadRetries is how many times a read-only command is sent again after a
+// network error (about 5 s in all) before its caller gets the error: the
+// client's default retries until the caller's context ends, which for a
+// request without a deadline, with Valkey down, is never, so the API
+// answered nothing instead of 503.
+const ReadRetries = 24
+
+// retryDelay backs off exponentially from 2 µs to 1 s between the
+// ReadRetries retries, then gives up (a negative delay).
+func retryDelay(attempts int, _ valkey.Completed, _ error) time.Duration {
+	if attempts >= ReadRetries {
+		return -1
+	}
+	return min(time.Second, time.Duration(1<<min(attempts+1, 20))*time.Microsecond)
 }
 
 // connect reaches Valkey and opens the store on it (stCfg without its
