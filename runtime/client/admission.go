@@ -22,7 +22,7 @@ func (c *Client) PutBudget(ctx context.Context, req wire.PutBudget) (b *wire.Bud
 // are "<namespace>/<name>" (run-scoped: "<namespace>/<name>@<run id>").
 func (c *Client) GetBudget(ctx context.Context, id string) (*wire.Budget, error) {
 	var out wire.Budget
-	if err := c.do(ctx, http.MethodGet, "/v1/budgets/"+id, nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/budgets/"+escapeID(id), nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -32,7 +32,7 @@ func (c *Client) GetBudget(ctx context.Context, id string) (*wire.Budget, error)
 // eligible again.
 func (c *Client) ResetBudget(ctx context.Context, id string) (*wire.Budget, error) {
 	var out wire.Budget
-	if err := c.do(ctx, http.MethodPost, "/v1/budgets/"+id+"/reset", nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/budgets/"+escapeID(id)+"/reset", nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -42,7 +42,7 @@ func (c *Client) ResetBudget(ctx context.Context, id string) (*wire.Budget, erro
 // worker reports through its task, worker.Task.ReportUsage).
 func (c *Client) ReportBudgetUsage(ctx context.Context, id string, req wire.BudgetUsageReport) (*wire.UsageResult, error) {
 	var out wire.UsageResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/budgets/"+id+"/usage", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/budgets/"+escapeID(id)+"/usage", nil, req, &out); err != nil {
 		return nil, err
 	}
 	if len(out.Results) == 0 {
@@ -74,7 +74,7 @@ func (c *Client) PutQuota(ctx context.Context, req wire.PutQuota) (q *wire.Quota
 // its window and active counts.
 func (c *Client) GetQuota(ctx context.Context, id string) (*wire.Quota, error) {
 	var out wire.Quota
-	if err := c.do(ctx, http.MethodGet, "/v1/quotas/"+id, nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/quotas/"+escapeID(id), nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -86,7 +86,7 @@ func (c *Client) GetQuota(ctx context.Context, id string) (*wire.Quota, error) {
 // answers the quota with the pause.
 func (c *Client) PauseQuota(ctx context.Context, id string, req wire.QuotaPause) (*wire.Quota, error) {
 	var out wire.Quota
-	if err := c.do(ctx, http.MethodPost, "/v1/quotas/"+id+"/pause", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/quotas/"+escapeID(id)+"/pause", nil, req, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -95,7 +95,7 @@ func (c *Client) PauseQuota(ctx context.Context, id string, req wire.QuotaPause)
 // ResumeQuota ends a pause of a subject of quota id now.
 func (c *Client) ResumeQuota(ctx context.Context, id string, req wire.QuotaResume) (*wire.Quota, error) {
 	var out wire.Quota
-	if err := c.do(ctx, http.MethodPost, "/v1/quotas/"+id+"/resume", nil, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/quotas/"+escapeID(id)+"/resume", nil, req, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

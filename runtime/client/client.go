@@ -173,6 +173,16 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+// escapeID escapes each segment of a budget or quota id ("<namespace>/<name>",
+// whose '/' the route takes as part of the id).
+func escapeID(id string) string {
+	segs := strings.Split(id, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}
+
 // APIError is a non-2xx answer of the server.
 type APIError struct {
 	Status  int            // HTTP status
@@ -196,9 +206,16 @@ func IsCode(err error, code string) bool {
 var ErrFlowsUnsupported = errors.New("flows are not supported by this server yet")
 
 // do sends one request and decodes a 2xx JSON answer into out (when non-nil).
+// path is escaped already (its parameters through url.PathEscape or
+// escapeID): it is sent as it is, not escaped a second time.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
 	u := *c.base
-	u.Path = c.base.Path + path
+	raw := c.base.EscapedPath() + path
+	if p, err := url.PathUnescape(raw); err == nil {
+		u.Path, u.RawPath = p, raw
+	} else {
+		u.Path = c.base.Path + path
+	}
 	if query != nil {
 		u.RawQuery = query.Encode()
 	}
