@@ -183,14 +183,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 // Echo returns the underlying Echo instance; call it before serving.
 func (s *Server) Echo() *echo.Echo { return s.echo }
 
-// Mount serves h for GET of prefix and for GET and POST of every path
-// under it (web pages and their forms; other methods are the API's 405),
+// Mount serves h for GET and HEAD of prefix and for GET, HEAD and POST of
+// every path under it (web pages and their forms; other methods are the API's 405),
 // with the API's logging, metrics and panic recovery but not its token
 // check: h does its own. Call it before serving.
 func (s *Server) Mount(prefix string, h http.Handler) {
 	wrapped := echo.WrapHandler(h)
-	s.echo.GET(prefix, wrapped)
-	s.echo.Match([]string{http.MethodGet, http.MethodPost}, prefix+"/*", wrapped)
+	s.echo.Match([]string{http.MethodGet, http.MethodHead}, prefix, wrapped)
+	s.echo.Match([]string{http.MethodGet, http.MethodHead, http.MethodPost}, prefix+"/*", wrapped)
 }
 
 // V1 returns the /v1 route group, behind the bearer-token check when a

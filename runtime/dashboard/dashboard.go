@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -192,7 +191,17 @@ type view struct {
 	refresh  bool // the page shows running work: reload it
 	status   int  // 0 = 200
 	redirect string
+	auth     authState
 }
+
+// authState is what render knows of the reader's session.
+type authState int
+
+const (
+	authUnknown authState = iota // render checks
+	authOpen
+	authClosed
+)
 
 // pageError is an answer other than 200 with a message for the user.
 type pageError struct {
@@ -206,7 +215,14 @@ func (e *pageError) Error() string { return e.msg }
 // rendering of its view or error.
 func (d *Dashboard) page(fn func(*request) (*view, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !d.authenticated(r) {
+		ok, err := d.authenticated(r)
+		if err != nil {
+			d.log.WarnContext(r.Context(), "console: session check failed", slog.Any("err", err))
+			d.render(w, r, http.StatusServiceUnavailable, &view{page: "error", title: "Unavailable", auth: authClosed,
+				data: "The session cannot be checked: ffrun does not reach its Valkey. Try again in a moment."})
+			return
+		}
+		if !ok {
 			if r.Method != http.MethodGet {
 				d.render(w, r, http.StatusUnauthorized, &view{page: "signedout", title: "Signed out", data: loginData{Next: safeNext(sameOriginReferer(r))}})
 				return
@@ -228,7 +244,7 @@ func (d *Dashboard) page(fn func(*request) (*view, error)) http.Handler {
 			}
 		}
 		api, err := client.New("http://ffrun.console", client.WithToken(d.cfg.Token),
-			client.WithHTTPClient(&http.Client{Transport: inProcess{d.cfg.API}}))
+			client.WithHTTPClient(&http.Client{Transport: client.HandlerTransport(d.cfg.API)}))
 		if err != nil {
 			d.fail(w, r, err)
 			return
@@ -246,6 +262,7 @@ func (d *Dashboard) page(fn func(*request) (*view, error)) http.Handler {
 		if v.status != 0 {
 			status = v.status
 		}
+		v.auth = authOpen
 		d.render(w, r, status, v)
 	})
 }
@@ -253,6 +270,11 @@ func (d *Dashboard) page(fn func(*request) (*view, error)) http.Handler {
 // fail renders err: the API's refusals with their status and message,
 // anything else as a 500 that is logged.
 func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		// The browser went away: nobody reads an answer.
+		d.log.DebugContext(r.Context(), "console page abandoned", slog.String("path", r.URL.Path), slog.Any("err", err))
+		return
+	}
 	var pe *pageError
 	var ae *client.APIError
 	switch {
@@ -287,7 +309,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, v
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	open := d.authenticated(r)
+	open := v.auth == authOpen || v.auth == authUnknown && d.open(r)
 	l := layout{Title: v.title, Nav: section(r.URL.Path), Data: v.data, SignedIn: d.cfg.Token != "" && open, Open: open}
 	if v.refresh && d.cfg.Refresh > 0 && r.URL.Query().Get("refresh") != "off" {
 		l.Refresh = max(1, int(d.cfg.Refresh.Round(time.Second)/time.Second))
@@ -357,25 +379,32 @@ func (d *Dashboard) session(r *http.Request) (id string, exp time.Time, ok bool)
 	return parts[2], time.Unix(unix, 0), true
 }
 
-func (d *Dashboard) authenticated(r *http.Request) bool {
+// authenticated says whether r may see the pages. An error is a check
+// that could not be made (Valkey unreachable): the session is not taken
+// as valid, and the reader is told why rather than asked to sign in.
+func (d *Dashboard) authenticated(r *http.Request) (bool, error) {
 	if d.cfg.Token == "" {
-		return true
+		return true, nil
 	}
 	id, _, ok := d.session(r)
 	if !ok {
-		return false
+		return false, nil
 	}
 	if d.cfg.Revoked != nil {
 		revoked, err := d.cfg.Revoked.SessionRevoked(r.Context(), id)
 		if err != nil {
-			// Fail closed: a session that may have been signed out of
-			// is not one.
-			d.log.WarnContext(r.Context(), "console: session check failed", slog.Any("err", err))
-			return false
+			return false, err
 		}
-		return !revoked
+		return !revoked, nil
 	}
-	return true
+	return true, nil
+}
+
+// open is authenticated without its error (pages that only choose what
+// to show).
+func (d *Dashboard) open(r *http.Request) bool {
+	ok, _ := d.authenticated(r)
+	return ok
 }
 
 func (d *Dashboard) sign(payload string) []byte {
@@ -385,7 +414,7 @@ func (d *Dashboard) sign(payload string) []byte {
 }
 
 func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
-	if d.cfg.Token == "" || d.authenticated(r) {
+	if d.cfg.Token == "" || d.open(r) {
 		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
@@ -472,56 +501,3 @@ func safeNext(next string) string {
 	}
 	return next
 }
-
-// inProcess sends the console's API requests to the API handler without
-// a network: the handler writes into a recorder whose content becomes the
-// response.
-type inProcess struct{ h http.Handler }
-
-func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
-	rec := &recorder{header: http.Header{}}
-	if req.Body == nil {
-		req.Body = http.NoBody
-	}
-	// The API reads a request as a server would: RequestURI and RemoteAddr
-	// are set, Host is the URL's.
-	req.RequestURI = req.URL.RequestURI()
-	req.RemoteAddr = "console"
-	t.h.ServeHTTP(rec, req)
-	if err := req.Context().Err(); err != nil {
-		return nil, err
-	}
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	return &http.Response{
-		Status: fmt.Sprintf("%d %s", rec.status, http.StatusText(rec.status)), StatusCode: rec.status,
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: rec.header, Body: io.NopCloser(&rec.body), ContentLength: int64(rec.body.Len()), Request: req,
-	}, nil
-}
-
-// recorder is an http.ResponseWriter that keeps what is written.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-
-func (r *recorder) WriteHeader(status int) {
-	if r.status == 0 {
-		r.status = status
-	}
-}
-
-func (r *recorder) Write(p []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.body.Write(p)
-}
-
-// Flush is a no-op: everything is kept until the handler returns.
-func (r *recorder) Flush() {}

@@ -453,6 +453,17 @@ func TestConsoleStartRefusals(t *testing.T) {
 	if _, done := startRun(t, b, "pipe", url.Values{"input": {quoted}}); done != "started" {
 		t.Fatalf("done = %q", done)
 	}
+	// The form twice (a second click on Start): its nonce makes the second
+	// show the first run.
+	twice := url.Values{"input": {`{"url": "twice"}`}, "nonce": {"AAAAAAAAAAAAAAAAAAAAAA"}}
+	first, _ := startRun(t, b, "pipe", twice)
+	again, done2 := startRun(t, b, "pipe", twice)
+	if first != again || done2 != "existing" {
+		t.Fatalf("the form sent twice: %s, then %s %s", first, again, done2)
+	}
+	if p := b.get("/ui/templates/pipe"); !regexp.MustCompile(`name="nonce" value="[A-Za-z0-9_-]{22}"`).MatchString(p.body) {
+		t.Fatalf("the start form has no nonce:\n%s", p.body)
+	}
 	// The same idempotency key twice: the second start shows the first run.
 	form := url.Values{"input": {`{"url": "u"}`}, "key": {"console-key-1"}}
 	id, done := startRun(t, b, "pipe", form)

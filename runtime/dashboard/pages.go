@@ -2,11 +2,14 @@ package dashboard
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -284,6 +287,16 @@ func (d *Dashboard) execution(q *request) (*view, error) {
 	return &view{page: "execution", title: title, refresh: !ended, data: data}, nil
 }
 
+// nonceRe is the shape of nonce().
+var nonceRe = regexp.MustCompile(`^[A-Za-z0-9_-]{22}$`)
+
+// nonce is 128 random bits, URL-safe.
+func nonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
 // jsonError says where input stops being JSON.
 func jsonError(input string, err error) string {
 	var se *json.SyntaxError
@@ -322,6 +335,9 @@ type templateData struct {
 	Input, Key string
 	Error      string
 	Field      string
+	// Nonce is the form's own idempotency key when none is typed: a second
+	// click on Start (or a resent form) shows the run the first started.
+	Nonce string
 }
 
 func (d *Dashboard) template(q *request) (*view, error) {
@@ -330,7 +346,7 @@ func (d *Dashboard) template(q *request) (*view, error) {
 		return nil, err
 	}
 	return &view{page: "template", title: "Template " + t.Name, data: templateData{
-		T: t, Graph: layoutGraph(t, nil), Input: skeleton(t.Input, t.Types)}}, nil
+		T: t, Graph: layoutGraph(t, nil), Input: skeleton(t.Input, t.Types), Nonce: nonce()}}, nil
 }
 
 // InputMax is the largest run input the start form takes.
@@ -350,7 +366,7 @@ func (d *Dashboard) startRun(q *request) (*view, error) {
 	}
 	again := func(msg, field string) (*view, error) {
 		return &view{page: "template", title: "Template " + t.Name, status: http.StatusBadRequest, data: templateData{
-			T: t, Graph: layoutGraph(t, nil), Input: input, Key: key, Error: msg, Field: field}}, nil
+			T: t, Graph: layoutGraph(t, nil), Input: input, Key: key, Error: msg, Field: field, Nonce: nonce()}}, nil
 	}
 	if input == "" && t.Input != nil {
 		return again("The input is empty: the flow takes "+typeName(t.Input)+".", "input")
@@ -362,6 +378,9 @@ func (d *Dashboard) startRun(q *request) (*view, error) {
 			return again(jsonError(input, err), "")
 		}
 		in = json.RawMessage(input)
+	}
+	if n := q.r.PostFormValue("nonce"); key == "" && nonceRe.MatchString(n) {
+		key = "console-" + n
 	}
 	var opts []client.StageOption
 	if key != "" {
