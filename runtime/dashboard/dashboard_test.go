@@ -323,7 +323,17 @@ func TestConsoleRunsAFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.get("/ui/runs/"+other.ID).want(t, http.StatusOK, "in namespace elsewhere", `class="graph"`)
+	b.get("/ui/runs/"+other.ID).want(t, http.StatusOK, "in namespace elsewhere", `class="graph"`,
+		`<path class="edge on-failure"`, "check → alert (on failure)")
+	// A run of a plan this server does not serve is drawn from its own
+	// members, its edges' conditions unknown.
+	adhoc := compile(t, "adhoc.ff", `flow adhoc() { exec a() { } exec b() { } a -> b on done }`)[0]
+	ar, err := env.Client.StageFlow(ctxT(t), adhoc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.get("/ui/runs/"+ar.ID).want(t, http.StatusOK, `class="graph"`, `<path class="edge on-unknown"`,
+		"condition not known (the flow's template is not served here)")
 }
 
 // TestConsoleFailureCancelReplay: a failed run's page shows what failed

@@ -6,9 +6,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/wire"
 )
+
+// onUnknown marks an edge whose condition is not known: a run's edge its
+// flow's template (if served) does not have.
+const onUnknown = "unknown"
 
 // GraphMax is the most execs a drawn graph has, GraphEdgesMax the most
 // edges and waypoints (an edge's lane through a column it crosses);
@@ -34,6 +37,7 @@ const (
 type graph struct {
 	Width, Height int
 	NodeW, NodeH  int
+	Unknown       bool // an edge's condition is not known
 	Nodes         []node
 	Edges         []edge
 }
@@ -52,7 +56,7 @@ type node struct {
 
 type edge struct {
 	Path string
-	On   string // plan.OnSuccess, OnFailure or OnDone
+	On   string // plan.OnSuccess, OnFailure, OnDone or onUnknown
 	Tip  string // "from → to (on ...)"
 }
 
@@ -257,8 +261,9 @@ func layoutGraph(t *wire.Template, run *wire.FlowRun) *graph {
 	for _, r := range routes {
 		from, to := t.Execs[r.from].Name, t.Execs[r.to].Name
 		kind := on[[2]string{from, to}]
+		tip := fmt.Sprintf("%s → %s (on %s)", from, to, kind)
 		if kind == "" {
-			kind = plan.OnSuccess
+			kind, tip = onUnknown, fmt.Sprintf("%s → %s (its condition is known from the flow's template, not served here)", from, to)
 		}
 		var path strings.Builder
 		x, y := left(col[r.from])+nodeW, slots[r.from].y+nodeH/2
@@ -275,7 +280,8 @@ func layoutGraph(t *wire.Template, run *wire.FlowRun) *graph {
 			fmt.Fprintf(&path, " H%d", x)
 		}
 		curve(left(col[r.to])-4, slots[r.to].y+nodeH/2)
-		g.Edges = append(g.Edges, edge{Path: path.String(), On: kind, Tip: fmt.Sprintf("%s → %s (on %s)", from, to, kind)})
+		g.Edges = append(g.Edges, edge{Path: path.String(), On: kind, Tip: tip})
+		g.Unknown = g.Unknown || kind == onUnknown
 	}
 	return g
 }

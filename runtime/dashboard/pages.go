@@ -144,11 +144,14 @@ func (d *Dashboard) showRun(q *request, notice, refused string) (*view, error) {
 		data.Hidden = len(data.Members) - MembersShown
 		data.Members = data.Members[:MembersShown]
 	}
-	// The graph comes from the template of the same name, when it is
-	// served here and has exactly the run's members.
-	if t, err := q.api.Template(q.ctx(), run.Flow); err == nil && sameMembers(t, run) {
-		data.Graph = layoutGraph(t, run)
+	// The graph is the run's own (its members and what each waits for);
+	// the edges' conditions come from the template of the same name when
+	// it is served here and has the edge.
+	var edges []plan.Edge
+	if t, err := q.api.Template(q.ctx(), run.Flow); err == nil {
+		edges = t.Edges
 	}
+	data.Graph = layoutGraph(runShape(run, edges), run)
 	v := &view{page: "run", title: "Run " + run.ID, data: data, refresh: run.State == wire.RunRunning && refused == ""}
 	if refused != "" {
 		v.status = http.StatusConflict
@@ -179,22 +182,23 @@ func noticeText(done string) string {
 	return ""
 }
 
-// sameMembers says run has exactly t's members (in whatever namespace it
-// was staged).
-func sameMembers(t *wire.Template, run *wire.FlowRun) bool {
-	if len(t.Execs) != len(run.Execs) {
-		return false
+// runShape is run's graph as a template: its members, what each waits
+// for, and the condition of each of those edges that edges has.
+func runShape(run *wire.FlowRun, edges []plan.Edge) *wire.Template {
+	on := make(map[[2]string]string, len(edges))
+	for _, e := range edges {
+		on[[2]string{e.From, e.To}] = e.On
 	}
-	names := make(map[string]bool, len(t.Execs))
-	for _, x := range t.Execs {
-		names[x.Name] = true
-	}
+	t := &wire.Template{Name: run.Flow}
 	for _, x := range run.Execs {
-		if !names[x.Name] {
-			return false
+		t.Execs = append(t.Execs, wire.TemplateExec{Name: x.Name, Kind: x.Kind, Upstreams: x.Upstreams})
+		for _, u := range x.Upstreams {
+			if c, ok := on[[2]string{u, x.Name}]; ok {
+				t.Edges = append(t.Edges, plan.Edge{From: u, To: x.Name, On: c})
+			}
 		}
 	}
-	return true
+	return t
 }
 
 // confirmCancel asks for a cancel's reason on a page that does not

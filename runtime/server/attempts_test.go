@@ -68,8 +68,8 @@ func TestExecutionAttempts(t *testing.T) {
 	}
 }
 
-// TestRunInput: GET /v1/flows/{id} carries the run's input; its result
-// answer and the runs list do not.
+// TestRunInput: GET /v1/flows/{id} carries the run's input and each
+// member's upstreams; its result answer and the runs list do not.
 func TestRunInput(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
@@ -78,6 +78,10 @@ func TestRunInput(t *testing.T) {
 	got, err := env.Client.GetRun(ctx, run.ID)
 	if err != nil || string(got.Input) != `{"s":"x"}` {
 		t.Fatalf("run input %s, %v", got.Input, err)
+	}
+	// Each member says what it waits for.
+	if len(got.Execs) != 2 || got.Execs[0].Upstreams != nil || len(got.Execs[1].Upstreams) != 1 || got.Execs[1].Upstreams[0] != "a" {
+		t.Fatalf("members %+v", got.Execs)
 	}
 	echoTwoStep(t, env)
 	res, err := env.Client.RunResult(ctx, run.ID, 10*time.Second)

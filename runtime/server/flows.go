@@ -263,7 +263,7 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 			x := wire.FlowExec{
 				Name: n.Name, ExecutionID: string(n.ExecutionID), Kind: n.Kind,
 				State: string(n.State.Public), Outcome: string(n.State.Outcome), Attempts: n.Attempts,
-				Error: n.Error, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
+				Error: n.Error, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt), Upstreams: n.Upstreams,
 			}
 			if n.State.Public == store.StateBlocked {
 				x.Blocked = cmp.Or(n.State.BlockingDetail, string(n.State.BlockingReason))

@@ -107,6 +107,7 @@ type RunNode struct {
 	Error       string      `json:"error,omitempty"`
 	StartedAt   time.Time   `json:"started_at,omitzero"`
 	EndedAt     time.Time   `json:"ended_at,omitzero"`
+	Upstreams   []string    `json:"upstreams,omitempty"` // the members it waits for, by name
 }
 
 // RunsChannel returns the pub/sub channel on which a run's end is
@@ -1067,6 +1068,7 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 			if name, _, ok := strings.Cut(up, "="); ok {
 				if j, found := slices.BinarySearch(names, name); found {
 					ups[i] = append(ups[i], j)
+					run.Nodes[len(run.Nodes)-1].Upstreams = append(run.Nodes[len(run.Nodes)-1].Upstreams, name) // n, appended above
 				}
 			}
 		}

@@ -435,6 +435,8 @@ type FlowExec struct {
 	Blocked   string     `json:"blocked,omitempty"`
 	StartedAt *time.Time `json:"started_at,omitempty"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// Upstreams are the members it waits for, by name.
+	Upstreams []string `json:"upstreams,omitempty"`
 }
 
 // Template is one flow served by name (ffrun --flows DIR).
