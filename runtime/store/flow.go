@@ -248,7 +248,7 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 		}
 		return first, false, nil
 	}
-	return stagedRun(f, pf, ns, id, p, uuids, fromMs(str(items[1]))), true, nil
+	return stagedRun(f, pf, ns, id, p, uuids, fromMs(str(items[1])), req.Input), true, nil
 }
 
 // The states ff_stage_flow and ff_commit_flow write for roots and for the
@@ -259,16 +259,20 @@ var (
 )
 
 // stagedRun is the run just staged, as GetRun would read it at once.
-func stagedRun(f *plan.Flow, pf *preparedFlow, ns string, id RunID, p int, uuids []string, created time.Time) *Run {
+func stagedRun(f *plan.Flow, pf *preparedFlow, ns string, id RunID, p int, uuids []string, created time.Time, input []byte) *Run {
 	run := &Run{ID: id, Namespace: ns, Flow: f.Name, State: RunRunning, Total: len(f.Execs),
 		ResultNode: f.Result, CreatedAt: created, Nodes: make([]RunNode, 0, len(f.Execs))}
+	if len(input) > 0 && string(input) != "null" {
+		run.Input = input
+	}
 	for _, i := range pf.inOrder {
 		m := &pf.members[i]
 		st := stagedRootState
 		if len(m.ups) > 0 {
 			st = stagedMemberState
 		}
-		run.Nodes = append(run.Nodes, RunNode{Name: m.name, ExecutionID: makeID(p, uuids[i]), Kind: m.tail[1], Lane: m.lane, State: st})
+		run.Nodes = append(run.Nodes, RunNode{Name: m.name, ExecutionID: makeID(p, uuids[i]), Kind: m.tail[1], Lane: m.lane, State: st,
+			Upstreams: m.upNames})
 	}
 	return run
 }
@@ -677,6 +681,7 @@ type memberPlan struct {
 	// inputFrom is inputFlow, inputNone or the index of the feeding upstream.
 	inputFrom int
 	ups       []upPlan   // upstreams, by name
+	upNames   []string   // their names (RunNode.Upstreams of a staged run; shared, read only)
 	out       []edgePlan // edges out
 	budgets   []string   // names: ids depend on the namespace and the run
 	quotas    []string   // names: subjects may depend on the run's input (or be deferred)

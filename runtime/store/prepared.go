@@ -29,6 +29,13 @@ func prepareFlow(f *plan.Flow) (*preparedFlow, error) {
 		if pf.members[i], err = prepareMember(f, x, i, g); err != nil {
 			return nil, err
 		}
+		if ups := pf.members[i].ups; len(ups) > 0 {
+			names := make([]string, len(ups))
+			for k, u := range ups {
+				names[k] = u.name
+			}
+			pf.members[i].upNames = names[:len(names):len(names)]
+		}
 	}
 	byName := make([]int, len(f.Execs))
 	for i := range byName {
