@@ -350,7 +350,10 @@ func section(path string) string {
 	return ""
 }
 
-// Sessions: the cookie holds its expiry, a random nonce and an HMAC of
+// Sessions: SameSite=Lax, so that a link to a run pasted in a chat opens
+// it (a Strict cookie is not sent on that first navigation); what Strict
+// would add, unsafe requests from other sites, CrossOriginProtection
+// refuses anyway. The cookie holds its expiry, a random nonce and an HMAC of
 // both keyed by the token, so that every ffrun sharing the token accepts
 // it and a new token ends the old sessions; a sign-out records the
 // session as revoked (Config.Revoked) until its expiry.
@@ -447,7 +450,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	payload := strconv.FormatInt(d.cfg.Now().Add(SessionTTL).Unix(), 10) + "." + base64.RawURLEncoding.EncodeToString(nonce[:])
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: payload + "." + base64.RawURLEncoding.EncodeToString(d.sign(payload)),
-		Path: Prefix, MaxAge: int(SessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Path: Prefix, MaxAge: int(SessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: secure(r),
 	})
 	http.Redirect(w, r, next, http.StatusSeeOther)
@@ -461,7 +464,7 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: secure(r)})
+		SameSite: http.SameSiteLaxMode, Secure: secure(r)})
 	target := Prefix + "/runs"
 	if d.cfg.Token != "" {
 		target = Prefix + "/login"

@@ -533,7 +533,7 @@ func TestConsoleSignIn(t *testing.T) {
 	p := b.post("/ui/login", url.Values{"token": {"s3cret-token"}, "next": {"/ui/templates"}})
 	p.wantRedirect(t, "/ui/templates")
 	cookie := p.header.Get("Set-Cookie")
-	for _, attr := range []string{"ff_session=", "Path=/ui", "HttpOnly", "SameSite=Strict", "Max-Age=43200"} {
+	for _, attr := range []string{"ff_session=", "Path=/ui", "HttpOnly", "SameSite=Lax", "Max-Age=43200"} {
 		if !strings.Contains(cookie, attr) {
 			t.Fatalf("session cookie %q lacks %s", cookie, attr)
 		}
