@@ -251,6 +251,19 @@ func TestConsoleRunsAFlow(t *testing.T) {
 		"no worker is connected to namespace default", "Cancel the run",
 		`<meta http-equiv="refresh" content="2; url=/ui/runs/`+id+`">`)
 
+	// Pages showing running work reload (and say how to stop it), the
+	// same page with refresh=off does not, pages with forms never do.
+	const reload = `http-equiv="refresh"`
+	for path, want := range map[string]bool{
+		"/ui/runs": true, "/ui/runs?refresh=off": false, "/ui/runs/" + id + "?refresh=off": false,
+		"/ui/workers": true, "/ui/templates/pipe": false, "/ui/runs/" + id + "/cancel": false, "/ui/limits": false,
+	} {
+		p := b.get(path)
+		if p.status != http.StatusOK || strings.Contains(p.body, reload) != want || strings.Contains(p.body, "stop reloading") != want {
+			t.Fatalf("GET %s: %d, reloads %v, want %v", path, p.status, strings.Contains(p.body, reload), want)
+		}
+	}
+
 	runWorker(t, env, pipeHandlers())
 	waitRun(t, env, id)
 	run, err := env.Client.GetRun(ctxT(t), id)
@@ -543,6 +556,15 @@ func TestConsoleSignIn(t *testing.T) {
 	}
 	b.get("/ui/templates").want(t, http.StatusOK, `<a href="/ui/templates/pipe">pipe</a>`, "Sign out")
 	startRun(t, b, "pipe", url.Values{"input": {`{"url":"u"}`}})
+	// Behind a proxy that says the browser came over HTTPS, the cookie is
+	// Secure.
+	if c := newBrowser(t, env).do(http.MethodPost, "/ui/login", url.Values{"token": {"s3cret-token"}},
+		map[string]string{"X-Forwarded-Proto": "https"}).header.Get("Set-Cookie"); !strings.Contains(c, "; Secure") {
+		t.Fatalf("session cookie behind an HTTPS proxy: %q", c)
+	}
+	if strings.Contains(cookie, "Secure") {
+		t.Fatalf("session cookie over plain HTTP is Secure: %q", cookie)
+	}
 	// The session is the console's only: the API wants its bearer token.
 	if r := env.Do(t, http.MethodGet, "/v1/templates", map[string]string{"Cookie": strings.Split(cookie, ";")[0]}, ""); r.Status != http.StatusUnauthorized {
 		t.Fatalf("the console's session opened the API: %d %s", r.Status, r.Body)
@@ -601,7 +623,7 @@ func TestConsolePages(t *testing.T) {
 	p.want(t, http.StatusOK, "<td>hourly-pipe</td>", "<code>@hourly</code> in Asia/Kolkata", ":00:00 IST (", ":30 UTC)")
 	for k, v := range map[string]string{
 		"Content-Security-Policy": "default-src 'none'", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
-		"Cache-Control": "no-store", "Content-Type": "text/html; charset=utf-8",
+		"Cache-Control": "no-store", "Content-Type": "text/html; charset=utf-8", "Referrer-Policy": "same-origin",
 	} {
 		if !strings.Contains(p.header.Get(k), v) {
 			t.Fatalf("header %s = %q, want %q", k, p.header.Get(k), v)
