@@ -124,10 +124,11 @@ func Compile(srcs []dsl.Source) (pkg *plan.Package, diags dsl.Diagnostics) {
 type declKind string
 
 const (
-	kindType   declKind = "type"
-	kindBudget declKind = "budget"
-	kindQuota  declKind = "quota"
-	kindFlow   declKind = "flow"
+	kindType     declKind = "type"
+	kindBudget   declKind = "budget"
+	kindQuota    declKind = "quota"
+	kindFlow     declKind = "flow"
+	kindSchedule declKind = "schedule"
 )
 
 type topDecl struct {
@@ -144,6 +145,7 @@ type checker struct {
 	budgets map[string]*dsl.BudgetDecl
 	quotas  map[string]*dsl.QuotaDecl
 	flows   []*dsl.FlowDecl
+	scheds  []*dsl.ScheduleDecl
 
 	planTypes   map[string]*plan.Type
 	planBudgets map[string]*plan.Budget
@@ -207,6 +209,10 @@ func (c *checker) check(files []*dsl.File) *plan.Package {
 				if c.declare(kindFlow, d.Flow.Name) {
 					c.flows = append(c.flows, d.Flow)
 				}
+			case d.Schedule != nil:
+				if c.declare(kindSchedule, d.Schedule.Name) {
+					c.scheds = append(c.scheds, d.Schedule)
+				}
 			}
 		}
 	}
@@ -232,12 +238,23 @@ func (c *checker) check(files []*dsl.File) *plan.Package {
 	for _, name := range slices.Sorted(maps.Keys(c.planQuotas)) {
 		pkg.Quotas = append(pkg.Quotas, *c.planQuotas[name])
 	}
+	flows, clean := map[string]*plan.Flow{}, map[string]bool{}
 	for _, fd := range c.flows {
+		before, _ := c.diags.Count()
 		if f := c.checkFlow(fd, pkg.Package); f != nil {
 			pkg.Flows = append(pkg.Flows, *f)
+			flows[f.Name] = f
+			after, _ := c.diags.Count()
+			clean[f.Name] = after == before
 		}
 	}
 	sort.Slice(pkg.Flows, func(i, j int) bool { return pkg.Flows[i].Name < pkg.Flows[j].Name })
+	for _, sd := range c.scheds {
+		if s, ok := c.checkSchedule(sd, flows, clean); ok {
+			pkg.Schedules = append(pkg.Schedules, s)
+		}
+	}
+	sort.Slice(pkg.Schedules, func(i, j int) bool { return pkg.Schedules[i].Name < pkg.Schedules[j].Name })
 	c.checkSharedKinds(pkg.Flows)
 	c.checkGoNames(pkg.Flows)
 	return pkg
@@ -256,6 +273,8 @@ func badDeclName(d *dsl.Decl) string {
 		id = d.Quota.Name
 	case d.Flow != nil:
 		id = d.Flow.Name
+	case d.Schedule != nil:
+		id = d.Schedule.Name
 	}
 	if id == nil {
 		return ""

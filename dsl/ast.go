@@ -21,12 +21,13 @@ type File struct {
 
 // Decl is one top-level declaration. Exactly one field is set.
 type Decl struct {
-	Pos     lexer.Position
-	Package *PackageDecl `parser:"  @@"`
-	Type    *TypeDecl    `parser:"| @@"`
-	Budget  *BudgetDecl  `parser:"| @@"`
-	Quota   *QuotaDecl   `parser:"| @@"`
-	Flow    *FlowDecl    `parser:"| @@"`
+	Pos      lexer.Position
+	Package  *PackageDecl  `parser:"  @@"`
+	Type     *TypeDecl     `parser:"| @@"`
+	Budget   *BudgetDecl   `parser:"| @@"`
+	Quota    *QuotaDecl    `parser:"| @@"`
+	Flow     *FlowDecl     `parser:"| @@"`
+	Schedule *ScheduleDecl `parser:"| @@"`
 	// Bad is set when the declaration has a syntax error; its fields may
 	// then be incomplete and it must not be checked.
 	Bad bool
@@ -204,6 +205,107 @@ type Path struct {
 // Range returns the source range of the path.
 func (p *Path) Range() Range {
 	return Range{Start: p.Parts[0].Range().Start, End: p.Parts[len(p.Parts)-1].Range().End}
+}
+
+// ScheduleDecl is `schedule NAME { ... }`: runs of a flow at the fire
+// times of a cron expression.
+type ScheduleDecl struct {
+	Pos   lexer.Position
+	Name  *Ident          `parser:"'schedule' @@ '{'"`
+	Items []*ScheduleItem `parser:"@@* '}'"`
+}
+
+// ScheduleItem is one statement of a schedule. Exactly one field is set.
+type ScheduleItem struct {
+	Pos      lexer.Position
+	Flow     *Ident     `parser:"  'flow' @@"`
+	Cron     *StringLit `parser:"| 'cron' @@"`
+	Timezone *StringLit `parser:"| 'timezone' @@"`
+	Input    *Value     `parser:"| 'input' @@"`
+}
+
+// Keyword returns the keyword that starts the item.
+func (s *ScheduleItem) Keyword() string {
+	switch {
+	case s.Flow != nil:
+		return "flow"
+	case s.Cron != nil:
+		return "cron"
+	case s.Timezone != nil:
+		return "timezone"
+	case s.Input != nil:
+		return "input"
+	}
+	return ""
+}
+
+// Range returns the range of the item's keyword.
+func (s *ScheduleItem) Range() Range { return keywordRange(s.Pos, s.Keyword()) }
+
+// Value is a JSON-like literal: an object, a list, a string, an integer,
+// a duration, or a word (true, false or null; the compiler refuses
+// others). Exactly one field is set.
+type Value struct {
+	Pos      lexer.Position
+	Object   *ObjectLit   `parser:"  @@"`
+	List     *ListLit     `parser:"| @@"`
+	String   *StringLit   `parser:"| @@"`
+	Int      *IntLit      `parser:"| @@"`
+	Duration *DurationLit `parser:"| @@"`
+	Word     *Ident       `parser:"| @@"`
+}
+
+// Range returns the source range of the value: its token, or the opening
+// bracket of an object or list.
+func (v *Value) Range() Range {
+	switch {
+	case v.String != nil:
+		return v.String.Range()
+	case v.Int != nil:
+		return v.Int.Range()
+	case v.Duration != nil:
+		return v.Duration.Range()
+	case v.Word != nil:
+		return v.Word.Range()
+	}
+	return keywordRange(v.Pos, "{")
+}
+
+// ObjectLit is `{ name: value ... }`; keys are names or strings, and a
+// comma may follow each member.
+type ObjectLit struct {
+	Pos     lexer.Position
+	Members []*Member `parser:"'{' @@* '}'"`
+}
+
+// Member is one `key: value` of an object, optionally followed by a comma.
+type Member struct {
+	Pos    lexer.Position
+	Name   *Ident     `parser:"( @@"`
+	Quoted *StringLit `parser:"| @@ )"`
+	Value  *Value     `parser:"':' @@ ','?"`
+}
+
+// Key returns the member's key.
+func (m *Member) Key() string {
+	if m.Name != nil {
+		return m.Name.Name
+	}
+	return m.Quoted.Value()
+}
+
+// KeyRange returns the source range of the member's key.
+func (m *Member) KeyRange() Range {
+	if m.Name != nil {
+		return m.Name.Range()
+	}
+	return m.Quoted.Range()
+}
+
+// ListLit is `[v, v]`; a trailing comma is allowed.
+type ListLit struct {
+	Pos   lexer.Position
+	Items []*Value `parser:"'[' (@@ (',' @@)* ','?)? ']'"`
 }
 
 // FlowDecl is `flow NAME(IN) -> OUT { ... }`.

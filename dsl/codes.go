@@ -32,6 +32,8 @@ const (
 	CodeMisplaced      Code = "FF0209"
 	CodeDupKind        Code = "FF0210"
 	CodeGoName         Code = "FF0211"
+	CodeUnknownFlow    Code = "FF0212"
+	CodeMissingItem    Code = "FF0213"
 	CodeMapKey         Code = "FF0301"
 	CodeRecursiveType  Code = "FF0302"
 	CodeEdgeType       Code = "FF0303"
@@ -41,6 +43,7 @@ const (
 	CodeInputNoType    Code = "FF0307"
 	CodeInputNotOK     Code = "FF0308"
 	CodeInputJoin      Code = "FF0309"
+	CodeScheduleInput  Code = "FF0310"
 	CodeCycle          Code = "FF0401"
 	CodeNotUpstream    Code = "FF0402"
 	CodeMissingInput   Code = "FF0403"
@@ -58,6 +61,8 @@ const (
 	CodeBudgetLimits   Code = "FF0508"
 	CodeQuotaLimits    Code = "FF0509"
 	CodeTooManyExecs   Code = "FF0510"
+	CodeCron           Code = "FF0511"
+	CodeTimezone       Code = "FF0512"
 	CodeUnreachable    Code = "FF0901"
 	CodeSharedKind     Code = "FF0902"
 	CodeUnusedUpstream Code = "FF0903"
@@ -81,7 +86,7 @@ var Codes = []CodeInfo{
 	{CodeBadString, SeverityError, "a string literal with an invalid escape sequence"},
 	{CodeBadInt, SeverityError, "an invalid integer: misplaced `_`, a fraction, or out of range"},
 	{CodeBadDuration, SeverityError, "an invalid duration: missing or unknown unit, fraction, negative or too large"},
-	{CodeBadName, SeverityError, "a name that is too long"},
+	{CodeBadName, SeverityError, "a name that is too long (a schedule name: longer than 64 bytes)"},
 	{CodeDuplicate, SeverityError, "a name declared twice in the same scope (both places are shown)"},
 	{CodeUnknownType, SeverityError, "a type name that is neither built in nor declared"},
 	{CodeUnknownBudget, SeverityError, "a budget name that is not declared"},
@@ -93,6 +98,8 @@ var Codes = []CodeInfo{
 	{CodeMisplaced, SeverityError, "a setting used where it has no meaning (e.g. `kind` in a flow body)"},
 	{CodeDupKind, SeverityError, "two execs of one flow share a handler kind"},
 	{CodeGoName, SeverityError, "two names that become one Go identifier in generated code (both places are shown), or a name that gives no Go identifier"},
+	{CodeUnknownFlow, SeverityError, "a schedule names a flow that is not declared"},
+	{CodeMissingItem, SeverityError, "a schedule without `flow` or `cron`"},
 	{CodeMapKey, SeverityError, "a map type whose key is not `string`"},
 	{CodeRecursiveType, SeverityError, "a type that contains itself through required fields"},
 	{CodeEdgeType, SeverityError, "an exec's input type differs from the output type of the upstream that feeds it"},
@@ -102,6 +109,7 @@ var Codes = []CodeInfo{
 	{CodeInputNoType, SeverityError, "`input` on an exec that declares no input type"},
 	{CodeInputNotOK, SeverityError, "an exec takes its input over an `on failure` or `on done` edge, where no output is guaranteed"},
 	{CodeInputJoin, SeverityError, "an exec with `join any` or `join N` can start before the upstream feeding its input has succeeded"},
+	{CodeScheduleInput, SeverityError, "a schedule's input that does not fit its flow's input type (an unknown or missing field, a wrong type, a key given twice, a word other than true, false or null), or that is missing for a flow that takes an input or given to one that takes none"},
 	{CodeCycle, SeverityError, "the edges of a flow form a cycle (the cycle is printed)"},
 	{CodeNotUpstream, SeverityError, "`input` names an exec that is not an upstream of this exec"},
 	{CodeMissingInput, SeverityError, "an exec with an input type and several upstreams does not say which one feeds it"},
@@ -119,6 +127,8 @@ var Codes = []CodeInfo{
 	{CodeBudgetLimits, SeverityError, "budget limits that make no sense: a negative limit, soft above hard, no dimension"},
 	{CodeQuotaLimits, SeverityError, "quota limits that make no sense: zero rate or concurrency, or neither"},
 	{CodeTooManyExecs, SeverityError, "a flow with more execs than a run can stage (10,000)"},
+	{CodeCron, SeverityError, "a schedule's cron expression that does not parse"},
+	{CodeTimezone, SeverityError, "a schedule's time zone that is not an IANA name, or \"Local\""},
 	{CodeUnreachable, SeverityWarning, "an exec that can never run because its edges demand contradictory outcomes"},
 	{CodeSharedKind, SeverityWarning, "two flows of the package use the same handler kind"},
 	{CodeUnusedUpstream, SeverityWarning, "a flow input that no exec receives"},

@@ -24,6 +24,8 @@ var seeds = []string{
 	"flow f() { exec lane() {} exec result() {} lane -> result result result }",
 	"flow f( { }\ntype B { x: int }",
 	"flow f() { a -> }",
+	"schedule s { flow f cron \"0 2 * * *\" timezone \"Europe/Berlin\" input { a: \"{{fire_date-1}}\", \"b c\": [1, -2,] d: 30s e: { f: true g: null } } }",
+	"schedule s { input [ { a: ] }\nflow f() {}",
 	"\"unterminated",
 	"/* unterminated",
 	"type T { x: int } @ # $",

@@ -48,14 +48,14 @@ func Grammar() string {
 }
 
 // topKeywords start top-level declarations.
-var topKeywords = map[string]bool{"package": true, "type": true, "budget": true, "quota": true, "flow": true}
+var topKeywords = map[string]bool{"package": true, "type": true, "budget": true, "quota": true, "flow": true, "schedule": true}
 
 // Keywords lists every keyword of the language.
 var Keywords = []string{
-	"all", "any", "attempts", "backoff", "budget", "concurrency", "deadline", "delay", "dimension", "exec",
-	"flow", "hard", "input", "jitter", "join", "key", "kind", "lane", "max_delay", "namespace",
-	"on", "on_hard_limit", "package", "per", "priority", "quota", "rate", "requires", "reset", "result",
-	"retry", "scope", "soft", "timeout", "type",
+	"all", "any", "attempts", "backoff", "budget", "concurrency", "cron", "deadline", "delay", "dimension",
+	"exec", "flow", "hard", "input", "jitter", "join", "key", "kind", "lane", "max_delay",
+	"namespace", "on", "on_hard_limit", "package", "per", "priority", "quota", "rate", "requires", "reset",
+	"result", "retry", "schedule", "scope", "soft", "timeout", "timezone", "type",
 }
 
 // Parse parses one .ff file. It always returns a File holding every
@@ -225,7 +225,7 @@ func syntaxDiagnostic(p *participle.Parser[File], err error, chunk []lexer.Token
 		return d
 	}
 	if idx == 0 {
-		return syntaxMessage(tok, idx, chunk, "a declaration (package, type, budget, quota or flow)", "")
+		return syntaxMessage(tok, idx, chunk, "a declaration (package, type, budget, quota, flow or schedule)", "")
 	}
 	if !strings.HasPrefix(perr.Message(), "unexpected token") {
 		return Diagnostic{Range: tokenRange(tok), Code: CodeSyntax, Message: "syntax error: " + perr.Message()}
@@ -353,7 +353,7 @@ func execHeaderBefore(chunk []lexer.Token, idx int) (string, bool) {
 		case depth > 0 || t.Type != tokIdent:
 		case t.Value == "exec" && j+2 < idx && chunk[j+1].Type == tokIdent && chunk[j+2].Value == "(":
 			return chunk[j+1].Value, true
-		case t.Value == "flow" || t.Value == "type" || t.Value == "budget" || t.Value == "quota":
+		case t.Value == "flow" || t.Value == "type" || t.Value == "budget" || t.Value == "quota" || t.Value == "schedule":
 			return "", false
 		}
 	}
@@ -372,7 +372,8 @@ func syntaxMessage(tok lexer.Token, idx int, chunk []lexer.Token, expected, bloc
 	if expected != "" {
 		fmt.Fprintf(&b, ", expected %s", expected)
 	}
-	inType := blockAt(chunk, idx).kind == "type body" // field names are free
+	kind := blockAt(chunk, idx).kind
+	inType := kind == "type body" || kind == "input object" // field names are free
 	switch {
 	case tok.Type == tokIdent && !isKeyword(tok.Value) && !inType && (block != "" || idx == 0):
 		if kw := closestKeyword(tok.Value); kw != "" {
@@ -430,6 +431,8 @@ var blocks = map[string]block{
 	"flow":      {"flow body", "exec, an edge (a -> b), result, a setting (namespace, lane, priority, timeout, deadline, retry, requires, budget, quota)", reparseAs[FlowItem]},
 	"exec":      {"exec body", "a setting (kind, lane, priority, timeout, deadline, retry, requires, budget, quota, input, join)", reparseAs[Setting]},
 	"retry":     {"retry block", "attempts, backoff, delay, max_delay, jitter", reparseAs[RetryItem]},
+	"schedule":  {"schedule body", "flow, cron, timezone, input", reparseAs[ScheduleItem]},
+	"input":     {"input object", "a field (name: value)", reparseAs[Member]},
 }
 
 // reparseAs parses toks as one P and returns the error, if any.
@@ -497,7 +500,8 @@ var productionWords = map[string]string{
 	"RetryBlock": `"{"`, "Join": "all, any or a count", "Path": "a field name", "NameList": "a name",
 	"Dimension": "a name", "Rate": "an integer", "<ident>": "a name", "<int>": "an integer",
 	"<duration>": "a duration", "<string>": "a string", "RBracket": `"]"`, "RBrace": `"}"`,
-	"MapType": "a name", "Limit": "hard or soft",
+	"MapType": "a name", "Limit": "hard or soft", "Value": "a value", "ObjectLit": `"{"`, "ListLit": `"["`,
+	"Member": "a field (name: value)",
 }
 
 // simplifyExpected turns participle's EBNF of what it expected next into a

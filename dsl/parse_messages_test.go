@@ -219,3 +219,83 @@ func wantOneDiagnostic(t *testing.T, src, want string) {
 		t.Errorf("%q:\n got %s\nwant %s", src, got, want)
 	}
 }
+
+// TestScheduleSyntax checks the syntax diagnostics of schedules: a
+// statement their body does not accept, a value missing or unclosed in
+// an input, and recovery at the next declaration.
+func TestScheduleSyntax(t *testing.T) {
+	tests := []struct {
+		src  string
+		want []string
+	}{
+		{"schedule s {\n  flow f\n  crn \"@hourly\"\n}\n", []string{
+			`t.ff:3:3: error: syntax error: unexpected "crn" in schedule body, expected flow, cron, timezone, input or "}" (did you mean "cron"?)`,
+		}},
+		{"schedule s {\n  input { a: 1 b: }\n}\n", []string{
+			`t.ff:2:19: error: syntax error: unexpected "}", expected a value`,
+		}},
+		{"schedule s {\n  input { a: [1, 2 }\n}\n", []string{
+			`t.ff:2:20: error: syntax error: unexpected "}", expected "]"`,
+		}},
+		{"schedule s {\n  input { a: 1\n\nflow f() {}\n", []string{
+			`t.ff:2:15: error: syntax error: input object is not closed: add "}"`,
+			`	t.ff:2:9: "{" opened here`,
+		}},
+		{"schedule s { flow f cron 5 }\nschedule t { flow f cron \"@daily\" }\n", []string{
+			`t.ff:1:26: error: syntax error: unexpected integer 5, expected a string`,
+		}},
+		{"schedul s { }\n", []string{
+			`t.ff:1:1: error: syntax error: unexpected "schedul", expected a declaration (package, type, budget, quota, flow or schedule) (did you mean "schedule"?)`,
+		}},
+	}
+	for _, tt := range tests {
+		f, diags := Parse("t.ff", []byte(tt.src))
+		var got []string
+		for _, d := range diags {
+			got = append(got, d.Range.Start.String()+": "+d.Severity.String()+": "+d.Message)
+			for _, r := range d.Related {
+				got = append(got, "\t"+r.Range.Start.String()+": "+r.Message)
+			}
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", tt.src, diff)
+		}
+		if !strings.HasPrefix(tt.src, "schedul ") && (len(f.Decls) == 0 || f.Decls[0].Schedule == nil) {
+			t.Errorf("%q: no schedule parsed", tt.src)
+		}
+	}
+	// The declaration after a broken one parses whole.
+	f, _ := Parse("t.ff", []byte(tests[4].src))
+	if len(f.Decls) != 2 || f.Decls[1].Bad || f.Decls[1].Schedule == nil || f.Decls[1].Schedule.Name.Name != "t" {
+		t.Errorf("recovery after a broken schedule: got %d declarations", len(f.Decls))
+	}
+}
+
+// TestScheduleValue checks the AST of an input value: each kind of
+// literal, keys as names or strings, optional commas.
+func TestScheduleValue(t *testing.T) {
+	src := "schedule s { input { a: \"x\" \"b c\": [1, -2,] d: 30s, e: { f: true g: null } } }"
+	f, diags := Parse("t.ff", []byte(src))
+	if len(diags) != 0 {
+		t.Fatal(diags)
+	}
+	v := f.Decls[0].Schedule.Items[0].Input
+	if v.Object == nil || len(v.Object.Members) != 4 {
+		t.Fatalf("input is not an object of 4 members: %+v", v)
+	}
+	m := v.Object.Members
+	var keys []string
+	for _, x := range m {
+		keys = append(keys, x.Key())
+	}
+	if diff := cmp.Diff([]string{"a", "b c", "d", "e"}, keys); diff != "" {
+		t.Errorf("keys (-want +got):\n%s", diff)
+	}
+	if m[0].Value.String == nil || len(m[1].Value.List.Items) != 2 || m[1].Value.List.Items[1].Int.Text != "-2" ||
+		m[2].Value.Duration == nil || m[3].Value.Object.Members[1].Value.Word.Name != "null" {
+		t.Errorf("values parsed wrongly: %+v", m)
+	}
+	if r := m[1].KeyRange(); r.Start.Col != 29 || r.End.Col != 34 {
+		t.Errorf("quoted key range = %v; want columns 29 to 34", r)
+	}
+}

@@ -5,6 +5,7 @@ package main
 import (
 	"os"
 	"runtime/debug"
+	_ "time/tzdata" // a schedule's zone is checked as ffrun, which carries the zone data, loads it
 
 	"github.com/flowfabric/ff/internal/ffc"
 )

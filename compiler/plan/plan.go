@@ -9,6 +9,8 @@
 // byte-identical across runs.
 package plan
 
+import "encoding/json"
+
 // SchemaVersion is the version of the plan JSON schema written in the
 // "schema" field of Package and Flow. A reader refuses other versions.
 const SchemaVersion = 1
@@ -21,6 +23,22 @@ type Package struct {
 	Budgets []Budget `json:"budgets"` // sorted by name
 	Quotas  []Quota  `json:"quotas"`  // sorted by name
 	Flows   []Flow   `json:"flows"`   // sorted by name
+	// Schedules are the declared schedules, sorted by name; ffrun --flows
+	// creates or replaces each through the API at start.
+	Schedules []Schedule `json:"schedules,omitempty"`
+}
+
+// Schedule is a declared schedule: a run of Flow at every fire time of
+// Cron, as PUT /v1/schedules/{name} takes it (Flow is its template).
+type Schedule struct {
+	Name     string `json:"name"`
+	Flow     string `json:"flow"`
+	Cron     string `json:"cron"`               // five fields, a macro or "@every D" (package runtime/cron)
+	Timezone string `json:"timezone,omitempty"` // IANA name; "" = UTC
+	// Input is the input of each run as JSON, before the fire-time
+	// placeholders ({{fire_date}} ...) in its strings are filled in;
+	// absent for a flow that takes none.
+	Input json.RawMessage `json:"input,omitempty"`
 }
 
 // Type is a declared record type.

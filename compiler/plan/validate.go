@@ -153,7 +153,9 @@ func ValidateKind(s string) error {
 	return nil
 }
 
-// Validate checks a package: its schema version and every flow.
+// Validate checks a package: its schema version, every flow, and that
+// every schedule has a name and a cron expression and names a flow of the
+// package (the API checks the rest when the schedule is registered).
 func (p *Package) Validate() error {
 	var ps problems
 	if p.Schema != SchemaVersion {
@@ -162,6 +164,22 @@ func (p *Package) Validate() error {
 	for i := range p.Flows {
 		if err := p.Flows[i].Validate(); err != nil {
 			ps.errs = append(ps.errs, fmt.Errorf("flows[%d]: %w", i, err))
+		}
+	}
+	flows := make(map[string]bool, len(p.Flows))
+	for _, f := range p.Flows {
+		flows[f.Name] = true
+	}
+	for i, s := range p.Schedules {
+		path := fmt.Sprintf("schedules[%d]", i)
+		if err := ValidateName(s.Name); err != nil {
+			ps.addf(path+".name", "%v", err)
+		}
+		if !flows[s.Flow] {
+			ps.addf(path+".flow", "no flow %q in the package", s.Flow)
+		}
+		if s.Cron == "" {
+			ps.addf(path+".cron", "is empty")
 		}
 	}
 	return ps.err()

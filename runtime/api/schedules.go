@@ -1,16 +1,11 @@
 package api
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -130,90 +125,26 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 }
 
 // ScheduleZone loads the IANA time zone of a schedule ("" = UTC), for the
-// API's checks and the runner's fires alike. "Local" is refused: it is each
-// host's own zone, so ffrun processes on hosts set differently would fire
-// the same schedule at different times.
-func ScheduleZone(tz string) (*time.Location, error) {
-	switch tz {
-	case "", "UTC":
-		return time.UTC, nil
-	case "Local":
-		return nil, errors.New(`"Local" is each host's own zone: name one (such as Europe/Berlin or UTC)`)
-	}
-	loc, err := time.LoadLocation(tz)
-	if err != nil {
-		return nil, fmt.Errorf("%q is not a time zone name (IANA names, which are case-sensitive: such as Europe/Berlin or UTC)", tz)
-	}
-	return loc, nil
-}
+// API's checks and the runner's fires alike; see cron.Zone, which it is.
+// "Local" is refused: it is each host's own zone, so ffrun processes on
+// hosts set differently would fire the same schedule at different times.
+func ScheduleZone(tz string) (*time.Location, error) { return cron.Zone(tz) }
 
 // The placeholders a schedule's input may hold in its string values,
-// filled in at each fire with the fire's time in the schedule's zone.
+// filled in at each fire with the fire's time in the schedule's zone
+// (cron.PlaceholderFireTime and cron.PlaceholderFireDate).
 // {{fire_date-N}} and {{fire_date+N}} are the date N days before or after
 // the fire's ({{fire_date-1}}: the day a nightly job at 02:00 works on).
 const (
-	PlaceholderFireTime = "{{fire_time}}" // RFC 3339, such as 2026-11-23T02:00:00+01:00
-	PlaceholderFireDate = "{{fire_date}}" // such as 2026-11-23
+	PlaceholderFireTime = cron.PlaceholderFireTime // RFC 3339, such as 2026-11-23T02:00:00+01:00
+	PlaceholderFireDate = cron.PlaceholderFireDate // such as 2026-11-23
 )
 
-// fireDate matches {{fire_date}} with an optional offset in days.
-var fireDate = regexp.MustCompile(`\{\{fire_date(?:([+-])(\d{1,4}))?\}\}`)
-
 // ScheduleInput returns a schedule's input for the fire at fire (in the
-// schedule's zone): every string value, as decoded, has its placeholders
-// replaced ("s3://logs/{{fire_date}}/" becomes "s3://logs/2026-11-23/");
-// object keys, numbers and the rest keep their values. An input with a
-// placeholder is encoded anew (object keys sorted, no HTML escaping); one
-// without is returned as it is.
-func ScheduleInput(input []byte, fire time.Time) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("not JSON: %w", err)
-	}
-	fireTime := fire.Format(time.RFC3339)
-	date := func(m string) string {
-		sm := fireDate.FindStringSubmatch(m)
-		n, _ := strconv.Atoi(sm[2]) // at most 4 digits: "" is 0
-		if sm[1] == "-" {
-			n = -n
-		}
-		return fire.AddDate(0, 0, n).Format(time.DateOnly)
-	}
-	filled := false
-	var fill func(any) any
-	fill = func(v any) any {
-		switch x := v.(type) {
-		case string:
-			y := fireDate.ReplaceAllStringFunc(strings.ReplaceAll(x, PlaceholderFireTime, fireTime), date)
-			if y != x {
-				filled = true
-				return y
-			}
-		case []any:
-			for i := range x {
-				x[i] = fill(x[i])
-			}
-		case map[string]any:
-			for k := range x {
-				x[k] = fill(x[k])
-			}
-		}
-		return v
-	}
-	v = fill(v)
-	if !filled {
-		return input, nil
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+// schedule's zone), its placeholders filled in: see cron.FillInput, which
+// it is. The compiler fills a declared schedule's input with the same
+// function, so both check the same value.
+func ScheduleInput(input []byte, fire time.Time) ([]byte, error) { return cron.FillInput(input, fire) }
 
 func (sc *schedules) put(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {

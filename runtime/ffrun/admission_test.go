@@ -12,8 +12,9 @@ import (
 )
 
 // TestFlowsRegistersBudgetsAndQuotas: ffrun --flows registers the shared
-// budgets and the quotas the flows declare, in their flows' namespaces, at
-// start; a restart keeps the usage.
+// budgets and the quotas the flows declare, in their flows' namespaces,
+// and the schedules they declare, at start; a restart keeps the usage and
+// the schedule.
 func TestFlowsRegistersBudgetsAndQuotas(t *testing.T) {
 	data := t.TempDir()
 	args := []string{"dev", "--data", data, "--listen", "127.0.0.1:0", "--flows", "../../examples/flows"}
@@ -42,6 +43,12 @@ func TestFlowsRegistersBudgetsAndQuotas(t *testing.T) {
 	if q, err := c.GetQuota(ctx, "etl/warehouse_writes"); err != nil || q.Concurrency != 2 {
 		t.Fatalf("etl quota: %+v %v", q, err)
 	}
+	// etl.ff's schedule, with its input as declared (placeholders kept).
+	sc, err := c.GetSchedule(ctx, "nightly")
+	if err != nil || sc.Template != "nightly_etl" || sc.Cron != "0 2 * * *" || sc.Timezone != "Europe/Berlin" ||
+		sc.Namespace != "etl" || string(sc.Input) != `{"source":"clickstream","day":"{{fire_date-1}}"}` || sc.NextAt == nil {
+		t.Fatalf("registered schedule: %+v (input %s), %v", sc, sc.Input, err)
+	}
 	if _, err := c.ReportBudgetUsage(ctx, "llm/llm_daily", wire.BudgetUsageReport{Dimension: "tokens", Delta: 1234}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +64,9 @@ func TestFlowsRegistersBudgetsAndQuotas(t *testing.T) {
 	}
 	if b.Dimensions[0].Used != 1234 {
 		t.Fatalf("after a restart the usage is %d, want 1234 (kept)", b.Dimensions[0].Used)
+	}
+	if again, err := c.GetSchedule(ctx, "nightly"); err != nil || !again.UpdatedAt.Equal(*sc.UpdatedAt) {
+		t.Fatalf("after a restart the schedule is %+v, %v; want it left as it was (updated %v)", again, err, sc.UpdatedAt)
 	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)

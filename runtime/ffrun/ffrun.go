@@ -98,8 +98,9 @@ Usage:
 
 Client commands, against a running ffrun over its API:
 ` + ffctl.Usage + `
---flows DIR (serve and dev) compiles the .ff files of DIR at start and
-serves their flows as templates (/v1/templates); an error refuses to start.
+--flows DIR (serve and dev) compiles the .ff files of DIR at start,
+serves their flows as templates (/v1/templates) and creates or replaces the
+schedules they declare (others are left alone); an error refuses to start.
 
 ffrun serve waits up to --valkey-wait (30s) for a Valkey that is not up
 yet, and reaches one that requires TLS with --valkey-tls, or --valkey-tls-ca
@@ -175,6 +176,7 @@ type options struct {
 	scanners        server.ScannerConfig
 	flows           string
 	templates       []*plan.Flow
+	schedules       []plan.Schedule
 	dev             bool // ffrun dev: Valkey is a child of this process
 	valkeyWait      time.Duration
 	tls             tlsFlags
@@ -278,7 +280,7 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	fs.str(&o.apiCert, "tls-cert", "FF_TLS_CERT", "", "PEM `file` of the API's certificate: serve HTTPS (with --tls-key; reloaded when the file changes)")
 	fs.str(&o.apiKey, "tls-key", "FF_TLS_KEY", "", "PEM `file` of the API certificate's private key (with --tls-cert)")
 	fs.boolean(&o.ui, "ui", "FF_UI", true, "serve the web console at /ui/ (behind FF_API_TOKEN when set)")
-	fs.str(&o.flows, "flows", "FF_FLOWS", "", "directory of .ff files whose flows are served as templates (compiled at start; errors refuse to start)")
+	fs.str(&o.flows, "flows", "FF_FLOWS", "", "directory of .ff files whose flows are served as templates and whose schedules are registered (compiled at start; errors refuse to start)")
 	fs.str(&o.prefix, "key-prefix", "FF_KEY_PREFIX", "", "prefix of every Valkey key")
 	fs.integer(&o.partitions, "partitions", "FF_PARTITIONS", 0, "execution partitions (0 = default; fixed once data exists)")
 	fs.dur(&o.leaseDefault, "lease", "FF_LEASE", 30*time.Second, "lease of claims that ask for none")
@@ -364,7 +366,7 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	}
 	log.Info("ffrun starting", slog.String("command", name), slog.String("version", Version()), slog.String("go", goruntime.Version()))
 	if o.flows != "" {
-		if o.templates, err = loadTemplates(o.flows, env.Stderr, log); err != nil {
+		if o.templates, o.schedules, err = loadTemplates(o.flows, env.Stderr, log); err != nil {
 			return err
 		}
 	}
@@ -408,6 +410,7 @@ func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
 		LeaseDefault:    o.leaseDefault,
 		BodyLimit:       o.bodyLimit,
 		Templates:       o.templates,
+		Schedules:       o.schedules,
 		Scanners:        o.scanners,
 		ShutdownTimeout: o.shutdownTimeout,
 		Logger:          log,
@@ -456,19 +459,20 @@ func authHint(err error, hasPassword bool) error {
 
 // loadTemplates compiles the .ff files of dir, printing every diagnostic
 // to stderr as path:line:col: severity: message; errors refuse the start.
-func loadTemplates(dir string, stderr io.Writer, log *slog.Logger) ([]*plan.Flow, error) {
+// It returns the flows, served as templates, and the declared schedules.
+func loadTemplates(dir string, stderr io.Writer, log *slog.Logger) ([]*plan.Flow, []plan.Schedule, error) {
 	pkg, diags := compiler.CompileFiles(dir)
 	if len(diags) > 0 {
 		if err := diags.Format(stderr); err != nil {
-			return nil, fmt.Errorf("--flows %s: print diagnostics: %w", dir, err)
+			return nil, nil, fmt.Errorf("--flows %s: print diagnostics: %w", dir, err)
 		}
 	}
 	if diags.HasErrors() || pkg == nil {
 		n, _ := diags.Count()
-		return nil, fmt.Errorf("--flows %s: %d error(s) in the .ff files; not starting", dir, n)
+		return nil, nil, fmt.Errorf("--flows %s: %d error(s) in the .ff files; not starting", dir, n)
 	}
 	if len(pkg.Flows) == 0 {
-		return nil, fmt.Errorf("--flows %s: the .ff files declare no flow; not starting", dir)
+		return nil, nil, fmt.Errorf("--flows %s: the .ff files declare no flow; not starting", dir)
 	}
 	out := make([]*plan.Flow, len(pkg.Flows))
 	names := make([]string, len(pkg.Flows))
@@ -477,7 +481,7 @@ func loadTemplates(dir string, stderr io.Writer, log *slog.Logger) ([]*plan.Flow
 		names[i] = out[i].Name
 	}
 	log.Info("serving flow templates", slog.String("dir", dir), slog.String("templates", strings.Join(names, ",")))
-	return out, nil
+	return out, pkg.Schedules, nil
 }
 
 // Version is the version ffrun was built as: the module version, or for a

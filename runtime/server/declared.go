@@ -1,12 +1,20 @@
 package server
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"reflect"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/store"
+	"github.com/flowfabric/ff/runtime/wire"
 )
 
 // RegisterDeclared creates or updates the shared budgets and the quotas the
@@ -53,4 +61,77 @@ func RegisterDeclared(ctx context.Context, st *store.Store, flows []*plan.Flow, 
 		}
 	}
 	return nil
+}
+
+// registerSchedules creates or replaces each declared schedule by calling
+// the API in process (PUT /v1/schedules/{name} with token), so that a
+// declared schedule gets exactly the checks of one put over HTTP: its
+// template, expression, time zone and input. A schedule already stored
+// as declared is left as it is, so that a restart keeps its next fire (a
+// put moves it to the first fire after now, dropping one the process was
+// down for). The first refusal ends the registration with the schedule's
+// name and the API's message. templates gives each flow's namespace, the
+// one a declared schedule's runs go to.
+func registerSchedules(ctx context.Context, h http.Handler, token string, schedules []plan.Schedule, templates []*plan.Flow, log *slog.Logger) error {
+	if len(schedules) == 0 {
+		return nil
+	}
+	api, err := client.New("http://ffrun.in-process", client.WithToken(token),
+		client.WithHTTPClient(&http.Client{Transport: client.HandlerTransport(h)}))
+	if err != nil {
+		return fmt.Errorf("register schedules: %w", err)
+	}
+	namespaces := make(map[string]string, len(templates))
+	for _, f := range templates {
+		namespaces[f.Name] = cmp.Or(f.Namespace, plan.DefaultNamespace)
+	}
+	for _, sc := range schedules {
+		if cur, err := api.GetSchedule(ctx, sc.Name); err == nil && sameSchedule(cur, sc, namespaces[sc.Flow]) {
+			log.InfoContext(ctx, "schedule registered", slog.String("schedule", sc.Name), slog.String("flow", sc.Flow),
+				slog.String("cron", sc.Cron), slog.String("timezone", cur.Timezone), slog.Bool("created", false), slog.Bool("unchanged", true))
+			continue
+		}
+		got, created, err := api.PutSchedule(ctx, sc.Name, wire.PutSchedule{
+			Template: sc.Flow,
+			Cron:     sc.Cron,
+			Timezone: sc.Timezone,
+			Input:    sc.Input,
+		})
+		if err != nil {
+			var ae *client.APIError
+			if errors.As(err, &ae) {
+				return fmt.Errorf("register schedule %s of flow %s: refused: %s", sc.Name, sc.Flow, ae.Message)
+			}
+			return fmt.Errorf("register schedule %s of flow %s: %w", sc.Name, sc.Flow, err)
+		}
+		log.InfoContext(ctx, "schedule registered", slog.String("schedule", sc.Name), slog.String("flow", sc.Flow),
+			slog.String("cron", sc.Cron), slog.String("timezone", got.Timezone), slog.Bool("created", created), slog.Bool("unchanged", false))
+	}
+	return nil
+}
+
+// sameSchedule reports whether the stored schedule cur is what sc
+// declares: template, expression, zone (UTC when none), input (as JSON
+// values) and namespace (the template's: ns).
+func sameSchedule(cur *wire.Schedule, sc plan.Schedule, ns string) bool {
+	return cur.Template == sc.Flow && cur.Cron == sc.Cron && cur.Timezone == cmp.Or(sc.Timezone, "UTC") &&
+		cur.Namespace == ns && sameJSON(cur.Input, sc.Input)
+}
+
+// sameJSON reports whether a and b hold the same JSON value (absent and
+// null alike).
+func sameJSON(a, b json.RawMessage) bool {
+	decode := func(r json.RawMessage) (any, bool) {
+		if len(bytes.TrimSpace(r)) == 0 {
+			return nil, true
+		}
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.UseNumber()
+		var v any
+		err := dec.Decode(&v)
+		return v, err == nil
+	}
+	va, oka := decode(a)
+	vb, okb := decode(b)
+	return oka && okb && reflect.DeepEqual(va, vb)
 }

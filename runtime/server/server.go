@@ -65,6 +65,12 @@ type Config struct {
 	// Templates are compiled flows served by name (/v1/templates); ffrun
 	// --flows compiles them from a directory.
 	Templates []*plan.Flow
+	// Schedules are created or replaced at Open through the API's own
+	// route (PUT /v1/schedules/{name}, with Token), so they get its checks;
+	// a refusal fails Open. Each names one of Templates. Schedules that
+	// exist but are not listed are left alone. ffrun --flows takes them
+	// from the .ff files' schedule declarations.
+	Schedules []plan.Schedule
 
 	// DisableUI serves no web console; by default it is at /ui/
 	// (package dashboard), behind the same token as the API.
@@ -246,6 +252,10 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	// The templates' shared budgets and quotas (ffrun --flows).
 	if err := RegisterDeclared(ctx, st, cfg.Templates, log); err != nil {
+		vk.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := registerSchedules(ctx, a, cfg.Token, cfg.Schedules, cfg.Templates, log); err != nil {
 		vk.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
