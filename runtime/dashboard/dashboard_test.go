@@ -345,8 +345,11 @@ func TestConsoleRunsAFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.get("/ui/runs/"+ar.ID).want(t, http.StatusOK, `class="graph"`, `<path class="edge on-unknown"`,
-		"condition not known (the flow's template is not served here)")
+	b.get("/ui/runs/"+ar.ID).want(t, http.StatusOK, `class="graph"`, `<path class="edge on-done"`, "a → b (on done)",
+		"staged from a plan: no template of that name is served here")
+	if p := b.get("/ui/runs/" + ar.ID); strings.Contains(p.body, `href="/ui/templates/adhoc"`) {
+		t.Fatalf("the run page links a template that is not served")
+	}
 }
 
 // TestConsoleFailureCancelReplay: a failed run's page shows what failed

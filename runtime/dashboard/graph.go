@@ -263,7 +263,7 @@ func layoutGraph(t *wire.Template, run *wire.FlowRun) *graph {
 		kind := on[[2]string{from, to}]
 		tip := fmt.Sprintf("%s → %s (on %s)", from, to, kind)
 		if kind == "" {
-			kind, tip = onUnknown, fmt.Sprintf("%s → %s (its condition is known from the flow's template, not served here)", from, to)
+			kind, tip = onUnknown, fmt.Sprintf("%s → %s (condition not recorded)", from, to)
 		}
 		var path strings.Builder
 		x, y := left(col[r.from])+nodeW, slots[r.from].y+nodeH/2

@@ -117,6 +117,7 @@ type runData struct {
 	FailuresHidden int
 	Result         string // the result, indented
 	Input          string // the run's input, indented
+	Template       string // the served template of the run's flow, if any
 	Notice         string // what the last action did
 	Error          string // why the last action was refused
 }
@@ -144,14 +145,13 @@ func (d *Dashboard) showRun(q *request, notice, refused string) (*view, error) {
 		data.Hidden = len(data.Members) - MembersShown
 		data.Members = data.Members[:MembersShown]
 	}
-	// The graph is the run's own (its members and what each waits for);
-	// the edges' conditions come from the template of the same name when
-	// it is served here and has the edge.
-	var edges []plan.Edge
-	if t, err := q.api.Template(q.ctx(), run.Flow); err == nil {
-		edges = t.Edges
+	// The graph is the run's own: its members and their edges.
+	data.Graph = layoutGraph(runShape(run), run)
+	// The flow links to its template only when one of that name is
+	// served here (a run staged from a plan has none).
+	if _, err := q.api.Template(q.ctx(), run.Flow); err == nil {
+		data.Template = run.Flow
 	}
-	data.Graph = layoutGraph(runShape(run, edges), run)
 	v := &view{page: "run", title: "Run " + run.ID, data: data, refresh: run.State == wire.RunRunning && refused == ""}
 	if refused != "" {
 		v.status = http.StatusConflict
@@ -183,20 +183,18 @@ func noticeText(done string) string {
 }
 
 // runShape is run's graph as a template: its members, what each waits
-// for, and the condition of each of those edges that edges has.
-func runShape(run *wire.FlowRun, edges []plan.Edge) *wire.Template {
-	on := make(map[[2]string]string, len(edges))
-	for _, e := range edges {
-		on[[2]string{e.From, e.To}] = e.On
-	}
+// for and on which condition.
+func runShape(run *wire.FlowRun) *wire.Template {
 	t := &wire.Template{Name: run.Flow}
 	for _, x := range run.Execs {
-		t.Execs = append(t.Execs, wire.TemplateExec{Name: x.Name, Kind: x.Kind, Upstreams: x.Upstreams})
+		tx := wire.TemplateExec{Name: x.Name, Kind: x.Kind}
 		for _, u := range x.Upstreams {
-			if c, ok := on[[2]string{u, x.Name}]; ok {
-				t.Edges = append(t.Edges, plan.Edge{From: u, To: x.Name, On: c})
+			tx.Upstreams = append(tx.Upstreams, u.Exec)
+			if u.On != "" {
+				t.Edges = append(t.Edges, plan.Edge{From: u.Exec, To: x.Name, On: u.On})
 			}
 		}
+		t.Execs = append(t.Execs, tx)
 	}
 	return t
 }

@@ -80,7 +80,8 @@ func TestRunInput(t *testing.T) {
 		t.Fatalf("run input %s, %v", got.Input, err)
 	}
 	// Each member says what it waits for.
-	if len(got.Execs) != 2 || got.Execs[0].Upstreams != nil || len(got.Execs[1].Upstreams) != 1 || got.Execs[1].Upstreams[0] != "a" {
+	if len(got.Execs) != 2 || got.Execs[0].Upstreams != nil || len(got.Execs[1].Upstreams) != 1 ||
+		got.Execs[1].Upstreams[0] != (wire.FlowUpstream{Exec: "a", On: "success"}) {
 		t.Fatalf("members %+v", got.Execs)
 	}
 	echoTwoStep(t, env)

@@ -263,7 +263,10 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 			x := wire.FlowExec{
 				Name: n.Name, ExecutionID: string(n.ExecutionID), Kind: n.Kind,
 				State: string(n.State.Public), Outcome: string(n.State.Outcome), Attempts: n.Attempts,
-				Error: n.Error, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt), Upstreams: n.Upstreams,
+				Error: n.Error, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
+			}
+			for _, u := range n.Upstreams {
+				x.Upstreams = append(x.Upstreams, wire.FlowUpstream{Exec: u.Name, On: u.On})
 			}
 			if n.State.Public == store.StateBlocked {
 				x.Blocked = cmp.Or(n.State.BlockingDetail, string(n.State.BlockingReason))

@@ -107,7 +107,14 @@ type RunNode struct {
 	Error       string      `json:"error,omitempty"`
 	StartedAt   time.Time   `json:"started_at,omitzero"`
 	EndedAt     time.Time   `json:"ended_at,omitzero"`
-	Upstreams   []string    `json:"upstreams,omitempty"` // the members it waits for, by name
+	Upstreams   []RunEdge   `json:"upstreams,omitempty"` // the members it waits for, by name
+}
+
+// RunEdge is an upstream of a run member: its name and the condition of
+// the edge (plan.OnSuccess, OnFailure or OnDone).
+type RunEdge struct {
+	Name string `json:"name"`
+	On   string `json:"on"`
 }
 
 // RunsChannel returns the pub/sub channel on which a run's end is
@@ -272,7 +279,7 @@ func stagedRun(f *plan.Flow, pf *preparedFlow, ns string, id RunID, p int, uuids
 			st = stagedMemberState
 		}
 		run.Nodes = append(run.Nodes, RunNode{Name: m.name, ExecutionID: makeID(p, uuids[i]), Kind: m.tail[1], Lane: m.lane, State: st,
-			Upstreams: m.upNames})
+			Upstreams: m.upEdges})
 	}
 	return run
 }
@@ -681,7 +688,7 @@ type memberPlan struct {
 	// inputFrom is inputFlow, inputNone or the index of the feeding upstream.
 	inputFrom int
 	ups       []upPlan   // upstreams, by name
-	upNames   []string   // their names (RunNode.Upstreams of a staged run; shared, read only)
+	upEdges   []RunEdge  // the same with their conditions (RunNode.Upstreams of a staged run; shared, read only)
 	out       []edgePlan // edges out
 	budgets   []string   // names: ids depend on the namespace and the run
 	quotas    []string   // names: subjects may depend on the run's input (or be deferred)
@@ -1039,7 +1046,7 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	fields := []string{"state", "blocking_detail", "kind", "attempt_count", "failure_reason", "last_error", "started_at", "ended_at", "lane", "ups"}
+	fields := []string{"state", "blocking_detail", "kind", "attempt_count", "failure_reason", "last_error", "started_at", "ended_at", "lane", "ups", "out"}
 	cmds := make(valkey.Commands, len(names), len(names)+1)
 	for i, name := range names {
 		cmds[i] = s.c.B().Hmget().Key(s.k.core(p, nodes[name])).Field(fields...).Build()
@@ -1050,6 +1057,23 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 	}
 	resps = s.c.DoMulti(ctx, cmds...)
 	ups := make([][]int, len(names))
+	// on[down uuid][up name] is the condition of an edge, from the
+	// upstream's "out" ("<uuid>:<on>,...").
+	on := map[string]map[string]string{}
+	for i, r := range resps[:len(names)] {
+		v, err := r.ToArray()
+		if err != nil || len(v) < 11 {
+			continue // reported below
+		}
+		for _, e := range strings.Split(str(v[10]), ",") {
+			if down, cond, ok := strings.Cut(e, ":"); ok {
+				if on[down] == nil {
+					on[down] = map[string]string{}
+				}
+				on[down][names[i]] = cond
+			}
+		}
+	}
 	for i, r := range resps[:len(names)] {
 		v, err := r.ToArray()
 		if err != nil {
@@ -1073,7 +1097,8 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 			if name, _, ok := strings.Cut(up, "="); ok {
 				if j, found := slices.BinarySearch(names, name); found {
 					ups[i] = append(ups[i], j)
-					run.Nodes[len(run.Nodes)-1].Upstreams = append(run.Nodes[len(run.Nodes)-1].Upstreams, name) // n, appended above
+					last := &run.Nodes[len(run.Nodes)-1] // n, appended above
+					last.Upstreams = append(last.Upstreams, RunEdge{Name: name, On: on[nodes[names[i]]][name]})
 				}
 			}
 		}

@@ -938,7 +938,7 @@ func TestPlacementStreaks(t *testing.T) {
 func TestFlowStagedRunMatchesGetRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	small := flowOf("small", execs("a", "b", "c", "d"), "a->c", "b->c", "c->d")
+	small := flowOf("small", execs("a", "b", "c", "d"), "a->c", "b->c on done", "c->d on failure")
 	small.Execs[2].InputFrom = plan.InputNone
 	small.Execs[1].Kind = "custom.kind"
 	small.Result = "d"
@@ -954,6 +954,15 @@ func TestFlowStagedRunMatchesGetRun(t *testing.T) {
 		if diff := cmp.Diff(e.run(staged.ID), staged); diff != "" {
 			t.Fatalf("%s: staged run (-GetRun +StageFlow):\n%s", f.Name, diff)
 		}
+	}
+	// The members' upstreams carry their edges' conditions.
+	got := map[string][]RunEdge{}
+	for _, n := range e.run(e.stage(small, `"in"`).ID).Nodes {
+		got[n.Name] = n.Upstreams
+	}
+	want := map[string][]RunEdge{"a": nil, "b": nil, "c": {{"a", "success"}, {"b", "done"}}, "d": {{"c", "failure"}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("upstreams (-want +got):\n%s", diff)
 	}
 }
 

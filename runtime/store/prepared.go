@@ -29,13 +29,24 @@ func prepareFlow(f *plan.Flow) (*preparedFlow, error) {
 		if pf.members[i], err = prepareMember(f, x, i, g); err != nil {
 			return nil, err
 		}
-		if ups := pf.members[i].ups; len(ups) > 0 {
-			names := make([]string, len(ups))
-			for k, u := range ups {
-				names[k] = u.name
-			}
-			pf.members[i].upNames = names[:len(names):len(names)]
+	}
+	// Each member's upstreams with the condition of their edge (what
+	// GetRun reads from the records), shared by the runs staged.
+	for i := range pf.members {
+		ups := pf.members[i].ups
+		if len(ups) == 0 {
+			continue
 		}
+		edges := make([]RunEdge, len(ups))
+		for k, u := range ups {
+			edges[k].Name = u.name
+			for _, e := range pf.members[u.index].out {
+				if e.to == i {
+					edges[k].On = e.on
+				}
+			}
+		}
+		pf.members[i].upEdges = edges[:len(edges):len(edges)]
 	}
 	byName := make([]int, len(f.Execs))
 	for i := range byName {

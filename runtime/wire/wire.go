@@ -435,8 +435,15 @@ type FlowExec struct {
 	Blocked   string     `json:"blocked,omitempty"`
 	StartedAt *time.Time `json:"started_at,omitempty"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
-	// Upstreams are the members it waits for, by name.
-	Upstreams []string `json:"upstreams,omitempty"`
+	// Upstreams are the members it waits for, with the condition of each
+	// edge.
+	Upstreams []FlowUpstream `json:"upstreams,omitempty"`
+}
+
+// FlowUpstream is an upstream of a run member.
+type FlowUpstream struct {
+	Exec string `json:"exec"`
+	On   string `json:"on"` // success, failure or done
 }
 
 // Template is one flow served by name (ffrun --flows DIR).
