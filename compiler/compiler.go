@@ -147,6 +147,7 @@ type checker struct {
 	flows   []*dsl.FlowDecl
 	scheds  []*dsl.ScheduleDecl
 
+	typesBroken bool // a type declaration has an error
 	planTypes   map[string]*plan.Type
 	planBudgets map[string]*plan.Budget
 	planQuotas  map[string]*plan.Quota
@@ -211,6 +212,10 @@ func (c *checker) check(files []*dsl.File) *plan.Package {
 				}
 			case d.Schedule != nil:
 				if c.declare(kindSchedule, d.Schedule.Name) {
+					if len(c.scheds) == plan.MaxSchedules {
+						c.diags.Errorf(d.Schedule.Name.Range(), dsl.CodeTooManyExecs, "schedule %q is one too many: ffrun keeps at most %d schedules", d.Schedule.Name.Name, plan.MaxSchedules)
+						continue
+					}
 					c.scheds = append(c.scheds, d.Schedule)
 				}
 			}
@@ -219,10 +224,15 @@ func (c *checker) check(files []*dsl.File) *plan.Package {
 	if pkgName != nil {
 		pkg.Package = pkgName.Name
 	}
+	typeErrs, _ := c.diags.Count()
 	for _, name := range slices.Sorted(maps.Keys(c.types)) {
 		c.checkType(c.types[name])
 	}
 	c.checkRecursiveTypes()
+	// With a broken type, a schedule's input is not checked against the
+	// types: what the check would say is the type's error again.
+	afterTypes, _ := c.diags.Count()
+	c.typesBroken = afterTypes > typeErrs
 	for _, name := range slices.Sorted(maps.Keys(c.budgets)) {
 		c.checkBudget(c.budgets[name])
 	}
@@ -295,6 +305,10 @@ func (c *checker) declare(kind declKind, id *dsl.Ident) bool {
 	}
 	if kind == kindType && slices.Contains(builtinTypes, id.Name) {
 		c.diags.Errorf(id.Range(), dsl.CodeReserved, "type %q has the name of a built-in type; choose another name", id.Name)
+		return false
+	}
+	if kind == kindSchedule && len(id.Name) > plan.MaxScheduleNameLen {
+		c.diags.Errorf(id.Range(), dsl.CodeBadName, "schedule name is %d bytes long; the limit is %d", len(id.Name), plan.MaxScheduleNameLen)
 		return false
 	}
 	if !c.checkIdentLen(id) {

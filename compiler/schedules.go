@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/dsl"
@@ -29,10 +30,6 @@ var scheduleSample = time.Date(2026, time.January, 1, 2, 0, 0, 0, time.UTC)
 func (c *checker) checkSchedule(sd *dsl.ScheduleDecl, flows map[string]*plan.Flow, clean map[string]bool) (plan.Schedule, bool) {
 	s := plan.Schedule{Name: sd.Name.Name}
 	ok := true
-	if err := plan.ValidateLabel(s.Name); err != nil {
-		c.diags.Errorf(sd.Name.Range(), dsl.CodeBadName, "schedule name is %d bytes long; the limit is %d", len(s.Name), plan.MaxLaneLen)
-		ok = false
-	}
 	seen := c.newSeen()
 	var (
 		flowID           *dsl.Ident
@@ -66,6 +63,10 @@ func (c *checker) checkSchedule(sd *dsl.ScheduleDecl, flows map[string]*plan.Flo
 		s.Flow = flowID.Name
 		prev, declared := c.names[flowID.Name]
 		flowKnown = declared && prev.kind == kindFlow
+		if flowKnown && len(flowID.Name) > plan.MaxScheduleNameLen {
+			c.diags.Errorf(flowID.Range(), dsl.CodeBadName, "flow name %q is %d bytes long; a scheduled flow's name may be at most %d", flowID.Name, len(flowID.Name), plan.MaxScheduleNameLen)
+			ok = false
+		}
 		if !flowKnown {
 			what := ""
 			if declared {
@@ -101,8 +102,12 @@ func (c *checker) checkSchedule(sd *dsl.ScheduleDecl, flows map[string]*plan.Flo
 			c.diags.Errorf(cronLit.Range(), dsl.CodeCron, "cron expression is %d bytes, the limit is %d", len(s.Cron), cronMaxLen)
 			ok = false
 		default:
-			if _, err := cron.Parse(s.Cron, loc); err != nil {
+			if sched, err := cron.Parse(s.Cron, loc); err != nil {
 				c.diags.Errorf(cronLit.Range(), dsl.CodeCron, "invalid cron expression: %s", strings.TrimPrefix(err.Error(), "cron: "))
+				ok = false
+			} else if sched.Next(scheduleSample.In(loc)).IsZero() {
+				// As the API refuses it: a schedule that would never start a run.
+				c.diags.Errorf(cronLit.Range(), dsl.CodeCron, "cron expression %q never fires (no matching day within five years)", s.Cron)
 				ok = false
 			}
 		}
@@ -116,7 +121,7 @@ func (c *checker) checkSchedule(sd *dsl.ScheduleDecl, flows map[string]*plan.Flo
 		}
 		f := flows[s.Flow]
 		switch {
-		case !flowKnown || !clean[s.Flow] || f == nil:
+		case !flowKnown || !clean[s.Flow] || f == nil || c.typesBroken:
 		case f.Input == nil:
 			c.diags.Errorf(inputItem.Range(), dsl.CodeScheduleInput, "flow %q takes no input: remove `input` from schedule %q", s.Flow, s.Name)
 			ok = false
@@ -155,6 +160,17 @@ func (c *checker) checkScheduleInput(s plan.Schedule, f *plan.Flow, loc *time.Lo
 	filled, err := cron.FillInput(s.Input, scheduleSample.In(loc))
 	if err != nil {
 		c.diags.Errorf(v.Range(), dsl.CodeScheduleInput, "input: %v", err)
+		return false
+	}
+	// As the API: the size with the placeholders filled in where a time
+	// is written longest (an offset such as +01:00, not Z).
+	longest, err := cron.FillInput(s.Input, scheduleSample.In(time.FixedZone("", 3600)))
+	if err != nil {
+		c.diags.Errorf(v.Range(), dsl.CodeScheduleInput, "input: %v", err)
+		return false
+	}
+	if n := max(len(filled), len(longest)); n > plan.MaxPayloadBytes {
+		c.diags.Errorf(v.Range(), dsl.CodeScheduleInput, "input of schedule %q is %d bytes with its placeholders filled in; the limit is %d", s.Name, n, plan.MaxPayloadBytes)
 		return false
 	}
 	err = flowinput.Flow(f, "input", filled)
@@ -245,6 +261,10 @@ type valuePositions struct {
 }
 
 func (c *checker) encodeValue(b *bytes.Buffer, v *dsl.Value, segs []string, pos valuePositions) bool {
+	if len(segs) > plan.MaxInputDepth {
+		c.diags.Errorf(v.Range(), dsl.CodeScheduleInput, "input nests more than %d levels deep", plan.MaxInputDepth)
+		return false
+	}
 	pos.values[pathKey(segs)] = v.Range()
 	switch {
 	case v.Object != nil:
@@ -255,6 +275,9 @@ func (c *checker) encodeValue(b *bytes.Buffer, v *dsl.Value, segs []string, pos 
 			k := m.Key()
 			if m.Quoted != nil && !m.Quoted.Valid() {
 				ok = false // reported by the parser
+			} else if !utf8.ValidString(k) {
+				c.diags.Errorf(m.KeyRange(), dsl.CodeScheduleInput, "key holds bytes that are not UTF-8 (an \\x escape): JSON cannot carry them")
+				ok = false
 			}
 			if prev, dup := keys[k]; dup {
 				c.diags.Errorf(m.KeyRange(), dsl.CodeScheduleInput, "field %q is given twice in this object", k).With(prev, "first given here")
@@ -289,7 +312,15 @@ func (c *checker) encodeValue(b *bytes.Buffer, v *dsl.Value, segs []string, pos 
 		b.WriteByte(']')
 		return ok
 	case v.String != nil:
+		if v.String.Valid() && !utf8.ValidString(v.String.Value()) {
+			c.diags.Errorf(v.String.Range(), dsl.CodeScheduleInput, "string holds bytes that are not UTF-8 (an \\x escape): JSON cannot carry them")
+			return false
+		}
 		writeJSONString(b, v.String.Value())
+		if u := cron.UnknownPlaceholders(v.String.Value()); len(u) > 0 {
+			c.diags.Warnf(v.String.Range(), dsl.CodePlaceholder, "%s is not a placeholder and is passed as written (placeholders: %s, %s, %s, %s)",
+				strings.Join(u, ", "), cron.PlaceholderFireTime, cron.PlaceholderFireDate, "{{fire_date-N}}", "{{fire_date+N}}")
+		}
 		return v.String.Valid()
 	case v.Int != nil:
 		n, ok := c.intValue(v.Int)

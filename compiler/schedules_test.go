@@ -114,15 +114,27 @@ func TestPackageValidateSchedules(t *testing.T) {
 // TestScheduleInputDeep: a deeply nested input compiles in linear time
 // (each value's position is recorded once).
 func TestScheduleInputDeep(t *testing.T) {
-	const depth = 200
-	in := strings.Repeat("{ a: ", depth) + "1" + strings.Repeat(" }", depth)
-	src := "flow j(json) { exec a(json) {} }\nschedule s { flow j cron \"@daily\" input " + in + " }\n"
-	pkg, diags := Compile([]dsl.Source{{Name: "s.ff", Data: []byte(src)}})
+	compile := func(depth int) (*plan.Package, dsl.Diagnostics) {
+		in := strings.Repeat("{ a: ", depth) + "1" + strings.Repeat(" }", depth)
+		src := "flow j(json) { exec a(json) {} }\nschedule s { flow j cron \"@daily\" input " + in + " }\n"
+		return Compile([]dsl.Source{{Name: "s.ff", Data: []byte(src)}})
+	}
+	depth := plan.MaxInputDepth
+	pkg, diags := compile(depth)
 	if diags.HasErrors() || len(pkg.Schedules) != 1 {
-		t.Fatalf("deep input: %v", diags)
+		t.Fatalf("input %d deep: %v", depth, diags)
 	}
 	if want := strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth); string(pkg.Schedules[0].Input) != want {
 		t.Errorf("deep input compiled to %s", pkg.Schedules[0].Input)
+	}
+	// One level more is refused, once, and so is far more (whose cost
+	// stops at the bound: the positions of a value's path are kept per
+	// level).
+	for _, d := range []int{depth + 1, 2_000} {
+		_, diags := compile(d)
+		if n, _ := diags.Count(); n != 1 || !strings.Contains(diags[0].Message, "nests more than 64 levels") {
+			t.Fatalf("input %d deep: %v", d, diags)
+		}
 	}
 }
 

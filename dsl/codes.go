@@ -66,6 +66,7 @@ const (
 	CodeUnreachable    Code = "FF0901"
 	CodeSharedKind     Code = "FF0902"
 	CodeUnusedUpstream Code = "FF0903"
+	CodePlaceholder    Code = "FF0904"
 )
 
 // CodeInfo describes one diagnostic code.
@@ -86,7 +87,7 @@ var Codes = []CodeInfo{
 	{CodeBadString, SeverityError, "a string literal with an invalid escape sequence"},
 	{CodeBadInt, SeverityError, "an invalid integer: misplaced `_`, a fraction, or out of range"},
 	{CodeBadDuration, SeverityError, "an invalid duration: missing or unknown unit, fraction, negative or too large"},
-	{CodeBadName, SeverityError, "a name that is too long (a schedule name: longer than 64 bytes)"},
+	{CodeBadName, SeverityError, "a name that is too long (a schedule's name, or the name of the flow it runs: longer than 64 bytes)"},
 	{CodeDuplicate, SeverityError, "a name declared twice in the same scope (both places are shown)"},
 	{CodeUnknownType, SeverityError, "a type name that is neither built in nor declared"},
 	{CodeUnknownBudget, SeverityError, "a budget name that is not declared"},
@@ -126,10 +127,11 @@ var Codes = []CodeInfo{
 	{CodeEmptyString, SeverityError, "a lane or namespace that is empty, longer than 64 bytes or holds a character other than ASCII letters, digits, `_`, `-`, `.` and `/`; a kind that is empty, longer than 128 bytes, not valid UTF-8, or holds white space, a control character or a comma"},
 	{CodeBudgetLimits, SeverityError, "budget limits that make no sense: a negative limit, soft above hard, no dimension"},
 	{CodeQuotaLimits, SeverityError, "quota limits that make no sense: zero rate or concurrency, or neither"},
-	{CodeTooManyExecs, SeverityError, "a flow with more execs than a run can stage (10,000)"},
+	{CodeTooManyExecs, SeverityError, "a flow with more execs than a run can stage (10,000), or a package with more schedules than ffrun keeps (1,000)"},
 	{CodeCron, SeverityError, "a schedule's cron expression that does not parse"},
 	{CodeTimezone, SeverityError, "a schedule's time zone that is not an IANA name, or \"Local\""},
 	{CodeUnreachable, SeverityWarning, "an exec that can never run because its edges demand contradictory outcomes"},
 	{CodeSharedKind, SeverityWarning, "two flows of the package use the same handler kind"},
 	{CodeUnusedUpstream, SeverityWarning, "a flow input that no exec receives"},
+	{CodePlaceholder, SeverityWarning, "a string of a schedule's input holding {{...}} that is not a placeholder (passed as written)"},
 }

@@ -7,6 +7,7 @@ package dsl
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -156,6 +157,13 @@ func splitDecls(toks []lexer.Token) [][]lexer.Token {
 // parenthesis, which no statement inside a block looks like.
 func startsDecl(toks []lexer.Token, i, depth int) bool {
 	if depth == 0 {
+		// Not where a type is written: `-> schedule {` names a type.
+		if i > 0 && toks[i-1].Type == tokPunct {
+			switch toks[i-1].Value {
+			case "->", ":", "(", "[", ",":
+				return false
+			}
+		}
 		return true
 	}
 	if toks[i].Pos.Column != 1 || i+2 >= len(toks) {
@@ -251,9 +259,13 @@ func unclosedDiagnostic(chunk []lexer.Token, idx int, at lexer.Token, expected s
 	}
 	what := fmt.Sprintf("%q", o.Value)
 	if o.Value == "{" {
-		if isMapBrace(chunk, open[len(open)-1]) {
+		k := blockAt(chunk, open[len(open)-1]+1).kind
+		switch {
+		case k == blocks["input"].kind: // an object of a schedule's input, at any depth
+			what = k
+		case isMapBrace(chunk, open[len(open)-1]):
 			what = "map type"
-		} else if k := blockAt(chunk, open[len(open)-1]+1).kind; k != "" {
+		case k != "":
 			what = k
 		}
 	}
@@ -435,6 +447,12 @@ var blocks = map[string]block{
 	"input":     {"input object", "a field (name: value)", reparseAs[Member]},
 }
 
+// declKeywords are followed by a declaration's name.
+var declKeywords = map[string]bool{
+	"package": true, "type": true, "budget": true, "quota": true, "flow": true, "schedule": true,
+	"exec": true, "dimension": true,
+}
+
 // reparseAs parses toks as one P and returns the error, if any.
 func reparseAs[P any](p *participle.Parser[File], toks []lexer.Token) error {
 	pp, err := participle.ParserForProduction[P](p)
@@ -459,7 +477,11 @@ func blockAt(chunk []lexer.Token, idx int) block {
 		t := chunk[i]
 		switch {
 		case t.Type == tokIdent:
-			if _, ok := blocks[t.Value]; ok {
+			// A block keyword, unless it is a declaration's name (`exec
+			// input()`); `input` opens a block only as `input {`.
+			_, ok := blocks[t.Value]
+			named := i > 0 && chunk[i-1].Type == tokIdent && declKeywords[chunk[i-1].Value]
+			if ok && !named && (t.Value != "input" || i+1 < len(chunk) && chunk[i+1].Value == "{") {
 				last = t.Value
 			}
 		case t.Type != tokPunct:
@@ -467,8 +489,13 @@ func blockAt(chunk []lexer.Token, idx int) block {
 			kind := last
 			if i > 0 && chunk[i-1].Type == tokPunct && strings.Contains(":->([{", chunk[i-1].Value) {
 				kind = "map"
+				if slices.Contains(stack, "input") || slices.Contains(stack, "input[") {
+					kind = "input" // an object inside a schedule's input, not a map type
+				}
 			}
 			stack = append(stack, kind)
+		case t.Value == "[" && i > 0 && chunk[i-1].Type == tokIdent && chunk[i-1].Value == "input":
+			stack = append(stack, "input[") // a list as a schedule's input
 		case t.Value == "(" || t.Value == "[":
 			stack = append(stack, t.Value)
 		case t.Value == "}" || t.Value == ")" || t.Value == "]":

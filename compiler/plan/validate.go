@@ -64,6 +64,17 @@ const (
 	MaxNameLen = 128
 	MaxLaneLen = 64
 	MaxKindLen = 128
+	// MaxScheduleNameLen bounds schedule names and the flow names
+	// schedules name (the names ffrun keeps schedules and their templates
+	// by).
+	MaxScheduleNameLen = 64
+	// MaxSchedules bounds the schedules of a deployment, MaxPayloadBytes a
+	// run's input (with a schedule's placeholders filled in): what ffrun
+	// accepts (runtime/store takes both from here).
+	MaxSchedules    = 1000
+	MaxPayloadBytes = 1 << 20
+	// MaxInputDepth bounds how deep a schedule's input literal nests.
+	MaxInputDepth = 64
 	// maxProblems caps the problems Validate lists.
 	maxProblems = 20
 )
@@ -174,6 +185,8 @@ func (p *Package) Validate() error {
 		path := fmt.Sprintf("schedules[%d]", i)
 		if err := ValidateName(s.Name); err != nil {
 			ps.addf(path+".name", "%v", err)
+		} else if len(s.Name) > MaxScheduleNameLen {
+			ps.addf(path+".name", "is %d bytes long; the limit is %d", len(s.Name), MaxScheduleNameLen)
 		}
 		if !flows[s.Flow] {
 			ps.addf(path+".flow", "no flow %q in the package", s.Flow)

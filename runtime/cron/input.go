@@ -38,6 +38,26 @@ const (
 	PlaceholderFireDate = "{{fire_date}}" // such as 2026-11-23
 )
 
+// placeholderLike matches what a placeholder looks like.
+var placeholderLike = regexp.MustCompile(`\{\{[^{}]*\}\}`)
+
+// UnknownPlaceholders returns what in s looks like a placeholder
+// ("{{...}}") but is none FillInput fills, such as "{{fire_dat}}": it is
+// passed as written, which is what a template meant for the run's handler
+// needs, but more often a typo.
+func UnknownPlaceholders(s string) []string {
+	var out []string
+	for _, m := range placeholderLike.FindAllString(s, -1) {
+		if m != PlaceholderFireTime && !fireDateWhole.MatchString(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// fireDateWhole is fireDate alone.
+var fireDateWhole = regexp.MustCompile(`^\{\{fire_date(?:[+-]\d{1,4})?\}\}$`)
+
 // fireDate matches {{fire_date}} with an optional offset in days.
 var fireDate = regexp.MustCompile(`\{\{fire_date(?:([+-])(\d{1,4}))?\}\}`)
 

@@ -45,3 +45,18 @@ func TestFillInput(t *testing.T) {
 		t.Errorf("FillInput of broken JSON: %v", err)
 	}
 }
+
+func TestUnknownPlaceholders(t *testing.T) {
+	for s, want := range map[string]string{
+		"{{fire_time}} {{fire_date}} {{fire_date-1}} {{fire_date+30}}": "",
+		"{{fire_dat-1}}":                       "{{fire_dat-1}}",
+		"Hello {{name}}, {{fire_date}}":        "{{name}}",
+		"{{fire_date+1d}} and {{ fire_time }}": "{{fire_date+1d}},{{ fire_time }}",
+		"{ {not} } {{}}":                       "{{}}",
+		"no braces":                            "",
+	} {
+		if got := strings.Join(UnknownPlaceholders(s), ","); got != want {
+			t.Errorf("UnknownPlaceholders(%q) = %q, want %q", s, got, want)
+		}
+	}
+}

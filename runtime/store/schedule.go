@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/flowfabric/ff/compiler/plan"
 )
 
 // Schedule limits.
 const (
 	// MaxSchedules bounds the schedules of a deployment (ListSchedules
 	// reads them all).
-	MaxSchedules = 1000
+	MaxSchedules = plan.MaxSchedules
 	// MaxCronBytes bounds a schedule's expression and its time zone name.
 	MaxCronBytes = 256
 )

@@ -12,7 +12,7 @@ import (
 // Limits and defaults.
 const (
 	// MaxPayloadBytes bounds a payload and a result. The API enforces it too.
-	MaxPayloadBytes = 1 << 20
+	MaxPayloadBytes = plan.MaxPayloadBytes
 	// MaxErrorBytes bounds a failure message; longer ones are truncated.
 	MaxErrorBytes = 4096
 	// MaxNameBytes bounds a namespace, lane or kind.
