@@ -367,7 +367,7 @@ func TestConsoleFailureCancelReplay(t *testing.T) {
 	}
 	p := b.get("/ui/runs/" + id)
 	p.want(t, http.StatusOK, `<span class="state s-bad">failed</span>`, "<h2>Did not succeed</h2>",
-		"&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; is not allowed", "Replay from what failed",
+		"&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; is not allowed", "Replay what did not succeed",
 		`<g class="node s-good"><title>alert (kind pipe.alert): completed</title>`)
 	if strings.Contains(p.body, "<script>") {
 		t.Fatalf("the handler's markup reached the page unescaped:\n%s", p.body)
@@ -419,7 +419,7 @@ func TestConsoleFailureCancelReplay(t *testing.T) {
 	if err != nil || got.State != wire.RunCancelled || !strings.Contains(got.Error, "tried from a test") {
 		t.Fatalf("after the cancel: %+v, %v", got, err)
 	}
-	b2.get("/ui/runs/"+id2).want(t, http.StatusOK, `<span class="state s-off">cancelled</span>`, "Replay from what failed")
+	b2.get("/ui/runs/"+id2).want(t, http.StatusOK, `<span class="state s-off">cancelled</span>`, "Replay what did not succeed")
 	// Replay it, then replay the running run again: the API refuses, and
 	// the page says so with a 409.
 	b2.post("/ui/runs/"+id2+"/replay", url.Values{}).wantRedirect(t, "/ui/runs/"+id2+"?done=replayed")
@@ -484,7 +484,7 @@ func TestConsoleStartRefusals(t *testing.T) {
 	twice := url.Values{"input": {`{"url": "twice"}`}, "nonce": {"AAAAAAAAAAAAAAAAAAAAAA"}}
 	first, _ := startRun(t, b, "pipe", twice)
 	again, done2 := startRun(t, b, "pipe", twice)
-	if first != again || done2 != "existing" {
+	if first != again || done2 != "resent" {
 		t.Fatalf("the form sent twice: %s, then %s %s", first, again, done2)
 	}
 	if p := b.get("/ui/templates/pipe"); !regexp.MustCompile(`name="nonce" value="[A-Za-z0-9_-]{22}"`).MatchString(p.body) {
@@ -623,7 +623,7 @@ func TestConsolePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := b.get("/ui/schedules")
-	p.want(t, http.StatusOK, "<td>hourly-pipe</td>", "<code>@hourly</code> in Asia/Kolkata", ":00:00 IST (", ":30 UTC)")
+	p.want(t, http.StatusOK, "<td>hourly-pipe</td>", "<code>@hourly</code> in Asia/Kolkata", ":00:00 IST (", ":30 UTC)", "<summary>input</summary>", "&#34;url&#34;: &#34;s&#34;")
 	for k, v := range map[string]string{
 		"Content-Security-Policy": "default-src 'none'", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
 		"Cache-Control": "no-store", "Content-Type": "text/html; charset=utf-8", "Referrer-Policy": "same-origin",
@@ -637,6 +637,9 @@ func TestConsolePages(t *testing.T) {
 	b.get("/ui/runs").want(t, http.StatusOK, "No run here")
 	// Namespaces to choose from: the default, the templates', the one asked for.
 	b.get("/ui/runs?namespace=elsewhere").want(t, http.StatusOK, "<option>default</option>", "<option selected>elsewhere</option>")
+	if p := b.get("/ui/runs?namespace=elsewhere"); strings.Contains(p.body, `<option value="" selected>`) {
+		t.Fatal("auto is selected with a namespace asked for")
+	}
 	b.get("/ui/workers").want(t, http.StatusOK, "<option selected>default</option>")
 	b.get("/ui/workers").want(t, http.StatusOK, "No worker is connected")
 	b.get("/ui/nothing/here").want(t, http.StatusNotFound, "There is no such page.")
@@ -719,14 +722,16 @@ func TestConsoleGraphs(t *testing.T) {
 	}
 	env := servertest.Start(t, func(c *server.Config) { c.Templates = flows })
 	b := newBrowser(t, env)
-	b.get("/ui/runs").want(t, http.StatusOK, "<option selected>default</option>", "<option>etl</option>", "<option>shop</option>", "No run here")
+	b.get("/ui/runs").want(t, http.StatusOK, `<option value="" selected>auto`, "<option>etl</option>", "<option>shop</option>",
+		"Showing namespace default.", "No run here")
 	// The default namespace empty, the page opens on the first with runs;
 	// a template's flow is looked for in its namespace.
 	if _, err := env.Client.StageTemplate(ctxT(t), "nightly_etl", map[string]string{"source": "s", "day": "d"}); err != nil {
 		t.Fatal(err)
 	}
-	b.get("/ui/runs").want(t, http.StatusOK, "<option selected>etl</option>", "Showing namespace etl: the default one has no run.", "<td>nightly_etl</td>")
-	b.get("/ui/runs?flow=nightly_etl").want(t, http.StatusOK, "<option selected>etl</option>", "<td>nightly_etl</td>")
+	b.get("/ui/runs").want(t, http.StatusOK, `<option value="" selected>auto`, "Showing namespace etl (the default one has none).", "<td>nightly_etl</td>")
+	b.get("/ui/runs?flow=nightly_etl").want(t, http.StatusOK, "Showing namespace etl (the namespace of template nightly_etl).", "<td>nightly_etl</td>")
+	b.get("/ui/runs?namespace=etl").want(t, http.StatusOK, "<option selected>etl</option>", "<td>nightly_etl</td>")
 	// Upstreams are listed with the condition of their edge.
 	b.get("/ui/templates/nightly_etl").want(t, http.StatusOK, "<td>extract, validate (on failure)</td>", "on failure</span>")
 	for _, f := range flows {
@@ -824,9 +829,9 @@ func TestConsoleLimits(t *testing.T) {
 	b.get("/ui/limits").want(t, http.StatusOK, "<code>acme</code>", "paused from the console")
 	// Bad lengths never reach the API; a refusal of the API is shown.
 	for _, m := range []string{"0", "-1", "x", "10081"} {
-		b.post("/ui/quotas/pause", url.Values{"id": {"lim/api"}, "minutes": {m}}).want(t, http.StatusConflict, "at most 10080 minutes")
+		b.post("/ui/quotas/pause", url.Values{"id": {"lim/api"}, "minutes": {m}}).want(t, http.StatusBadRequest, "at most 10080 minutes")
 	}
-	b.post("/ui/quotas/pause", url.Values{"id": {"lim/nope"}, "minutes": {"1"}}).want(t, http.StatusConflict, "Refused: ")
+	b.post("/ui/quotas/pause", url.Values{"id": {"lim/nope"}, "minutes": {"1"}}).want(t, http.StatusNotFound, "Refused: ")
 
 	b.post("/ui/budgets/reset", url.Values{"id": {"lim/tokens"}}).wantRedirect(t, "/ui/limits?done=budget-reset")
 	if bu, err := env.Client.GetBudget(ctx, "lim/tokens"); err != nil || bu.Dimensions[0].Used != 0 {

@@ -42,10 +42,12 @@ type quotaRow struct {
 }
 
 func (d *Dashboard) limits(q *request) (*view, error) {
-	return d.showLimits(q, noticeText(q.r.URL.Query().Get("done")), "")
+	return d.showLimits(q, noticeText(q.r.URL.Query().Get("done")), "", 0)
 }
 
-func (d *Dashboard) showLimits(q *request, notice, refused string) (*view, error) {
+// showLimits renders the limits page; refused is why an action was
+// refused, answered with status.
+func (d *Dashboard) showLimits(q *request, notice, refused string, status int) (*view, error) {
 	ts, err := q.api.Templates(q.ctx())
 	if err != nil {
 		return nil, err
@@ -118,11 +120,7 @@ func (d *Dashboard) showLimits(q *request, notice, refused string) (*view, error
 		}
 	}
 	// No reload: the page holds forms being filled in.
-	v := &view{page: "limits", title: "Limits", data: data}
-	if refused != "" {
-		v.status = http.StatusConflict
-	}
-	return v, nil
+	return &view{page: "limits", title: "Limits", data: data, status: status}, nil
 }
 
 func mapsKeys(m map[string][]string) func(func(string) bool) {
@@ -149,14 +147,15 @@ func back(q *request, done string) *view {
 	return &view{redirect: Prefix + "/limits?" + v.Encode()}
 }
 
-// limitRefused shows the limits page with why the API refused an action:
-// a 4xx is the user's to fix; anything else is the page's error.
+// limitRefused shows the limits page with why the API refused an action,
+// with the API's status: a 4xx is the user's to fix; anything else is the
+// page's error.
 func (d *Dashboard) limitRefused(q *request, err error) (*view, error) {
 	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Status >= 500 {
 		return nil, err
 	}
-	return d.showLimits(q, "", ae.Message)
+	return d.showLimits(q, "", ae.Message, ae.Status)
 }
 
 func (d *Dashboard) resetBudget(q *request) (*view, error) {
@@ -169,7 +168,7 @@ func (d *Dashboard) resetBudget(q *request) (*view, error) {
 func (d *Dashboard) pauseQuota(q *request) (*view, error) {
 	minutes, err := strconv.ParseFloat(strings.TrimSpace(q.r.PostFormValue("minutes")), 64)
 	if err != nil || minutes <= 0 || time.Duration(minutes*float64(time.Minute)) > PauseMax {
-		return d.showLimits(q, "", "A pause lasts more than 0 and at most 10080 minutes (seven days).")
+		return d.showLimits(q, "", "A pause lasts more than 0 and at most 10080 minutes (seven days).", http.StatusBadRequest)
 	}
 	req := wire.QuotaPause{Key: q.r.PostFormValue("key"), ForMs: int64(minutes * 60_000),
 		Reason: strings.TrimSpace(q.r.PostFormValue("reason"))}

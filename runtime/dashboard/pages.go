@@ -31,7 +31,8 @@ const (
 type runsData struct {
 	Namespace, Flow, State string
 	Namespaces             []string // of the templates, to choose from
-	Chosen                 bool     // the namespace was chosen for the reader: the first with runs
+	Auto                   bool     // no namespace was asked for: the page chose one
+	Why                    string   // why it chose this one, when not the default
 	States                 []string
 	Runs                   []wire.FlowRun
 	Next                   string // the next page's URL; "" on the last
@@ -46,15 +47,15 @@ func (d *Dashboard) runs(q *request) (*view, error) {
 		return &view{redirect: Prefix + "/runs/" + url.PathEscape(id)}, nil
 	}
 	nss := namespaces(q, o.Namespace)
-	chosen := false
-	if o.Namespace == "" {
+	auto, why := o.Namespace == "", ""
+	if auto {
 		// The flow of a template is in the template's namespace; else the
 		// first namespace holding runs, so that a console whose flows are
 		// all outside the default namespace does not open empty.
 		if ts, err := q.api.Templates(q.ctx()); err == nil {
 			for _, t := range ts {
 				if t.Name == o.Flow {
-					o.Namespace = t.Namespace
+					o.Namespace, why = t.Namespace, "the namespace of template "+t.Name
 				}
 			}
 		}
@@ -67,7 +68,13 @@ func (d *Dashboard) runs(q *request) (*view, error) {
 				return nil, err
 			}
 			if len(probe.Runs) > 0 || probe.NextCursor != "" {
-				o.Namespace, chosen = ns, ns != plan.DefaultNamespace
+				o.Namespace = ns
+				if ns != plan.DefaultNamespace {
+					why = "the default one has none"
+					if o.Flow != "" {
+						why += " of " + o.Flow
+					}
+				}
 			}
 		}
 		if o.Namespace == "" {
@@ -78,7 +85,7 @@ func (d *Dashboard) runs(q *request) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	data := runsData{Namespace: o.Namespace, Flow: o.Flow, State: o.State, Runs: list.Runs, Chosen: chosen,
+	data := runsData{Namespace: o.Namespace, Flow: o.Flow, State: o.State, Runs: list.Runs, Auto: auto, Why: why,
 		States:     []string{wire.RunRunning, wire.RunSucceeded, wire.RunFailed, wire.RunCancelled},
 		Namespaces: nss}
 	if o.Cursor != "" {
@@ -171,7 +178,9 @@ func noticeText(done string) string {
 	case "started":
 		return "The run was started."
 	case "existing":
-		return "A run with that idempotency key exists already: this is it."
+		return "A run with that idempotency key exists already: this is it (its input is the first start's, whatever this one said)."
+	case "resent":
+		return "This form had been sent already: this is the run it started."
 	case "budget-reset":
 		return "The budget was reset: its usage is zero again."
 	case "quota-paused":
@@ -381,7 +390,8 @@ func (d *Dashboard) startRun(q *request) (*view, error) {
 		}
 		in = json.RawMessage(input)
 	}
-	if n := q.r.PostFormValue("nonce"); key == "" && nonceRe.MatchString(n) {
+	typed := key != ""
+	if n := q.r.PostFormValue("nonce"); !typed && nonceRe.MatchString(n) {
 		key = "console-" + n
 	}
 	var opts []client.StageOption
@@ -401,8 +411,11 @@ func (d *Dashboard) startRun(q *request) (*view, error) {
 		return nil, err
 	}
 	done := "started"
-	if !run.Created {
+	switch {
+	case !run.Created && typed:
 		done = "existing"
+	case !run.Created:
+		done = "resent" // the form's own key: sent twice
 	}
 	return &view{redirect: Prefix + "/runs/" + url.PathEscape(run.ID) + "?done=" + done}, nil
 }

@@ -44,6 +44,7 @@ var funcs = template.FuncMap{
 	"typeName":   typeName,
 	"joinName":   joinName,
 	"waits":      waits,
+	"indent":     indent,
 	"attemptClass": func(outcome string) string {
 		switch outcome {
 		case "success":
