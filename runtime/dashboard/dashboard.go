@@ -223,7 +223,7 @@ func (d *Dashboard) page(fn func(*request) (*view, error)) http.Handler {
 			return
 		}
 		if !ok {
-			if r.Method != http.MethodGet {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				d.render(w, r, http.StatusUnauthorized, &view{page: "signedout", title: "Signed out", data: loginData{Next: safeNext(sameOriginReferer(r))}})
 				return
 			}

@@ -82,14 +82,14 @@ func (d *Dashboard) showLimits(q *request, notice, refused string, status int) (
 		if !isB {
 			if _, err := q.api.GetBudget(q.ctx(), data.Lookup); err == nil {
 				budgets[data.Lookup], found = nil, true
-			} else if !notFound(err) {
+			} else if !refusedLookup(err) {
 				return nil, err
 			}
 		}
 		if !isQ {
 			if _, err := q.api.GetQuota(q.ctx(), data.Lookup); err == nil {
 				quotas[data.Lookup], found = nil, true
-			} else if !notFound(err) {
+			} else if !refusedLookup(err) {
 				return nil, err
 			}
 		}
@@ -131,6 +131,13 @@ func mapsKeys(m map[string][]string) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// refusedLookup says the API refused a lookup by id as the reader's
+// mistake (no such id, or one it cannot be): the id is listed as missing.
+func refusedLookup(err error) bool {
+	var ae *client.APIError
+	return errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500
 }
 
 func notFound(err error) bool {

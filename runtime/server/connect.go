@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"syscall"
 	"time"
 
@@ -64,12 +65,21 @@ func valkeyOptions(cfg Config) valkey.ClientOption {
 const ReadRetries = 24
 
 // retryDelay backs off exponentially from 2 µs to 1 s between the
-// ReadRetries retries, then gives up (a negative delay).
-func retryDelay(attempts int, _ valkey.Completed, _ error) time.Duration {
-	if attempts >= ReadRetries {
+// ReadRetries retries, then gives up (a negative delay). A timeout is not
+// retried: a Valkey that takes connections and does not answer (a
+// partition, a hung host) makes each attempt wait out the connection
+// timeouts (10 s), and 24 of them would hold a request for minutes.
+func retryDelay(attempts int, _ valkey.Completed, err error) time.Duration {
+	if attempts >= ReadRetries || isTimeout(err) {
 		return -1
 	}
 	return min(time.Second, time.Duration(1<<min(attempts+1, 20))*time.Microsecond)
+}
+
+// isTimeout reports a network timeout (an i/o deadline passed).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // connect reaches Valkey and opens the store on it (stCfg without its

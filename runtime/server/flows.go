@@ -249,6 +249,7 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 		w.Schedule, w.ScheduledAt = name, &fire
 	}
 	var resultState store.PublicState
+	var ups []wire.FlowUpstream // the members' upstreams, one slab
 	for _, n := range r.Nodes {
 		if n.Name == r.ResultNode {
 			resultState = n.State.Public
@@ -265,8 +266,19 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 				State: string(n.State.Public), Outcome: string(n.State.Outcome), Attempts: n.Attempts,
 				Error: n.Error, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
 			}
-			for _, u := range n.Upstreams {
-				x.Upstreams = append(x.Upstreams, wire.FlowUpstream{Exec: u.Name, On: u.On})
+			if len(n.Upstreams) > 0 {
+				if ups == nil {
+					total := 0
+					for _, m := range r.Nodes {
+						total += len(m.Upstreams)
+					}
+					ups = make([]wire.FlowUpstream, 0, total) // one allocation for the run
+				}
+				start := len(ups)
+				for _, u := range n.Upstreams {
+					ups = append(ups, wire.FlowUpstream{Exec: u.Name, On: u.On})
+				}
+				x.Upstreams = ups[start:len(ups):len(ups)]
 			}
 			if n.State.Public == store.StateBlocked {
 				x.Blocked = cmp.Or(n.State.BlockingDetail, string(n.State.BlockingReason))

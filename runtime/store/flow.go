@@ -272,14 +272,26 @@ func stagedRun(f *plan.Flow, pf *preparedFlow, ns string, id RunID, p int, uuids
 	if len(input) > 0 && string(input) != "null" {
 		run.Input = input
 	}
+	// The run's own copy of the members' upstreams (the plan's are shared
+	// by every run staged from it): one allocation.
+	var slab []RunEdge
+	if pf.upEdges > 0 {
+		slab = make([]RunEdge, 0, pf.upEdges)
+	}
 	for _, i := range pf.inOrder {
 		m := &pf.members[i]
 		st := stagedRootState
 		if len(m.ups) > 0 {
 			st = stagedMemberState
 		}
+		var ups []RunEdge
+		if len(m.upEdges) > 0 {
+			start := len(slab)
+			slab = append(slab, m.upEdges...)
+			ups = slab[start:len(slab):len(slab)]
+		}
 		run.Nodes = append(run.Nodes, RunNode{Name: m.name, ExecutionID: makeID(p, uuids[i]), Kind: m.tail[1], Lane: m.lane, State: st,
-			Upstreams: m.upEdges})
+			Upstreams: ups})
 	}
 	return run
 }
@@ -688,7 +700,7 @@ type memberPlan struct {
 	// inputFrom is inputFlow, inputNone or the index of the feeding upstream.
 	inputFrom int
 	ups       []upPlan   // upstreams, by name
-	upEdges   []RunEdge  // the same with their conditions (RunNode.Upstreams of a staged run; shared, read only)
+	upEdges   []RunEdge  // the same with their conditions (copied into each staged run's RunNode.Upstreams)
 	out       []edgePlan // edges out
 	budgets   []string   // names: ids depend on the namespace and the run
 	quotas    []string   // names: subjects may depend on the run's input (or be deferred)

@@ -16,6 +16,7 @@ type preparedFlow struct {
 	members []memberPlan // by position in the plan
 	inOrder []int        // member positions in flow order (flowOrder; ties by name)
 	execs   int
+	upEdges int // the members' upstreams, all together
 }
 
 // prepareFlow checks plan f and derives its preparedFlow.
@@ -31,7 +32,7 @@ func prepareFlow(f *plan.Flow) (*preparedFlow, error) {
 		}
 	}
 	// Each member's upstreams with the condition of their edge (what
-	// GetRun reads from the records), shared by the runs staged.
+	// GetRun reads from the records), copied into each run staged.
 	for i := range pf.members {
 		ups := pf.members[i].ups
 		if len(ups) == 0 {
@@ -46,7 +47,8 @@ func prepareFlow(f *plan.Flow) (*preparedFlow, error) {
 				}
 			}
 		}
-		pf.members[i].upEdges = edges[:len(edges):len(edges)]
+		pf.members[i].upEdges = edges
+		pf.upEdges += len(edges)
 	}
 	byName := make([]int, len(f.Execs))
 	for i := range byName {

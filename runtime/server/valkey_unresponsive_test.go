@@ -1,0 +1,79 @@
+package server_test
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/internal/valkeytest"
+	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/server/servertest"
+)
+
+// TestValkeyUnresponsiveAnswers503: a Valkey that takes connections and
+// never answers (a partition, a hung host) is answered 503 within the
+// bound, as a refused port is: a timeout is not retried (24 retries of
+// 10 s each held a request for minutes).
+func TestValkeyUnresponsiveAnswers503(t *testing.T) {
+	t.Parallel()
+	vk, err := valkeytest.LaunchPlain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vk.Stop)
+	env := servertest.Start(t, func(c *server.Config) {
+		c.ValkeyAddr = vk.Addr
+		c.Templates = nil
+		c.DisableScanners = true
+	})
+	if r := env.Do(t, http.MethodGet, "/v1/flows", nil, ""); r.Status != http.StatusOK {
+		t.Fatalf("with Valkey up: %d %s", r.Status, r.Body)
+	}
+	vk.Stop()
+	// Valkey's address now takes connections and never answers.
+	var ln net.Listener
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if ln, err = net.Listen("tcp", vk.Addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listen on %s: %v", vk.Addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	// Before the server stops (cleanups run last first): refused again.
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	// Generous: the bound is about 10 s (a connection timeout, not retried).
+	hc := &http.Client{Timeout: 30 * time.Second}
+	start := time.Now()
+	res, err := hc.Get(env.URL + "/v1/flows")
+	if err != nil {
+		t.Fatalf("GET /v1/flows with Valkey unresponsive: no answer after %s: %v", time.Since(start).Round(time.Second), err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("GET /v1/flows with Valkey unresponsive: %d after %s, want 503", res.StatusCode, time.Since(start).Round(time.Second))
+	}
+}
