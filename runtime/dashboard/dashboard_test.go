@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -152,26 +151,7 @@ func (p page) want(t *testing.T, status int, fragments ...string) {
 // runWorker runs handlers on env until t ends.
 func runWorker(t *testing.T, env *servertest.Env, handlers map[string]worker.Handler) {
 	t.Helper()
-	w, err := worker.New(worker.Config{URL: env.URL, Token: env.Config.Token, Name: "console-test", Concurrency: 4,
-		ClaimWait: 2 * time.Second, DrainTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, h := range handlers {
-		if err := w.Handle(k, h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("worker: %v", err)
-		}
-	}()
-	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { cancel(); <-done }) })
+	env.RunWorker(t, worker.Config{Name: "console-test", Concurrency: 4}, handlers)
 }
 
 // pipeHandlers: check fails (for good) on the url "bad"; the error

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/runtime/dashboard"
-	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
 )
@@ -41,23 +40,14 @@ func TestConsoleSessionExpires(t *testing.T) {
 // sign in again; HEAD is answered as GET.
 func TestConsoleValkeyDown(t *testing.T) {
 	t.Parallel()
-	vk, err := valkeytest.LaunchPlain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(vk.Stop)
-	env := servertest.Start(t, func(c *server.Config) {
-		c.ValkeyAddr = vk.Addr
-		c.Token = "s3cret-token"
-		c.DisableScanners = true
-	})
+	env, stopValkey := servertest.StartOwnValkey(t, func(c *server.Config) { c.Token = "s3cret-token" })
 	b := newBrowser(t, env)
 	b.post("/ui/login", url.Values{"token": {"s3cret-token"}}).wantRedirect(t, "/ui/runs")
 	b.get("/ui/runs").want(t, http.StatusOK)
 	if p := b.do(http.MethodHead, "/ui/runs", nil, nil); p.status != http.StatusOK || p.body != "" {
 		t.Fatalf("HEAD /ui/runs: %d, %d bytes", p.status, len(p.body))
 	}
-	vk.Stop()
+	stopValkey()
 	b.hc.Timeout = 60 * time.Second
 	b.get("/ui/runs").want(t, http.StatusServiceUnavailable, "The session cannot be checked")
 }

@@ -69,33 +69,7 @@ func startAdmission(t *testing.T, flows map[string]*plan.Flow, mod ...func(*serv
 // runWorker runs an SDK worker until the test ends or stop is called.
 func runWorker(t *testing.T, env *servertest.Env, cfg worker.Config, handlers map[string]worker.Handler) (stop func()) {
 	t.Helper()
-	cfg.URL = env.URL
-	cfg.Token = env.Config.Token
-	if cfg.ClaimWait == 0 {
-		cfg.ClaimWait = 2 * time.Second
-	}
-	cfg.DrainTimeout = 2 * time.Second
-	w, err := worker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, h := range handlers {
-		if err := w.Handle(k, h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("worker %s: %v", cfg.Name, err)
-		}
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
-	return stop
+	return env.RunWorker(t, cfg, handlers)
 }
 
 // eventually polls cond every 20ms until it holds or timeout passes.

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowfabric/ff/runtime/internal/valkeytest"
-	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
 )
 
@@ -14,20 +12,11 @@ import (
 // answered 503 once the client's retries give up, instead of never.
 func TestValkeyDownAnswers503(t *testing.T) {
 	t.Parallel()
-	vk, err := valkeytest.LaunchPlain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(vk.Stop)
-	env := servertest.Start(t, func(c *server.Config) {
-		c.ValkeyAddr = vk.Addr
-		c.Templates = nil
-		c.DisableScanners = true
-	})
+	env, stopValkey := servertest.StartOwnValkey(t)
 	if r := env.Do(t, http.MethodGet, "/v1/flows", nil, ""); r.Status != http.StatusOK {
 		t.Fatalf("with Valkey up: %d %s", r.Status, r.Body)
 	}
-	vk.Stop()
+	stopValkey()
 	hc := &http.Client{Timeout: 60 * time.Second}
 	for _, path := range []string{"/v1/flows", "/v1/executions", "/ui/runs"} {
 		res, err := hc.Get(env.URL + path)

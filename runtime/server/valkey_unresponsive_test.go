@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowfabric/ff/runtime/internal/valkeytest"
-	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
 )
 
@@ -18,28 +16,21 @@ import (
 // 10 s each held a request for minutes).
 func TestValkeyUnresponsiveAnswers503(t *testing.T) {
 	t.Parallel()
-	vk, err := valkeytest.LaunchPlain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(vk.Stop)
-	env := servertest.Start(t, func(c *server.Config) {
-		c.ValkeyAddr = vk.Addr
-		c.Templates = nil
-		c.DisableScanners = true
-	})
+	env, stopValkey := servertest.StartOwnValkey(t)
 	if r := env.Do(t, http.MethodGet, "/v1/flows", nil, ""); r.Status != http.StatusOK {
 		t.Fatalf("with Valkey up: %d %s", r.Status, r.Body)
 	}
-	vk.Stop()
+	stopValkey()
 	// Valkey's address now takes connections and never answers.
+	addr := env.Config.ValkeyAddr
 	var ln net.Listener
+	var err error
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		if ln, err = net.Listen("tcp", vk.Addr); err == nil {
+		if ln, err = net.Listen("tcp", addr); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("listen on %s: %v", vk.Addr, err)
+			t.Fatalf("listen on %s: %v", addr, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/wire"
+	"github.com/flowfabric/ff/runtime/worker"
 )
 
 // Env is one running server.
@@ -58,6 +60,57 @@ func Start(t testing.TB, mod ...func(*server.Config)) *Env {
 		m(&cfg)
 	}
 	return StartConfig(t, cfg)
+}
+
+// StartOwnValkey serves ffrun for t on a Valkey of its own instead of the
+// shared one, with no scanners, for tests that stop Valkey: stopValkey
+// does (safe to call twice; t's end calls it too).
+func StartOwnValkey(t testing.TB, mod ...func(*server.Config)) (env *Env, stopValkey func()) {
+	t.Helper()
+	vk, err := valkeytest.LaunchPlain()
+	if err != nil {
+		t.Fatalf("servertest: own Valkey: %v", err)
+	}
+	t.Cleanup(vk.Stop)
+	env = Start(t, append([]func(*server.Config){func(c *server.Config) {
+		c.ValkeyAddr = vk.Addr
+		c.DisableScanners = true
+	}}, mod...)...)
+	return env, vk.Stop
+}
+
+// RunWorker runs a worker SDK instance with handlers against e until t
+// ends or stop is called; cfg's URL and token are e's, its claim wait 2 s
+// unless set, its drain 2 s.
+func (e *Env) RunWorker(t testing.TB, cfg worker.Config, handlers map[string]worker.Handler) (stop func()) {
+	t.Helper()
+	cfg.URL = e.URL
+	cfg.Token = e.Config.Token
+	if cfg.ClaimWait == 0 {
+		cfg.ClaimWait = 2 * time.Second
+	}
+	cfg.DrainTimeout = 2 * time.Second
+	w, err := worker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, h := range handlers {
+		if err := w.Handle(k, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("worker %s: %v", cfg.Name, err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // StartConfig serves ffrun with exactly cfg.
