@@ -623,6 +623,25 @@ func TestConsolePages(t *testing.T) {
 	b.get("/ui/workers").want(t, http.StatusOK, "<option selected>default</option>")
 	b.get("/ui/workers").want(t, http.StatusOK, "No worker is connected")
 	b.get("/ui/nothing/here").want(t, http.StatusNotFound, "There is no such page.")
+	// Past a page of runs (the API's 50), older ones are a link away, and
+	// the newest a link back, filters kept.
+	var first string
+	for i := range 51 {
+		r, err := env.Client.StageTemplate(ctxT(t), "pipe", map[string]string{"url": strconv.Itoa(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = r.ID
+		}
+	}
+	p = b.get("/ui/runs?state=running")
+	older := regexp.MustCompile(`<a href="(/ui/runs\?[^"]*cursor=[^"]*)">Older runs →</a>`).FindStringSubmatch(p.body)
+	if older == nil || strings.Contains(p.body, first) {
+		t.Fatalf("the first page of 51 runs: no older link, or the oldest run on it:\n%s", p.body)
+	}
+	next := strings.ReplaceAll(older[1], "&amp;", "&")
+	b.get(next).want(t, http.StatusOK, first, `Newest runs</a>`, "state=running")
 	b.get("/ui/static/app.css").want(t, http.StatusOK, "svg.graph")
 	// Only the stylesheet's directory is served, whatever the path says.
 	for _, path := range []string{"/ui/static/%2e%2e/templates/layout.html", "/ui/static/..%2ftemplates%2flogin.html", "/ui/static/../templates/run.html"} {

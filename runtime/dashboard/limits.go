@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -97,7 +98,7 @@ func (d *Dashboard) showLimits(q *request, notice, refused string, status int) (
 			data.Missing = append(data.Missing, data.Lookup)
 		}
 	}
-	for _, id := range slices.Sorted(mapsKeys(budgets)) {
+	for _, id := range slices.Sorted(maps.Keys(budgets)) {
 		b, err := q.api.GetBudget(q.ctx(), id)
 		switch {
 		case notFound(err):
@@ -108,7 +109,7 @@ func (d *Dashboard) showLimits(q *request, notice, refused string, status int) (
 			data.Budgets = append(data.Budgets, budgetRow{B: b, Flows: budgets[id]})
 		}
 	}
-	for _, id := range slices.Sorted(mapsKeys(quotas)) {
+	for _, id := range slices.Sorted(maps.Keys(quotas)) {
 		x, err := q.api.GetQuota(q.ctx(), id)
 		switch {
 		case notFound(err):
@@ -121,16 +122,6 @@ func (d *Dashboard) showLimits(q *request, notice, refused string, status int) (
 	}
 	// No reload: the page holds forms being filled in.
 	return &view{page: "limits", title: "Limits", data: data, status: status}, nil
-}
-
-func mapsKeys(m map[string][]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // refusedLookup says the API refused a lookup by id as the reader's

@@ -89,27 +89,26 @@ func (d *Dashboard) runs(q *request) (*view, error) {
 		States:     []string{wire.RunRunning, wire.RunSucceeded, wire.RunFailed, wire.RunCancelled},
 		Namespaces: nss}
 	if o.Cursor != "" {
-		fv := url.Values{}
-		for k, x := range map[string]string{"namespace": o.Namespace, "flow": o.Flow, "state": o.State} {
-			if x != "" {
-				fv.Set(k, x)
-			}
-		}
-		data.First = Prefix + "/runs?" + fv.Encode()
+		data.First = runsURL(o, "")
 	}
 	if list.NextCursor != "" {
-		nv := url.Values{}
-		for k, x := range map[string]string{"namespace": o.Namespace, "flow": o.Flow, "state": o.State, "cursor": list.NextCursor} {
-			if x != "" {
-				nv.Set(k, x)
-			}
-		}
-		data.Next = Prefix + "/runs?" + nv.Encode()
+		data.Next = runsURL(o, list.NextCursor)
 	}
 	// The first page reloads while it shows running work; a later page
 	// would move under the reader.
 	refresh := o.Cursor == "" && slices.ContainsFunc(list.Runs, func(r wire.FlowRun) bool { return r.State == wire.RunRunning })
 	return &view{page: "runs", title: "Runs", data: data, refresh: refresh}, nil
+}
+
+// runsURL is the runs page of o's filters at cursor ("" = the first page).
+func runsURL(o client.RunListOptions, cursor string) string {
+	v := url.Values{}
+	for k, x := range map[string]string{"namespace": o.Namespace, "flow": o.Flow, "state": o.State, "cursor": cursor} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	return Prefix + "/runs?" + v.Encode()
 }
 
 // runData is the run page.
