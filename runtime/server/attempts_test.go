@@ -84,6 +84,12 @@ func TestRunInput(t *testing.T) {
 		got.Execs[1].Upstreams[0] != (wire.FlowUpstream{Exec: "a", On: "success"}) {
 		t.Fatalf("members %+v", got.Execs)
 	}
+	// Before a runs, b has no input; once a succeeded, b's input is a's
+	// output (the input it receives), though b stores no payload.
+	bx, err := env.Client.GetExecution(ctx, got.Execs[1].ExecutionID)
+	if err != nil || bx.Input != nil {
+		t.Fatalf("b before a ran: %+v, %v", bx, err)
+	}
 	echoTwoStep(t, env)
 	res, err := env.Client.RunResult(ctx, run.ID, 10*time.Second)
 	if err != nil || res.State != wire.RunSucceeded || res.Input != nil {
@@ -92,5 +98,8 @@ func TestRunInput(t *testing.T) {
 	list, err := env.Client.ListRuns(ctx, client.RunListOptions{})
 	if err != nil || len(list.Runs) != 1 || list.Runs[0].Input != nil {
 		t.Fatalf("list %+v, %v", list, err)
+	}
+	if bx, err = env.Client.GetExecution(ctx, got.Execs[1].ExecutionID); err != nil || string(bx.Input) != `{"s":"x"}` {
+		t.Fatalf("b's input once a succeeded: %s, %v", bx.Input, err)
 	}
 }

@@ -288,6 +288,19 @@ func (s *Store) GetExecution(ctx context.Context, id ExecutionID) (*Execution, e
 	}
 	e := decodeExecution(p, uuid, fields)
 	e.Attempts = decodeAttempts(fields)
+	// A flow member fed by an upstream has no payload of its own: its
+	// input is that upstream's output, read here once it exists (the
+	// member's record names the upstream; both share the run's
+	// partition).
+	if from := fields["input_from"]; from != "" && len(e.Payload) == 0 {
+		out, err := s.c.Do(ctx, s.c.B().Hget().Key(s.k.core(p, from)).Field("result").Build()).ToString()
+		switch {
+		case err == nil:
+			e.Payload = []byte(out)
+		case !valkey.IsValkeyNil(err):
+			return nil, fmt.Errorf("store: read the input of execution %s: %w", id, err)
+		}
+	}
 	return e, nil
 }
 
