@@ -27,13 +27,19 @@ end
 -- ARGV[6]  input (JSON)
 -- ARGV[7]  next fire, ms
 -- ARGV[8]  the most schedules there may be
+-- ARGV[9]  where it comes from: 'declared' (a .ff file, put by ffrun at
+--          start) or '' (the API)
 -- Reply: {1, 'created' | 'updated'}
---        | {0, 'invalid', 'next' | 'limit' | 'name', message} (nothing written;
---        'name': a new schedule over the limit)
+--        | {0, 'invalid', 'next' | 'limit' | 'source' | 'name', message}
+--        (nothing written; 'name': a new schedule over the limit)
 local function ff_schedule_put(keys, argv)
   if not ms_ok(argv[7]) then return refuse('invalid', 'next', 'not a time in ms: ' .. tostring(argv[7])) end
   local max = numv(argv[8])
   if not max then return refuse('invalid', 'limit', 'not a number: ' .. tostring(argv[8])) end
+  local source = argv[9]
+  if source ~= '' and source ~= 'declared' then
+    return refuse('invalid', 'source', "not '' or declared: " .. tostring(source))
+  end
   local existed = redis.call('EXISTS', keys[1]) == 1
   if not existed then
     local n = redis.call('ZCARD', keys[2])
@@ -43,7 +49,7 @@ local function ff_schedule_put(keys, argv)
   end
   local now = ts(now_ms())
   redis.call('HSET', keys[1], 'template', argv[2], 'cron', argv[3], 'tz', argv[4], 'ns', argv[5],
-    'input', argv[6], 'updated_at', now)
+    'input', argv[6], 'source', source, 'updated_at', now)
   if not existed then redis.call('HSET', keys[1], 'created_at', now) end
   redis.call('ZADD', keys[2], argv[7], argv[1])
   return ok(existed and 'updated' or 'created')

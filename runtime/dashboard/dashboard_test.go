@@ -603,7 +603,7 @@ func TestConsolePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := b.get("/ui/schedules")
-	p.want(t, http.StatusOK, "<td>hourly-pipe</td>", "<code>@hourly</code> in Asia/Kolkata", ":00:00 IST (", ":30 UTC)", "<summary>input</summary>", "&#34;url&#34;: &#34;s&#34;")
+	p.want(t, http.StatusOK, "<td>hourly-pipe</td>", "<code>@hourly</code> in Asia/Kolkata", ":00:00 IST (", ":30 UTC)", "<summary>input</summary>", "&#34;url&#34;: &#34;s&#34;", "<td>the API</td>")
 	for k, v := range map[string]string{
 		"Content-Security-Policy": "default-src 'none'", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
 		"Cache-Control": "no-store", "Content-Type": "text/html; charset=utf-8", "Referrer-Policy": "same-origin",
@@ -719,7 +719,7 @@ func TestConsoleGraphs(t *testing.T) {
 	for i := range pkg.Flows {
 		flows = append(flows, &pkg.Flows[i])
 	}
-	env := servertest.Start(t, func(c *server.Config) { c.Templates = flows })
+	env := servertest.Start(t, func(c *server.Config) { c.Templates, c.Schedules = flows, pkg.Schedules })
 	b := newBrowser(t, env)
 	b.get("/ui/runs").want(t, http.StatusOK, `<option value="" selected>auto`, "<option>etl</option>", "<option>shop</option>",
 		"Showing namespace default.", "No run here")
@@ -731,6 +731,8 @@ func TestConsoleGraphs(t *testing.T) {
 	b.get("/ui/runs").want(t, http.StatusOK, `<option value="" selected>auto`, "Showing namespace etl (the default one has none).", "<td>nightly_etl</td>")
 	b.get("/ui/runs?flow=nightly_etl").want(t, http.StatusOK, "Showing namespace etl (the namespace of template nightly_etl).", "<td>nightly_etl</td>")
 	b.get("/ui/runs?namespace=etl").want(t, http.StatusOK, "<option selected>etl</option>", "<td>nightly_etl</td>")
+	// The examples' declared schedule is registered, and said to be.
+	b.get("/ui/schedules").want(t, http.StatusOK, "<td>nightly</td>", "<td>a .ff file</td>")
 	// Upstreams are listed with the condition of their edge.
 	b.get("/ui/templates/nightly_etl").want(t, http.StatusOK, "<td>extract, validate (on failure)</td>", "on failure</span>")
 	for _, f := range flows {

@@ -71,10 +71,12 @@ func RegisterDeclared(ctx context.Context, st *store.Store, flows []*plan.Flow, 
 // put moves it to the first fire after now, dropping one the process was
 // down for). The first refusal ends the registration with the schedule's
 // name and the API's message. templates gives each flow's namespace, the
-// one a declared schedule's runs go to.
+// one a declared schedule's runs go to. Schedules stored as declared that
+// these files do not declare (removed since, or another deployment's) are
+// left as they are and logged at warn: they still fire.
 func registerSchedules(ctx context.Context, h http.Handler, token string, schedules []plan.Schedule, templates []*plan.Flow, log *slog.Logger) error {
-	if len(schedules) == 0 {
-		return nil
+	if len(schedules) == 0 && len(templates) == 0 {
+		return nil // not serving .ff files: nothing is declared here
 	}
 	api, err := client.New("http://ffrun.in-process", client.WithToken(token),
 		client.WithHTTPClient(&http.Client{Transport: client.HandlerTransport(h)}))
@@ -96,6 +98,7 @@ func registerSchedules(ctx context.Context, h http.Handler, token string, schedu
 			Cron:     sc.Cron,
 			Timezone: sc.Timezone,
 			Input:    sc.Input,
+			Declared: true,
 		})
 		if err != nil {
 			var ae *client.APIError
@@ -107,14 +110,29 @@ func registerSchedules(ctx context.Context, h http.Handler, token string, schedu
 		log.InfoContext(ctx, "schedule registered", slog.String("schedule", sc.Name), slog.String("flow", sc.Flow),
 			slog.String("cron", sc.Cron), slog.String("timezone", got.Timezone), slog.Bool("created", created), slog.Bool("unchanged", false))
 	}
+	stored, err := api.ListSchedules(ctx)
+	if err != nil {
+		return fmt.Errorf("register schedules: list the stored ones: %w", err)
+	}
+	declared := make(map[string]bool, len(schedules))
+	for _, sc := range schedules {
+		declared[sc.Name] = true
+	}
+	for _, s := range stored.Schedules {
+		if s.Declared && !declared[s.Name] {
+			log.WarnContext(ctx, "schedule declared in .ff files that these files do not declare: it still fires; "+
+				"if it was removed, delete it (DELETE /v1/schedules/{name})", slog.String("schedule", s.Name), slog.String("template", s.Template))
+		}
+	}
 	return nil
 }
 
 // sameSchedule reports whether the stored schedule cur is what sc
-// declares: template, expression, zone (UTC when none), input (as JSON
-// values) and namespace (the template's: ns).
+// declares: stored as declared (one put through the API the same way is
+// put again, to mark it), template, expression, zone (UTC when none),
+// input (as JSON values) and namespace (the template's: ns).
 func sameSchedule(cur *wire.Schedule, sc plan.Schedule, ns string) bool {
-	return cur.Template == sc.Flow && cur.Cron == sc.Cron && cur.Timezone == cmp.Or(sc.Timezone, "UTC") &&
+	return cur.Declared && cur.Template == sc.Flow && cur.Cron == sc.Cron && cur.Timezone == cmp.Or(sc.Timezone, "UTC") &&
 		cur.Namespace == ns && sameJSON(cur.Input, sc.Input)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -59,7 +60,7 @@ func TestDeclaredScheduleRegistered(t *testing.T) {
 		t.Fatalf("ListSchedules = %+v, %v; want the declared schedule", l, err)
 	}
 	if s := l.Schedules[0]; s.Name != "tick" || s.Template != "two" || s.Cron != "@every 1s" || s.Timezone != "UTC" ||
-		string(s.Input) != `{"s":"day {{fire_date}}"}` {
+		string(s.Input) != `{"s":"day {{fire_date}}"}` || !s.Declared {
 		t.Fatalf("listed schedule %+v (input %s)", s, s.Input)
 	}
 	echoTwoStep(t, a)
@@ -109,11 +110,33 @@ func TestDeclaredScheduleRegistered(t *testing.T) {
 	if err != nil || len(l.Schedules) != 2 {
 		t.Fatalf("ListSchedules after the restart = %+v, %v; want manual and tick", l, err)
 	}
-	if s := l.Schedules[0]; s.Name != "manual" || s.Cron != "0 3 * * *" || string(s.Input) != `{"s":"m"}` {
+	if s := l.Schedules[0]; s.Name != "manual" || s.Cron != "0 3 * * *" || string(s.Input) != `{"s":"m"}` || s.Declared {
 		t.Errorf("the undeclared schedule changed: %+v", s)
 	}
-	if s := l.Schedules[1]; s.Name != "tick" || s.Cron != "30 1 * * *" || s.Timezone != "Europe/Berlin" || string(s.Input) != `{"s":"changed"}` {
+	if s := l.Schedules[1]; s.Name != "tick" || s.Cron != "30 1 * * *" || s.Timezone != "Europe/Berlin" || string(s.Input) != `{"s":"changed"}` || !s.Declared {
 		t.Errorf("the declared schedule was not replaced: %+v (input %s)", s, s.Input)
+	}
+	if strings.Contains(logs.String(), "these files do not declare") {
+		t.Errorf("a warning with every declared schedule declared:\n%s", logs.String())
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Declared no more: left as it is (it still fires), with a warning;
+	// "manual" (the API's) is no orphan.
+	cfg.Schedules = nil
+	d := servertest.StartConfig(t, cfg)
+	if l, err = d.Client.ListSchedules(ctx); err != nil || len(l.Schedules) != 2 {
+		t.Fatalf("ListSchedules with the declaration removed = %+v, %v", l, err)
+	}
+	warn := regexp.MustCompile(`level=WARN msg="schedule declared in \.ff files that these files do not declare[^"]*" schedule=(\w+)`)
+	if m := warn.FindAllStringSubmatch(logs.String(), -1); len(m) != 1 || m[0][1] != "tick" {
+		t.Errorf("orphan warnings %q; want one for tick:\n%s", m, logs.String())
+	}
+	// Put through the API, a declared schedule becomes the API's.
+	if s, _, err := d.Client.PutSchedule(ctx, "tick", wire.PutSchedule{Template: "two", Cron: "@hourly", Input: json.RawMessage(`{"s":"api"}`)}); err != nil || s.Declared {
+		t.Errorf("tick put through the API: %+v, %v", s, err)
 	}
 }
 

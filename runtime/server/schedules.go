@@ -93,7 +93,7 @@ func (s *scheduleService) PutSchedule(ctx context.Context, name string, req wire
 		return nil, false, e
 	}
 	created, err := s.st.PutSchedule(ctx, store.ScheduleSpec{Name: name, Template: req.Template, Cron: req.Cron,
-		Timezone: req.Timezone, Namespace: req.Namespace, Input: req.Input}, next)
+		Timezone: req.Timezone, Namespace: req.Namespace, Input: req.Input, Declared: req.Declared}, next)
 	if err != nil {
 		return nil, false, mapError(err)
 	}
@@ -145,7 +145,7 @@ func toSchedule(sc store.Schedule) wire.Schedule {
 		tz = "UTC"
 	}
 	return wire.Schedule{Name: sc.Name, Template: sc.Template, Cron: sc.Cron, Timezone: tz, Input: rawJSON(sc.Input),
-		Namespace: sc.Namespace, NextAt: timePtr(sc.NextAt), Fires: sc.Fires, LastFireAt: timePtr(sc.LastFireAt),
+		Namespace: sc.Namespace, Declared: sc.Declared, NextAt: timePtr(sc.NextAt), Fires: sc.Fires, LastFireAt: timePtr(sc.LastFireAt),
 		LastRunID: string(sc.LastRun), LastError: sc.LastError, CreatedAt: timePtr(sc.CreatedAt), UpdatedAt: timePtr(sc.UpdatedAt)}
 }
 

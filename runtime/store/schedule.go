@@ -32,6 +32,9 @@ type ScheduleSpec struct {
 	Timezone  string // IANA name; "" = UTC
 	Namespace string // "" = the template's
 	Input     []byte // JSON
+	// Declared says ffrun put it from a .ff file's declaration; a put
+	// through the API clears it.
+	Declared bool
 }
 
 // Schedule is a stored schedule with its next fire and what its last fire
@@ -91,11 +94,19 @@ func (s *Store) PutSchedule(ctx context.Context, spec ScheduleSpec, next time.Ti
 	// The limit is checked by the call (a replacement adds nothing).
 	items, err := s.single(ctx, call{fn: "ff_schedule_put", keys: []string{s.k.schedule(spec.Name), s.k.schedules()},
 		args: []string{spec.Name, spec.Template, spec.Cron, spec.Timezone, spec.Namespace, string(spec.Input), nextScore(next),
-			strconv.Itoa(MaxSchedules)}}, "", "put schedule")
+			strconv.Itoa(MaxSchedules), declaredSource(spec.Declared)}}, "", "put schedule")
 	if err != nil {
 		return false, err
 	}
 	return str(items[0]) == "created", nil
+}
+
+// declaredSource is ff_schedule_put's source argument.
+func declaredSource(declared bool) string {
+	if declared {
+		return "declared"
+	}
+	return ""
 }
 
 // DeleteSchedule deletes a schedule; it reports whether there was one.
@@ -220,7 +231,7 @@ func (s *Store) readSchedules(ctx context.Context, names []string) ([]Schedule, 
 			return nil, fmt.Errorf("store: read schedule %s: %w", n, err)
 		}
 		sc := Schedule{ScheduleSpec: ScheduleSpec{Name: n, Template: f["template"], Cron: f["cron"], Timezone: f["tz"],
-			Namespace: f["ns"], Input: []byte(f["input"])},
+			Namespace: f["ns"], Input: []byte(f["input"]), Declared: f["source"] == "declared"},
 			Fires: atoi64(f["fires"]), LastFireAt: fromMs(f["last_fire_at"]), LastRun: RunID(f["last_run"]), LastError: f["last_error"],
 			CreatedAt: fromMs(f["created_at"]), UpdatedAt: fromMs(f["updated_at"])}
 		if score != scheduleNever {

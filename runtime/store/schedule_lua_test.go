@@ -12,14 +12,15 @@ func TestScheduleAndPauseArgsCheckedBeforeWrites(t *testing.T) {
 	if _, err := e.s.UpsertQuota(e.ctx, QuotaSpec{ID: "default/api", Concurrency: 1}); err != nil {
 		t.Fatal(err)
 	}
-	put := func(next string) call {
+	put := func(next, source string) call {
 		return call{fn: "ff_schedule_put", keys: []string{e.s.k.schedule("s1"), e.s.k.schedules()},
-			args: []string{"s1", "tmpl", "@daily", "", "", "null", next, "1000"}}
+			args: []string{"s1", "tmpl", "@daily", "", "", "null", next, "1000", source}}
 	}
 	// tonumber(" 5") is 5 in Lua; ZADD refuses " 5" (and "1e999") as a float:
 	// the HSET of the record came first.
-	e.refusedUnchanged(`ff_schedule_put with next " 5"`, put(" 5"), "next")
-	e.refusedUnchanged(`ff_schedule_put with next "1e999"`, put("1e999"), "next")
+	e.refusedUnchanged(`ff_schedule_put with next " 5"`, put(" 5", ""), "next")
+	e.refusedUnchanged(`ff_schedule_put with next "1e999"`, put("1e999", ""), "next")
+	e.refusedUnchanged(`ff_schedule_put from "elsewhere"`, put("1700000000000", "elsewhere"), "source")
 
 	q := e.s.quotaPart("default/api")
 	pause := func(end, length string) call {

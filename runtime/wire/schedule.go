@@ -19,6 +19,9 @@ type PutSchedule struct {
 	// values {{fire_time}} and {{fire_date}} are filled in at each fire.
 	Input     json.RawMessage `json:"input,omitempty"`
 	Namespace string          `json:"namespace,omitempty"` // default: the template's
+	// Declared marks a schedule put from a .ff file's declaration (ffrun
+	// --flows sets it); a put without it makes the schedule the API's.
+	Declared bool `json:"declared,omitempty"`
 }
 
 // Schedule is a schedule with its next fire and what its last fire did.
@@ -29,6 +32,7 @@ type Schedule struct {
 	Timezone  string          `json:"timezone"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	Namespace string          `json:"namespace,omitempty"`
+	Declared  bool            `json:"declared,omitempty"` // put from a .ff file's declaration
 	// NextAt is the next fire (absent: none within five years).
 	NextAt *time.Time `json:"next_at,omitempty"`
 	// Fires counts the fires recorded; LastFireAt is the last one's
