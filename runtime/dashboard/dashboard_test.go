@@ -603,7 +603,16 @@ func TestConsolePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := b.get("/ui/schedules")
-	p.want(t, http.StatusOK, "<td>hourly-pipe</td>", "<code>@hourly</code> in Asia/Kolkata", ":00:00 IST (", ":30 UTC)", "<summary>input</summary>", "&#34;url&#34;: &#34;s&#34;", "<td>the API</td>")
+	p.want(t, http.StatusOK, "<td>hourly-pipe</td>", "<code>@hourly</code> in Asia/Kolkata", ":00:00 IST (", ":30 UTC)", "<summary>input</summary>", "&#34;url&#34;: &#34;s&#34;", "<td>the API</td>",
+		`<a href="/ui/schedules/hourly-pipe/delete">delete…</a>`)
+	// Deleting asks first, on a page of its own; then the schedule is gone.
+	b.get("/ui/schedules/hourly-pipe/delete").want(t, http.StatusOK, "Delete schedule hourly-pipe?", "Delete the schedule")
+	b.post("/ui/schedules/hourly-pipe/delete", url.Values{}).wantRedirect(t, "/ui/schedules?done=schedule-deleted")
+	if _, err := env.Client.GetSchedule(ctxT(t), "hourly-pipe"); !client.IsCode(err, wire.CodeNotFound) {
+		t.Fatalf("the deleted schedule: %v", err)
+	}
+	b.get("/ui/schedules?done=schedule-deleted").want(t, http.StatusOK, "The schedule was deleted", "No schedule")
+	b.post("/ui/schedules/hourly-pipe/delete", url.Values{}).want(t, http.StatusNotFound)
 	for k, v := range map[string]string{
 		"Content-Security-Policy": "default-src 'none'", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
 		"Cache-Control": "no-store", "Content-Type": "text/html; charset=utf-8", "Referrer-Policy": "same-origin",

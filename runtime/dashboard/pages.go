@@ -180,6 +180,8 @@ func noticeText(done string) string {
 		return "A run with that idempotency key exists already: this is it (its input is the first start's, whatever this one said)."
 	case "resent":
 		return "This form had been sent already: this is the run it started."
+	case "schedule-deleted":
+		return "The schedule was deleted: it fires no more. The runs it started are kept."
 	case "budget-reset":
 		return "The budget was reset: its usage is zero again."
 	case "quota-paused":
@@ -419,12 +421,35 @@ func (d *Dashboard) startRun(q *request) (*view, error) {
 	return &view{redirect: Prefix + "/runs/" + url.PathEscape(run.ID) + "?done=" + done}, nil
 }
 
+// schedulesData is the schedules page.
+type schedulesData struct {
+	Schedules []wire.Schedule
+	Notice    string
+}
+
 func (d *Dashboard) schedules(q *request) (*view, error) {
 	list, err := q.api.ListSchedules(q.ctx())
 	if err != nil {
 		return nil, err
 	}
-	return &view{page: "schedules", title: "Schedules", data: list.Schedules}, nil
+	return &view{page: "schedules", title: "Schedules", data: schedulesData{Schedules: list.Schedules,
+		Notice: noticeText(q.r.URL.Query().Get("done"))}}, nil
+}
+
+// confirmDelete asks before a schedule is deleted, on a page of its own.
+func (d *Dashboard) confirmDelete(q *request) (*view, error) {
+	s, err := q.api.GetSchedule(q.ctx(), q.r.PathValue("name"))
+	if err != nil {
+		return nil, err
+	}
+	return &view{page: "schedule_delete", title: "Delete schedule " + s.Name, data: s}, nil
+}
+
+func (d *Dashboard) deleteSchedule(q *request) (*view, error) {
+	if err := q.api.DeleteSchedule(q.ctx(), q.r.PathValue("name")); err != nil {
+		return nil, err
+	}
+	return &view{redirect: Prefix + "/schedules?done=schedule-deleted"}, nil
 }
 
 // workersData is the workers page.
