@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"runtime"
 	rtmetrics "runtime/metrics"
@@ -77,7 +78,27 @@ func (m *serverMetrics) knowScanners(names []string) {
 // show zero queues it could not read).
 func storeGauges(ctx context.Context, st *store.Store, log *slog.Logger) []metrics.GaugeFamily {
 	up := metrics.GaugeFamily{Name: "ff_valkey_up", Help: "1 when the last scrape could read Valkey, else 0."}
-	stats, err := st.Stats(ctx)
+	// The scrape ends with ctx even when a read does not: a command
+	// queued on a connection to a Valkey that stopped answering can wait
+	// for the connection's own timeout (10 s, seen in CI) past ctx. The
+	// read left behind ends with that timeout.
+	type result struct {
+		stats *store.Stats
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		stats, err := st.Stats(ctx)
+		done <- result{stats, err}
+	}()
+	var stats *store.Stats
+	var err error
+	select {
+	case r := <-done:
+		stats, err = r.stats, r.err
+	case <-ctx.Done():
+		err = fmt.Errorf("store stats: %w", ctx.Err())
+	}
 	if err != nil {
 		log.WarnContext(ctx, "metrics: read store stats", slog.Any("error", err))
 		up.Samples = []metrics.Sample{{Value: 0}}
