@@ -326,7 +326,8 @@ func TestFailureCancelReplay(t *testing.T) {
 }
 
 // TestOutcomeNamesEachFailureOnce: a run with several members that did
-// not succeed is explained in one line, the API's error, which names each.
+// not succeed is explained in one line, the API's error, which names each
+// (those cancelled alike together, the reason once).
 func TestOutcomeNamesEachFailureOnce(t *testing.T) {
 	t.Parallel()
 	e := start(t, false) // no worker: both members are cancelled unstarted
@@ -335,7 +336,7 @@ func TestOutcomeNamesEachFailureOnce(t *testing.T) {
 	if r := e.run("", "cancel", id, "--reason", "enough"); r.code != 0 {
 		t.Fatalf("cancel = %+v", r)
 	}
-	want := "run " + id + " cancelled: result exec shout ended cancelled; hello cancelled: enough; shout cancelled: enough\n"
+	want := "run " + id + " cancelled: result exec shout ended cancelled; hello, shout cancelled: enough\n"
 	if r := e.run("", "result", id); r.code != ffctl.ExitRunFailed || r.stderr != want {
 		t.Fatalf("result of a run cancelled with 2 members = %+v, want stderr %q", r, want)
 	}

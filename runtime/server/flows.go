@@ -233,7 +233,9 @@ func (f *flowService) ListRuns(ctx context.Context, q api.RunListQuery) (*wire.F
 
 // RunErrorFailuresMax is how many members that did not succeed a run's
 // error names; Failures lists them all (a cancelled run of ten thousand
-// members would otherwise carry an error of ten thousand parts).
+// members would otherwise carry an error of ten thousand parts). Members
+// that ended the same way with the same error are named together, in one
+// part ("a, b and 3 more cancelled: enough").
 const RunErrorFailuresMax = 5
 
 // toFlowRun converts a run; withExecs adds every member.
@@ -292,20 +294,57 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 		if r.ResultNode != "" && resultState != store.StateCompleted {
 			parts = append(parts, fmt.Sprintf("result exec %s ended %s", r.ResultNode, cmp.Or(string(resultState), "without success")))
 		}
-		for i, x := range w.Failures {
-			if i == RunErrorFailuresMax {
-				parts = append(parts, fmt.Sprintf("and %d more (failures lists them)", len(w.Failures)-i))
-				break
-			}
-			msg := x.Exec + " " + x.State
-			if x.Error != "" {
-				msg += ": " + x.Error
-			}
-			parts = append(parts, msg)
-		}
+		parts = append(parts, failureParts(w.Failures)...)
 		w.Error = cmp.Or(strings.Join(parts, "; "), "run "+string(r.State))
 	}
 	return w
+}
+
+// failureParts names the members that did not succeed for a run's error:
+// those that ended the same way with the same error in one part, in the
+// order of their first, at most RunErrorFailuresMax names in all.
+func failureParts(failures []wire.ExecFailure) []string {
+	type group struct {
+		state, err string
+		names      []string
+		n          int
+	}
+	var groups []*group
+	index := map[[2]string]*group{}
+	for _, x := range failures {
+		k := [2]string{x.State, x.Error}
+		g, ok := index[k]
+		if !ok {
+			g = &group{state: x.State, err: x.Error}
+			index[k] = g
+			groups = append(groups, g)
+		}
+		g.n++
+		g.names = append(g.names, x.Exec)
+	}
+	var parts []string
+	named, covered := 0, 0 // names written; members said (named or counted in their part)
+	for _, g := range groups {
+		if named == RunErrorFailuresMax {
+			break
+		}
+		take := min(len(g.names), RunErrorFailuresMax-named)
+		named += take
+		covered += g.n
+		who := strings.Join(g.names[:take], ", ")
+		if rest := g.n - take; rest > 0 {
+			who += fmt.Sprintf(" and %d more", rest)
+		}
+		msg := who + " " + g.state
+		if g.err != "" {
+			msg += ": " + g.err
+		}
+		parts = append(parts, msg)
+	}
+	if left := len(failures) - covered; left > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more (failures lists them)", left))
+	}
+	return parts
 }
 
 // runNotices fans the store's run-end notices ("<run id>:<state>" on
