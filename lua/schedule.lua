@@ -16,7 +16,10 @@ local function ms_ok(s)
 end
 
 -- ff_schedule_put: create or replace a schedule; its next fire is set
--- anew (the expression may have changed). What it last did is kept.
+-- anew (the expression may have changed), unless the definition (template,
+-- expression, zone, namespace, input) is the stored one: a put that only
+-- marks where it comes from, or repeats itself, keeps a fire that is due.
+-- What it last did is kept.
 -- KEYS[1]  the schedule's record
 -- KEYS[2]  the index
 -- ARGV[1]  name
@@ -41,6 +44,11 @@ local function ff_schedule_put(keys, argv)
     return refuse('invalid', 'source', "not '' or declared: " .. tostring(source))
   end
   local existed = redis.call('EXISTS', keys[1]) == 1
+  local same = false
+  if existed then
+    local cur = redis.call('HMGET', keys[1], 'template', 'cron', 'tz', 'ns', 'input')
+    same = cur[1] == argv[2] and cur[2] == argv[3] and cur[3] == argv[4] and cur[4] == argv[5] and cur[5] == argv[6]
+  end
   if not existed then
     local n = redis.call('ZCARD', keys[2])
     if n >= max then
@@ -51,7 +59,9 @@ local function ff_schedule_put(keys, argv)
   redis.call('HSET', keys[1], 'template', argv[2], 'cron', argv[3], 'tz', argv[4], 'ns', argv[5],
     'input', argv[6], 'source', source, 'updated_at', now)
   if not existed then redis.call('HSET', keys[1], 'created_at', now) end
-  redis.call('ZADD', keys[2], argv[7], argv[1])
+  if not (same and redis.call('ZSCORE', keys[2], argv[1])) then
+    redis.call('ZADD', keys[2], argv[7], argv[1])
+  end
   return ok(existed and 'updated' or 'created')
 end
 

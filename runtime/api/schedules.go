@@ -64,6 +64,9 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 	if strings.Contains(name, "/") {
 		return nil, invalid("name", "%q must not contain '/'", name)
 	}
+	if name == "." || name == ".." {
+		return nil, invalid("name", "%q is a path segment a browser or proxy removes: choose another name", name)
+	}
 	if req.Template == "" {
 		return nil, invalid("template", "is required (GET /v1/templates lists them)")
 	}

@@ -227,7 +227,7 @@ func TestSchedulePutRefusals(t *testing.T) {
 			t.Errorf("%s: %d %v %q, want 400 on %s mentioning %q", tc.name, ae.Status, ae.Details, ae.Message, tc.field, tc.msg)
 		}
 	}
-	for name, want := range map[string]string{"has space": "only letters", "a/b": "must not contain '/'"} {
+	for name, want := range map[string]string{"has space": "only letters", "a/b": "must not contain '/'", "..": "path segment", ".": "path segment"} {
 		if _, _, err := c.PutSchedule(ctx, name, wire.PutSchedule{Template: "two", Cron: "@daily", Input: json.RawMessage(`{"s":"x"}`)}); apiErr(t, err).Status != http.StatusBadRequest ||
 			!strings.Contains(err.Error(), want) {
 			t.Errorf("a bad name %q: %v, want 400 saying %q", name, err, want)

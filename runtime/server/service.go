@@ -102,6 +102,13 @@ func (s *service) Get(ctx context.Context, id string) (*wire.Execution, error) {
 	if err != nil {
 		return nil, mapIDError(err, "execution", id)
 	}
+	if len(ex.Payload) == 0 {
+		in, err := s.st.ReceivedInput(ctx, ex)
+		if err != nil {
+			return nil, mapError(err)
+		}
+		ex.Payload = in
+	}
 	w := toExecution(ex)
 	if ex.State.Public == store.StateWaiting && w.BlockingDetail == "" {
 		w.BlockingDetail = s.hints.hint(ctx, ex.Namespace, ex.Lane, ex.Kind)

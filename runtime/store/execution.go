@@ -288,20 +288,29 @@ func (s *Store) GetExecution(ctx context.Context, id ExecutionID) (*Execution, e
 	}
 	e := decodeExecution(p, uuid, fields)
 	e.Attempts = decodeAttempts(fields)
-	// A flow member fed by an upstream has no payload of its own: its
-	// input is that upstream's output, read here once it exists (the
-	// member's record names the upstream; both share the run's
-	// partition).
-	if from := fields["input_from"]; from != "" && len(e.Payload) == 0 {
-		out, err := s.c.Do(ctx, s.c.B().Hget().Key(s.k.core(p, from)).Field("result").Build()).ToString()
-		switch {
-		case err == nil:
-			e.Payload = []byte(out)
-		case !valkey.IsValkeyNil(err):
-			return nil, fmt.Errorf("store: read the input of execution %s: %w", id, err)
-		}
+	if len(e.Payload) == 0 {
+		e.inputFrom = fields["input_from"]
 	}
 	return e, nil
+}
+
+// ReceivedInput returns the input a flow member fed by an upstream
+// receives: that upstream's output once it exists (nil before; the
+// member's record holds no payload of its own). For any other execution
+// it is nil: its Payload is its input. One read, on the run's partition;
+// the execution route shows it, other reads of an execution need not.
+func (s *Store) ReceivedInput(ctx context.Context, e *Execution) ([]byte, error) {
+	if e.inputFrom == "" {
+		return nil, nil
+	}
+	out, err := s.c.Do(ctx, s.c.B().Hget().Key(s.k.core(e.Partition, e.inputFrom)).Field("result").Build()).ToString()
+	switch {
+	case err == nil:
+		return []byte(out), nil
+	case valkey.IsValkeyNil(err):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("store: read the input of execution %s: %w", e.ID, err)
 }
 
 // decodeExecution builds an Execution from its record fields.

@@ -161,3 +161,36 @@ func TestDueSchedulesKeepTheDueTime(t *testing.T) {
 		t.Fatalf("recording the fire read = %v, %v; want it found moved", ok, err)
 	}
 }
+
+// TestPutScheduleUnchangedKeepsItsFire: a put that repeats the stored
+// definition (or only marks it declared) keeps the next fire; one that
+// changes it sets the next fire anew.
+func TestPutScheduleUnchangedKeepsItsFire(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	spec := ScheduleSpec{Name: "keep", Template: "tmpl", Cron: "0 3 * * *", Input: []byte(`{"a":1}`)}
+	due := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	if _, err := e.s.PutSchedule(e.ctx, spec, due); err != nil {
+		t.Fatal(err)
+	}
+	later := due.Add(48 * time.Hour)
+	next := func() time.Time {
+		t.Helper()
+		sc, err := e.s.GetSchedule(e.ctx, "keep")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc.NextAt
+	}
+	spec.Declared = true
+	if created, err := e.s.PutSchedule(e.ctx, spec, later); err != nil || created || !next().Equal(due) {
+		t.Fatalf("an unchanged put marking it declared: created %v, %v; next %v, want %v kept", created, err, next(), due)
+	}
+	if sc, _ := e.s.GetSchedule(e.ctx, "keep"); !sc.Declared {
+		t.Fatal("the put did not mark it declared")
+	}
+	spec.Cron = "0 4 * * *"
+	if _, err := e.s.PutSchedule(e.ctx, spec, later); err != nil || !next().Equal(later) {
+		t.Fatalf("a changed put: %v; next %v, want %v", err, next(), later)
+	}
+}
