@@ -289,7 +289,7 @@ func (s *Store) GetExecution(ctx context.Context, id ExecutionID) (*Execution, e
 	e := decodeExecution(p, uuid, fields)
 	e.Attempts = decodeAttempts(fields)
 	if len(e.Payload) == 0 {
-		e.inputFrom = fields["input_from"]
+		e.InputFrom = fields["input_from"]
 	}
 	return e, nil
 }
@@ -300,10 +300,10 @@ func (s *Store) GetExecution(ctx context.Context, id ExecutionID) (*Execution, e
 // it is nil: its Payload is its input. One read, on the run's partition;
 // the execution route shows it, other reads of an execution need not.
 func (s *Store) ReceivedInput(ctx context.Context, e *Execution) ([]byte, error) {
-	if e.inputFrom == "" {
+	if e.InputFrom == "" {
 		return nil, nil
 	}
-	out, err := s.c.Do(ctx, s.c.B().Hget().Key(s.k.core(e.Partition, e.inputFrom)).Field("result").Build()).ToString()
+	out, err := s.c.Do(ctx, s.c.B().Hget().Key(s.k.core(e.Partition, e.InputFrom)).Field("result").Build()).ToString()
 	switch {
 	case err == nil:
 		return []byte(out), nil

@@ -360,9 +360,10 @@ type Execution struct {
 	Tags      map[string]string `json:"tags,omitempty"`
 	Payload   []byte            `json:"payload,omitempty"`
 	Result    []byte            `json:"result,omitempty"`
-	// inputFrom is the upstream whose output is the input of a flow member
-	// with no payload of its own (GetExecution; ReceivedInput reads it).
-	inputFrom string
+	// InputFrom is the uuid of the upstream whose output is the input of
+	// a flow member with no payload of its own (GetExecution;
+	// ReceivedInput reads that output).
+	InputFrom string `json:"input_from,omitempty"`
 
 	RequiredCapabilities []string `json:"required_capabilities,omitempty"`
 	Budgets              []string `json:"budgets,omitempty"`
