@@ -14,31 +14,14 @@ import (
 	"github.com/flowfabric/ff/runtime/ffrun"
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/server/servertest"
 	"github.com/flowfabric/ff/runtime/wire"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type running struct {
 	api, valkey string
 	stop        func() error
-	stderr      *syncBuffer
+	stderr      *servertest.LogBuffer
 }
 
 // start runs ffrun with args until stop is called.
@@ -46,7 +29,7 @@ func start(t *testing.T, args []string, env map[string]string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan [2]string, 1)
-	stderr := &syncBuffer{}
+	stderr := &servertest.LogBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- ffrun.Run(ctx, args, ffrun.Env{

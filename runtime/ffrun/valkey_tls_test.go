@@ -13,6 +13,7 @@ import (
 	"github.com/flowfabric/ff/runtime/ffrun"
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/server/servertest"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -49,7 +50,7 @@ func failServe(t *testing.T, args []string, env map[string]string, want ...strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	stderr := &syncBuffer{}
+	stderr := &servertest.LogBuffer{}
 	start := time.Now()
 	err := ffrun.Run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), ffrun.Env{
 		Stderr: stderr,

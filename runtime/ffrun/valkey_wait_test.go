@@ -11,12 +11,13 @@ import (
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/ffrun"
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
+	"github.com/flowfabric/ff/runtime/server/servertest"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
 // background runs ffrun with args until ctx ends; the returned channels
 // give the API address once it listens and Run's error once it returns.
-func background(ctx context.Context, args []string, env map[string]string, stderr *syncBuffer) (listening <-chan string, done <-chan error) {
+func background(ctx context.Context, args []string, env map[string]string, stderr *servertest.LogBuffer) (listening <-chan string, done <-chan error) {
 	l := make(chan string, 1)
 	d := make(chan error, 1)
 	go func() {
@@ -31,7 +32,7 @@ func background(ctx context.Context, args []string, env map[string]string, stder
 
 // waitLog waits until the log holds s, failing t if done delivers first or
 // nothing comes within 20 s.
-func waitLog(t *testing.T, stderr *syncBuffer, s string, done <-chan error) {
+func waitLog(t *testing.T, stderr *servertest.LogBuffer, s string, done <-chan error) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(stderr.String(), s) {
@@ -53,7 +54,7 @@ func TestServeWaitsForValkey(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stderr := &syncBuffer{}
+	stderr := &servertest.LogBuffer{}
 	listening, done := background(ctx, []string{"serve", "--valkey", addr, "--listen", "127.0.0.1:0", "--valkey-wait", "1m"}, nil, stderr)
 	waitLog(t, stderr, `msg="waiting for valkey" valkey=`+addr, done)
 	if !strings.Contains(stderr.String(), "connection refused") {
@@ -102,7 +103,7 @@ func TestServeValkeyWaitEnds(t *testing.T) {
 		{"0", 0, 5 * time.Second, "connection refused"},
 	} {
 		t.Run("wait "+tt.wait, func(t *testing.T) {
-			stderr := &syncBuffer{}
+			stderr := &servertest.LogBuffer{}
 			start := time.Now()
 			err := ffrun.Run(context.Background(), []string{"serve", "--valkey", addr, "--listen", "127.0.0.1:0", "--valkey-wait", tt.wait},
 				ffrun.Env{Stderr: stderr})
@@ -121,7 +122,7 @@ func TestServeValkeyWaitEnds(t *testing.T) {
 	t.Run("name that does not resolve", func(t *testing.T) {
 		// .invalid never resolves (RFC 6761): waited for, as a name
 		// may appear once its service does.
-		stderr := &syncBuffer{}
+		stderr := &servertest.LogBuffer{}
 		err := ffrun.Run(context.Background(), []string{"serve", "--valkey", "valkey.invalid:6379", "--listen", "127.0.0.1:0", "--valkey-wait", "300ms"},
 			ffrun.Env{Stderr: stderr})
 		if err == nil || !strings.Contains(err.Error(), "lookup valkey.invalid") || !strings.Contains(err.Error(), "after waiting 300ms") {
@@ -134,7 +135,7 @@ func TestServeValkeyWaitEnds(t *testing.T) {
 	t.Run("signal", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		stderr := &syncBuffer{}
+		stderr := &servertest.LogBuffer{}
 		_, done := background(ctx, []string{"serve", "--valkey", addr, "--listen", "127.0.0.1:0", "--valkey-wait", "1m"}, nil, stderr)
 		waitLog(t, stderr, "waiting for valkey", done)
 		cancel()

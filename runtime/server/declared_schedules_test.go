@@ -1,12 +1,10 @@
 package server_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +14,6 @@ import (
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
-// syncBuffer is a log destination safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestDeclaredScheduleRegistered: a schedule of Config.Schedules is
 // created at Open through the API (behind its token), listed with its
 // input, fires, and is logged. A restart with the same declaration leaves
@@ -42,7 +22,7 @@ func (s *syncBuffer) String() string {
 // declared is left alone.
 func TestDeclaredScheduleRegistered(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs servertest.LogBuffer
 	declared := plan.Schedule{Name: "tick", Flow: "two", Cron: "@every 1s", Input: json.RawMessage(`{"s":"day {{fire_date}}"}`)}
 	a := servertest.Start(t, func(c *server.Config) {
 		c.Token = "declared-token"

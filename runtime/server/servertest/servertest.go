@@ -170,6 +170,26 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// LogBuffer is a log destination safe for the concurrent writes of a
+// server's goroutines, for tests that read what was logged.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns what was written so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // StopShared stops the Valkey server that the tests of this binary share
 // (Start uses it); call it from TestMain after m.Run. Packages outside
 // runtime/ cannot reach the internal harness directly.
