@@ -259,13 +259,23 @@ func (l LLM) draft(ctx context.Context, exec, model string, in Question, speed t
 	}
 	words := len(strings.Fields(in.Prompt))
 	completion := min(int64(words*4+int(hash(model, in.Prompt)%64)), in.MaxTokens)
-	return Draft{
+	d := Draft{
 		Model:            model,
 		Text:             fmt.Sprintf("[%s] answer to %q", model, in.Prompt),
 		PromptTokens:     int64(words * 2),
 		CompletionTokens: completion,
 		Latency:          time.Duration(completion) * speed,
-	}, nil
+	}
+	// What a model call costs counts against the flow's budgets (the
+	// run's tokens and the fleet's daily tokens): the console's limits
+	// page shows them move. A task made by worker.NewTestTask has no
+	// server to report to.
+	if t, ok := worker.TaskFrom(ctx); ok {
+		if _, err := t.ReportUsage(ctx, "tokens", d.PromptTokens+d.CompletionTokens); err != nil && !errors.Is(err, worker.ErrNoServer) {
+			return Draft{}, fmt.Errorf("%s: report usage: %w", exec, err)
+		}
+	}
+	return d, nil
 }
 
 // DraftSmall asks the small, fast model.

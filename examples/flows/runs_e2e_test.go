@@ -277,6 +277,21 @@ func TestE2EAskAllDrafts(t *testing.T) {
 	if diff := cmp.Diff(answers[0], answers[1]); diff != "" {
 		t.Fatalf("the second run's answer differs (-first +second):\n%s", diff)
 	}
+	// Each draft reported its tokens: the fleet's daily budget holds the
+	// two runs' drafts, the answers' totals.
+	b, err := e.c.GetBudget(e.ctx, "llm/llm_daily")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	for _, d := range b.Dimensions {
+		if d.Dimension == "tokens" {
+			used = d.Used
+		}
+	}
+	if want := answers[0].TotalTokens + answers[1].TotalTokens; used != want {
+		t.Fatalf("llm/llm_daily tokens used %d, want %d (the drafts' tokens of both runs)", used, want)
+	}
 }
 
 func TestE2EAskEveryDraftFails(t *testing.T) {
