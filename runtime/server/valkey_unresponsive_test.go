@@ -3,7 +3,6 @@ package server_test
 import (
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,28 +33,8 @@ func TestValkeyUnresponsiveAnswers503(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
 	// Before the server stops (cleanups run last first): refused again.
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
+	servertest.Silent(t, ln)
 	// Generous: the bound is about 10 s (a connection timeout, not retried).
 	hc := &http.Client{Timeout: 30 * time.Second}
 	start := time.Now()

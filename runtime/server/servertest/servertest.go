@@ -170,6 +170,33 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Silent takes every connection ln accepts and never answers on it (a
+// hung server, a partition) until t ends, when ln and the connections are
+// closed.
+func Silent(t testing.TB, ln net.Listener) {
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+}
+
 // LogBuffer is a log destination safe for the concurrent writes of a
 // server's goroutines, for tests that read what was logged.
 type LogBuffer struct {
