@@ -17,7 +17,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
@@ -444,12 +443,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 			data: loginData{Next: next, Error: "That is not ffrun's API token (FF_API_TOKEN)."}})
 		return
 	}
-	var nonce [16]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
-		d.fail(w, r, fmt.Errorf("session nonce: %w", err))
-		return
-	}
-	payload := strconv.FormatInt(d.cfg.Now().Add(SessionTTL).Unix(), 10) + "." + base64.RawURLEncoding.EncodeToString(nonce[:])
+	payload := strconv.FormatInt(d.cfg.Now().Add(SessionTTL).Unix(), 10) + "." + nonce()
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: payload + "." + base64.RawURLEncoding.EncodeToString(d.sign(payload)),
 		Path: Prefix, MaxAge: int(SessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteLaxMode,

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"syscall"
 	"time"
 
@@ -76,10 +75,11 @@ func retryDelay(attempts int, _ valkey.Completed, err error) time.Duration {
 	return min(time.Second, time.Duration(1<<min(attempts+1, 20))*time.Microsecond)
 }
 
-// isTimeout reports a network timeout (an i/o deadline passed).
+// isTimeout reports a network timeout (an i/o deadline passed, which
+// os.ErrDeadlineExceeded is too).
 func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	nerr, ok := errors.AsType[net.Error](err)
+	return ok && nerr.Timeout()
 }
 
 // connect reaches Valkey and opens the store on it (stCfg without its
@@ -184,7 +184,7 @@ func retryable(err error, overTLS bool) bool {
 		// after it (a refused client certificate).
 		return false
 	}
-	if nerr, ok := errors.AsType[net.Error](err); ok && nerr.Timeout() {
+	if isTimeout(err) {
 		return true
 	}
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
