@@ -46,17 +46,16 @@ func (d *Dashboard) runs(q *request) (*view, error) {
 	if id := strings.TrimSpace(v.Get("run")); id != "" {
 		return &view{redirect: Prefix + "/runs/" + url.PathEscape(id)}, nil
 	}
-	nss := namespaces(q, o.Namespace)
+	ts, _ := q.api.Templates(q.ctx()) // none served: only the default namespace is offered
+	nss := namespaces(ts, o.Namespace)
 	auto, why := o.Namespace == "", ""
 	if auto {
 		// The flow of a template is in the template's namespace; else the
 		// first namespace holding runs, so that a console whose flows are
 		// all outside the default namespace does not open empty.
-		if ts, err := q.api.Templates(q.ctx()); err == nil {
-			for _, t := range ts {
-				if t.Name == o.Flow {
-					o.Namespace, why = t.Namespace, "the namespace of template "+t.Name
-				}
+		for _, t := range ts {
+			if t.Name == o.Flow {
+				o.Namespace, why = t.Namespace, "the namespace of template "+t.Name
 			}
 		}
 		for _, ns := range nss {
@@ -462,7 +461,8 @@ type workersData struct {
 
 func (d *Dashboard) workers(q *request) (*view, error) {
 	ns := q.r.URL.Query().Get("namespace")
-	nss := namespaces(q, ns)
+	ts, _ := q.api.Templates(q.ctx()) // none served: only the default namespace is offered
+	nss := namespaces(ts, ns)
 	var list *wire.WorkerList
 	if ns == "" {
 		// The first namespace with workers connected.
@@ -488,16 +488,14 @@ func (d *Dashboard) workers(q *request) (*view, error) {
 // namespaces are the default namespace, then those of the served
 // templates and current, sorted: runs and workers are listed a namespace
 // at a time, and a newcomer's flows are often not in the default one.
-func namespaces(q *request, current string) []string {
+func namespaces(ts []wire.Template, current string) []string {
 	var ns []string
 	if current != "" && current != plan.DefaultNamespace {
 		ns = append(ns, current)
 	}
-	if ts, err := q.api.Templates(q.ctx()); err == nil {
-		for _, t := range ts {
-			if t.Namespace != plan.DefaultNamespace {
-				ns = append(ns, t.Namespace)
-			}
+	for _, t := range ts {
+		if t.Namespace != plan.DefaultNamespace {
+			ns = append(ns, t.Namespace)
 		}
 	}
 	slices.Sort(ns)
