@@ -26,6 +26,13 @@ type ScheduleService interface {
 	GetSchedule(ctx context.Context, name string) (*wire.Schedule, error)
 	ListSchedules(ctx context.Context) (*wire.ScheduleList, error)
 	DeleteSchedule(ctx context.Context, name string) error
+	// RunSchedule starts a run of schedule name's template now, as a fire
+	// at this moment would (in its namespace, with its input's
+	// placeholders filled in for now in its zone), and leaves the
+	// schedule as it is (next fire, fires, last run). key, when set, makes
+	// a repeat answer the run the first call started (created false); wait
+	// is the route's wait_ms, as for the other staging routes.
+	RunSchedule(ctx context.Context, name, key string, wait time.Duration) (run *wire.FlowRun, created bool, err error)
 }
 
 // schedules serves /v1/schedules.
@@ -50,6 +57,7 @@ func (s *Server) AddSchedules(svc ScheduleService) error {
 	s.v1.GET("/schedules", sc.list)
 	s.v1.GET("/schedules/:name", sc.get)
 	s.v1.DELETE("/schedules/:name", sc.del)
+	s.v1.POST("/schedules/:name/runs", sc.run)
 	return nil
 }
 
@@ -240,4 +248,37 @@ func (sc *schedules) del(c echo.Context) error {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// run serves POST /v1/schedules/{name}/runs: a run of the schedule now,
+// besides its fires (the body, optional, holds an idempotency key).
+func (sc *schedules) run(c echo.Context) error {
+	if e := onlyQuery(c, "wait_ms"); e != nil {
+		return e
+	}
+	wait, e := waitParam(c)
+	if e != nil {
+		return e
+	}
+	var req wire.RunSchedule
+	if err := Decode(c, sc.s.limit(BodyLimitDefault), true, &req); err != nil {
+		return err
+	}
+	name, e := scheduleName(c)
+	if e != nil {
+		return e
+	}
+	if len(req.IdempotencyKey) > IdemKeyMaxBytes {
+		return invalid("idempotency_key", "is %d bytes, the limit is %d", len(req.IdempotencyKey), IdemKeyMaxBytes)
+	}
+	run, created, err := sc.svc.RunSchedule(c.Request().Context(), name, req.IdempotencyKey, wait)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	}
+	run.Created = &created
+	return c.JSON(status, run)
 }

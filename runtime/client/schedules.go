@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 
@@ -35,6 +36,25 @@ func (c *Client) ListSchedules(ctx context.Context) (*wire.ScheduleList, error) 
 		return nil, err
 	}
 	return &out, nil
+}
+
+// RunSchedule starts a run of schedule name's template now, as a fire at
+// this moment would: in the schedule's namespace, with its input (the
+// placeholders filled in for now, in its zone). The schedule's own fires
+// are not changed. WithIdempotencyKey makes a repeat return the first
+// run, and WithWait waits for its end as with StageTemplate; WithNamespace
+// does not apply (an error).
+func (c *Client) RunSchedule(ctx context.Context, name string, opts ...StageOption) (*Run, error) {
+	o := stageOptions(opts)
+	if o.Namespace != "" {
+		return nil, fmt.Errorf("client: run schedule %q: WithNamespace does not apply: its runs go to the schedule's namespace", name)
+	}
+	var out wire.FlowRun
+	req := wire.RunSchedule{IdempotencyKey: o.IdempotencyKey}
+	if err := c.do(ctx, http.MethodPost, "/v1/schedules/"+url.PathEscape(name)+"/runs", o.query(), req, &out); err != nil {
+		return nil, &opError{op: "run schedule " + name, err: err}
+	}
+	return c.newRun(&out, out.Flow), nil
 }
 
 // DeleteSchedule deletes a schedule; runs it started are not touched.

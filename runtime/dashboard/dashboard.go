@@ -144,6 +144,7 @@ func (d *Dashboard) routes() {
 	m.Handle("GET "+Prefix+"/schedules", d.page(d.schedules))
 	m.Handle("GET "+Prefix+"/schedules/{name}/delete", d.page(d.confirmDelete))
 	m.Handle("POST "+Prefix+"/schedules/{name}/delete", d.page(d.deleteSchedule))
+	m.Handle("POST "+Prefix+"/schedules/{name}/run", d.page(d.runSchedule))
 	m.Handle("GET "+Prefix+"/workers", d.page(d.workers))
 	m.Handle("GET "+Prefix+"/limits", d.page(d.limits))
 	m.Handle("POST "+Prefix+"/budgets/reset", d.page(d.resetBudget))

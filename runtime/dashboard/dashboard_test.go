@@ -659,6 +659,28 @@ func TestConsolePages(t *testing.T) {
 		}
 	}
 	b.do(http.MethodDelete, "/ui/runs", nil, nil).want(t, http.StatusMethodNotAllowed, "method_not_allowed")
+	// Run now starts a run by hand and shows it; the page's form sent
+	// twice shows the same run.
+	if _, _, err := env.Client.PutSchedule(ctxT(t), "by-hand", wire.PutSchedule{Template: "pipe", Cron: "0 4 1 1 *",
+		Input: json.RawMessage(`{"url":"s"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	p = b.get("/ui/schedules")
+	form := regexp.MustCompile(`<form method="post" action="/ui/schedules/by-hand/run"><input type="hidden" name="nonce" value="([A-Za-z0-9_-]{22})">`).FindStringSubmatch(p.body)
+	if form == nil {
+		t.Fatalf("no Run now form on the schedules page:\n%s", p.body)
+	}
+	started := b.post("/ui/schedules/by-hand/run", url.Values{"nonce": {form[1]}})
+	m := regexp.MustCompile(`^/ui/runs/([^?]+)\?done=started$`).FindStringSubmatch(started.location)
+	if started.status != http.StatusSeeOther || m == nil {
+		t.Fatalf("Run now: %d to %q", started.status, started.location)
+	}
+	b.post("/ui/schedules/by-hand/run", url.Values{"nonce": {form[1]}}).wantRedirect(t, "/ui/runs/"+m[1]+"?done=resent")
+	b.get("/ui/runs/"+m[1]).want(t, http.StatusOK, ">by-hand</a>, run by hand")
+	if s, err := env.Client.GetSchedule(ctxT(t), "by-hand"); err != nil || s.Fires != 0 || s.LastRunID != "" {
+		t.Fatalf("the schedule after Run now: %+v, %v; want no fire recorded", s, err)
+	}
+	b.post("/ui/schedules/nope/run", url.Values{"nonce": {form[1]}}).want(t, http.StatusNotFound, "no such schedule")
 
 	off := servertest.Start(t, func(c *server.Config) { c.DisableUI = true })
 	if r := off.Do(t, http.MethodGet, "/ui/runs", nil, ""); r.Status != http.StatusNotFound || r.Err.Code != wire.CodeUnknownRoute {

@@ -424,6 +424,9 @@ func (d *Dashboard) startRun(q *request) (*view, error) {
 type schedulesData struct {
 	Schedules []wire.Schedule
 	Notice    string
+	// Nonce is the Run now forms' idempotency key (with the schedule's
+	// name): a second click shows the run the first started.
+	Nonce string
 }
 
 func (d *Dashboard) schedules(q *request) (*view, error) {
@@ -432,7 +435,25 @@ func (d *Dashboard) schedules(q *request) (*view, error) {
 		return nil, err
 	}
 	return &view{page: "schedules", title: "Schedules", data: schedulesData{Schedules: list.Schedules,
-		Notice: noticeText(q.r.URL.Query().Get("done"))}}, nil
+		Notice: noticeText(q.r.URL.Query().Get("done")), Nonce: nonce()}}, nil
+}
+
+// runSchedule starts a run of a schedule now (its Run now button) and
+// shows the run.
+func (d *Dashboard) runSchedule(q *request) (*view, error) {
+	var opts []client.StageOption
+	if n := q.r.PostFormValue("nonce"); nonceRe.MatchString(n) {
+		opts = append(opts, client.WithIdempotencyKey("console-"+n))
+	}
+	run, err := q.api.RunSchedule(q.ctx(), q.r.PathValue("name"), opts...)
+	if err != nil {
+		return nil, err
+	}
+	done := "started"
+	if !run.Created {
+		done = "resent" // the form's own key: sent twice
+	}
+	return &view{redirect: Prefix + "/runs/" + url.PathEscape(run.ID) + "?done=" + done}, nil
 }
 
 // confirmDelete asks before a schedule is deleted, on a page of its own.

@@ -99,6 +99,8 @@ func (env Env) withDefaults() Env {
 // Usage lists the commands, for ffrun's help.
 const Usage = `  ffrun templates                     list the flows the server serves by name
   ffrun schedules                     list the schedules that start runs of templates
+  ffrun schedules run NAME [--key K] [--watch | --wait D]
+                                      start a run of a schedule now, besides its fires
   ffrun start TEMPLATE [--input JSON|@FILE|-] [--key K] [--watch | --wait D]
                                       start a run of a template
   ffrun runs [--flow F] [--state S] [--limit N]
@@ -333,6 +335,9 @@ func (c *cmd) templates(ctx context.Context, args []string) error {
 // schedules lists the schedules: what each starts, when next, and what its
 // last fire did.
 func (c *cmd) schedules(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "run" {
+		return c.runSchedule(ctx, args[1:])
+	}
 	if _, err := c.parse(args); err != nil {
 		return err
 	}
@@ -428,6 +433,39 @@ func (c *cmd) start(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	return c.started(ctx, r, *watch, *wait)
+}
+
+// runSchedule starts a run of a schedule now (ffrun schedules run NAME).
+func (c *cmd) runSchedule(ctx context.Context, args []string) error {
+	key := c.fs.String("key", "", "idempotency key: a repeat returns the first run")
+	watch := c.fs.Bool("watch", false, "print the members' state changes until the run ends, then its result")
+	wait := c.fs.Duration("wait", 0, "wait up to this long for the run to end, then print its result")
+	pos, err := c.parse(args, "NAME")
+	if err != nil {
+		return err
+	}
+	if err := checkWait(*wait); err != nil {
+		return err
+	}
+	if *watch && *wait > 0 {
+		return fmt.Errorf("%w: --watch and --wait exclude each other", errUsage)
+	}
+	var opts []client.StageOption
+	if *key != "" {
+		opts = append(opts, client.WithIdempotencyKey(*key))
+	}
+	r, err := c.c.RunSchedule(ctx, pos[0], opts...)
+	if err != nil {
+		return err
+	}
+	return c.started(ctx, r, *watch, *wait)
+}
+
+// started reports a run that start or schedules run staged (or found by
+// its idempotency key), then follows it, waits for it or prints it as
+// JSON as asked.
+func (c *cmd) started(ctx context.Context, r *client.Run, watch bool, wait time.Duration) error {
 	if !c.json {
 		if r.Created {
 			fmt.Fprintf(c.env.Stdout, "run %s\n", r.ID)
@@ -436,10 +474,10 @@ func (c *cmd) start(ctx context.Context, args []string) error {
 		}
 	}
 	switch {
-	case *watch:
+	case watch:
 		return c.follow(ctx, r.ID, !r.Created)
-	case *wait > 0:
-		return c.awaitResult(ctx, r.ID, *wait)
+	case wait > 0:
+		return c.awaitResult(ctx, r.ID, wait)
 	case c.json:
 		fr, err := c.c.GetRun(ctx, r.ID)
 		if err != nil {
@@ -606,7 +644,11 @@ func (c *cmd) describeRun(r *wire.FlowRun) {
 		r.ID, r.Flow, r.Namespace, r.State, r.Done, r.Total, r.Succeeded, r.Failed, r.Skipped, r.Cancelled)
 	fmt.Fprintf(out, "created %s", stamp(r.CreatedAt))
 	if r.Schedule != "" {
-		fmt.Fprintf(out, ", by schedule %s (its fire of %s)", r.Schedule, stamp(r.ScheduledAt))
+		if r.ScheduleManual {
+			fmt.Fprintf(out, ", by hand from schedule %s", r.Schedule)
+		} else {
+			fmt.Fprintf(out, ", by schedule %s (its fire of %s)", r.Schedule, stamp(r.ScheduledAt))
+		}
 	}
 	if r.Replays > 0 {
 		times := "once"

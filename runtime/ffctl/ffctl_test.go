@@ -533,3 +533,35 @@ func TestSchedules(t *testing.T) {
 		t.Fatalf("schedules --json = %+v (%v)", r, err)
 	}
 }
+
+// TestScheduleRun: ffrun schedules run NAME starts a run of the schedule
+// now, waits for it with --wait, answers a repeat of --key with the first
+// run, and get says the run was started by hand.
+func TestScheduleRun(t *testing.T) {
+	t.Parallel()
+	e := start(t, true)
+	if _, _, err := e.srv.Client.PutSchedule(context.Background(), "yearly", wire.PutSchedule{Template: "greet", Cron: "0 5 1 1 *",
+		Input: json.RawMessage(`{"who":"team"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("", "schedules", "run", "yearly", "--wait", "10s")
+	m := regexp.MustCompile(`^run (\S+)\n`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || m == nil || !strings.Contains(r.stdout, `"HELLO TEAM"`) {
+		t.Fatalf("schedules run --wait = %+v", r)
+	}
+	if g := e.run("", "get", m[1]); g.code != 0 || !strings.Contains(g.stdout, ", by hand from schedule yearly") {
+		t.Fatalf("get of a run by hand = %+v", g)
+	}
+	first := e.run("", "schedules", "run", "yearly", "--key", "k1")
+	again := e.run("", "schedules", "run", "yearly", "--key", "k1")
+	id := strings.TrimPrefix(strings.TrimSpace(first.stdout), "run ")
+	if first.code != 0 || again.code != 0 || again.stdout != "run "+id+" (existing: the idempotency key matched it)\n" {
+		t.Fatalf("schedules run --key twice = %+v then %+v", first, again)
+	}
+	if r := e.run("", "schedules", "run", "nope"); r.code != 1 || !strings.Contains(r.stderr, "no such schedule") {
+		t.Fatalf("schedules run of an unknown schedule = %+v", r)
+	}
+	if r := e.run("", "schedules", "run"); r.code != 2 || !strings.Contains(r.stderr, "want NAME") {
+		t.Fatalf("schedules run without a name = %+v", r)
+	}
+}

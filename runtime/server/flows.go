@@ -247,8 +247,11 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 		CreatedAt: timePtr(r.CreatedAt), EndedAt: timePtr(r.EndedAt),
 		Replays: r.Replays, ReplayedAt: timePtr(r.ReplayedAt), IdempotencyKey: r.IdempotencyKey,
 	}
-	if name, fire, ok := scheduledBy(r.IdempotencyKey); ok {
-		w.Schedule, w.ScheduledAt = name, &fire
+	if name, fire, manual, ok := scheduledBy(r.IdempotencyKey); ok {
+		w.Schedule, w.ScheduledAt, w.ScheduleManual = name, &fire, manual
+		if manual {
+			w.ScheduledAt = w.CreatedAt
+		}
 	}
 	var resultState store.PublicState
 	var ups []wire.FlowUpstream // the members' upstreams, one slab

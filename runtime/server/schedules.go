@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,23 +43,34 @@ const scheduleRetryMax = time.Minute
 // text.
 const scheduleNoteEvery = time.Minute
 
-// scheduleKeyPrefix starts the idempotency key of a scheduled run's fire:
-// "ffrun-schedule:<name>:<fire ms>".
+// scheduleKeyPrefix starts the idempotency key of a scheduled run's fire,
+// "ffrun-schedule:<name>:<fire ms>", and of a run of a schedule started by
+// hand, "ffrun-schedule:<name>:now:<the caller's key, or a random one>".
+// A schedule name holds no ':'.
 const scheduleKeyPrefix = "ffrun-schedule:"
 
-// scheduledBy reads the schedule and fire time out of a run's idempotency
-// key, when a schedule staged it.
-func scheduledBy(key string) (string, time.Time, bool) {
+// scheduleKeyNow follows a schedule's name in the key of a run started by
+// hand.
+const scheduleKeyNow = "now:"
+
+// scheduledBy reads out of a run's idempotency key the schedule that
+// staged it and, for a fire, the fire's time; manual reports a run
+// started by hand (POST /v1/schedules/{name}/runs), whose key holds no
+// time.
+func scheduledBy(key string) (name string, fire time.Time, manual, ok bool) {
 	rest, ok := strings.CutPrefix(key, scheduleKeyPrefix)
-	i := strings.LastIndexByte(rest, ':')
-	if !ok || i <= 0 {
-		return "", time.Time{}, false
+	name, rest, found := strings.Cut(rest, ":")
+	if !ok || !found || name == "" {
+		return "", time.Time{}, false, false
 	}
-	ms, err := strconv.ParseInt(rest[i+1:], 10, 64)
+	if strings.HasPrefix(rest, scheduleKeyNow) {
+		return name, time.Time{}, true, true
+	}
+	ms, err := strconv.ParseInt(rest, 10, 64)
 	if err != nil {
-		return "", time.Time{}, false
+		return "", time.Time{}, false, false
 	}
-	return rest[:i], time.UnixMilli(ms), true
+	return name, time.UnixMilli(ms), false, true
 }
 
 // parseSchedule parses a stored schedule's expression in its time zone.
@@ -71,8 +84,19 @@ func parseSchedule(expr, tz string) (*cron.Schedule, error) {
 
 // scheduleService implements api.ScheduleService over the store.
 type scheduleService struct {
-	st  *store.Store
-	log *slog.Logger
+	st        *store.Store
+	flows     *flowService
+	templates map[string]*plan.Flow // by name
+	log       *slog.Logger
+}
+
+// templatesByName maps the served templates by name.
+func templatesByName(ts []*plan.Flow) map[string]*plan.Flow {
+	m := make(map[string]*plan.Flow, len(ts))
+	for _, t := range ts {
+		m[t.Name] = t
+	}
+	return m
 }
 
 func (s *scheduleService) PutSchedule(ctx context.Context, name string, req wire.PutSchedule) (*wire.Schedule, bool, error) {
@@ -139,6 +163,62 @@ func (s *scheduleService) DeleteSchedule(ctx context.Context, name string) error
 	return nil
 }
 
+func (s *scheduleService) RunSchedule(ctx context.Context, name, key string, wait time.Duration) (*wire.FlowRun, bool, error) {
+	sc, err := s.st.GetSchedule(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, api.Errorf(404, wire.CodeNotFound, "no such schedule %q (GET /v1/schedules lists them)", name)
+	}
+	if err != nil {
+		return nil, false, mapError(err)
+	}
+	// What a fire checks before it stages (scheduleRunner.fire); a fire
+	// leaves a schedule that fails them to another process, a request is
+	// told.
+	tmpl, ok := s.templates[sc.Template]
+	if !ok {
+		return nil, false, api.Errorf(409, wire.CodeConflict,
+			"schedule %q runs template %q, which this ffrun does not serve (--flows): ask one that does", name, sc.Template)
+	}
+	c, err := parseSchedule(sc.Cron, sc.Timezone)
+	if err != nil {
+		return nil, false, api.Errorf(409, wire.CodeConflict, "schedule %q cannot run here: %v", name, err)
+	}
+	now, err := s.st.Now(ctx) // the clock fires go by
+	if err != nil {
+		return nil, false, mapError(err)
+	}
+	input := sc.Input
+	if len(input) == 0 {
+		input = []byte("null")
+	}
+	if input, err = api.ScheduleInput(input, now.In(c.Location())); err != nil {
+		return nil, false, api.Errorf(409, wire.CodeConflict, "schedule %q: its input: %v", name, err)
+	}
+	if err := flowinput.Flow(tmpl, "input", input); err != nil {
+		return nil, false, api.Errorf(409, wire.CodeConflict,
+			"schedule %q: its input does not fit template %q as this ffrun serves it: %v", name, sc.Template, err)
+	}
+	if key == "" {
+		key = randomKey()
+	}
+	w, created, err := s.flows.StageFlow(ctx, api.FlowRequest{Flow: tmpl, Shared: true, Input: input, Namespace: sc.Namespace,
+		IdempotencyKey: scheduleKeyPrefix + name + ":" + scheduleKeyNow + key, Wait: wait})
+	if err != nil {
+		return nil, false, err
+	}
+	s.log.InfoContext(ctx, "schedule run by hand", slog.String("schedule", name), slog.String("run_id", w.ID),
+		slog.Bool("created", created))
+	return w, created, nil
+}
+
+// randomKey is the key part of a run started by hand without a key of
+// the caller's: 96 random bits.
+func randomKey() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
 func toSchedule(sc store.Schedule) wire.Schedule {
 	tz := sc.Timezone
 	if tz == "" {
@@ -189,16 +269,13 @@ type scheduleNote struct {
 	at  time.Time
 }
 
-func newScheduleRunner(st *store.Store, flows *flowService, templates []*plan.Flow, every time.Duration, log *slog.Logger) *scheduleRunner {
+func newScheduleRunner(st *store.Store, flows *flowService, templates map[string]*plan.Flow, every time.Duration, log *slog.Logger) *scheduleRunner {
 	if every <= 0 {
 		every = ScheduleIntervalDefault
 	}
-	r := &scheduleRunner{st: st, flows: flows, templates: map[string]*plan.Flow{}, every: every, log: log,
+	r := &scheduleRunner{st: st, flows: flows, templates: templates, every: every, log: log,
 		retry: map[string]scheduleRetry{}, noted: map[string]scheduleNote{}}
 	r.loop = loop{interval: every, tick: r.pass}
-	for _, t := range templates {
-		r.templates[t.Name] = t
-	}
 	return r
 }
 

@@ -234,7 +234,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		vk.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if err := a.AddSchedules(&scheduleService{st: st, log: log}); err != nil {
+	templates := templatesByName(cfg.Templates)
+	if err := a.AddSchedules(&scheduleService{st: st, flows: flows, templates: templates, log: log}); err != nil {
 		vk.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -266,7 +267,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.scanners = append(s.scanners, newParkLog(st, log, cfg.Scanners.Unblock),
-			newScheduleRunner(st, flows, cfg.Templates, cfg.Scanners.Schedules, log))
+			newScheduleRunner(st, flows, templates, cfg.Scanners.Schedules, log))
 	}
 	return s, nil
 }

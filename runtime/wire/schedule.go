@@ -52,6 +52,15 @@ type PutScheduleResponse struct {
 	Created  bool     `json:"created"`
 }
 
+// RunSchedule is the body of POST /v1/schedules/{name}/runs, which starts
+// a run of the schedule's template now, with the schedule's input and
+// namespace; the body may be absent.
+type RunSchedule struct {
+	// IdempotencyKey makes a repeat of the request answer the run the
+	// first one started.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
 // ScheduleList answers GET /v1/schedules: every schedule, by name.
 type ScheduleList struct {
 	Schedules []Schedule `json:"schedules"`

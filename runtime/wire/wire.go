@@ -395,10 +395,13 @@ type FlowRun struct {
 	Replays    int        `json:"replays,omitempty"`
 	ReplayedAt *time.Time `json:"replayed_at,omitempty"`
 	// IdempotencyKey is the key the run was staged with; a run a schedule
-	// started has Schedule and ScheduledAt (its fire's time) too.
+	// started has Schedule and ScheduledAt (its fire's time) too, and
+	// ScheduleManual when it was started by hand (POST
+	// /v1/schedules/{name}/runs; ScheduledAt is then its start).
 	IdempotencyKey string     `json:"idempotency_key,omitempty"`
 	Schedule       string     `json:"schedule,omitempty"`
 	ScheduledAt    *time.Time `json:"scheduled_at,omitempty"`
+	ScheduleManual bool       `json:"schedule_manual,omitempty"`
 	// Input is the run's input, in GET /v1/flows/{id} only.
 	Input json.RawMessage `json:"input,omitempty"`
 	Execs []FlowExec      `json:"execs,omitempty"`
