@@ -109,6 +109,18 @@ func (s *Server) list(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
+// namespaces serves GET /v1/namespaces.
+func (s *Server) namespaces(c echo.Context) error {
+	if e := onlyQuery(c); e != nil {
+		return e
+	}
+	out, err := s.cfg.Service.Namespaces(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
 // limitParam reads the limit query parameter of a list route: 0 when
 // absent, else 1..ListLimitMax.
 func limitParam(c echo.Context) (int, *Error) {

@@ -47,6 +47,9 @@ type Service interface {
 	// returns the tasks granted to the worker (validated by the API).
 	Complete(ctx context.Context, req wire.CompleteRequest) ([]wire.LeaseResult, []wire.Task, error)
 	Fail(ctx context.Context, items []wire.Failure) ([]wire.LeaseResult, error)
+	// Namespaces sums up every namespace: its lanes' counts, runs and
+	// connected workers.
+	Namespaces(ctx context.Context) (*wire.NamespaceList, error)
 }
 
 // Created is the outcome of one create: the execution (new, or the first
@@ -161,6 +164,7 @@ func New(cfg Config) (*Server, error) {
 	v1.POST("/executions", s.create)
 	v1.POST("/executions/batch", s.createBatch)
 	v1.GET("/executions", s.list)
+	v1.GET("/namespaces", s.namespaces)
 	v1.GET("/executions/:id", s.get)
 	v1.GET("/executions/:id/result", s.result)
 	v1.POST("/executions/:id/cancel", s.cancel)

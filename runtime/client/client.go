@@ -339,6 +339,16 @@ type ListOptions struct {
 	Limit     int    // page size; the server caps it
 }
 
+// Namespaces sums up every namespace that has lanes or had a worker: each
+// lane's counts, the flow runs kept and the connected workers.
+func (c *Client) Namespaces(ctx context.Context) (*wire.NamespaceList, error) {
+	var out wire.NamespaceList
+	if err := c.do(ctx, http.MethodGet, "/v1/namespaces", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // ListExecutions returns one page of executions.
 func (c *Client) ListExecutions(ctx context.Context, o ListOptions) (*wire.ExecutionList, error) {
 	q := url.Values{}

@@ -681,6 +681,14 @@ func TestConsolePages(t *testing.T) {
 		t.Fatalf("the schedule after Run now: %+v, %v; want no fire recorded", s, err)
 	}
 	b.post("/ui/schedules/nope/run", url.Values{"nonce": {form[1]}}).want(t, http.StatusNotFound, "no such schedule")
+	// A namespace no template names is offered once something was
+	// created in it, and the workers page shows what its lanes hold.
+	if _, _, err := env.Client.CreateExecution(ctxT(t), wire.CreateExecution{Namespace: "side", Lane: "l2", Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	b.get("/ui/runs").want(t, http.StatusOK, "<option>side</option>")
+	b.get("/ui/workers?namespace=side").want(t, http.StatusOK, "<h2>Work in side</h2>", "<tr><td>l2</td><td>1</td><td>0</td>")
+	b.get("/ui/workers").want(t, http.StatusOK, "<h2>Work in default</h2>", "<tr><td>default</td>")
 
 	off := servertest.Start(t, func(c *server.Config) { c.DisableUI = true })
 	if r := off.Do(t, http.MethodGet, "/ui/runs", nil, ""); r.Status != http.StatusNotFound || r.Err.Code != wire.CodeUnknownRoute {

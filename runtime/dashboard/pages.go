@@ -47,26 +47,42 @@ func (d *Dashboard) runs(q *request) (*view, error) {
 		return &view{redirect: Prefix + "/runs/" + url.PathEscape(id)}, nil
 	}
 	ts, _ := q.api.Templates(q.ctx()) // none served: only the default namespace is offered
-	nss := namespaces(ts, o.Namespace)
+	known, err := q.api.Namespaces(q.ctx())
+	if err != nil {
+		return nil, err
+	}
+	nss := namespaces(ts, known, o.Namespace)
 	auto, why := o.Namespace == "", ""
 	if auto {
 		// The flow of a template is in the template's namespace; else the
-		// first namespace holding runs, so that a console whose flows are
-		// all outside the default namespace does not open empty.
+		// first namespace holding runs (that match the filters: one such
+		// namespace is asked), so that a console whose flows are all
+		// outside the default namespace does not open empty.
 		for _, t := range ts {
 			if t.Name == o.Flow {
 				o.Namespace, why = t.Namespace, "the namespace of template "+t.Name
 			}
 		}
+		runs := map[string]int64{}
+		for _, ns := range known.Namespaces {
+			runs[ns.Name] = ns.Runs
+		}
 		for _, ns := range nss {
 			if o.Namespace != "" {
 				break
 			}
-			probe, err := q.api.ListRuns(q.ctx(), client.RunListOptions{Namespace: ns, Flow: o.Flow, State: o.State, Limit: 1})
-			if err != nil {
-				return nil, err
+			if runs[ns] == 0 {
+				continue
 			}
-			if len(probe.Runs) > 0 || probe.NextCursor != "" {
+			found := o.Flow == "" && o.State == ""
+			if !found {
+				probe, err := q.api.ListRuns(q.ctx(), client.RunListOptions{Namespace: ns, Flow: o.Flow, State: o.State, Limit: 1})
+				if err != nil {
+					return nil, err
+				}
+				found = len(probe.Runs) > 0 || probe.NextCursor != ""
+			}
+			if found {
 				o.Namespace = ns
 				if ns != plan.DefaultNamespace {
 					why = "the default one has none"
@@ -472,44 +488,52 @@ func (d *Dashboard) deleteSchedule(q *request) (*view, error) {
 	return &view{redirect: Prefix + "/schedules?done=schedule-deleted"}, nil
 }
 
-// workersData is the workers page.
+// workersData is the workers page: the workers of a namespace and the
+// work its lanes hold.
 type workersData struct {
 	Namespace  string
 	Namespaces []string
 	Workers    []wire.Worker
 	Truncated  bool
+	Lanes      []wire.LaneCounts
 }
 
 func (d *Dashboard) workers(q *request) (*view, error) {
 	ns := q.r.URL.Query().Get("namespace")
 	ts, _ := q.api.Templates(q.ctx()) // none served: only the default namespace is offered
-	nss := namespaces(ts, ns)
-	var list *wire.WorkerList
+	known, err := q.api.Namespaces(q.ctx())
+	if err != nil {
+		return nil, err
+	}
+	nss := namespaces(ts, known, ns)
 	if ns == "" {
-		// The first namespace with workers connected.
-		for _, n := range nss {
-			l, err := q.api.Workers(q.ctx(), n)
-			if err != nil {
-				return nil, err
+		// The first namespace with workers connected, else the default.
+		ns = plan.DefaultNamespace
+		for _, n := range known.Namespaces {
+			if n.Workers > 0 {
+				ns = n.Name
+				break
 			}
-			if list == nil || len(l.Workers) > 0 && len(list.Workers) == 0 {
-				list, ns = l, n
-			}
-		}
-	} else {
-		var err error
-		if list, err = q.api.Workers(q.ctx(), ns); err != nil {
-			return nil, err
 		}
 	}
-	return &view{page: "workers", title: "Workers", refresh: true,
-		data: workersData{Namespace: ns, Namespaces: nss, Workers: list.Workers, Truncated: list.LeasesTruncated}}, nil
+	list, err := q.api.Workers(q.ctx(), ns)
+	if err != nil {
+		return nil, err
+	}
+	data := workersData{Namespace: ns, Namespaces: nss, Workers: list.Workers, Truncated: list.LeasesTruncated}
+	for _, n := range known.Namespaces {
+		if n.Name == ns {
+			data.Lanes = n.Lanes
+		}
+	}
+	return &view{page: "workers", title: "Workers", refresh: true, data: data}, nil
 }
 
-// namespaces are the default namespace, then those of the served
-// templates and current, sorted: runs and workers are listed a namespace
-// at a time, and a newcomer's flows are often not in the default one.
-func namespaces(ts []wire.Template, current string) []string {
+// namespaces are the default namespace, then those the server knows of
+// (GET /v1/namespaces), those of the served templates and current,
+// sorted: runs and workers are listed a namespace at a time, and a
+// newcomer's flows are often not in the default one.
+func namespaces(ts []wire.Template, known *wire.NamespaceList, current string) []string {
 	var ns []string
 	if current != "" && current != plan.DefaultNamespace {
 		ns = append(ns, current)
@@ -517,6 +541,11 @@ func namespaces(ts []wire.Template, current string) []string {
 	for _, t := range ts {
 		if t.Namespace != plan.DefaultNamespace {
 			ns = append(ns, t.Namespace)
+		}
+	}
+	for _, n := range known.Namespaces {
+		if n.Name != plan.DefaultNamespace {
+			ns = append(ns, n.Name)
 		}
 	}
 	slices.Sort(ns)

@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -98,6 +99,7 @@ func (env Env) withDefaults() Env {
 
 // Usage lists the commands, for ffrun's help.
 const Usage = `  ffrun templates                     list the flows the server serves by name
+  ffrun namespaces                    the namespaces: runs, workers, and what each lane holds
   ffrun schedules                     list the schedules that start runs of templates
   ffrun schedules run NAME [--key K] [--watch | --wait D]
                                       start a run of a schedule now, besides its fires
@@ -123,6 +125,8 @@ func commandOf(name string) func(*cmd, context.Context, []string) error {
 	switch name {
 	case "templates":
 		return (*cmd).templates
+	case "namespaces":
+		return (*cmd).namespaces
 	case "schedules":
 		return (*cmd).schedules
 	case "start":
@@ -328,6 +332,41 @@ func (c *cmd) templates(ctx context.Context, args []string) error {
 	fmt.Fprintln(w, "NAME\tNAMESPACE\tINPUT\tOUTPUT\tEXECS")
 	for _, t := range ts {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", t.Name, t.Namespace, typeName(t.Input), typeName(t.Output), len(t.Execs))
+	}
+	return w.Flush()
+}
+
+// namespaces lists the namespaces with their runs and workers, and per
+// lane the executions by what they wait for.
+func (c *cmd) namespaces(ctx context.Context, args []string) error {
+	if _, err := c.parse(args); err != nil {
+		return err
+	}
+	l, err := c.c.Namespaces(ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(l)
+	}
+	if len(l.Namespaces) == 0 {
+		fmt.Fprintln(c.env.Stdout, "no namespaces: nothing was created and no worker connected yet")
+		return nil
+	}
+	w := c.table()
+	fmt.Fprintln(w, "NAMESPACE\tRUNS\tWORKERS\tLANE\tELIGIBLE\tDELAYED\tPENDING\tBLOCKED\tENDED")
+	for _, ns := range l.Namespaces {
+		if len(ns.Lanes) == 0 {
+			fmt.Fprintf(w, "%s\t%d\t%d\t-\t\t\t\t\t\n", ns.Name, ns.Runs, ns.Workers)
+		}
+		for i, ln := range ns.Lanes {
+			name, runs, workers := ns.Name, strconv.FormatInt(ns.Runs, 10), strconv.FormatInt(ns.Workers, 10)
+			if i > 0 {
+				name, runs, workers = "", "", ""
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", name, runs, workers, ln.Lane, ln.Eligible, ln.Delayed,
+				ln.Pending, ln.Blocked+ln.BlockedBudget+ln.BlockedQuota, ln.Terminal)
+		}
 	}
 	return w.Flush()
 }

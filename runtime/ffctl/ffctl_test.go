@@ -565,3 +565,29 @@ func TestScheduleRun(t *testing.T) {
 		t.Fatalf("schedules run without a name = %+v", r)
 	}
 }
+
+// TestNamespacesCommand: ffrun namespaces lists each namespace with its
+// runs and workers, then a line per lane.
+func TestNamespacesCommand(t *testing.T) {
+	t.Parallel()
+	e := start(t, false)
+	if r := e.run("", "namespaces"); r.code != 0 || r.stdout != "no namespaces: nothing was created and no worker connected yet\n" {
+		t.Fatalf("namespaces of none = %+v", r)
+	}
+	ctx := context.Background()
+	for _, lane := range []string{"a", "b", "b"} {
+		if _, _, err := e.srv.Client.CreateExecution(ctx, wire.CreateExecution{Namespace: "jobs", Lane: lane, Kind: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.run("", "namespaces")
+	want := regexp.MustCompile(`^NAMESPACE +RUNS +WORKERS +LANE +ELIGIBLE +DELAYED +PENDING +BLOCKED +ENDED\njobs +0 +0 +a +1 +0 +0 +0 +0\n +b +2 +0 +0 +0 +0\n$`)
+	if r.code != 0 || !want.MatchString(r.stdout) {
+		t.Fatalf("namespaces = %+v", r)
+	}
+	r = e.run("", "namespaces", "--json")
+	var l wire.NamespaceList
+	if err := json.Unmarshal([]byte(r.stdout), &l); r.code != 0 || err != nil || len(l.Namespaces) != 1 || len(l.Namespaces[0].Lanes) != 2 {
+		t.Fatalf("namespaces --json = %+v (%v)", r, err)
+	}
+}

@@ -116,7 +116,7 @@ func (s *Store) ListRuns(ctx context.Context, req RunListRequest) (*RunPage, err
 	}
 	srcs := make([]*runSource, s.cfg.FlowPartitions)
 	for p := range srcs {
-		srcs[p] = &runSource{p: p, key: s.k.base(p) + ":runs:ns:" + req.Namespace, last: cur}
+		srcs[p] = &runSource{p: p, key: s.k.runsByNamespace(p, req.Namespace), last: cur}
 	}
 	page := &RunPage{}
 	scanned := 0
@@ -273,3 +273,8 @@ func (s *Store) readListedRuns(ctx context.Context, ns string, batch []runPos) (
 	}
 	return out, nil
 }
+
+// runsByNamespace is the index of the runs of namespace ns on partition p
+// (B:runs:ns:<ns>, score = creation ms), which listings read and
+// retention prunes.
+func (k keys) runsByNamespace(p int, ns string) string { return k.base(p) + ":runs:ns:" + ns }

@@ -485,3 +485,34 @@ type Health struct {
 	Status string `json:"status"`          // "ok" or "unavailable"
 	Error  string `json:"error,omitempty"` // why not ready
 }
+
+// NamespaceList answers GET /v1/namespaces: every namespace that has
+// lanes (an execution or a flow run was created in it) or had a worker, by
+// name.
+type NamespaceList struct {
+	Namespaces []Namespace `json:"namespaces"`
+}
+
+// Namespace sums up one namespace. The counts are read one by one, not
+// as one atomic picture.
+type Namespace struct {
+	Name    string `json:"name"`
+	Runs    int64  `json:"runs"`    // flow runs kept: running, or ended and not deleted yet
+	Workers int64  `json:"workers"` // connected worker instances
+	// Lanes holds each lane that ever had an execution, by name.
+	Lanes []LaneCounts `json:"lanes"`
+}
+
+// LaneCounts counts the executions of one lane by what they wait for.
+// Running ones are not counted by lane (GET /v1/executions?state=active
+// lists them).
+type LaneCounts struct {
+	Lane          string `json:"lane"`
+	Eligible      int64  `json:"eligible"`       // waiting for a worker
+	Delayed       int64  `json:"delayed"`        // waiting for a time (delay, retry backoff)
+	Pending       int64  `json:"pending"`        // flow members waiting for their upstreams
+	Blocked       int64  `json:"blocked"`        // waiting for a worker with the capabilities
+	BlockedBudget int64  `json:"blocked_budget"` // waiting for a budget
+	BlockedQuota  int64  `json:"blocked_quota"`  // waiting for a quota
+	Terminal      int64  `json:"terminal"`       // ended, kept until retention
+}
