@@ -136,6 +136,11 @@ local function grant_entry(p, g, u, v, lane, attempt, atype, lease_id, epoch, ex
   }
 end
 
+-- ATTEMPTS_KEPT bounds the attempt history an execution record keeps (two
+-- fields per attempt): an execution reclaimed, revoked or replayed many
+-- times keeps its last ATTEMPTS_KEPT attempts (Go: store.AttemptsKept).
+local ATTEMPTS_KEPT = 100
+
 -- grant leases execution u, whose CLAIM_FIELDS are v, to the worker of
 -- grant context g at time now (now_s its string): the attempt starts, the
 -- execution enters the partition's lease index,
@@ -173,6 +178,11 @@ local function grant(p, g, u, v, lane, now, now_s, extra)
     redis.call('HSET', key, 'attempt_count', itoa(attempt), 'lease_id', lease_id, 'lease_epoch', itoa(epoch),
       'lease_expires_at', g.expires_s, 'updated_at', now_s, 'started_at', started,
       'att:' .. itoa(attempt), av, 'state', g.running, unpack(extra))
+  end
+  if attempt > ATTEMPTS_KEPT then
+    -- The record keeps the last ATTEMPTS_KEPT attempts' history.
+    local old = 'att:' .. itoa(attempt - ATTEMPTS_KEPT)
+    redis.call('HDEL', key, old, old .. ':end')
   end
   zadd(p, p.leases, g.expires_s, u)
   grant_entry(p, g, u, v, lane, attempt, atype, lease_id, epoch, expires, attempt_deadline)

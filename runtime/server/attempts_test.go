@@ -8,6 +8,7 @@ import (
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/store"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -101,5 +102,40 @@ func TestRunInput(t *testing.T) {
 	}
 	if bx, err = env.Client.GetExecution(ctx, got.Execs[1].ExecutionID); err != nil || string(bx.Input) != `{"s":"x"}` {
 		t.Fatalf("b's input once a succeeded: %s, %v", bx.Input, err)
+	}
+}
+
+// TestExecutionAttemptsKept: an execution revoked more often than the
+// record keeps attempts (store.AttemptsKept) answers with the last ones
+// only and says how many earlier ones were dropped.
+func TestExecutionAttemptsKept(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := ctxT(t)
+	c := env.Client
+	ex, _, err := c.CreateExecution(ctx, wire.CreateExecution{Kind: "flaky", Input: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const attempts = store.AttemptsKept + 5
+	for i := range attempts {
+		tasks, err := c.Claim(ctx, wire.ClaimRequest{WorkerID: "w", Max: 1, WaitMs: 2000})
+		if err != nil || len(tasks) != 1 {
+			t.Fatalf("claim %d: %+v, %v", i+1, tasks, err)
+		}
+		if i < attempts-1 {
+			// Revoked: not charged, eligible again at once.
+			if _, err := c.RevokeLease(ctx, ex.ID, "again"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, err := c.GetExecution(ctx, ex.ID)
+	if err != nil || len(got.Attempts) != store.AttemptsKept || got.AttemptsDropped != 5 {
+		t.Fatalf("after %d attempts: %d kept, %d dropped (%v); want %d and 5", attempts, len(got.Attempts), got.AttemptsDropped, err, store.AttemptsKept)
+	}
+	first, last := got.Attempts[0], got.Attempts[len(got.Attempts)-1]
+	if first.Index != 6 || first.Outcome != "revoked" || last.Index != attempts || last.Outcome != "running" {
+		t.Fatalf("kept attempts from %+v to %+v", first, last)
 	}
 }

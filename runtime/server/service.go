@@ -466,6 +466,9 @@ func toExecution(ex *store.Execution) wire.Execution {
 	if ex.Lease != nil {
 		w.LeaseExpiresAt = timePtr(ex.Lease.ExpiresAt)
 	}
+	if len(ex.Attempts) > 0 {
+		w.AttemptsDropped = ex.Attempts[0].Index - 1
+	}
 	for _, a := range ex.Attempts {
 		w.Attempts = append(w.Attempts, wire.Attempt{
 			Index: a.Index, Type: string(a.Type), WorkerID: a.WorkerID, InstanceID: a.InstanceID,

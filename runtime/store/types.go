@@ -51,6 +51,10 @@ const (
 	MaxReclaimsDefault = 3 // Lua: RECLAIMS_DEFAULT
 	// MaxReclaimsMax bounds CreateRequest.MaxReclaims.
 	MaxReclaimsMax = 1000
+	// AttemptsKept is how many attempts' history an execution record
+	// keeps: each attempt's start drops the history of the attempt
+	// AttemptsKept before it.
+	AttemptsKept = 100 // Lua: ATTEMPTS_KEPT
 
 	// IdempotencyTTLDefault is how long an idempotency key is remembered.
 	IdempotencyTTLDefault = 24 * time.Hour

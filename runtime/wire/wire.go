@@ -123,8 +123,11 @@ type Execution struct {
 	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
 
 	// Attempts is the attempt history, oldest first, in the answers about
-	// one execution (not in listings).
-	Attempts []Attempt `json:"attempts,omitempty"`
+	// one execution (not in listings): the last 100 attempts.
+	// AttemptsDropped counts the earlier ones, whose history the record
+	// no longer keeps.
+	Attempts        []Attempt `json:"attempts,omitempty"`
+	AttemptsDropped int       `json:"attempts_dropped,omitempty"`
 }
 
 // Attempt is one attempt of an execution: who ran it, when, and how it
