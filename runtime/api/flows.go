@@ -49,7 +49,20 @@ type FlowService interface {
 	ReplayRun(ctx context.Context, id string) (*wire.FlowRun, error)
 	// ListRuns returns one page of runs, newest first.
 	ListRuns(ctx context.Context, q RunListQuery) (*wire.FlowRunList, error)
+	// CancelRuns cancels the running runs that match q (its State is
+	// running), newest first, reading the run index from q.Cursor and
+	// acting on at most q.Limit of them; ReplayRuns replays the failed or
+	// cancelled ones alike. Each run's change is atomic, the whole is not.
+	CancelRuns(ctx context.Context, q RunListQuery, reason string) (*wire.BulkRunsResult, error)
+	ReplayRuns(ctx context.Context, q RunListQuery) (*wire.BulkRunsResult, error)
 }
+
+// BulkLimitDef and BulkLimitMax bound the runs one bulk cancel or replay
+// acts on.
+const (
+	BulkLimitDef = 100
+	BulkLimitMax = 1000
+)
 
 // RunListQuery is the filter of GET /v1/flows; the service validates its
 // values.
@@ -112,6 +125,8 @@ func (s *Server) AddFlows(svc FlowService, templates []*plan.Flow) error {
 	s.v1.GET("/flows/:id/result", f.result)
 	s.v1.POST("/flows/:id/cancel", f.cancel)
 	s.v1.POST("/flows/:id/replay", f.replay)
+	s.v1.POST("/flows/cancel", f.cancelMany)
+	s.v1.POST("/flows/replay", f.replayMany)
 	s.v1.GET("/templates", f.listTemplates)
 	s.v1.GET("/templates/:name", f.getTemplate)
 	s.v1.POST("/templates/:name/runs", f.stageTemplate)
@@ -362,6 +377,75 @@ func (f *flows) replay(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, run)
+}
+
+// cancelMany serves POST /v1/flows/cancel: cancel the running runs that
+// match a filter.
+func (f *flows) cancelMany(c echo.Context) error {
+	q, req, e := f.bulkQuery(c, "cancel")
+	if e != nil {
+		return e
+	}
+	out, err := f.svc.CancelRuns(c.Request().Context(), q, cmp.Or(req.Reason, "run cancelled through the API"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// replayMany serves POST /v1/flows/replay: replay the failed (or
+// cancelled) runs that match a filter.
+func (f *flows) replayMany(c echo.Context) error {
+	q, _, e := f.bulkQuery(c, "replay")
+	if e != nil {
+		return e
+	}
+	out, err := f.svc.ReplayRuns(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// bulkQuery reads and checks the body of a bulk cancel or replay (op).
+// The body is required: an empty object acts on every matching run of
+// the default namespace, and that should be asked for.
+func (f *flows) bulkQuery(c echo.Context, op string) (RunListQuery, *wire.BulkRuns, *Error) {
+	if e := onlyQuery(c); e != nil {
+		return RunListQuery{}, nil, e
+	}
+	var req wire.BulkRuns
+	if err := Decode(c, f.s.limit(BodyLimitDefault), false, &req); err != nil {
+		return RunListQuery{}, nil, asError(err)
+	}
+	if req.Namespace != "" {
+		if e := checkName("namespace", req.Namespace); e != nil {
+			return RunListQuery{}, nil, e
+		}
+	}
+	q := RunListQuery{Namespace: req.Namespace, Flow: req.Flow, State: req.State, Cursor: req.Cursor, Limit: cmp.Or(req.Limit, BulkLimitDef)}
+	if q.Limit < 1 || q.Limit > BulkLimitMax {
+		return q, nil, invalid("limit", "%d is outside 1..%d", req.Limit, BulkLimitMax)
+	}
+	switch op {
+	case "cancel":
+		if q.State != "" && q.State != wire.RunRunning {
+			return q, nil, invalid("state", "%q: a cancel acts on running runs only", q.State)
+		}
+		q.State = wire.RunRunning
+		if e := checkReason("reason", req.Reason); e != nil {
+			return q, nil, e
+		}
+	default:
+		q.State = cmp.Or(q.State, wire.RunFailed)
+		if q.State != wire.RunFailed && q.State != wire.RunCancelled {
+			return q, nil, invalid("state", "%q: a replay acts on failed or cancelled runs", q.State)
+		}
+		if req.Reason != "" {
+			return q, nil, invalid("reason", "a replay takes none")
+		}
+	}
+	return q, &req, nil
 }
 
 // onlyQuery rejects query parameters other than allowed, and any given

@@ -251,6 +251,29 @@ func (c *Client) ReplayRun(ctx context.Context, id string) (*wire.FlowRun, error
 	return &out, nil
 }
 
+// CancelRuns cancels the running runs that match req's filters (POST
+// /v1/flows/cancel), newest first, at most req.Limit of them; each run's
+// cancel is atomic, the whole is not. When the answer has a NextCursor,
+// matching runs may be left: send req again with it as Cursor.
+func (c *Client) CancelRuns(ctx context.Context, req wire.BulkRuns) (*wire.BulkRunsResult, error) {
+	var out wire.BulkRunsResult
+	if err := c.do(ctx, http.MethodPost, "/v1/flows/cancel", nil, req, &out); err != nil {
+		return nil, flowsError("cancel runs", err)
+	}
+	return &out, nil
+}
+
+// ReplayRuns replays the failed runs (req.State "cancelled": the
+// cancelled ones) that match req's filters (POST /v1/flows/replay), as
+// CancelRuns cancels.
+func (c *Client) ReplayRuns(ctx context.Context, req wire.BulkRuns) (*wire.BulkRunsResult, error) {
+	var out wire.BulkRunsResult
+	if err := c.do(ctx, http.MethodPost, "/v1/flows/replay", nil, req, &out); err != nil {
+		return nil, flowsError("replay runs", err)
+	}
+	return &out, nil
+}
+
 // Templates lists the flows the server serves by name.
 func (c *Client) Templates(ctx context.Context) ([]wire.Template, error) {
 	var out wire.TemplateList

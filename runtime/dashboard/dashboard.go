@@ -137,6 +137,8 @@ func (d *Dashboard) routes() {
 	m.Handle("GET "+Prefix+"/runs/{id}/cancel", d.page(d.confirmCancel))
 	m.Handle("POST "+Prefix+"/runs/{id}/cancel", d.page(d.cancelRun))
 	m.Handle("POST "+Prefix+"/runs/{id}/replay", d.page(d.replayRun))
+	m.Handle("GET "+Prefix+"/bulk", d.page(d.confirmBulk))
+	m.Handle("POST "+Prefix+"/bulk", d.page(d.bulkAct))
 	m.Handle("GET "+Prefix+"/executions/{id}", d.page(d.execution))
 	m.Handle("GET "+Prefix+"/templates", d.page(d.templates))
 	m.Handle("GET "+Prefix+"/templates/{name}", d.page(d.template))
@@ -342,7 +344,7 @@ func section(path string) string {
 	rest := strings.TrimPrefix(path, Prefix+"/")
 	first, _, _ := strings.Cut(rest, "/")
 	switch first {
-	case "executions":
+	case "executions", "bulk":
 		return "runs"
 	case "budgets", "quotas":
 		return "limits"

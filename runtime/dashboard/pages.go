@@ -2,11 +2,13 @@ package dashboard
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -37,6 +39,10 @@ type runsData struct {
 	Runs                   []wire.FlowRun
 	Next                   string // the next page's URL; "" on the last
 	First                  string // the first page's URL, on a later page
+	// Bulk is the page of the bulk action the filters allow (cancel the
+	// running runs, replay the failed or cancelled ones), "" for none.
+	Bulk   template.URL
+	Notice string // what the last bulk action did
 }
 
 func (d *Dashboard) runs(q *request) (*view, error) {
@@ -109,10 +115,104 @@ func (d *Dashboard) runs(q *request) (*view, error) {
 	if list.NextCursor != "" {
 		data.Next = runsURL(o, list.NextCursor)
 	}
+	if len(list.Runs) > 0 && (o.State == wire.RunRunning || o.State == wire.RunFailed || o.State == wire.RunCancelled) {
+		data.Bulk = template.URL(Prefix + "/bulk?" + bulkQuery(o.Namespace, o.Flow, o.State)) // encoded: safe
+	}
+	data.Notice = bulkNotice(v.Get("done"))
 	// The first page reloads while it shows running work; a later page
 	// would move under the reader.
 	refresh := o.Cursor == "" && slices.ContainsFunc(list.Runs, func(r wire.FlowRun) bool { return r.State == wire.RunRunning })
 	return &view{page: "runs", title: "Runs", data: data, refresh: refresh}, nil
+}
+
+// bulkQuery is the query of a bulk action's pages: its filters.
+func bulkQuery(ns, flow, state string) string {
+	v := url.Values{"namespace": {ns}, "state": {state}}
+	if flow != "" {
+		v.Set("flow", flow)
+	}
+	return v.Encode()
+}
+
+// bulkData is the page that asks before a bulk cancel or replay.
+type bulkData struct {
+	Namespace, Flow, State string
+	Cancel                 bool // a cancel of the running runs, else a replay
+	Max                    int
+	Back                   template.URL // the runs page of the filters
+}
+
+// confirmBulk asks before cancelling every running run of the filters, or
+// replaying every failed or cancelled one.
+func (d *Dashboard) confirmBulk(q *request) (*view, error) {
+	v := q.r.URL.Query()
+	b := bulkData{Namespace: cmp.Or(v.Get("namespace"), plan.DefaultNamespace), Flow: v.Get("flow"), State: v.Get("state"),
+		Cancel: v.Get("state") == wire.RunRunning, Max: BulkMax}
+	b.Back = template.URL(Prefix + "/runs?" + bulkQuery(b.Namespace, b.Flow, b.State)) // encoded: safe
+	if !b.Cancel && b.State != wire.RunFailed && b.State != wire.RunCancelled {
+		return nil, &pageError{status: http.StatusBadRequest, msg: "Choose the runs first: running ones to cancel, failed or cancelled ones to replay."}
+	}
+	title := "Replay the " + b.State + " runs"
+	if b.Cancel {
+		title = "Cancel the running runs"
+	}
+	return &view{page: "bulk", title: title, data: b}, nil
+}
+
+// BulkMax is the most runs one bulk action of the console lists and acts
+// on (the API's limit).
+const BulkMax = 1000
+
+// bulkAct cancels (or replays) the runs of the filters, up to BulkMax,
+// and shows the runs page with what it did.
+func (d *Dashboard) bulkAct(q *request) (*view, error) {
+	b := wire.BulkRuns{Namespace: cmp.Or(q.r.PostFormValue("namespace"), plan.DefaultNamespace), Flow: q.r.PostFormValue("flow"),
+		State: q.r.PostFormValue("state"), Limit: BulkMax}
+	var res *wire.BulkRunsResult
+	var err error
+	verb := "cancelled"
+	if b.State == wire.RunRunning {
+		b.Reason = cmp.Or(strings.TrimSpace(q.r.PostFormValue("reason")), "cancelled from the console")
+		res, err = q.api.CancelRuns(q.ctx(), b)
+	} else {
+		verb = "replayed"
+		res, err = q.api.ReplayRuns(q.ctx(), b)
+	}
+	if err != nil {
+		return nil, err
+	}
+	more := 0
+	if res.NextCursor != "" {
+		more = 1
+	}
+	o := client.RunListOptions{Namespace: b.Namespace, Flow: b.Flow, State: b.State}
+	if verb == "replayed" {
+		o.State = wire.RunRunning // where they went
+	}
+	u := runsURL(o, "") + "&done=" + fmt.Sprintf("bulk.%s.%d.%d.%d", verb, len(res.Runs), len(res.Refused), more)
+	return &view{redirect: u}, nil
+}
+
+// bulkNotice says what a bulk action did, from the runs page's done
+// ("bulk.<verb>.<acted>.<refused>.<more>"); "" for anything else.
+func bulkNotice(done string) string {
+	var verb string
+	var n, refused, more int
+	if _, err := fmt.Sscanf(strings.ReplaceAll(done, ".", " "), "bulk %s %d %d %d", &verb, &n, &refused, &more); err != nil ||
+		(verb != "cancelled" && verb != "replayed") {
+		return ""
+	}
+	s := fmt.Sprintf("%d runs were %s.", n, verb)
+	if n == 1 {
+		s = fmt.Sprintf("1 run was %s.", verb)
+	}
+	if refused > 0 {
+		s += fmt.Sprintf(" %d could not be (they changed meanwhile).", refused)
+	}
+	if more > 0 {
+		s += fmt.Sprintf(" More may be left past the first %d: do it again.", BulkMax)
+	}
+	return s
 }
 
 // runsURL is the runs page of o's filters at cursor ("" = the first page).

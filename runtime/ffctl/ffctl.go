@@ -111,9 +111,13 @@ const Usage = `  ffrun templates                     list the flows the server s
   ffrun watch RUN                     print members' state changes until the run ends
   ffrun result RUN [--wait D]         the result of a run that succeeded
   ffrun cancel RUN [--reason R]       cancel every member that has not ended
+  ffrun cancel --all [--flow F] [--reason R]
+                                      cancel every running run of the namespace (of flow F)
   ffrun replay RUN [--watch]          run a failed or cancelled run again from its failures
+  ffrun replay --all [--flow F] [--state failed|cancelled]
+                                      replay every failed (or cancelled) run of the namespace
   (each takes --server URL, default FF_SERVER or ` + ServerDefault + `, and --json; start and
-   runs take --namespace NS; the token is read from FF_API_TOKEN, a private CA from FF_API_CA;
+   runs and --all take --namespace NS; the token is read from FF_API_TOKEN, a private CA from FF_API_CA;
    exit 0 done, 1 error, 2 usage, 3 the run failed or was cancelled, 4 still running)
 `
 
@@ -829,8 +833,21 @@ func (c *cmd) awaitResult(ctx context.Context, id string, wait time.Duration) er
 
 func (c *cmd) cancel(ctx context.Context, args []string) error {
 	reason := c.fs.String("reason", "", "why (recorded on the cancelled members)")
+	all := c.bulkFlags("cancel every running run of the namespace (of --flow F)")
+	if c.wantsAll(args, all) {
+		if _, err := c.parse(args); err != nil {
+			return err
+		}
+		return c.bulk(func(b wire.BulkRuns) (*wire.BulkRunsResult, error) {
+			b.Reason = *reason
+			return c.c.CancelRuns(ctx, b)
+		}, all, "cancelled")
+	}
 	pos, err := c.parse(args, "RUN")
 	if err != nil {
+		return err
+	}
+	if err := all.single(); err != nil {
 		return err
 	}
 	r, err := c.c.CancelRun(ctx, pos[0], *reason)
@@ -844,11 +861,98 @@ func (c *cmd) cancel(ctx context.Context, args []string) error {
 	return nil
 }
 
+// bulkOptions are the flags of cancel --all and replay --all.
+type bulkOptions struct {
+	all      *bool
+	flow, ns *string
+}
+
+// bulkFlags defines --all (described by what) and --flow, and --namespace.
+func (c *cmd) bulkFlags(what string) bulkOptions {
+	c.fs.StringVar(&c.namespace, "namespace", "", "with --all: the namespace (default: the default one)")
+	return bulkOptions{all: c.fs.Bool("all", false, what), flow: c.fs.String("flow", "", "with --all: only runs of this flow"), ns: &c.namespace}
+}
+
+// wantsAll reports whether the flags before the first operand hold --all
+// (a first look, silent: parse reports the errors).
+func (c *cmd) wantsAll(args []string, o bulkOptions) bool {
+	c.fs.SetOutput(io.Discard)
+	_ = c.fs.Parse(args)
+	c.fs.SetOutput(c.env.Stderr)
+	return *o.all
+}
+
+// single refuses the bulk flags on a command given one run.
+func (o bulkOptions) single() error {
+	switch {
+	case *o.all:
+		return fmt.Errorf("%w: --all takes no RUN", errUsage)
+	case *o.flow != "" || *o.ns != "":
+		return fmt.Errorf("%w: --flow and --namespace go with --all", errUsage)
+	}
+	return nil
+}
+
+// bulk runs a bulk action (do) over every matching run, a thousand at a
+// time, following the cursor, then prints the runs it acted on (done) and
+// those it did not, with why. The runs of one request stand when a later
+// one fails.
+func (c *cmd) bulk(do func(wire.BulkRuns) (*wire.BulkRunsResult, error), o bulkOptions, done string) error {
+	total := &wire.BulkRunsResult{Runs: []string{}}
+	req := wire.BulkRuns{Namespace: c.namespace, Flow: *o.flow, Limit: 1000}
+	for {
+		r, err := do(req)
+		if err != nil {
+			if n := len(total.Runs); n > 0 {
+				fmt.Fprintf(c.env.Stderr, "%d runs %s before the error\n", n, done)
+			}
+			return err
+		}
+		total.Runs = append(total.Runs, r.Runs...)
+		total.Refused = append(total.Refused, r.Refused...)
+		if r.NextCursor == "" {
+			break
+		}
+		req.Cursor = r.NextCursor
+	}
+	if c.json {
+		return c.printJSON(total)
+	}
+	for _, id := range total.Runs {
+		fmt.Fprintf(c.env.Stdout, "run %s %s\n", id, done)
+	}
+	for _, f := range total.Refused {
+		fmt.Fprintf(c.env.Stderr, "run %s not %s: %s\n", f.RunID, done, f.Error.Message)
+	}
+	fmt.Fprintf(c.env.Stdout, "%d runs %s\n", len(total.Runs), done)
+	return nil
+}
+
 func (c *cmd) replay(ctx context.Context, args []string) error {
 	watch := c.fs.Bool("watch", false, "print the members' state changes until the run ends, then its result")
+	all := c.bulkFlags("replay every failed run of the namespace (of --flow F; --state cancelled: the cancelled ones)")
+	state := c.fs.String("state", "", "with --all: failed (default) or cancelled")
+	if c.wantsAll(args, all) {
+		if _, err := c.parse(args); err != nil {
+			return err
+		}
+		if *watch {
+			return fmt.Errorf("%w: --watch follows one run, not --all", errUsage)
+		}
+		return c.bulk(func(b wire.BulkRuns) (*wire.BulkRunsResult, error) {
+			b.State = *state
+			return c.c.ReplayRuns(ctx, b)
+		}, all, "replayed")
+	}
 	pos, err := c.parse(args, "RUN")
 	if err != nil {
 		return err
+	}
+	if err := all.single(); err != nil {
+		return err
+	}
+	if *state != "" {
+		return fmt.Errorf("%w: --state goes with --all", errUsage)
 	}
 	r, err := c.c.ReplayRun(ctx, pos[0])
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -589,5 +590,48 @@ func TestNamespacesCommand(t *testing.T) {
 	var l wire.NamespaceList
 	if err := json.Unmarshal([]byte(r.stdout), &l); r.code != 0 || err != nil || len(l.Namespaces) != 1 || len(l.Namespaces[0].Lanes) != 2 {
 		t.Fatalf("namespaces --json = %+v (%v)", r, err)
+	}
+}
+
+// TestBulkCancelReplay: cancel --all cancels every running run of the
+// namespace (of --flow), replay --all --state cancelled replays them; the
+// bulk flags are refused with one run.
+func TestBulkCancelReplay(t *testing.T) {
+	t.Parallel()
+	e := start(t, false) // no worker: runs stay running
+	var ids []string
+	for i := range 3 {
+		r := e.run("", "start", "greet", "--input", fmt.Sprintf(`{"who":"w%d"}`, i))
+		if r.code != 0 {
+			t.Fatalf("start = %+v", r)
+		}
+		ids = append(ids, strings.TrimSpace(strings.TrimPrefix(r.stdout, "run ")))
+	}
+	r := e.run("", "cancel", "--all", "--flow", "greet", "--reason", "bad deploy")
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "3 runs cancelled\n") {
+		t.Fatalf("cancel --all = %+v", r)
+	}
+	for _, id := range ids {
+		if !strings.Contains(r.stdout, "run "+id+" cancelled\n") {
+			t.Fatalf("cancel --all does not name run %s: %+v", id, r)
+		}
+	}
+	if g := e.run("", "get", ids[0]); !strings.Contains(g.stdout, "state cancelled") {
+		t.Fatalf("get after cancel --all = %+v", g)
+	}
+	r = e.run("", "replay", "--all", "--state", "cancelled", "--json")
+	var res wire.BulkRunsResult
+	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil || len(res.Runs) != 3 {
+		t.Fatalf("replay --all --json = %+v (%v)", r, err)
+	}
+	for _, args := range [][]string{
+		{"cancel", ids[0], "--all"},
+		{"cancel", ids[0], "--flow", "greet"},
+		{"replay", ids[0], "--state", "failed"},
+		{"replay", "--all", "--watch"},
+	} {
+		if r := e.run("", args[0], args[1:]...); r.code != 2 {
+			t.Errorf("%v = %+v; want usage (2)", args, r)
+		}
 	}
 }

@@ -231,6 +231,72 @@ func (f *flowService) ListRuns(ctx context.Context, q api.RunListQuery) (*wire.F
 	return out, nil
 }
 
+// bulkPagesMax bounds the pages of the run index one bulk cancel or
+// replay reads (each at most store.ListLimitMax runs and a bounded scan):
+// a filter matching few runs of a large index answers with a cursor to go
+// on from rather than reading the whole index in one request.
+const bulkPagesMax = 20
+
+func (f *flowService) CancelRuns(ctx context.Context, q api.RunListQuery, reason string) (*wire.BulkRunsResult, error) {
+	return f.bulk(ctx, q, func(ids []store.RunID) ([]bool, []error) { return f.st.CancelRuns(ctx, ids, reason) })
+}
+
+func (f *flowService) ReplayRuns(ctx context.Context, q api.RunListQuery) (*wire.BulkRunsResult, error) {
+	return f.bulk(ctx, q, func(ids []store.RunID) ([]bool, []error) {
+		errs := f.st.ReplayRuns(ctx, ids)
+		done := make([]bool, len(ids))
+		for i, err := range errs {
+			done[i] = err == nil
+		}
+		return done, errs
+	})
+}
+
+// bulk lists the runs that match q, newest first from q.Cursor, a page at
+// a time, and applies act to each page, until q.Limit runs were listed,
+// the index ends or bulkPagesMax pages were read. A run act did not
+// change is refused with why; a failure of Valkey itself fails the whole
+// request (what was done stands: cancelling and replaying again are
+// harmless, the runs no longer match).
+func (f *flowService) bulk(ctx context.Context, q api.RunListQuery, act func([]store.RunID) ([]bool, []error)) (*wire.BulkRunsResult, error) {
+	out := &wire.BulkRunsResult{Runs: []string{}}
+	cursor, listed := q.Cursor, 0
+	for range bulkPagesMax {
+		page, err := f.st.ListRuns(ctx, store.RunListRequest{Namespace: cmp.Or(q.Namespace, plan.DefaultNamespace), Flow: q.Flow,
+			State: store.RunState(q.State), Cursor: cursor, Limit: min(q.Limit-listed, store.ListLimitMax)})
+		if err != nil {
+			return nil, mapError(err)
+		}
+		ids := make([]store.RunID, len(page.Runs))
+		for i, r := range page.Runs {
+			ids[i] = r.ID
+		}
+		done, errs := act(ids)
+		for i, id := range ids {
+			switch {
+			case errs[i] != nil:
+				e := mapIDError(errs[i], "run", string(id))
+				if e.Status >= 500 {
+					return nil, e
+				}
+				out.Refused = append(out.Refused, wire.BulkRunRefusal{RunID: string(id), Error: *e.Body()})
+			case done[i]:
+				out.Runs = append(out.Runs, string(id))
+			default:
+				out.Refused = append(out.Refused, wire.BulkRunRefusal{RunID: string(id), Error: wire.ErrorBody{
+					Code: wire.CodeConflict, Message: fmt.Sprintf("run %s had ended: nothing to cancel", id)}})
+			}
+		}
+		listed += len(ids)
+		cursor = page.Cursor
+		if cursor == "" || listed >= q.Limit {
+			break
+		}
+	}
+	out.NextCursor = cursor
+	return out, nil
+}
+
 // RunErrorFailuresMax is how many members that did not succeed a run's
 // error names; Failures lists them all (a cancelled run of ten thousand
 // members would otherwise carry an error of ten thousand parts). Members

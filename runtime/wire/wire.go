@@ -519,3 +519,38 @@ type LaneCounts struct {
 	BlockedQuota  int64  `json:"blocked_quota"`  // waiting for a quota
 	Terminal      int64  `json:"terminal"`       // ended, kept until retention
 }
+
+// BulkRuns is the body of POST /v1/flows/cancel and POST /v1/flows/replay:
+// act on the runs of a namespace that match the filters, newest first, a
+// run at a time (each run's change is atomic, the whole is not).
+type BulkRuns struct {
+	Namespace string `json:"namespace,omitempty"` // default: the default namespace
+	Flow      string `json:"flow,omitempty"`      // only runs of this flow
+	// State selects the runs of a replay: failed (the default) or
+	// cancelled. A cancel acts on running runs only.
+	State  string `json:"state,omitempty"`
+	Reason string `json:"reason,omitempty"` // cancel: why (recorded on each member)
+	// Limit bounds the runs acted on: 1..1000, default 100.
+	Limit int `json:"limit,omitempty"`
+	// Cursor continues from where an answer's NextCursor says.
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// BulkRunsResult answers POST /v1/flows/cancel and /replay.
+type BulkRunsResult struct {
+	// Runs are the runs cancelled or replayed, newest first.
+	Runs []string `json:"runs"`
+	// Refused are the matching runs the action did not apply to (one that
+	// ended, or was replayed, between the listing and the action; one
+	// whose members retention deleted), with why.
+	Refused []BulkRunRefusal `json:"refused,omitempty"`
+	// NextCursor is set when matching runs may be left: send the same
+	// body with it as cursor. Absent once the whole index was read.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// BulkRunRefusal is a run a bulk action left as it was.
+type BulkRunRefusal struct {
+	RunID string    `json:"run_id"`
+	Error ErrorBody `json:"error"`
+}

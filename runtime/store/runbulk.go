@@ -1,0 +1,84 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// CancelRuns cancels runs as CancelRun does, in one pipelined round trip:
+// each run's cancel is its own atomic call. cancelled[i] reports that
+// ids[i] was running and is now cancelled; errs[i] is why ids[i] could not
+// be cancelled (ErrNotFound for a run retention deleted, or a transport
+// error). A run that had ended is neither: it is left as it was.
+func (s *Store) CancelRuns(ctx context.Context, ids []RunID, reason string) (cancelled []bool, errs []error) {
+	cancelled = make([]bool, len(ids))
+	errs = make([]error, len(ids))
+	calls, at := s.runCalls(ids, errs, func(uuid string) []string { return []string{uuid, clip(reason, MaxErrorBytes)} }, "ff_cancel_run")
+	msgs, cerrs := s.fcallEach(ctx, calls)
+	for j, i := range at {
+		if cerrs[j] != nil {
+			errs[i] = cerrs[j]
+			continue
+		}
+		items, ref, err := envelope(msgs[j])
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("store: ff_cancel_run: %w", err)
+		case ref != nil:
+			errs[i] = refusalError(ref, ExecutionID(ids[i]), "cancel")
+		case len(items) >= 2:
+			// {state after, members cancelled}: a running run has members
+			// to cancel; one that had ended answers its state and none.
+			n, _ := items[1].AsInt64()
+			cancelled[i] = n > 0
+		default:
+			errs[i] = fmt.Errorf("store: ff_cancel_run: malformed reply")
+		}
+	}
+	return cancelled, errs
+}
+
+// ReplayRuns replays runs as ReplayRun does, in one pipelined round trip:
+// each run's replay is its own atomic call. errs[i] is nil when ids[i] was
+// replayed, else why not (a *StateError with Run set for a run that is
+// running or succeeded, or whose members retention deleted; ErrNotFound).
+func (s *Store) ReplayRuns(ctx context.Context, ids []RunID) []error {
+	errs := make([]error, len(ids))
+	calls, at := s.runCalls(ids, errs, func(uuid string) []string { return []string{uuid} }, "ff_replay_run")
+	msgs, cerrs := s.fcallEach(ctx, calls)
+	for j, i := range at {
+		if cerrs[j] != nil {
+			errs[i] = cerrs[j]
+			continue
+		}
+		_, ref, err := envelope(msgs[j])
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("store: ff_replay_run: %w", err)
+		case ref != nil:
+			err := refusalError(ref, ExecutionID(ids[i]), "replay")
+			if se := (*StateError)(nil); errors.As(err, &se) {
+				se.Run = true
+			}
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// runCalls builds one call of fn per run id; an id that names no
+// partition gets its error in errs and no call. at maps each call to its
+// id's index.
+func (s *Store) runCalls(ids []RunID, errs []error, args func(uuid string) []string, fn string) (calls []call, at []int) {
+	for i, id := range ids {
+		p, uuid, err := s.locate(ExecutionID(id))
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		calls = append(calls, call{fn: fn, partition: p, args: args(uuid)})
+		at = append(at, i)
+	}
+	return calls, at
+}
