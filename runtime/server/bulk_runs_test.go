@@ -20,9 +20,16 @@ func TestBulkCancelAndReplay(t *testing.T) {
 	c := env.Client
 	ctx := ctxT(t)
 	// No worker: every run stays running.
-	var ids []string // newest first
 	for range 5 {
-		ids = append([]string{stageTwoStep(t, env).ID}, ids...)
+		stageTwoStep(t, env)
+	}
+	var ids []string // as listed: newest first (runs staged in one ms by id)
+	list, err := c.ListRuns(ctx, clientRuns("two"))
+	if err != nil || len(list.Runs) != 5 {
+		t.Fatalf("ListRuns = %+v, %v", list, err)
+	}
+	for _, r := range list.Runs {
+		ids = append(ids, r.ID)
 	}
 	other, err := c.StageFlow(ctx, twoStep(), map[string]string{"s": "x"}, client.WithNamespace("other"))
 	if err != nil {
