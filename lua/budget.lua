@@ -8,6 +8,8 @@
 --                                    (budgets at a hard limit; the scheduler
 --                                    reads it once per scan cycle)
 --   <prefix>ff:{b:M}:resets          ZSET id -> next scheduled reset ms
+--   <prefix>ff:{b:M}:budgets         ZSET the ids of the partition's budgets,
+--                                    score 0 (the index, below)
 -- ff_usage_fence, the fence of a worker's usage report, is a function of
 -- the execution's partition {fp:N} instead (KEYS[1] its anchor).
 --
@@ -50,10 +52,123 @@ local function ucmp(a, b)
   return tonumber(a) < tonumber(b) and -1 or 1
 end
 
+-- Budget and quota indexes. Every budget partition keeps the ids of its
+-- budgets in <prefix>ff:{b:M}:budgets, every quota partition the ids of
+-- its quotas in <prefix>ff:{q:K}:quotas: ZSETs whose scores are all 0, read
+-- in id order (byte order) with ZRANGEBYLEX. The functions that create or
+-- touch a budget or quota add its id; ff_limit_list and the sweep of
+-- ff_budget_resets drop the ids whose record is gone (run-scoped budgets
+-- expire), so expired ids are never listed and do not pile up.
+--   <prefix>ff:{b:M}:budgets:sweep   STRING the last id the sweep examined
+
+-- LIMIT_BATCH is how many index entries one ZRANGEBYLEX reads.
+local LIMIT_BATCH = 100
+
+-- limit_walk walks the ids of index between the ZRANGEBYLEX bounds min and
+-- max in order, examining at most examine of them: an id whose record
+-- (record .. id) is gone leaves the index, an id keep accepts is returned,
+-- up to limit of them. Returns the ids, whether ids follow in the range
+-- after the last examined (1 or 0) and that last id (nil: none examined).
+local function limit_walk(index, record, min, max, examine, limit, keep)
+  local out, last = {}, nil
+  local function more()
+    if not last then return 0 end
+    return #redis.call('ZRANGEBYLEX', index, '(' .. last, max, 'LIMIT', 0, 1) > 0 and 1 or 0
+  end
+  while examine > 0 do
+    local want = math.min(examine, LIMIT_BATCH)
+    local batch = redis.call('ZRANGEBYLEX', index, min, max, 'LIMIT', 0, want)
+    for _, id in ipairs(batch) do
+      examine = examine - 1
+      last = id
+      if redis.call('EXISTS', record .. id) == 0 then
+        redis.call('ZREM', index, id)
+      elseif keep(id) then
+        out[#out + 1] = id
+        if #out >= limit then return out, more(), last end
+      end
+    end
+    if #batch < want then return out, 0, last end
+    min = '(' .. last
+  end
+  return out, more(), last
+end
+
+-- ff_limit_list: one page of the ids of a budget or quota partition, in
+-- id order (GET /v1/budgets and /v1/quotas merge the partitions' pages).
+-- It examines at most 4 * limit + 100 ids and drops those whose record is
+-- gone.
+-- KEYS[1]  <prefix>ff:{b:M}:budgets | <prefix>ff:{q:K}:quotas
+-- ARGV[1]  lower bound, as ZRANGEBYLEX takes it: '-', '[<id>' or '(<id>'
+-- ARGV[2]  upper bound: '+', '[<id>' or '(<id>'
+-- ARGV[3]  limit: ids to return at most (1..1000)
+-- ARGV[4]  namespace prefix '<ns>/' ('' = every namespace): only ids of
+--          that namespace itself, not of '<ns>/<sub>'
+-- ARGV[5]  scope: '' (any), 'shared' (ids without '@') or 'run' (with '@')
+-- Reply: {1, more, last, id...}: the ids, at most limit; every id of the
+--        range up to last (the last examined, '' for none) was examined;
+--        more is 1 when ids follow last in the range
+--        {0, 'invalid', 'bounds' | 'limit' | 'index' | 'scope', message}
+local function ff_limit_list(keys, argv)
+  local base, kind = string.match(keys[1], '^(.*):(%a+)s$')
+  if kind ~= 'budget' and kind ~= 'quota' then
+    return refuse('invalid', 'index', 'want a :budgets or :quotas key')
+  end
+  for i = 1, 2 do
+    if argv[i] ~= '-' and argv[i] ~= '+' and not string.match(argv[i], '^[%[%(]') then
+      return refuse('invalid', 'bounds', 'want -, +, [id or (id')
+    end
+  end
+  local limit = tonumber(argv[3])
+  if not limit or limit < 1 or limit > 1000 or limit ~= math.floor(limit) then
+    return refuse('invalid', 'limit', 'want an integer 1..1000')
+  end
+  local pfx, scope = argv[4], argv[5]
+  if scope ~= '' and scope ~= 'shared' and scope ~= 'run' then
+    return refuse('invalid', 'scope', 'want shared or run')
+  end
+  local keep = function(id)
+    local rest = id
+    if pfx ~= '' then
+      if string.sub(id, 1, #pfx) ~= pfx then return false end
+      rest = string.sub(id, #pfx + 1)
+    end
+    local at = string.find(rest, '@', 1, true)
+    if pfx ~= '' and string.find(string.sub(rest, 1, (at or 0) - 1), '/', 1, true) then
+      return false -- a namespace under this one
+    end
+    if scope == 'shared' then return at == nil end
+    if scope == 'run' then return at ~= nil end
+    return true
+  end
+  local ids, more, last = limit_walk(keys[1], base .. ':' .. kind .. ':', argv[1], argv[2], 4 * limit + 100, limit, keep)
+  return ok(more, last or '', unpack(ids))
+end
+
+-- ff_limit_index: add budgets or quotas to their partition's index (the
+-- upgrade backfill: those created before the indexes existed). An id
+-- whose record is not there (or is not a hash) is skipped.
+-- KEYS[1]  <prefix>ff:{b:M}:budgets | <prefix>ff:{q:K}:quotas
+-- ARGV[1..] ids
+-- Reply: {1, ids added} | {0, 'invalid', 'index', message}
+local function ff_limit_index(keys, argv)
+  local base, kind = string.match(keys[1], '^(.*):(%a+)s$')
+  if kind ~= 'budget' and kind ~= 'quota' then
+    return refuse('invalid', 'index', 'want a :budgets or :quotas key')
+  end
+  local n = 0
+  for _, id in ipairs(argv) do
+    if redis.call('TYPE', base .. ':' .. kind .. ':' .. id)['ok'] == 'hash' then
+      n = n + redis.call('ZADD', keys[1], 0, id)
+    end
+  end
+  return ok(n)
+end
+
 local function budget_keys(def)
   local base, id = string.match(def, '^(.*):budget:(.*)$')
   return {def = def, usage = def .. ':usage', breached = base .. ':breached', resets = base .. ':resets',
-    base = base, id = id}
+    index = base .. ':budgets', base = base, id = id}
 end
 
 -- budget_refresh recomputes whether budget k is at a hard limit (any
@@ -77,9 +192,12 @@ local function budget_refresh(k)
 end
 
 -- budget_touch renews the lifetime of a budget that has one (or makes it
--- permanent again). Upserts and reports call it; resets do not (a
--- run-scoped budget with a reset interval would never expire).
+-- permanent again) and adds it to its partition's index (again: a budget
+-- an older version created is indexed once touched). Upserts and reports
+-- call it; resets do not (a run-scoped budget with a reset interval would
+-- never expire).
 local function budget_touch(k)
+  redis.call('ZADD', k.index, 0, k.id)
   local ttl = redis.call('HGET', k.def, 'ttl_ms')
   if ttl and ttl ~= '0' and ttl ~= '' then
     redis.call('PEXPIRE', k.def, ttl)
@@ -152,6 +270,7 @@ local function ff_budget_upsert(keys, argv)
   local now = now_ms()
   local existed = redis.call('EXISTS', k.def) == 1
   if existed and argv[4] == '1' then
+    redis.call('ZADD', k.index, 0, k.id) -- indexed if an older version created it
     -- The same dimensions in another order are the same definition.
     local want = {'scope', argv[1], 'on_hard_limit', argv[2], 'reset_ms', argv[3], 'dims', ''}
     for i = 1, #fields, 2 do
@@ -279,6 +398,7 @@ end
 local function ff_budget_reset(keys, argv)
   local k = budget_keys(keys[1])
   if redis.call('EXISTS', k.def) == 0 then return refuse('not_found') end
+  redis.call('ZADD', k.index, 0, k.id)
   local now = now_ms()
   budget_reset(k, now)
   return ok(num(redis.call('HGET', k.def, 'next_reset_at')))
@@ -287,7 +407,10 @@ end
 -- ff_budget_resets: the scheduled resets of one budget partition that are
 -- due (the budget reset scanner). It also drops, from a random sample of
 -- the breached hash, entries of budgets that expired (run-scoped budgets of
--- old runs), and resets of budgets that no longer exist.
+-- old runs), and resets of budgets that no longer exist; and it sweeps
+-- limit ids of the partition's index (<base>:budgets) from where the last
+-- sweep stopped (<base>:budgets:sweep), dropping those of budgets that
+-- expired, so that they do not pile up when nobody lists budgets.
 -- KEYS[1]  <prefix>ff:{b:M}:resets
 -- ARGV[1]  limit
 -- Reply: {1, processed, more}
@@ -314,6 +437,15 @@ local function ff_budget_resets(keys, argv)
     if redis.call('EXISTS', base .. ':budget:' .. id) == 0 then
       redis.call('HDEL', base .. ':breached', id)
     end
+  end
+  local sweep = base .. ':budgets:sweep'
+  local from = redis.call('GET', sweep)
+  local _, more, last = limit_walk(base .. ':budgets', base .. ':budget:', from and '(' .. from or '-', '+', limit,
+    limit, function() return false end)
+  if more == 1 then
+    redis.call('SET', sweep, last)
+  elseif from then
+    redis.call('DEL', sweep) -- the end: the next sweep starts again
   end
   return ok(n, #list >= limit and 1 or 0)
 end
@@ -373,3 +505,5 @@ register('ff_budget_report', ff_budget_report)
 register('ff_budget_reset', ff_budget_reset)
 register('ff_budget_resets', ff_budget_resets)
 register('ff_usage_fence', ff_usage_fence)
+register('ff_limit_list', ff_limit_list)
+register('ff_limit_index', ff_limit_index)

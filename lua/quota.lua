@@ -13,6 +13,8 @@
 --   <prefix>ff:{q:K}:quota:<subject>:paused  HASH until (ms), reason, at: no
 --                                            admission before until (expires
 --                                            then)
+--   <prefix>ff:{q:K}:quotas                  ZSET the ids of the partition's
+--                                            quotas, score 0 (see budget.lua)
 -- A holder is "<execution id>#<attempt>#<token>": one admission per attempt
 -- and admitting call (the token is random per ClaimAdmitted call, so two
 -- schedulers admitting the same candidate at once hold separate slots and
@@ -20,7 +22,8 @@
 -- someone else).
 
 -- ff_quota_upsert: create or update a quota definition. Windows and slots
--- are kept.
+-- are kept. The quota's id is added to <prefix>ff:{q:K}:quotas, its
+-- partition's index.
 -- KEYS[1]  definition key
 -- ARGV[1]  rate (admissions per window, '0' = no rate limit)
 -- ARGV[2]  window ms
@@ -32,7 +35,11 @@
 --        an existing definition left as it is although the one given
 --        (only create) is another
 local function ff_quota_upsert(keys, argv)
+  local base, id = string.match(keys[1], '^(.*):quota:(.*)$')
   local existed = redis.call('EXISTS', keys[1]) == 1
+  -- The partition's index (see budget.lua); again when it exists, in case
+  -- an older version created it.
+  redis.call('ZADD', base .. ':quotas', 0, id)
   if existed and argv[6] == '1' then
     local d = redis.call('HMGET', keys[1], 'rate', 'window_ms', 'concurrency', 'jitter_ms', 'key')
     for i = 1, 5 do
@@ -161,17 +168,20 @@ local function ff_quota_pause(keys, argv)
   elseif key ~= '' and argv[3] == '' then
     return refuse('invalid', 'key', 'the quota is keyed by ' .. key .. ': give the key value')
   end
+  local base, id = string.match(keys[1], '^(.*):quota:(.*)$')
+  if to ~= 0 then
+    if to <= now then return refuse('invalid', 'until', 'the end of the pause has passed') end
+    -- A minute of slack: the caller checked 7 days by its own clock.
+    if to - now > PAUSE_MAX_MS + 60000 then return refuse('invalid', 'until', 'more than 7 days ahead') end
+  end
+  redis.call('ZADD', base .. ':quotas', 0, id) -- indexed if an older version created it
   if to == 0 then
     if redis.call('DEL', keys[2]) == 1 then return ok('resumed') end
     return ok('not_paused')
   end
-  if to <= now then return refuse('invalid', 'until', 'the end of the pause has passed') end
-  -- A minute of slack: the caller checked 7 days by its own clock.
-  if to - now > PAUSE_MAX_MS + 60000 then return refuse('invalid', 'until', 'more than 7 days ahead') end
   redis.call('HSET', keys[2], 'until', ts(to), 'reason', argv[2], 'at', ts(now))
   redis.call('PEXPIREAT', keys[2], ts(to))
   if argv[3] ~= '' then
-    local base, id = string.match(keys[1], '^(.*):quota:(.*)$')
     redis.call('SADD', keys[1] .. ':keys', argv[3])
     redis.call('SADD', base .. ':subjects', id .. '=' .. argv[3])
   end

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -22,6 +23,9 @@ type AdmissionService interface {
 	// its usage; created is false for a replacement.
 	PutBudget(ctx context.Context, id string, req wire.PutBudget) (b *wire.Budget, created bool, err error)
 	GetBudget(ctx context.Context, id string) (*wire.Budget, error)
+	// ListBudgets returns one page of every budget, shared and
+	// run-scoped, ordered by id; each as GetBudget returns it.
+	ListBudgets(ctx context.Context, q LimitListQuery) (*wire.BudgetList, error)
 	ResetBudget(ctx context.Context, id string) (*wire.Budget, error)
 	// ReportBudgetUsage reports usage straight to one budget.
 	ReportBudgetUsage(ctx context.Context, id string, req wire.BudgetUsageReport) (*wire.UsageResult, error)
@@ -34,6 +38,9 @@ type AdmissionService interface {
 	// GetQuota returns a quota with every subject, or only the subject of
 	// key value *key ("" for an unkeyed quota) when key is set.
 	GetQuota(ctx context.Context, id string, key *string) (*wire.Quota, error)
+	// ListQuotas returns one page of every quota ordered by id; each as
+	// GetQuota returns it with every subject (q.Scope is empty).
+	ListQuotas(ctx context.Context, q LimitListQuery) (*wire.QuotaList, error)
 	// PauseQuota pauses admissions under a subject of quota id until
 	// req.Until (or for req.ForMs from Valkey's clock); ResumeQuota ends a
 	// pause. Both answer the quota with that subject only.
@@ -53,7 +60,59 @@ const (
 	UsageDeltaMax = int64(1) << 53
 	// DedupKeyMaxBytes bounds a usage report's dedup key.
 	DedupKeyMaxBytes = 256
+	// LimitListDef is the page size of GET /v1/budgets and /v1/quotas
+	// without a limit; LimitListMax bounds it.
+	LimitListDef = store.LimitListDefault
+	LimitListMax = store.LimitListMax
+	// LimitCursorMaxBytes bounds the cursor of those listings.
+	LimitCursorMaxBytes = 1024
 )
+
+// LimitListQuery is a validated GET /v1/budgets or /v1/quotas: empty
+// fields do not filter.
+type LimitListQuery struct {
+	Namespace string // only the ids "<namespace>/<name>" of this namespace
+	Scope     string // budgets only: plan.ScopeShared or plan.ScopeRun
+	Cursor    string // next_cursor of the previous page
+	Limit     int    // 1..LimitListMax
+}
+
+// limitListQuery reads the query of GET /v1/budgets (withScope) or
+// /v1/quotas.
+func limitListQuery(c echo.Context, withScope bool) (LimitListQuery, *Error) {
+	allowed := []string{"namespace", "cursor", "limit"}
+	if withScope {
+		allowed = append(allowed, "scope")
+	}
+	if e := onlyQuery(c, allowed...); e != nil {
+		return LimitListQuery{}, e
+	}
+	q := LimitListQuery{Namespace: c.QueryParam("namespace"), Scope: c.QueryParam("scope"),
+		Cursor: c.QueryParam("cursor"), Limit: LimitListDef}
+	if vs, ok := c.QueryParams()["limit"]; ok {
+		n, err := strconv.Atoi(vs[0])
+		if err != nil || n < 1 || n > LimitListMax {
+			return q, invalid("limit", "%q is not an integer in 1..%d", vs[0], LimitListMax)
+		}
+		q.Limit = n
+	}
+	if _, ok := c.QueryParams()["namespace"]; ok {
+		if e := checkName("namespace", q.Namespace); e != nil {
+			return q, e
+		}
+	}
+	switch q.Scope {
+	case "", plan.ScopeShared, plan.ScopeRun:
+	default:
+		return q, invalid("scope", "%q is neither %q nor %q", q.Scope, plan.ScopeShared, plan.ScopeRun)
+	}
+	if _, ok := c.QueryParams()["cursor"]; ok {
+		if e := checkIdent("cursor", q.Cursor, LimitCursorMaxBytes, false); e != nil {
+			return q, e
+		}
+	}
+	return q, nil
+}
 
 // admission serves /v1/budgets, /v1/quotas, /v1/workers and
 // /v1/executions/{id}/usage.
@@ -74,10 +133,12 @@ func (s *Server) AddAdmission(svc AdmissionService) error {
 	v1.POST("/budgets", a.putBudget)
 	// Budget and quota ids hold '/' ("default/gpu"): the id is the rest of
 	// the path (or one escaped segment), actions are a trailing segment.
+	v1.GET("/budgets", a.listBudgets)
 	v1.GET("/budgets/*", a.getBudget)
 	v1.POST("/budgets/*", a.budgetAction)
 	v1.PUT("/quotas", a.putQuota)
 	v1.POST("/quotas", a.putQuota)
+	v1.GET("/quotas", a.listQuotas)
 	v1.GET("/quotas/*", a.getQuota)
 	v1.POST("/quotas/*", a.quotaAction)
 	v1.POST("/executions/:id/usage", a.executionUsage)

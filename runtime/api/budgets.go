@@ -94,6 +94,19 @@ func (a *admission) getBudget(c echo.Context) error {
 	return c.JSON(http.StatusOK, b)
 }
 
+// listBudgets serves GET /v1/budgets.
+func (a *admission) listBudgets(c echo.Context) error {
+	q, e := limitListQuery(c, true)
+	if e != nil {
+		return e
+	}
+	out, err := a.svc.ListBudgets(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
 // budgetAction serves POST /v1/budgets/{id}/reset and /usage.
 func (a *admission) budgetAction(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {

@@ -38,6 +38,19 @@ func (a *admission) putQuota(c echo.Context) error {
 	return c.JSON(status, wire.PutQuotaResponse{Quota: *q, Created: created})
 }
 
+// listQuotas serves GET /v1/quotas.
+func (a *admission) listQuotas(c echo.Context) error {
+	q, e := limitListQuery(c, false)
+	if e != nil {
+		return e
+	}
+	out, err := a.svc.ListQuotas(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
 // Limits of a quota pause.
 const (
 	// QuotaPauseMax bounds a pause's length.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/flowfabric/ff/runtime/wire"
 )
@@ -23,6 +24,41 @@ func (c *Client) PutBudget(ctx context.Context, req wire.PutBudget) (b *wire.Bud
 func (c *Client) GetBudget(ctx context.Context, id string) (*wire.Budget, error) {
 	var out wire.Budget
 	if err := c.do(ctx, http.MethodGet, "/v1/budgets/"+escapeID(id), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// LimitListOptions filter and page ListBudgets and ListQuotas. Empty
+// fields do not filter.
+type LimitListOptions struct {
+	Namespace string // only the ids "<namespace>/<name>" of this namespace
+	Scope     string // ListBudgets only: "shared" or "run"
+	Cursor    string // NextCursor of the previous page
+	Limit     int    // page size, at most 1000; 0 = the server's default (100)
+}
+
+func (o LimitListOptions) query() url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"namespace": o.Namespace, "scope": o.Scope, "cursor": o.Cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	return q
+}
+
+// ListBudgets returns one page of budgets, shared and run-scoped, ordered
+// by id. A page may hold fewer budgets than the limit, even none, and
+// still have a NextCursor: the server applies the filters as it reads its
+// indexes, a bounded number of entries per request. Pass NextCursor back
+// until it is empty.
+func (c *Client) ListBudgets(ctx context.Context, o LimitListOptions) (*wire.BudgetList, error) {
+	var out wire.BudgetList
+	if err := c.do(ctx, http.MethodGet, "/v1/budgets", o.query(), nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -75,6 +111,16 @@ func (c *Client) PutQuota(ctx context.Context, req wire.PutQuota) (q *wire.Quota
 func (c *Client) GetQuota(ctx context.Context, id string) (*wire.Quota, error) {
 	var out wire.Quota
 	if err := c.do(ctx, http.MethodGet, "/v1/quotas/"+escapeID(id), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListQuotas returns one page of quotas ordered by id, as ListBudgets
+// does (o.Scope must be empty).
+func (c *Client) ListQuotas(ctx context.Context, o LimitListOptions) (*wire.QuotaList, error) {
+	var out wire.QuotaList
+	if err := c.do(ctx, http.MethodGet, "/v1/quotas", o.query(), nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -19,17 +19,32 @@ import (
 // bound is seven days).
 const PauseMax = 7 * 24 * time.Hour
 
-// limitsData is the limits page: the shared budgets and the quotas the
-// served templates declare, and any other asked for by id.
+// LimitsShown is the page size of the budget and quota lists of the
+// limits page; a "more" link shows the next page.
+const LimitsShown = 100
+
+// limitsData is the limits page: a page of every budget and of every quota
+// (GET /v1/budgets, /v1/quotas), marked with the templates that declare
+// them, and any one asked for by id.
 type limitsData struct {
 	Budgets []budgetRow
 	Quotas  []quotaRow
 	// Missing are the declared ones the API does not know (not yet
 	// created, or deleted), and the looked-up ids it does not have.
-	Missing []string
-	Lookup  string
-	Notice  string
-	Error   string
+	Missing   []string
+	Lookup    string
+	Namespace string   // the namespace filter of both lists ("" = all)
+	Scope     string   // the scope filter of the budgets ("" = both)
+	Scopes    []string // to choose from
+	// The lists' other pages, as page URLs ("" = none): the next one, and
+	// the first one when on a later page.
+	BudgetsNext, BudgetsFirst string
+	QuotasNext, QuotasFirst   string
+	// View is the page's query, which the forms send back so that the page
+	// they return to shows the same lists.
+	View   string
+	Notice string
+	Error  string
 }
 
 type budgetRow struct {
@@ -42,6 +57,10 @@ type quotaRow struct {
 	Flows []string
 }
 
+// limitsParams are the query parameters of the limits page that choose
+// what it lists.
+var limitsParams = []string{"id", "namespace", "scope", "budgets_cursor", "quotas_cursor"}
+
 func (d *Dashboard) limits(q *request) (*view, error) {
 	return d.showLimits(q, noticeText(q.r.URL.Query().Get("done")), "", 0)
 }
@@ -53,7 +72,7 @@ func (d *Dashboard) showLimits(q *request, notice, refused string, status int) (
 	if err != nil {
 		return nil, err
 	}
-	budgets := map[string][]string{} // id -> flows
+	budgets := map[string][]string{} // declared id -> flows
 	quotas := map[string][]string{}
 	for _, t := range ts {
 		full, err := q.api.Template(q.ctx(), t.Name)
@@ -74,54 +93,131 @@ func (d *Dashboard) showLimits(q *request, notice, refused string, status int) (
 			quotas[id] = append(quotas[id], t.Name)
 		}
 	}
-	data := limitsData{Notice: notice, Error: refused, Lookup: strings.TrimSpace(q.r.URL.Query().Get("id"))}
-	if data.Lookup != "" {
-		// One id may name a budget, a quota or both.
-		_, isB := budgets[data.Lookup]
-		_, isQ := quotas[data.Lookup]
-		found := isB || isQ
-		if !isB {
-			if _, err := q.api.GetBudget(q.ctx(), data.Lookup); err == nil {
-				budgets[data.Lookup], found = nil, true
+	// A form's POST carries the page's query in "view"; a GET has it.
+	v := q.r.URL.Query()
+	if q.r.Method == http.MethodPost {
+		v, _ = url.ParseQuery(q.r.PostFormValue("view"))
+		if id := q.r.PostFormValue("lookup"); id != "" {
+			v.Set("id", id)
+		}
+	}
+	shown := url.Values{}
+	for _, k := range limitsParams {
+		if x := strings.TrimSpace(v.Get(k)); x != "" {
+			shown.Set(k, x)
+		}
+	}
+	data := limitsData{Notice: notice, Error: refused, Lookup: shown.Get("id"), Namespace: shown.Get("namespace"),
+		Scope: shown.Get("scope"), Scopes: []string{plan.ScopeShared, plan.ScopeRun}, View: shown.Encode()}
+	// A filter or cursor the API refuses is the reader's to fix.
+	refuse := func(err error) error {
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status >= 500 {
+			return err
+		}
+		data.Error, status = ae.Message, ae.Status
+		return nil
+	}
+	lo := client.LimitListOptions{Namespace: data.Namespace, Scope: data.Scope, Cursor: shown.Get("budgets_cursor"), Limit: LimitsShown}
+	if bl, err := q.api.ListBudgets(q.ctx(), lo); err != nil {
+		if err := refuse(err); err != nil {
+			return nil, err
+		}
+	} else {
+		for i := range bl.Budgets {
+			b := &bl.Budgets[i]
+			data.Budgets = append(data.Budgets, budgetRow{B: b, Flows: budgets[b.ID]})
+		}
+		data.BudgetsNext, data.BudgetsFirst = pageURLs(shown, "budgets_cursor", lo.Cursor, bl.NextCursor)
+	}
+	lo = client.LimitListOptions{Namespace: data.Namespace, Cursor: shown.Get("quotas_cursor"), Limit: LimitsShown}
+	if ql, err := q.api.ListQuotas(q.ctx(), lo); err != nil {
+		if err := refuse(err); err != nil {
+			return nil, err
+		}
+	} else {
+		for i := range ql.Quotas {
+			x := &ql.Quotas[i]
+			data.Quotas = append(data.Quotas, quotaRow{Q: x, Flows: quotas[x.ID]})
+		}
+		data.QuotasNext, data.QuotasFirst = pageURLs(shown, "quotas_cursor", lo.Cursor, ql.NextCursor)
+	}
+	listedB := func(id string) bool {
+		return slices.ContainsFunc(data.Budgets, func(r budgetRow) bool { return r.B.ID == id })
+	}
+	listedQ := func(id string) bool {
+		return slices.ContainsFunc(data.Quotas, func(r quotaRow) bool { return r.Q.ID == id })
+	}
+	// The looked-up id, first: it may name a budget, a quota or both, on
+	// a page not shown.
+	if id := data.Lookup; id != "" {
+		found := listedB(id) || listedQ(id)
+		if !listedB(id) {
+			if b, err := q.api.GetBudget(q.ctx(), id); err == nil {
+				data.Budgets, found = slices.Insert(data.Budgets, 0, budgetRow{B: b, Flows: budgets[id]}), true
 			} else if !refusedLookup(err) {
 				return nil, err
 			}
 		}
-		if !isQ {
-			if _, err := q.api.GetQuota(q.ctx(), data.Lookup); err == nil {
-				quotas[data.Lookup], found = nil, true
+		if !listedQ(id) {
+			if x, err := q.api.GetQuota(q.ctx(), id); err == nil {
+				data.Quotas, found = slices.Insert(data.Quotas, 0, quotaRow{Q: x, Flows: quotas[id]}), true
 			} else if !refusedLookup(err) {
 				return nil, err
 			}
 		}
 		if !found {
-			data.Missing = append(data.Missing, data.Lookup)
+			data.Missing = append(data.Missing, id)
 		}
 	}
+	// The declared ones not listed here may be on another page, or not
+	// exist: those are named.
 	for _, id := range slices.Sorted(maps.Keys(budgets)) {
-		b, err := q.api.GetBudget(q.ctx(), id)
-		switch {
-		case notFound(err):
+		if listedB(id) {
+			continue
+		}
+		if _, err := q.api.GetBudget(q.ctx(), id); notFound(err) {
 			data.Missing = append(data.Missing, "budget "+id)
-		case err != nil:
+		} else if err != nil {
 			return nil, err
-		default:
-			data.Budgets = append(data.Budgets, budgetRow{B: b, Flows: budgets[id]})
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(quotas)) {
-		x, err := q.api.GetQuota(q.ctx(), id)
-		switch {
-		case notFound(err):
+		if listedQ(id) {
+			continue
+		}
+		if _, err := q.api.GetQuota(q.ctx(), id); notFound(err) {
 			data.Missing = append(data.Missing, "quota "+id)
-		case err != nil:
+		} else if err != nil {
 			return nil, err
-		default:
-			data.Quotas = append(data.Quotas, quotaRow{Q: x, Flows: quotas[id]})
 		}
 	}
 	// No reload: the page holds forms being filled in.
 	return &view{page: "limits", title: "Limits", data: data, status: status}, nil
+}
+
+// pageURLs are the URLs of the next page of one list of the limits page
+// (at cursor next) and of its first page (when on a later one, at
+// cursor), keeping the rest of the page's query.
+func pageURLs(shown url.Values, param, cursor, next string) (nextURL, firstURL string) {
+	at := func(c string) string {
+		v := maps.Clone(shown)
+		v.Del(param)
+		if c != "" {
+			v.Set(param, c)
+		}
+		if len(v) == 0 {
+			return Prefix + "/limits"
+		}
+		return Prefix + "/limits?" + v.Encode()
+	}
+	if next != "" {
+		nextURL = at(next)
+	}
+	if cursor != "" {
+		firstURL = at("")
+	}
+	return nextURL, firstURL
 }
 
 // refusedLookup says the API refused a lookup by id as the reader's
@@ -136,12 +232,20 @@ func notFound(err error) bool {
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }
 
-// back is the limits page after an action, keeping a looked-up id.
+// back is the limits page after an action, showing what the page showed
+// (its query, sent back as "view"; "lookup": a looked-up id).
 func back(q *request, done string) *view {
-	v := url.Values{"done": {done}}
+	old, _ := url.ParseQuery(q.r.PostFormValue("view"))
+	v := url.Values{}
+	for _, k := range limitsParams {
+		if x := strings.TrimSpace(old.Get(k)); x != "" {
+			v.Set(k, x)
+		}
+	}
 	if id := strings.TrimSpace(q.r.PostFormValue("lookup")); id != "" {
 		v.Set("id", id)
 	}
+	v.Set("done", done)
 	return &view{redirect: Prefix + "/limits?" + v.Encode()}
 }
 

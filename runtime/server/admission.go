@@ -180,6 +180,36 @@ func (a *admissionService) GetQuota(ctx context.Context, id string, key *string)
 	if err != nil {
 		return nil, mapAdmissionError(err, "quota", id)
 	}
+	return toQuota(q), nil
+}
+
+// ListBudgets lists every budget, a page at a time.
+func (a *admissionService) ListBudgets(ctx context.Context, q api.LimitListQuery) (*wire.BudgetList, error) {
+	p, err := a.st.ListBudgets(ctx, store.ListBudgetsOptions{Namespace: q.Namespace, Scope: q.Scope, Cursor: q.Cursor, Limit: q.Limit})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := &wire.BudgetList{Budgets: make([]wire.Budget, len(p.Budgets)), NextCursor: p.NextCursor}
+	for i := range p.Budgets {
+		out.Budgets[i] = *toBudget(&p.Budgets[i])
+	}
+	return out, nil
+}
+
+// ListQuotas lists every quota, a page at a time.
+func (a *admissionService) ListQuotas(ctx context.Context, q api.LimitListQuery) (*wire.QuotaList, error) {
+	p, err := a.st.ListQuotas(ctx, store.ListQuotasOptions{Namespace: q.Namespace, Cursor: q.Cursor, Limit: q.Limit})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := &wire.QuotaList{Quotas: make([]wire.Quota, len(p.Quotas)), NextCursor: p.NextCursor}
+	for i := range p.Quotas {
+		out.Quotas[i] = *toQuota(&p.Quotas[i])
+	}
+	return out, nil
+}
+
+func toQuota(q *store.Quota) *wire.Quota {
 	out := &wire.Quota{ID: q.ID, Rate: q.Rate, WindowMs: q.Window.Milliseconds(), Concurrency: q.Concurrency,
 		JitterMs: q.Jitter.Milliseconds(), Key: q.Key, CreatedAt: timePtr(q.CreatedAt), UpdatedAt: timePtr(q.UpdatedAt),
 		Subjects: make([]wire.QuotaSubject, len(q.Subjects))}
@@ -190,7 +220,7 @@ func (a *admissionService) GetQuota(ctx context.Context, id string, key *string)
 		out.Subjects[i] = wire.QuotaSubject{Key: s.Key, WindowCount: s.InWindow, ActiveCount: s.Active,
 			PausedUntil: timePtr(s.PausedUntil), PauseReason: s.PauseReason}
 	}
-	return out, nil
+	return out
 }
 
 func (a *admissionService) PauseQuota(ctx context.Context, id string, req wire.QuotaPause) (*wire.Quota, error) {

@@ -8,6 +8,10 @@ const (
 	attrFlowPartitions = "flow_partitions"
 	attrFunction       = "function"
 	attrNode           = "node"
+	attrBudgets        = "budgets"
+	attrQuotas         = "quotas"
+	attrDone           = "done"
+	attrTook           = "took"
 )
 
 const (

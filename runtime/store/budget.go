@@ -291,16 +291,35 @@ func (s *Store) GetBudget(ctx context.Context, id string) (*Budget, error) {
 	if _, _, _, err := splitResourceID("id", id, true); err != nil {
 		return nil, err
 	}
+	resps := s.c.DoMulti(ctx, s.budgetReads(id)...)
+	b, err := budgetFrom(id, resps[0], resps[1])
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, fmt.Errorf("%w: budget %s", ErrNotFound, id)
+	}
+	return b, nil
+}
+
+// budgetReads are the reads of budget id that budgetFrom takes: its
+// definition and its usage.
+func (s *Store) budgetReads(id string) valkey.Commands {
 	key := s.k.budget(s.budgetPart(id), id)
-	resps := s.c.DoMulti(ctx, s.c.B().Hgetall().Key(key).Build(), s.c.B().Hgetall().Key(key+":usage").Build())
-	def, err := resps[0].AsStrMap()
+	return valkey.Commands{s.c.B().Hgetall().Key(key).Build(), s.c.B().Hgetall().Key(key + ":usage").Build()}
+}
+
+// budgetFrom builds budget id from the replies of budgetReads; nil when
+// it does not exist.
+func budgetFrom(id string, defReply, usageReply valkey.ValkeyResult) (*Budget, error) {
+	def, err := defReply.AsStrMap()
 	if err != nil {
 		return nil, fmt.Errorf("store: read budget %s: %w", id, err)
 	}
 	if len(def) == 0 {
-		return nil, fmt.Errorf("%w: budget %s", ErrNotFound, id)
+		return nil, nil
 	}
-	usage, err := resps[1].AsStrMap()
+	usage, err := usageReply.AsStrMap()
 	if err != nil {
 		return nil, fmt.Errorf("store: read budget usage %s: %w", id, err)
 	}

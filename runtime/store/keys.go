@@ -8,7 +8,8 @@ import (
 // of every key of flow partition N; the Lua library derives the same keys
 // from the anchor key B:lanes, which is KEYS[1] of every partition call.
 //
-//	<prefix>ff:config                    HASH   deployment settings (partition counts)
+//	<prefix>ff:config                    HASH   deployment settings (partition counts; limits_indexed:
+//	                                            the budget and quota indexes were backfilled)
 //	B:lanes                              SET    "<ns>:<lane>" pairs seen on the partition
 //	B:x:<uuid>                           HASH   execution record, payload, result and
 //	                                            attempt history ("att:<n>", "att:<n>:end")
@@ -104,11 +105,14 @@ func (k keys) revokedSession(id string) string { return k.prefix + "ff:ui:revoke
 //	<prefix>ff:{b:M}:usagededup:<id>:<key>   STRING usage report dedup (PX)
 //	<prefix>ff:{b:M}:breached                HASH   id -> budget at a hard limit
 //	<prefix>ff:{b:M}:resets                  ZSET   id -> next scheduled reset
+//	<prefix>ff:{b:M}:budgets                 ZSET   ids of the partition's budgets, score 0 (ListBudgets)
+//	<prefix>ff:{b:M}:budgets:sweep           STRING where the index sweep of ff_budget_resets stopped
 //	<prefix>ff:{q:K}:quota:<id>              HASH   quota definition
 //	<prefix>ff:{q:K}:quota:<id>:keys         SET    key values seen (keyed quotas)
 //	<prefix>ff:{q:K}:quota:<subject>:window  ZSET   admissions in the window
 //	<prefix>ff:{q:K}:quota:<subject>:slots   ZSET   concurrency slots held
 //	<prefix>ff:{q:K}:subjects                SET    subjects that had admissions
+//	<prefix>ff:{q:K}:quotas                  ZSET   ids of the partition's quotas, score 0 (ListQuotas)
 //	B:qrelease                               ZSET   quota slots owed a release
 
 func (k keys) budgetBase(m int) string { return k.prefix + "ff:{b:" + strconv.Itoa(m) + "}" }
@@ -121,11 +125,17 @@ func (k keys) usageDedup(m int, id, key string) string {
 func (k keys) breached(m int) string { return k.budgetBase(m) + ":breached" }
 func (k keys) resets(m int) string   { return k.budgetBase(m) + ":resets" }
 
+// budgetIndex is budget partition m's index: the ids of its budgets.
+func (k keys) budgetIndex(m int) string { return k.budgetBase(m) + ":budgets" }
+
 func (k keys) quotaBase(q int) string { return k.prefix + "ff:{q:" + strconv.Itoa(q) + "}" }
 func (k keys) quota(q int, id string) string {
 	return k.quotaBase(q) + ":quota:" + id
 }
 func (k keys) subjects(q int) string { return k.quotaBase(q) + ":subjects" }
+
+// quotaIndex is quota partition q's index: the ids of its quotas.
+func (k keys) quotaIndex(q int) string { return k.quotaBase(q) + ":quotas" }
 
 // qrelease is flow partition p's queue of quota slots owed a release.
 func (k keys) qrelease(p int) string { return k.base(p) + ":qrelease" }

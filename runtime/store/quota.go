@@ -317,6 +317,20 @@ func (s *Store) getQuota(ctx context.Context, id string, only *string) (*Quota, 
 			return nil, fmt.Errorf("store: read quota keys %s: %w", id, err)
 		}
 	}
+	out, subjects := quotaFrom(id, def, keyVals, only)
+	states, err := s.subjectStates(ctx, q, subjects, out.Window, now)
+	if err != nil {
+		return nil, err
+	}
+	addSubjects(out, subjects, states)
+	return out, nil
+}
+
+// quotaFrom builds quota id from its definition and the key values seen
+// (a keyed quota), without the states of its subjects, and returns the
+// subjects whose states it shows: the quota, one per key value, or only
+// the subject of key value *only.
+func quotaFrom(id string, def map[string]string, keyVals []string, only *string) (*Quota, []string) {
 	out := &Quota{ID: id, Rate: atoi64(def["rate"]), Window: time.Duration(atoi64(def["window_ms"])) * time.Millisecond,
 		Concurrency: atoi64(def["concurrency"]), Jitter: time.Duration(atoi64(def["jitter_ms"])) * time.Millisecond,
 		Key: def["key"], CreatedAt: fromMs(def["created_at"]), UpdatedAt: fromMs(def["updated_at"]), Subjects: []QuotaSubject{}}
@@ -332,16 +346,16 @@ func (s *Store) getQuota(ctx context.Context, id string, only *string) (*Quota, 
 			subjects = append(subjects, id+"="+k)
 		}
 	}
-	states, err := s.subjectStates(ctx, q, subjects, out.Window, now)
-	if err != nil {
-		return nil, err
-	}
+	return out, subjects
+}
+
+// addSubjects appends the states of subjects to q.
+func addSubjects(q *Quota, subjects []string, states []subjectState) {
 	for i, sub := range subjects {
 		_, k := splitSubject(sub)
-		out.Subjects = append(out.Subjects, QuotaSubject{Key: k, InWindow: states[i].inWindow, Active: states[i].active,
+		q.Subjects = append(q.Subjects, QuotaSubject{Key: k, InWindow: states[i].inWindow, Active: states[i].active,
 			PausedUntil: states[i].pausedUntil, PauseReason: states[i].pauseReason})
 	}
-	return out, nil
 }
 
 // subjectState is what subjectStates reads of a quota subject.
@@ -364,6 +378,11 @@ func timeOf(m valkey.ValkeyResult) (int64, error) {
 // subjectStates reads the window count (admissions after now-window),
 // active count and pause of subjects of quota partition q.
 func (s *Store) subjectStates(ctx context.Context, q int, subjects []string, window time.Duration, now int64) ([]subjectState, error) {
+	return subjectStatesFrom(s.c.DoMulti(ctx, s.subjectReads(q, subjects, window, now)...), len(subjects), now)
+}
+
+// subjectReads are the reads of subjectStates, three per subject.
+func (s *Store) subjectReads(q int, subjects []string, window time.Duration, now int64) valkey.Commands {
 	cmds := make(valkey.Commands, 0, 3*len(subjects))
 	for _, sub := range subjects {
 		k := s.k.quota(q, sub)
@@ -372,9 +391,14 @@ func (s *Store) subjectStates(ctx context.Context, q int, subjects []string, win
 			s.c.B().Zcard().Key(k+":slots").Build(),
 			s.c.B().Hmget().Key(k+":paused").Field("until", "reason").Build())
 	}
-	out := make([]subjectState, len(subjects))
-	rs := s.c.DoMulti(ctx, cmds...)
-	for i := range subjects {
+	return cmds
+}
+
+// subjectStatesFrom reads the states of n subjects from the replies of
+// subjectReads.
+func subjectStatesFrom(rs []valkey.ValkeyResult, n int, now int64) ([]subjectState, error) {
+	out := make([]subjectState, n)
+	for i := range n {
 		inWindow, err1 := rs[3*i].AsInt64()
 		active, err2 := rs[3*i+1].AsInt64()
 		pause, err3 := rs[3*i+2].ToArray()

@@ -96,6 +96,11 @@ type Store struct {
 
 	warned sync.Map // "budget <id>" or "quota <id>" -> when staging last warned it differs (warnDiffers)
 
+	backfill struct { // the background backfill of the budget and quota indexes (startLimitsBackfill)
+		cancel context.CancelFunc
+		done   sync.WaitGroup
+	}
+
 	// hook, set by tests only, runs at points of staging a run:
 	// "resources" before budgets and quotas are created for a run (id: the
 	// run's id, the first run's for a repeat of its idempotency key),
@@ -107,8 +112,13 @@ type Store struct {
 }
 
 // Wait waits until the run-end notices the store publishes in the
-// background have been sent; call it before closing the client.
-func (s *Store) Wait() { s.notices.Wait() }
+// background have been sent, and stops the backfill of the budget and
+// quota indexes (BackfillLimitIndexes) if it runs; call it before closing
+// the client.
+func (s *Store) Wait() {
+	s.stopLimitsBackfill()
+	s.notices.Wait()
+}
 
 // PlacementStreak is how many consecutive placements without an
 // idempotency key (flow runs staged, standalone create calls: a batched
@@ -141,7 +151,9 @@ func (s *Store) streakPartition() int {
 
 // Open checks the server version, stores or checks the partition counts,
 // loads this version of the Functions library where it is missing and
-// records its use (KeepLibrary).
+// records its use (KeepLibrary). On a deployment created by a release
+// without budget and quota indexes it starts their backfill in the
+// background (BackfillLimitIndexes; Wait stops it).
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -152,6 +164,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// No partition counts yet: a new deployment, without budgets or quotas
+	// older than their indexes.
+	known, err := s.c.Do(ctx, s.c.B().Hexists().Key(s.k.config()).Field("partitions").Build()).AsBool()
+	if err != nil {
+		return nil, fmt.Errorf("store: read partition counts: %w", err)
+	}
 	if err := s.checkPartitions(ctx); err != nil {
 		return nil, err
 	}
@@ -159,6 +177,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	if _, err := s.KeepLibrary(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.startLimitsBackfill(ctx, !known); err != nil {
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "store opened", attrServer, server, attrLibrary, lua.Library(),

@@ -57,6 +57,16 @@ type Budget struct {
 	UpdatedAt               *time.Time `json:"updated_at,omitempty"`
 }
 
+// BudgetList answers GET /v1/budgets: one page of budgets, shared and
+// run-scoped, ordered by id.
+type BudgetList struct {
+	Budgets []Budget `json:"budgets"`
+	// NextCursor is the cursor of the next page; empty on the last page.
+	// A page may hold fewer budgets than the limit, even none, and still
+	// have one.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
 // PutBudgetResponse answers PUT/POST /v1/budgets: 201 when created, 200
 // when an existing definition was replaced.
 type PutBudgetResponse struct {
@@ -153,6 +163,12 @@ type Quota struct {
 	Subjects    []QuotaSubject `json:"subjects"`
 	CreatedAt   *time.Time     `json:"created_at,omitempty"`
 	UpdatedAt   *time.Time     `json:"updated_at,omitempty"`
+}
+
+// QuotaList answers GET /v1/quotas: one page of quotas, ordered by id.
+type QuotaList struct {
+	Quotas     []Quota `json:"quotas"`
+	NextCursor string  `json:"next_cursor,omitempty"` // empty on the last page; see BudgetList
 }
 
 // PutQuotaResponse answers PUT/POST /v1/quotas.
