@@ -100,6 +100,8 @@ func (env Env) withDefaults() Env {
 // Usage lists the commands, for ffrun's help.
 const Usage = `  ffrun templates                     list the flows the server serves by name
   ffrun namespaces                    the namespaces: runs, workers, and what each lane holds
+  ffrun budgets [--scope shared|run]  the budgets: usage against limits, blocked or not
+  ffrun quotas                        the quotas: limits, and per key value use and pauses
   ffrun schedules                     list the schedules that start runs of templates
   ffrun schedules run NAME [--key K] [--watch | --wait D]
                                       start a run of a schedule now, besides its fires
@@ -131,6 +133,10 @@ func commandOf(name string) func(*cmd, context.Context, []string) error {
 		return (*cmd).templates
 	case "namespaces":
 		return (*cmd).namespaces
+	case "budgets":
+		return (*cmd).budgets
+	case "quotas":
+		return (*cmd).quotas
 	case "schedules":
 		return (*cmd).schedules
 	case "start":
@@ -370,6 +376,106 @@ func (c *cmd) namespaces(ctx context.Context, args []string) error {
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", name, runs, workers, ln.Lane, ln.Eligible, ln.Delayed,
 				ln.Pending, ln.Blocked+ln.BlockedBudget+ln.BlockedQuota, ln.Terminal)
+		}
+	}
+	return w.Flush()
+}
+
+// budgets lists the budgets of the namespace (--namespace; every one
+// without), a page of the API at a time, with their usage against limits.
+func (c *cmd) budgets(ctx context.Context, args []string) error {
+	c.fs.StringVar(&c.namespace, "namespace", "", "only the budgets of this namespace (default: every namespace)")
+	scope := c.fs.String("scope", "", "only shared or run-scoped budgets")
+	if _, err := c.parse(args); err != nil {
+		return err
+	}
+	all := &wire.BudgetList{Budgets: []wire.Budget{}}
+	o := client.LimitListOptions{Namespace: c.namespace, Scope: *scope, Limit: 1000}
+	for {
+		l, err := c.c.ListBudgets(ctx, o)
+		if err != nil {
+			return err
+		}
+		all.Budgets = append(all.Budgets, l.Budgets...)
+		if o.Cursor = l.NextCursor; o.Cursor == "" {
+			break
+		}
+	}
+	if c.json {
+		return c.printJSON(all)
+	}
+	if len(all.Budgets) == 0 {
+		fmt.Fprintln(c.env.Stdout, "no budgets (PUT /v1/budgets or a .ff file's budget makes one)")
+		return nil
+	}
+	w := c.table()
+	fmt.Fprintln(w, "ID\tSCOPE\tUSAGE\tSTATE\tON HARD LIMIT")
+	for _, b := range all.Budgets {
+		var use []string
+		for _, d := range b.Dimensions {
+			u := fmt.Sprintf("%s %d", d.Dimension, d.Used)
+			if d.Hard > 0 {
+				u += fmt.Sprintf("/%d", d.Hard)
+			}
+			use = append(use, u)
+		}
+		state := "ok"
+		if b.HardLimited {
+			state = "at hard limit (" + b.HardLimitedDimension + ")"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", b.ID, b.Scope, strings.Join(use, ", "), state, b.OnHardLimit)
+	}
+	return w.Flush()
+}
+
+// quotas lists the quotas of the namespace (--namespace; every one
+// without) with their limits and, per subject, use and pauses.
+func (c *cmd) quotas(ctx context.Context, args []string) error {
+	c.fs.StringVar(&c.namespace, "namespace", "", "only the quotas of this namespace (default: every namespace)")
+	if _, err := c.parse(args); err != nil {
+		return err
+	}
+	all := &wire.QuotaList{Quotas: []wire.Quota{}}
+	o := client.LimitListOptions{Namespace: c.namespace, Limit: 1000}
+	for {
+		l, err := c.c.ListQuotas(ctx, o)
+		if err != nil {
+			return err
+		}
+		all.Quotas = append(all.Quotas, l.Quotas...)
+		if o.Cursor = l.NextCursor; o.Cursor == "" {
+			break
+		}
+	}
+	if c.json {
+		return c.printJSON(all)
+	}
+	if len(all.Quotas) == 0 {
+		fmt.Fprintln(c.env.Stdout, "no quotas (PUT /v1/quotas or a .ff file's quota makes one)")
+		return nil
+	}
+	w := c.table()
+	fmt.Fprintln(w, "ID\tLIMITS\tKEY\tIN WINDOW\tRUNNING\tPAUSED")
+	for _, q := range all.Quotas {
+		var lim []string
+		if q.Rate > 0 {
+			lim = append(lim, fmt.Sprintf("%d per %s", q.Rate, time.Duration(q.WindowMs)*time.Millisecond))
+		}
+		if q.Concurrency > 0 {
+			lim = append(lim, fmt.Sprintf("%d at once", q.Concurrency))
+		}
+		id := q.ID
+		if len(q.Subjects) == 0 {
+			fmt.Fprintf(w, "%s\t%s\t-\t0\t0\t-\n", id, strings.Join(lim, ", "))
+		}
+		for _, s := range q.Subjects {
+			paused := "-"
+			if s.PausedUntil != nil {
+				paused = "until " + stamp(s.PausedUntil)
+			}
+			key := cmp.Or(s.Key, "-")
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", id, strings.Join(lim, ", "), key, s.WindowCount, s.ActiveCount, paused)
+			id, lim = "", nil
 		}
 	}
 	return w.Flush()

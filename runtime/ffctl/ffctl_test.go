@@ -635,3 +635,33 @@ func TestBulkCancelReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetsQuotasCommands: ffrun budgets and ffrun quotas list every
+// budget and quota with their use.
+func TestBudgetsQuotasCommands(t *testing.T) {
+	t.Parallel()
+	e := start(t, false)
+	ctx := context.Background()
+	if _, _, err := e.srv.Client.PutBudget(ctx, wire.PutBudget{ID: "ops/gpu", Dimensions: []wire.BudgetDimension{{Name: "minutes", Hard: 600}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.srv.Client.PutQuota(ctx, wire.PutQuota{ID: "ops/mail", Rate: 10, WindowMs: 60000, Concurrency: 2}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("", "budgets", "--namespace", "ops")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^ID +SCOPE +USAGE +STATE +ON HARD LIMIT\nops/gpu +shared +minutes 0/600 +ok +block$`).MatchString(r.stdout) {
+		t.Fatalf("budgets = %+v", r)
+	}
+	r = e.run("", "quotas")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^ID +LIMITS +KEY +IN WINDOW +RUNNING +PAUSED\nops/mail +10 per 1m0s, 2 at once +- +0 +0 +-$`).MatchString(r.stdout) {
+		t.Fatalf("quotas = %+v", r)
+	}
+	r = e.run("", "budgets", "--scope", "run", "--json")
+	var l wire.BudgetList
+	if err := json.Unmarshal([]byte(r.stdout), &l); r.code != 0 || err != nil || len(l.Budgets) != 0 {
+		t.Fatalf("budgets --scope run --json = %+v (%v)", r, err)
+	}
+	if r := e.run("", "budgets", "--scope", "x"); r.code != 1 || !strings.Contains(r.stderr, "scope") {
+		t.Fatalf("budgets --scope x = %+v", r)
+	}
+}
