@@ -47,6 +47,7 @@ func TestConsoleBulkCancelReplay(t *testing.T) {
 	b.post("/ui/bulk", url.Values{"namespace": {"nobody"}, "state": {"cancelled"}}).
 		wantRedirect(t, "/ui/runs?namespace=nobody&state=running&done=bulk.replayed.3.0.0")
 	b.get("/ui/runs?namespace=nobody&state=running&done=bulk.replayed.3.0.0").want(t, http.StatusOK, "3 runs were replayed.", "<td>held</td>")
-	// A refusal of the API is its page: a state a bulk action does not take.
-	b.post("/ui/bulk", url.Values{"namespace": {"nobody"}, "state": {"succeeded"}}).want(t, http.StatusBadRequest, "a replay acts on failed or cancelled runs")
+	// A state a bulk action does not take, or none, is refused.
+	b.post("/ui/bulk", url.Values{"namespace": {"nobody"}, "state": {"succeeded"}}).want(t, http.StatusBadRequest, "Choose the runs first")
+	b.post("/ui/bulk", url.Values{"namespace": {"nobody"}}).want(t, http.StatusBadRequest, "Choose the runs first")
 }

@@ -168,6 +168,9 @@ const BulkMax = 1000
 func (d *Dashboard) bulkAct(q *request) (*view, error) {
 	b := wire.BulkRuns{Namespace: cmp.Or(q.r.PostFormValue("namespace"), plan.DefaultNamespace), Flow: q.r.PostFormValue("flow"),
 		State: q.r.PostFormValue("state"), Limit: BulkMax}
+	if b.State != wire.RunRunning && b.State != wire.RunFailed && b.State != wire.RunCancelled {
+		return nil, &pageError{status: http.StatusBadRequest, msg: "Choose the runs first: running ones to cancel, failed or cancelled ones to replay."}
+	}
 	var res *wire.BulkRunsResult
 	var err error
 	verb := "cancelled"

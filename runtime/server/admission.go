@@ -212,7 +212,7 @@ func (a *admissionService) ListQuotas(ctx context.Context, q api.LimitListQuery)
 func toQuota(q *store.Quota) *wire.Quota {
 	out := &wire.Quota{ID: q.ID, Rate: q.Rate, WindowMs: q.Window.Milliseconds(), Concurrency: q.Concurrency,
 		JitterMs: q.Jitter.Milliseconds(), Key: q.Key, CreatedAt: timePtr(q.CreatedAt), UpdatedAt: timePtr(q.UpdatedAt),
-		Subjects: make([]wire.QuotaSubject, len(q.Subjects))}
+		Subjects: make([]wire.QuotaSubject, len(q.Subjects)), SubjectsMore: q.SubjectsMore}
 	if q.Rate == 0 {
 		out.WindowMs = 0 // a window means something with a rate only
 	}

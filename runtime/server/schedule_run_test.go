@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
@@ -144,6 +146,31 @@ func TestScheduleRunByHandRefusals(t *testing.T) {
 		field, _ := body.Error.Details["field"].(string)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body.Error.Message+" "+field, tc.field) {
 			t.Errorf("POST runs%s %s = %d %+v; want 400 on %s", tc.query, tc.body, resp.StatusCode, body.Error, tc.field)
+		}
+	}
+}
+
+// TestScheduleRunByHandLongKey: a caller's idempotency key of up to the
+// API's 256 bytes is taken, although the run's key wraps it in the
+// schedule's prefix (a key the prefix pushes past the store's limit
+// stands for itself by its hash), and a repeat answers the first run.
+func TestScheduleRunByHandLongKey(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{twoStep()} })
+	ctx := ctxT(t)
+	if _, _, err := env.Client.PutSchedule(ctx, "yearly", wire.PutSchedule{Template: "two", Cron: "0 3 1 1 *",
+		Input: json.RawMessage(`{"s":"x"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{200, 240, api.IdemKeyMaxBytes} {
+		key := strings.Repeat("k", n-1) + strconv.Itoa(n%10)
+		r, err := env.Client.RunSchedule(ctx, "yearly", client.WithIdempotencyKey(key))
+		if err != nil || !r.Created {
+			t.Fatalf("RunSchedule with a key of %d bytes = %+v, %v; want a new run", n, r, err)
+		}
+		again, err := env.Client.RunSchedule(ctx, "yearly", client.WithIdempotencyKey(key))
+		if err != nil || again.Created || again.ID != r.ID {
+			t.Fatalf("RunSchedule again with the key of %d bytes = %+v, %v; want run %s", n, again, err, r.ID)
 		}
 	}
 }

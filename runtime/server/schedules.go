@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -201,8 +202,15 @@ func (s *scheduleService) RunSchedule(ctx context.Context, name, key string, wai
 	if key == "" {
 		key = randomKey()
 	}
+	full := scheduleKeyPrefix + name + ":" + scheduleKeyNow + key
+	if len(full) > store.MaxIdempotencyKeyBytes {
+		// A caller's key within the API's limit that the prefix pushes
+		// past the store's stands for itself by its hash.
+		sum := sha256.Sum256([]byte(key))
+		full = scheduleKeyPrefix + name + ":" + scheduleKeyNow + "sha256:" + hex.EncodeToString(sum[:])
+	}
 	w, created, err := s.flows.StageFlow(ctx, api.FlowRequest{Flow: tmpl, Shared: true, Input: input, Namespace: sc.Namespace,
-		IdempotencyKey: scheduleKeyPrefix + name + ":" + scheduleKeyNow + key, Wait: wait})
+		IdempotencyKey: full, Wait: wait})
 	if err != nil {
 		return nil, false, err
 	}

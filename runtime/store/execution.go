@@ -390,7 +390,9 @@ func decodeState(s, detail string) StateVector {
 
 // decodeAttempts builds the attempt history from the record's fields
 // "att:<n>" ("<type>\t<worker>\t<instance>\t<lease>\t<epoch>\t<started>",
-// written at claim) and "att:<n>:end" ("<ended>\t<outcome>\t<error>").
+// written at claim) and "att:<n>:end" ("<ended>\t<outcome>\t<error>"):
+// the last AttemptsKept attempts (a record an earlier release wrote may
+// hold more).
 func decodeAttempts(f map[string]string) []Attempt {
 	var out []Attempt
 	for k, rec := range f {
@@ -415,6 +417,9 @@ func decodeAttempts(f map[string]string) []Attempt {
 		out = append(out, a)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	if len(out) > AttemptsKept {
+		out = out[len(out)-AttemptsKept:]
+	}
 	return out
 }
 

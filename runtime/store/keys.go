@@ -10,6 +10,7 @@ import (
 //
 //	<prefix>ff:config                    HASH   deployment settings (partition counts; limits_indexed:
 //	                                            the budget and quota indexes were backfilled)
+//	<prefix>ff:limits_backfill           STRING the lock of a backfill pass (PX)
 //	B:lanes                              SET    "<ns>:<lane>" pairs seen on the partition
 //	B:x:<uuid>                           HASH   execution record, payload, result and
 //	                                            attempt history ("att:<n>", "att:<n>:end")
@@ -30,6 +31,7 @@ import (
 //	B:f:<uuid>:staged                    SET    members of a chunked staging not committed yet
 //	B:staging                            ZSET   uncommitted chunked stagings; score = deadline ms
 //	B:fidem:<ns>:<key>                   STRING run idempotency key -> run uuid (PX)
+//	B:runs:ns:<ns>                       ZSET   the namespace's runs; score = staging ms (listings)
 //	B:runs:ended                         ZSET   ended runs; score = end ms
 //	B:runs:purging                       ZSET   runs retention is deleting (members left)
 //	B:f:<uuid>:purge                     HASH   the node map of a run being deleted

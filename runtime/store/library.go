@@ -157,6 +157,14 @@ func (n libraryNode) logArgs(args ...any) []any {
 // to one node of a cluster, and functions are not shared between shards
 // (a replica gets them from its primary).
 func (s *Store) libraryNodes(ctx context.Context) ([]libraryNode, error) {
+	return s.primaries(ctx, false)
+}
+
+// primaries returns the primaries of a cluster (the one server
+// otherwise). A node that does not answer ROLE is skipped, unless strict:
+// then it is an error (a pass that must see every key cannot tell whether
+// it was a primary).
+func (s *Store) primaries(ctx context.Context, strict bool) ([]libraryNode, error) {
 	if s.c.Mode() != valkey.ClientModeCluster {
 		return []libraryNode{{c: s.c}}, nil
 	}
@@ -176,6 +184,9 @@ func (s *Store) libraryNodes(ctx context.Context) ([]libraryNode, error) {
 		if r, _ := role[0].ToString(); r == "master" || r == "primary" {
 			out = append(out, libraryNode{c: c, addr: addr, desc: " on " + addr})
 		}
+	}
+	if len(unreachable) > 0 && strict {
+		return nil, errors.Join(append([]error{errors.New("store: a cluster node does not answer")}, unreachable...)...)
 	}
 	if len(unreachable) > 0 {
 		s.log.DebugContext(ctx, "cluster nodes skipped for the library", attrError, errors.Join(unreachable...))

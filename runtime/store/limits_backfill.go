@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/lua"
+	"github.com/valkey-io/valkey-go"
 )
 
 // Upgrade of the budget and quota indexes. Budgets and quotas created by a
@@ -35,6 +36,9 @@ const (
 	backfillBatch = 500
 	// backfillScanCount is the COUNT of one SCAN of the backfill.
 	backfillScanCount = 1000
+	// limitsBackfillLock (after the key prefix) is held by the process
+	// making a pass, for LimitsBackfillRetry at most.
+	limitsBackfillLock = "ff:limits_backfill"
 )
 
 // LimitsBackfill is the outcome of one BackfillLimitIndexes pass.
@@ -62,7 +66,30 @@ func (s *Store) BackfillLimitIndexes(ctx context.Context) (LimitsBackfill, error
 		out.Done = true
 		return out, nil
 	}
-	nodes, err := s.libraryNodes(ctx)
+	// One pass at a time across processes: each is a full SCAN.
+	took, err := s.c.Do(ctx, s.c.B().Set().Key(s.k.prefix+limitsBackfillLock).Value(strconv.FormatInt(time.Now().UnixMilli(), 10)).
+		Nx().Px(LimitsBackfillRetry).Build()).AsBool()
+	if err != nil && !valkey.IsValkeyNil(err) {
+		return out, fmt.Errorf("store: take the backfill lock: %w", err)
+	}
+	if !took {
+		return out, nil // another process makes a pass now
+	}
+	defer func() {
+		// Released at the end (unconditionally: a pass that outlived the
+		// lock's lifetime may free another's, which costs one more
+		// concurrent scan, nothing else).
+		_ = s.c.Do(context.WithoutCancel(ctx), s.c.B().Del().Key(s.k.prefix+limitsBackfillLock).Build()).Error()
+	}()
+	// Another version in use at the start may create unindexed budgets
+	// while the scan runs, even if its record is gone by the end.
+	before, err := s.otherVersions(ctx)
+	if err != nil {
+		return out, err
+	}
+	// Every primary, or no pass: a node left out would leave its keys
+	// out for good once the deployment is marked.
+	nodes, err := s.primaries(ctx, true)
 	if err != nil {
 		return out, err
 	}
@@ -114,14 +141,12 @@ func (s *Store) BackfillLimitIndexes(ctx context.Context) (LimitsBackfill, error
 			return out, err
 		}
 	}
-	versions, err := s.c.Do(ctx, s.c.B().Hkeys().Key(s.k.libraries()).Build()).AsStrSlice()
+	after, err := s.otherVersions(ctx)
 	if err != nil {
-		return out, fmt.Errorf("store: read library versions: %w", err)
+		return out, err
 	}
-	for _, v := range versions {
-		if v != lua.Version() {
-			return out, nil // another release may still create unindexed ones
-		}
+	if before || after {
+		return out, nil // another release may still create unindexed ones
 	}
 	err = s.c.Do(ctx, s.c.B().Hset().Key(s.k.config()).FieldValue().
 		FieldValue(limitsIndexedField, strconv.FormatInt(time.Now().UnixMilli(), 10)).Build()).Error()
@@ -130,6 +155,21 @@ func (s *Store) BackfillLimitIndexes(ctx context.Context) (LimitsBackfill, error
 	}
 	out.Done = true
 	return out, nil
+}
+
+// otherVersions reports whether a library version other than this one is
+// recorded as in use (KeepLibrary).
+func (s *Store) otherVersions(ctx context.Context) (bool, error) {
+	versions, err := s.c.Do(ctx, s.c.B().Hkeys().Key(s.k.libraries()).Build()).AsStrSlice()
+	if err != nil {
+		return false, fmt.Errorf("store: read library versions: %w", err)
+	}
+	for _, v := range versions {
+		if v != lua.Version() {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // limitRecord reports whether key is the record of a budget or quota, and

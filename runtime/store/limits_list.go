@@ -24,6 +24,10 @@ const (
 	LimitListDefault = 100
 	// LimitListMax bounds the page size of ListBudgets and ListQuotas.
 	LimitListMax = 1000
+	// QuotaListSubjectsMax bounds the key values ListQuotas reads of each
+	// keyed quota (the first by key): a page costs at most LimitListMax
+	// times that many subject reads.
+	QuotaListSubjectsMax = 20
 )
 
 // ListBudgetsOptions filter and page ListBudgets. Empty fields do not
@@ -141,6 +145,9 @@ func (s *Store) ListQuotas(ctx context.Context, o ListQuotasOptions) (*QuotaPage
 			return nil, fmt.Errorf("store: read quota keys %s: %w", id, err)
 		}
 		q, subjects := quotaFrom(id, def, keyVals, nil)
+		if n := len(subjects); n > QuotaListSubjectsMax {
+			q.SubjectsMore, subjects = n-QuotaListSubjectsMax, subjects[:QuotaListSubjectsMax]
+		}
 		quotas = append(quotas, found{q, subjects})
 		reads = append(reads, s.subjectReads(s.quotaPart(id), subjects, q.Window, now)...)
 	}

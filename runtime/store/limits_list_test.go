@@ -323,8 +323,24 @@ func TestListQuotas(t *testing.T) {
 	}
 	p, err := e.s.ListQuotas(e.ctx, ListQuotasOptions{Limit: 1})
 	if err != nil || len(p.Quotas) != 1 || p.Quotas[0].ID != all[0] || len(p.Quotas[0].Subjects) != 1 ||
-		p.Quotas[0].Subjects[0].Key != "acme" || p.Quotas[0].Subjects[0].PauseReason != "429" {
+		p.Quotas[0].Subjects[0].Key != "acme" || p.Quotas[0].Subjects[0].PauseReason != "429" || p.Quotas[0].SubjectsMore != 0 {
 		t.Fatalf("first page = %+v, %v", p, err)
+	}
+	// A keyed quota with more key values than a listing reads: the first
+	// QuotaListSubjectsMax, and the count of the others; GetQuota has all.
+	for i := range QuotaListSubjectsMax + 5 {
+		if err := e.s.PauseQuota(e.ctx, all[0], QuotaPause{Key: fmt.Sprintf("t%02d", i), For: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err = e.s.ListQuotas(e.ctx, ListQuotasOptions{Limit: 1})
+	if err != nil || len(p.Quotas[0].Subjects) != QuotaListSubjectsMax || p.Quotas[0].SubjectsMore != 6 ||
+		p.Quotas[0].Subjects[0].Key != "acme" {
+		t.Fatalf("a quota of %d key values listed with %d subjects and %d more (%v); want %d and 6",
+			QuotaListSubjectsMax+6, len(p.Quotas[0].Subjects), p.Quotas[0].SubjectsMore, err, QuotaListSubjectsMax)
+	}
+	if q, err := e.s.GetQuota(e.ctx, all[0]); err != nil || len(q.Subjects) != QuotaListSubjectsMax+6 || q.SubjectsMore != 0 {
+		t.Fatalf("GetQuota of it: %d subjects, %v", len(q.Subjects), err)
 	}
 }
 
@@ -409,8 +425,19 @@ func TestBackfillLimitIndexes(t *testing.T) {
 		t.Fatalf("quotas after the backfill (-want +got):\n%s", d)
 	}
 
-	// The other version gone: the next pass finds nothing new and marks.
+	// The other version gone: the next pass finds nothing new and marks;
+	// but not while another process makes a pass (its lock held).
 	if err := e.c.Do(e.ctx, e.c.B().Hdel().Key(e.s.k.libraries()).Field("0123456789abcdef").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	lock := e.s.k.prefix + limitsBackfillLock
+	if err := e.c.Do(e.ctx, e.c.B().Set().Key(lock).Value("other").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.s.BackfillLimitIndexes(e.ctx); err != nil || r != (LimitsBackfill{}) || e.indexed() {
+		t.Fatalf("BackfillLimitIndexes while another holds the lock = %+v, %v (marked: %v)", r, err, e.indexed())
+	}
+	if err := e.c.Do(e.ctx, e.c.B().Del().Key(lock).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := e.s.BackfillLimitIndexes(e.ctx); err != nil || r != (LimitsBackfill{Done: true}) {

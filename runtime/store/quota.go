@@ -78,8 +78,11 @@ type Quota struct {
 	Jitter      time.Duration  `json:"jitter,omitempty"`
 	Key         string         `json:"key,omitempty"`
 	Subjects    []QuotaSubject `json:"subjects"` // unkeyed: one; keyed: one per key value seen, by key
-	CreatedAt   time.Time      `json:"created_at"`
-	UpdatedAt   time.Time      `json:"updated_at"`
+	// SubjectsMore counts the key values ListQuotas leaves out (it lists
+	// QuotaListSubjectsMax of each quota); GetQuota lists them all.
+	SubjectsMore int       `json:"subjects_more,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 }
 
 // Causes of a quota denial (AdmitResult.Cause).

@@ -161,8 +161,11 @@ type Quota struct {
 	JitterMs    int64          `json:"jitter_ms,omitempty"`
 	Key         string         `json:"key,omitempty"`
 	Subjects    []QuotaSubject `json:"subjects"`
-	CreatedAt   *time.Time     `json:"created_at,omitempty"`
-	UpdatedAt   *time.Time     `json:"updated_at,omitempty"`
+	// SubjectsMore counts the key values a listing (GET /v1/quotas) leaves
+	// out: it gives the first 20 by key; GET /v1/quotas/{id} gives all.
+	SubjectsMore int        `json:"subjects_more,omitempty"`
+	CreatedAt    *time.Time `json:"created_at,omitempty"`
+	UpdatedAt    *time.Time `json:"updated_at,omitempty"`
 }
 
 // QuotaList answers GET /v1/quotas: one page of quotas, ordered by id.
