@@ -782,3 +782,37 @@ local function drop_staged(p, run)
   redis.call('ZREM', p.base .. ':staging', run)
   return #members
 end
+
+-- Helpers the files after this one share. Each of those files is a block
+-- of its own (lua.go wraps it in do ... end), so its top-level locals are
+-- its own: what several of them use lives here.
+
+-- NONE is an empty table, shared by replies (never written): the upstreams of a
+-- grant that is not a flow member, the grants of a finish without hand-off.
+local NONE = {}
+
+-- covers reports whether the worker capability set has every token of the
+-- comma-separated list required.
+local function covers(have, required)
+  if not required or required == '' then return true end
+  for token in string.gmatch(required, '[^,]+') do
+    if not have[token] then return false end
+  end
+  return true
+end
+
+-- due returns up to limit members of a time-scored index due at now.
+local function due(key, now, limit)
+  return redis.call('ZRANGEBYSCORE', key, '-inf', ts(now), 'LIMIT', '0', itoa(limit))
+end
+
+-- lane_list returns the "<ns>:<lane>" pairs of the partition as
+-- {ns, lane} tables.
+local function lane_list(p)
+  local out = {}
+  for _, m in ipairs(redis.call('SMEMBERS', p.anchor)) do
+    local ns, lane = string.match(m, '^([^:]+):(.+)$')
+    if ns then out[#out + 1] = {ns, lane} end
+  end
+  return out
+end

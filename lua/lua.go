@@ -23,7 +23,12 @@ import (
 // "flowfabric_<version>".
 const LibraryFamily = "flowfabric_"
 
-// files lists the library's files in load order: helpers first.
+// files lists the library's files in load order: helpers first. Every
+// file after the first is wrapped in a block (do ... end) of its own: Lua
+// allows a function 200 local variables at once, the library's top level
+// is one function, and the files' top-level locals together would pass
+// that. The first file's locals are every file's; the others' are their
+// own (what several use belongs in the first).
 var files = []string{"lib.lua", "execution.lua", "worker.lua", "scanner.lua", "flow.lua", "admission.lua", "budget.lua", "quota.lua", "schedule.lua", "version.lua"}
 
 //go:embed *.lua
@@ -42,7 +47,13 @@ func assemble() (string, string) {
 			panic(fmt.Sprintf("lua: embedded file %s: %v", name, err))
 		}
 		fmt.Fprintf(&body, "\n-- file: %s\n", name)
+		if name == files[0] {
+			body.Write(b)
+			continue
+		}
+		body.WriteString("do\n")
 		body.Write(b)
+		body.WriteString("\nend\n")
 	}
 	sum := sha256.Sum256([]byte(body.String()))
 	v := hex.EncodeToString(sum[:8])

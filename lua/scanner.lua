@@ -6,11 +6,6 @@
 -- Every function replies {1, processed, more} where more is 1 when the
 -- limit was reached.
 
--- due returns up to limit members of a time-scored index due at now.
-local function due(key, now, limit)
-  return redis.call('ZRANGEBYSCORE', key, '-inf', ts(now), 'LIMIT', '0', itoa(limit))
-end
-
 -- sweep is the step of a scanner over one time-scored index of a
 -- partition (p[index]). For each due member, at(c) gives the time its
 -- record says the entry is due, or nil when the entry no longer applies;
@@ -73,17 +68,6 @@ local function ff_expire_deadlines(keys, argv)
   return sweep(keys, argv, 'deadlines', function(c)
     return not is(c.state, 'terminal') and c.deadline_at ~= '' and num(c.deadline_at) or nil
   end, expire_deadline)
-end
-
--- lane_list returns the "<ns>:<lane>" pairs of the partition as
--- {ns, lane} tables.
-local function lane_list(p)
-  local out = {}
-  for _, m in ipairs(redis.call('SMEMBERS', p.anchor)) do
-    local ns, lane = string.match(m, '^([^:]+):(.+)$')
-    if ns then out[#out + 1] = {ns, lane} end
-  end
-  return out
 end
 
 -- lanes_due hands act(key, u, lane) every member due at `at` of the index

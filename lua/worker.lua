@@ -8,10 +8,6 @@ local CLAIM_FIELDS = {
   'budgets', 'quotas', 'handoff',
 }
 
--- An empty table, shared by replies (never written): the upstreams of a
--- grant that is not a flow member, the grants of a finish without hand-off.
-local NONE = {}
-
 -- The public states of an upstream that ended without an output, which
 -- a grant reports (upstream_errors).
 local ENDED_WITHOUT = {failed = true, expired = true, cancelled = true, skipped = true}
@@ -37,16 +33,6 @@ end
 -- a two-field HMGET per candidate, not a full read.
 local CLAIM_LOOKAHEAD = 512
 local CLAIM_CHUNK = 64
-
--- covers reports whether the worker capability set has every token of the
--- comma-separated list required.
-local function covers(have, required)
-  if not required or required == '' then return true end
-  for token in string.gmatch(required, '[^,]+') do
-    if not have[token] then return false end
-  end
-  return true
-end
 
 -- Sets built from comma-separated lists (a worker's kinds or
 -- capabilities), by list: a worker sends the same lists with every claim
