@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
@@ -33,6 +34,47 @@ type Faults struct {
 	// Delay is how long every handler waits (honouring its context) before
 	// working; zero means no wait.
 	Delay time.Duration
+}
+
+// Execs returns the names faults take, "<flow>.<exec>", of every exec of
+// the example flows, sorted.
+func Execs() ([]string, error) {
+	var out []string
+	for _, load := range []func() (*plan.Flow, error){AskPlan, FulfilOrderPlan, NightlyETLPlan, PublishPlan} {
+		f, err := load()
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range f.Execs {
+			out = append(out, f.Name+"."+x.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Unknown returns the names f's fault sets hold that are no exec of the
+// example flows (Execs), sorted: a fault on one of them would never fire.
+func (f Faults) Unknown() ([]string, error) {
+	execs, err := Execs()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, set := range []map[string]bool{f.Fail, f.Permanent, f.Hang} {
+		for name := range set {
+			if !slices.Contains(execs, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	for name := range f.FailTimes {
+		if !slices.Contains(execs, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // ErrInjected is the cause of every failure injected through Faults.

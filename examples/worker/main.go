@@ -46,12 +46,24 @@ func run(args []string, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	demo := flows.NewDemo(flows.Faults{Fail: set(*fail), Permanent: set(*permanent), Hang: set(*hang)})
+	faults := flows.Faults{Fail: set(*fail), Permanent: set(*permanent), Hang: set(*hang)}
+	unknown, err := faults.Unknown()
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+		return 1
+	}
+	if len(unknown) > 0 {
+		execs, _ := flows.Execs()
+		fmt.Fprintf(stderr, "worker: -fail, -permanent and -hang take <flow>.<exec> names; no exec is named %s (there are: %s)\n",
+			strings.Join(unknown, ", "), strings.Join(execs, ", "))
+		return 2
+	}
+	demo := flows.NewDemo(faults)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger.Info("serving the example flows", "url", *url)
-	err := flows.RunWorkers(ctx, worker.Config{URL: *url, Token: *token, Name: "examples", Concurrency: *concurrency, Logger: logger}, demo)
+	err = flows.RunWorkers(ctx, worker.Config{URL: *url, Token: *token, Name: "examples", Concurrency: *concurrency, Logger: logger}, demo)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 1

@@ -21,6 +21,14 @@ func TestRunFlags(t *testing.T) {
 	if code := run([]string{"-concurrency", "-1", "-url", "http://127.0.0.1:1"}, &stderr); code != 1 || !strings.Contains(stderr.String(), "Concurrency") {
 		t.Fatalf("invalid config: code %d, stderr %q", code, stderr.String())
 	}
+	// A fault on a name that is no exec would never fire: refused, with
+	// the names there are.
+	stderr.Reset()
+	if code := run([]string{"-fail", "publish.transcode,publish.nope", "-hang", "etl.load", "-url", "http://127.0.0.1:1"}, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), "no exec is named etl.load, publish.nope (there are: ask.") ||
+		!strings.Contains(stderr.String(), "nightly_etl.load") {
+		t.Fatalf("unknown exec names: code %d, stderr %q", code, stderr.String())
+	}
 }
 
 func TestSet(t *testing.T) {
