@@ -149,6 +149,7 @@ func (d *Dashboard) routes() {
 	m.Handle("POST "+Prefix+"/schedules/{name}/run", d.page(d.runSchedule))
 	m.Handle("GET "+Prefix+"/workers", d.page(d.workers))
 	m.Handle("GET "+Prefix+"/limits", d.page(d.limits))
+	m.Handle("GET "+Prefix+"/budgets/reset", d.page(d.confirmReset))
 	m.Handle("POST "+Prefix+"/budgets/reset", d.page(d.resetBudget))
 	m.Handle("POST "+Prefix+"/quotas/pause", d.page(d.pauseQuota))
 	m.Handle("POST "+Prefix+"/quotas/resume", d.page(d.resumeQuota))

@@ -873,6 +873,11 @@ func TestConsoleLimits(t *testing.T) {
 	}
 	b.post("/ui/quotas/pause", url.Values{"id": {"lim/nope"}, "minutes": {"1"}}).want(t, http.StatusNotFound, "Refused: ")
 
+	// A reset asks first, on a page of its own, which shows the usage.
+	b.get("/ui/limits").want(t, http.StatusOK, `<form method="get" action="/ui/budgets/reset"><input type="hidden" name="id" value="lim/tokens">`)
+	b.get("/ui/budgets/reset?id=lim/tokens&view=namespace%3Dlim").want(t, http.StatusOK, "Reset budget <code>lim/tokens</code>?",
+		"<li>tokens: ", `<input type="hidden" name="view" value="namespace=lim">`, `<a href="/ui/limits?namespace=lim">Keep its usage</a>`)
+	b.get("/ui/budgets/reset?id=lim/nope").want(t, http.StatusNotFound)
 	b.post("/ui/budgets/reset", url.Values{"id": {"lim/tokens"}}).wantRedirect(t, "/ui/limits?done=budget-reset")
 	if bu, err := env.Client.GetBudget(ctx, "lim/tokens"); err != nil || bu.Dimensions[0].Used != 0 {
 		t.Fatalf("after the reset: %+v, %v", bu, err)

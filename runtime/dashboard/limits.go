@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"errors"
+	"html/template"
 	"maps"
 	"net/http"
 	"net/url"
@@ -258,6 +259,36 @@ func (d *Dashboard) limitRefused(q *request, err error) (*view, error) {
 		return nil, err
 	}
 	return d.showLimits(q, "", ae.Message, ae.Status)
+}
+
+// budgetResetData is the page that asks before a budget is reset.
+type budgetResetData struct {
+	B    *wire.Budget
+	View string       // the limits page's query, sent back with the reset
+	Back template.URL // that page
+}
+
+// confirmReset asks before a budget's usage is zeroed, on a page of its
+// own.
+func (d *Dashboard) confirmReset(q *request) (*view, error) {
+	b, err := q.api.GetBudget(q.ctx(), q.r.URL.Query().Get("id"))
+	if err != nil {
+		return nil, err
+	}
+	from := q.r.URL.Query().Get("view")
+	old, _ := url.ParseQuery(from)
+	v := url.Values{}
+	for _, k := range limitsParams {
+		if x := strings.TrimSpace(old.Get(k)); x != "" {
+			v.Set(k, x)
+		}
+	}
+	back := Prefix + "/limits"
+	if len(v) > 0 {
+		back += "?" + v.Encode()
+	}
+	return &view{page: "budget_reset", title: "Reset budget " + b.ID,
+		data: budgetResetData{B: b, View: from, Back: template.URL(back)}}, nil // encoded: safe
 }
 
 func (d *Dashboard) resetBudget(q *request) (*view, error) {
