@@ -508,6 +508,8 @@ func (c *cmd) schedules(ctx context.Context, args []string) error {
 		switch {
 		case s.LastError != "":
 			last = "no run: " + clip(s.LastError, 80)
+		case s.LastRunID != "" && s.LastRunState != "":
+			last = "run " + s.LastRunID + " (" + s.LastRunState + ")"
 		case s.LastRunID != "":
 			last = "run " + s.LastRunID
 		}

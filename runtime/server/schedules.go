@@ -136,8 +136,35 @@ func (s *scheduleService) GetSchedule(ctx context.Context, name string) (*wire.S
 	if err != nil {
 		return nil, mapError(err)
 	}
-	w := toSchedule(*sc)
-	return &w, nil
+	out := []wire.Schedule{toSchedule(*sc)}
+	if err := s.lastRunStates(ctx, out); err != nil {
+		return nil, err
+	}
+	return &out[0], nil
+}
+
+// lastRunStates fills in the state of each schedule's last run, in one
+// round trip.
+func (s *scheduleService) lastRunStates(ctx context.Context, scs []wire.Schedule) error {
+	var ids []store.RunID
+	var at []int
+	for i, sc := range scs {
+		if sc.LastRunID != "" {
+			ids = append(ids, store.RunID(sc.LastRunID))
+			at = append(at, i)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	states, err := s.st.RunStates(ctx, ids)
+	if err != nil {
+		return mapError(err)
+	}
+	for j, i := range at {
+		scs[i].LastRunState = string(states[j])
+	}
+	return nil
 }
 
 func (s *scheduleService) ListSchedules(ctx context.Context) (*wire.ScheduleList, error) {
@@ -148,6 +175,9 @@ func (s *scheduleService) ListSchedules(ctx context.Context) (*wire.ScheduleList
 	out := &wire.ScheduleList{Schedules: make([]wire.Schedule, len(l))}
 	for i, sc := range l {
 		out.Schedules[i] = toSchedule(sc)
+	}
+	if err := s.lastRunStates(ctx, out.Schedules); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -69,6 +69,17 @@ func TestScheduleStartsRuns(t *testing.T) {
 	}
 	// The run says which schedule and fire started it, in the result
 	// answer and in the run.
+	// The schedule says how its last run went, in the list and alone.
+	l, err := c.ListSchedules(ctx)
+	if err != nil || len(l.Schedules) != 1 {
+		t.Fatalf("ListSchedules = %+v, %v", l, err)
+	}
+	if ls := l.Schedules[0]; ls.LastRunID == got.LastRunID && ls.LastRunState != wire.RunSucceeded {
+		t.Fatalf("listed schedule's last run %s is %q; want succeeded", ls.LastRunID, ls.LastRunState)
+	}
+	if one, err := c.GetSchedule(ctx, "tick"); err != nil || one.LastRunState == "" {
+		t.Fatalf("GetSchedule = %+v, %v; want its last run's state", one, err)
+	}
 	full, err := c.GetRun(ctx, got.LastRunID)
 	for _, r := range []*wire.FlowRun{run, full} {
 		if err != nil || r.Schedule != "tick" || r.ScheduledAt == nil || !r.ScheduledAt.Equal(*got.LastFireAt) ||

@@ -1005,6 +1005,37 @@ func (s *Store) RunState(ctx context.Context, id RunID) (RunState, error) {
 	return RunState(v), nil
 }
 
+// RunStates returns the states of runs in one pipelined round trip: ""
+// for a run that does not exist (retention deleted it) or whose id names
+// no partition.
+func (s *Store) RunStates(ctx context.Context, ids []RunID) ([]RunState, error) {
+	out := make([]RunState, len(ids))
+	cmds := make(valkey.Commands, 0, len(ids))
+	var at []int
+	for i, id := range ids {
+		p, uuid, err := s.locate(ExecutionID(id))
+		if err != nil {
+			continue
+		}
+		cmds = append(cmds, s.c.B().Hget().Key(s.k.run(p, uuid)).Field("state").Build())
+		at = append(at, i)
+	}
+	if len(cmds) == 0 {
+		return out, nil
+	}
+	for j, r := range s.c.DoMulti(ctx, cmds...) {
+		v, err := r.ToString()
+		if valkey.IsValkeyNil(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: read the state of run %s: %w", ids[at[j]], err)
+		}
+		out[at[j]] = RunState(v)
+	}
+	return out, nil
+}
+
 // GetRun returns a run with the state of every execution.
 func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
 	return s.getRun(ctx, id, true)

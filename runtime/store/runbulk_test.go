@@ -40,3 +40,21 @@ func TestCancelAndReplayRuns(t *testing.T) {
 		t.Fatalf("run after the replay: %s, %d replays", r.State, r.Replays)
 	}
 }
+
+// TestRunStates: the states of many runs in one round trip; "" for one
+// that does not exist or whose id names no partition.
+func TestRunStates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	runs := e.stageListed("states", "default", 2)
+	if _, err := e.s.CancelRun(e.ctx, runs[1].ID, "x"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.s.RunStates(e.ctx, []RunID{runs[0].ID, runs[1].ID, "1.00000000-0000-0000-0000-000000000000", "bad"})
+	if err != nil || len(got) != 4 || got[0] != RunRunning || got[1] != RunCancelled || got[2] != "" || got[3] != "" {
+		t.Fatalf("RunStates = %v, %v", got, err)
+	}
+	if got, err := e.s.RunStates(e.ctx, nil); err != nil || len(got) != 0 {
+		t.Fatalf("RunStates of none = %v, %v", got, err)
+	}
+}

@@ -41,9 +41,12 @@ type Schedule struct {
 	Fires      int64      `json:"fires"`
 	LastFireAt *time.Time `json:"last_fire_at,omitempty"`
 	LastRunID  string     `json:"last_run_id,omitempty"`
-	LastError  string     `json:"last_error,omitempty"`
-	CreatedAt  *time.Time `json:"created_at,omitempty"`
-	UpdatedAt  *time.Time `json:"updated_at,omitempty"`
+	// LastRunState is the state of that run now (running, succeeded,
+	// failed, cancelled; absent once retention deleted it).
+	LastRunState string     `json:"last_run_state,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`
+	CreatedAt    *time.Time `json:"created_at,omitempty"`
+	UpdatedAt    *time.Time `json:"updated_at,omitempty"`
 }
 
 // PutScheduleResponse answers PUT /v1/schedules/{name}.
