@@ -223,7 +223,25 @@ func syntaxDiagnostic(p *participle.Parser[File], err error, chunk []lexer.Token
 			var perr2 participle.Error
 			if errors.As(err2, &perr2) && perr2.Position().Offset > tok.Pos.Offset {
 				tok2, idx2 := tokenAt(chunk, perr2.Position())
-				return finishSyntax(tok2, idx2, chunk, expectedOf(perr2.Message()), "")
+				exp2 := expectedOf(perr2.Message())
+				// The statement stopped again at the start of a
+				// statement of a block inside it (the first member of a
+				// schedule's input object): that statement on its own
+				// says what is wrong.
+				for depth := 0; exp2 == `"}"` && depth < 8; depth++ {
+					inner := blockAt(chunk, idx2)
+					if inner.reparse == nil {
+						break
+					}
+					err3 := inner.reparse(p, chunk[idx2:])
+					var perr3 participle.Error
+					if !errors.As(err3, &perr3) || perr3.Position().Offset <= tok2.Pos.Offset {
+						break
+					}
+					tok2, idx2 = tokenAt(chunk, perr3.Position())
+					exp2 = expectedOf(perr3.Message())
+				}
+				return finishSyntax(tok2, idx2, chunk, exp2, "")
 			}
 		}
 		d := syntaxMessage(tok, idx, chunk, blk.accepts+` or "}"`, blk.kind)
