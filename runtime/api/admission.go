@@ -96,7 +96,7 @@ func limitListQuery(c echo.Context, withScope bool) (LimitListQuery, *Error) {
 		}
 		q.Limit = n
 	}
-	if _, ok := c.QueryParams()["namespace"]; ok {
+	if q.Namespace != "" { // empty is none, as on every route (Conventions)
 		if e := checkName("namespace", q.Namespace); e != nil {
 			return q, e
 		}
@@ -106,7 +106,7 @@ func limitListQuery(c echo.Context, withScope bool) (LimitListQuery, *Error) {
 	default:
 		return q, invalid("scope", "%q is neither %q nor %q", q.Scope, plan.ScopeShared, plan.ScopeRun)
 	}
-	if _, ok := c.QueryParams()["cursor"]; ok {
+	if q.Cursor != "" {
 		if e := checkIdent("cursor", q.Cursor, LimitCursorMaxBytes, false); e != nil {
 			return q, e
 		}

@@ -414,16 +414,29 @@ func (f *flows) bulkQuery(c echo.Context, op string) (RunListQuery, *wire.BulkRu
 	if e := onlyQuery(c); e != nil {
 		return RunListQuery{}, nil, e
 	}
-	var req wire.BulkRuns
-	if err := Decode(c, f.s.limit(BodyLimitDefault), false, &req); err != nil {
+	// wire.BulkRuns, with the limit's absence told from a 0.
+	var body struct {
+		Namespace string `json:"namespace"`
+		Flow      string `json:"flow"`
+		State     string `json:"state"`
+		Reason    string `json:"reason"`
+		Limit     *int   `json:"limit"`
+		Cursor    string `json:"cursor"`
+	}
+	if err := Decode(c, f.s.limit(BodyLimitDefault), false, &body); err != nil {
 		return RunListQuery{}, nil, asError(err)
+	}
+	req := wire.BulkRuns{Namespace: body.Namespace, Flow: body.Flow, State: body.State, Reason: body.Reason, Cursor: body.Cursor,
+		Limit: BulkLimitDef}
+	if body.Limit != nil {
+		req.Limit = *body.Limit
 	}
 	if req.Namespace != "" {
 		if e := checkName("namespace", req.Namespace); e != nil {
 			return RunListQuery{}, nil, e
 		}
 	}
-	q := RunListQuery{Namespace: req.Namespace, Flow: req.Flow, State: req.State, Cursor: req.Cursor, Limit: cmp.Or(req.Limit, BulkLimitDef)}
+	q := RunListQuery{Namespace: req.Namespace, Flow: req.Flow, State: req.State, Cursor: req.Cursor, Limit: req.Limit}
 	if q.Limit < 1 || q.Limit > BulkLimitMax {
 		return q, nil, invalid("limit", "%d is outside 1..%d", req.Limit, BulkLimitMax)
 	}

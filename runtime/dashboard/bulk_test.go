@@ -45,8 +45,8 @@ func TestConsoleBulkCancelReplay(t *testing.T) {
 	b.get("/ui/runs?namespace=nobody&state=running&done=bulk.cancelled.3.0.0").want(t, http.StatusOK, "3 runs were cancelled.")
 	b.get("/ui/runs?namespace=nobody&state=cancelled").want(t, http.StatusOK, "Replay every cancelled run of every flow in nobody…")
 	b.post("/ui/bulk", url.Values{"namespace": {"nobody"}, "state": {"cancelled"}}).
-		wantRedirect(t, "/ui/runs?namespace=nobody&state=running&done=bulk.replayed.3.0.0")
-	b.get("/ui/runs?namespace=nobody&state=running&done=bulk.replayed.3.0.0").want(t, http.StatusOK, "3 runs were replayed.", "<td>held</td>")
+		wantRedirect(t, "/ui/runs?namespace=nobody&done=bulk.replayed.3.0.0")
+	b.get("/ui/runs?namespace=nobody&done=bulk.replayed.3.0.0").want(t, http.StatusOK, "3 runs were replayed.", "<td>held</td>")
 	// A state a bulk action does not take, or none, is refused.
 	b.post("/ui/bulk", url.Values{"namespace": {"nobody"}, "state": {"succeeded"}}).want(t, http.StatusBadRequest, "Choose the runs first")
 	b.post("/ui/bulk", url.Values{"namespace": {"nobody"}}).want(t, http.StatusBadRequest, "Choose the runs first")

@@ -277,7 +277,7 @@ func TestConsoleRunsAFlow(t *testing.T) {
 		t.Fatalf("the run page does not link %s:\n%s", link, p.body)
 	}
 	b.get(link).want(t, http.StatusOK, "<h1>Member publish <code>"+publish.ExecutionID+"</code>",
-		`<a href="/ui/runs/`+id+`">`, "<h2>Input</h2>", "<h2>Output</h2>", "<code>pipe.publish</code>", "1 of 1")
+		`<a href="/ui/runs/`+id+`">`, "<h2>Input</h2>", "<h2>Output</h2>", "<code>pipe.publish</code>", "1 started; the retry policy gives up after 1 failed")
 	// The root member's input is the run's; reached without its run, the
 	// page does not name the member.
 	b.get("/ui/executions/"+fetch.ExecutionID).want(t, http.StatusOK, "<h1>Execution <code>"+fetch.ExecutionID, "<h2>Input</h2>",

@@ -49,13 +49,15 @@ type limitsData struct {
 }
 
 type budgetRow struct {
-	B     *wire.Budget
-	Flows []string // the templates that count against it
+	B      *wire.Budget
+	Flows  []string // the templates that count against it
+	Looked bool     // the one looked up by id, shown first
 }
 
 type quotaRow struct {
-	Q     *wire.Quota
-	Flows []string
+	Q      *wire.Quota
+	Flows  []string
+	Looked bool
 }
 
 // limitsParams are the query parameters of the limits page that choose
@@ -149,23 +151,22 @@ func (d *Dashboard) showLimits(q *request, notice, refused string, status int) (
 	listedQ := func(id string) bool {
 		return slices.ContainsFunc(data.Quotas, func(r quotaRow) bool { return r.Q.ID == id })
 	}
-	// The looked-up id, first: it may name a budget, a quota or both, on
-	// a page not shown.
+	// The looked-up id, first and in full (a listing cuts a keyed quota's
+	// key values): it may name a budget, a quota or both, on a page not
+	// shown.
 	if id := data.Lookup; id != "" {
-		found := listedB(id) || listedQ(id)
-		if !listedB(id) {
-			if b, err := q.api.GetBudget(q.ctx(), id); err == nil {
-				data.Budgets, found = slices.Insert(data.Budgets, 0, budgetRow{B: b, Flows: budgets[id]}), true
-			} else if !refusedLookup(err) {
-				return nil, err
-			}
+		found := false
+		if b, err := q.api.GetBudget(q.ctx(), id); err == nil {
+			data.Budgets = slices.DeleteFunc(data.Budgets, func(r budgetRow) bool { return r.B.ID == id })
+			data.Budgets, found = slices.Insert(data.Budgets, 0, budgetRow{B: b, Flows: budgets[id], Looked: true}), true
+		} else if !refusedLookup(err) {
+			return nil, err
 		}
-		if !listedQ(id) {
-			if x, err := q.api.GetQuota(q.ctx(), id); err == nil {
-				data.Quotas, found = slices.Insert(data.Quotas, 0, quotaRow{Q: x, Flows: quotas[id]}), true
-			} else if !refusedLookup(err) {
-				return nil, err
-			}
+		if x, err := q.api.GetQuota(q.ctx(), id); err == nil {
+			data.Quotas = slices.DeleteFunc(data.Quotas, func(r quotaRow) bool { return r.Q.ID == id })
+			data.Quotas, found = slices.Insert(data.Quotas, 0, quotaRow{Q: x, Flows: quotas[id], Looked: true}), true
+		} else if !refusedLookup(err) {
+			return nil, err
 		}
 		if !found {
 			data.Missing = append(data.Missing, id)

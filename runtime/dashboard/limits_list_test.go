@@ -72,4 +72,21 @@ func TestConsoleLimitsListsEvery(t *testing.T) {
 	// A cursor the API refuses is the reader's: shown, 400.
 	b.get("/ui/limits?budgets_cursor=%21%21").want(t, http.StatusBadRequest, "Refused: ", "cursor")
 	b.get("/ui/limits?namespace=a+b").want(t, http.StatusBadRequest, "Refused: ")
+
+	// A keyed quota with more key values than a listing gives: the page
+	// says so, and looking it up by id shows it first, with all of them.
+	if _, _, err := env.Client.PutQuota(ctx, wire.PutQuota{ID: "zz/keyed", Concurrency: 2, Key: "tenant"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 25 {
+		if _, err := env.Client.PauseQuota(ctx, "zz/keyed", wire.QuotaPause{Key: fmt.Sprintf("k%02d", i), ForMs: 60_000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.get("/ui/limits?namespace=zz").want(t, http.StatusOK, "<code>k19</code>", "5 more key values are not listed here")
+	p = b.get("/ui/limits?namespace=zz&id=zz/keyed")
+	p.want(t, http.StatusOK, "<code>k24</code>", `looked up</span>`)
+	if strings.Contains(p.body, "more key values are not listed") {
+		t.Fatalf("the quota looked up is cut:\n%s", p.body)
+	}
 }

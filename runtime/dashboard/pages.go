@@ -190,7 +190,7 @@ func (d *Dashboard) bulkAct(q *request) (*view, error) {
 	}
 	o := client.RunListOptions{Namespace: b.Namespace, Flow: b.Flow, State: b.State}
 	if verb == "replayed" {
-		o.State = wire.RunRunning // where they went
+		o.State = "" // they are running, or ended again already
 	}
 	u := runsURL(o, "") + "&done=" + fmt.Sprintf("bulk.%s.%d.%d.%d", verb, len(res.Runs), len(res.Refused), more)
 	return &view{redirect: u}, nil
@@ -209,7 +209,10 @@ func bulkNotice(done string) string {
 	if n == 1 {
 		s = fmt.Sprintf("1 run was %s.", verb)
 	}
-	if refused > 0 {
+	switch {
+	case refused == 1:
+		s += " 1 could not be (it changed meanwhile)."
+	case refused > 1:
 		s += fmt.Sprintf(" %d could not be (they changed meanwhile).", refused)
 	}
 	if more > 0 {

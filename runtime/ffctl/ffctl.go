@@ -118,8 +118,9 @@ const Usage = `  ffrun templates                     list the flows the server s
   ffrun replay RUN [--watch]          run a failed or cancelled run again from its failures
   ffrun replay --all [--flow F] [--state failed|cancelled]
                                       replay every failed (or cancelled) run of the namespace
-  (each takes --server URL, default FF_SERVER or ` + ServerDefault + `, and --json; start and
-   runs and --all take --namespace NS; the token is read from FF_API_TOKEN, a private CA from FF_API_CA;
+  (each takes --server URL, default FF_SERVER or ` + ServerDefault + `, and --json; start, runs,
+   budgets, quotas and the --all forms take --namespace NS; the token is read from FF_API_TOKEN, a
+   private CA from FF_API_CA;
    exit 0 done, 1 error, 2 usage, 3 the run failed or was cancelled, 4 still running)
 `
 
@@ -389,6 +390,9 @@ func (c *cmd) budgets(ctx context.Context, args []string) error {
 	if _, err := c.parse(args); err != nil {
 		return err
 	}
+	if *scope != "" && *scope != plan.ScopeShared && *scope != plan.ScopeRun {
+		return fmt.Errorf("%w: --scope %q: want shared or run", errUsage, *scope)
+	}
 	all := &wire.BudgetList{Budgets: []wire.Budget{}}
 	o := client.LimitListOptions{Namespace: c.namespace, Scope: *scope, Limit: 1000}
 	for {
@@ -405,7 +409,12 @@ func (c *cmd) budgets(ctx context.Context, args []string) error {
 		return c.printJSON(all)
 	}
 	if len(all.Budgets) == 0 {
-		fmt.Fprintln(c.env.Stdout, "no budgets (PUT /v1/budgets or a .ff file's budget makes one)")
+		switch {
+		case c.namespace != "" || *scope != "":
+			fmt.Fprintln(c.env.Stdout, "no budgets match (without --namespace and --scope: every budget)")
+		default:
+			fmt.Fprintln(c.env.Stdout, "no budgets (PUT /v1/budgets or a .ff file's budget makes one)")
+		}
 		return nil
 	}
 	w := c.table()
@@ -451,7 +460,11 @@ func (c *cmd) quotas(ctx context.Context, args []string) error {
 		return c.printJSON(all)
 	}
 	if len(all.Quotas) == 0 {
-		fmt.Fprintln(c.env.Stdout, "no quotas (PUT /v1/quotas or a .ff file's quota makes one)")
+		if c.namespace != "" {
+			fmt.Fprintln(c.env.Stdout, "no quotas in namespace "+c.namespace+" (without --namespace: every quota)")
+		} else {
+			fmt.Fprintln(c.env.Stdout, "no quotas (PUT /v1/quotas or a .ff file's quota makes one)")
+		}
 		return nil
 	}
 	w := c.table()
@@ -459,10 +472,13 @@ func (c *cmd) quotas(ctx context.Context, args []string) error {
 	for _, q := range all.Quotas {
 		var lim []string
 		if q.Rate > 0 {
-			lim = append(lim, fmt.Sprintf("%d per %s", q.Rate, time.Duration(q.WindowMs)*time.Millisecond))
+			lim = append(lim, fmt.Sprintf("%d per %s", q.Rate, window(q.WindowMs)))
 		}
 		if q.Concurrency > 0 {
 			lim = append(lim, fmt.Sprintf("%d at once", q.Concurrency))
+		}
+		if q.Key != "" {
+			lim = append(lim, "per "+q.Key)
 		}
 		id := q.ID
 		if len(q.Subjects) == 0 {
@@ -477,8 +493,25 @@ func (c *cmd) quotas(ctx context.Context, args []string) error {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", id, strings.Join(lim, ", "), key, s.WindowCount, s.ActiveCount, paused)
 			id, lim = "", nil
 		}
+		if q.SubjectsMore > 0 {
+			fmt.Fprintf(w, "\t\t(%d more key values: GET /v1/quotas/%s)\t\t\t\n", q.SubjectsMore, q.ID)
+		}
 	}
 	return w.Flush()
+}
+
+// window writes a quota's window as its definition would: 1s, 1m, 90s.
+func window(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d > 0 && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d > 0 && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
 }
 
 // schedules lists the schedules: what each starts, when next, and what its
@@ -486,6 +519,9 @@ func (c *cmd) quotas(ctx context.Context, args []string) error {
 func (c *cmd) schedules(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "run" {
 		return c.runSchedule(ctx, args[1:])
+	}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return fmt.Errorf("%w: ffrun schedules takes no operand: it lists the schedules; ffrun schedules run NAME starts a run of one now", errUsage)
 	}
 	if _, err := c.parse(args); err != nil {
 		return err
@@ -589,6 +625,7 @@ func (c *cmd) start(ctx context.Context, args []string) error {
 
 // runSchedule starts a run of a schedule now (ffrun schedules run NAME).
 func (c *cmd) runSchedule(ctx context.Context, args []string) error {
+	c.fs.Init("ffrun schedules run", flag.ContinueOnError) // its usage names the subcommand
 	key := c.fs.String("key", "", "idempotency key: a repeat returns the first run")
 	watch := c.fs.Bool("watch", false, "print the members' state changes until the run ends, then its result")
 	wait := c.fs.Duration("wait", 0, "wait up to this long for the run to end, then print its result")
@@ -634,6 +671,8 @@ func (c *cmd) started(ctx context.Context, r *client.Run, watch bool, wait time.
 		if err != nil {
 			return err
 		}
+		created := r.Created // a new run, or the one its idempotency key matched
+		fr.Created = &created
 		return c.printJSON(fr)
 	}
 	return nil
@@ -1012,7 +1051,7 @@ func (c *cmd) bulk(do func(wire.BulkRuns) (*wire.BulkRunsResult, error), o bulkO
 		r, err := do(req)
 		if err != nil {
 			if n := len(total.Runs); n > 0 {
-				fmt.Fprintf(c.env.Stderr, "%d runs %s before the error\n", n, done)
+				fmt.Fprintf(c.env.Stderr, "%d run(s) %s before the error\n", n, done)
 			}
 			return err
 		}
@@ -1032,7 +1071,16 @@ func (c *cmd) bulk(do func(wire.BulkRuns) (*wire.BulkRunsResult, error), o bulkO
 	for _, f := range total.Refused {
 		fmt.Fprintf(c.env.Stderr, "run %s not %s: %s\n", f.RunID, done, f.Error.Message)
 	}
-	fmt.Fprintf(c.env.Stdout, "%d runs %s\n", len(total.Runs), done)
+	runs := "runs"
+	if len(total.Runs) == 1 {
+		runs = "run"
+	}
+	ns := cmp.Or(c.namespace, plan.DefaultNamespace)
+	fmt.Fprintf(c.env.Stdout, "%d %s %s in namespace %s", len(total.Runs), runs, done, ns)
+	if c.namespace == "" {
+		fmt.Fprint(c.env.Stdout, " (--namespace for another)")
+	}
+	fmt.Fprintln(c.env.Stdout)
 	return nil
 }
 
@@ -1046,6 +1094,9 @@ func (c *cmd) replay(ctx context.Context, args []string) error {
 		}
 		if *watch {
 			return fmt.Errorf("%w: --watch follows one run, not --all", errUsage)
+		}
+		if *state != "" && *state != wire.RunFailed && *state != wire.RunCancelled {
+			return fmt.Errorf("%w: --state %q: want failed or cancelled", errUsage, *state)
 		}
 		return c.bulk(func(b wire.BulkRuns) (*wire.BulkRunsResult, error) {
 			b.State = *state

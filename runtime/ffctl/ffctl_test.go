@@ -565,6 +565,15 @@ func TestScheduleRun(t *testing.T) {
 	if r := e.run("", "schedules", "run"); r.code != 2 || !strings.Contains(r.stderr, "want NAME") {
 		t.Fatalf("schedules run without a name = %+v", r)
 	}
+	if r := e.run("", "schedules", "bogus"); r.code != 2 || !strings.Contains(r.stderr, "ffrun schedules run NAME") {
+		t.Fatalf("schedules with an operand = %+v", r)
+	}
+	// --json says whether the run is new or the key's.
+	var fr wire.FlowRun
+	r = e.run("", "schedules", "run", "yearly", "--key", "k1", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &fr); r.code != 0 || err != nil || fr.Created == nil || *fr.Created || fr.ID != id {
+		t.Fatalf("schedules run --key k1 --json = %+v (%v)", r, err)
+	}
 }
 
 // TestNamespacesCommand: ffrun namespaces lists each namespace with its
@@ -608,7 +617,7 @@ func TestBulkCancelReplay(t *testing.T) {
 		ids = append(ids, strings.TrimSpace(strings.TrimPrefix(r.stdout, "run ")))
 	}
 	r := e.run("", "cancel", "--all", "--flow", "greet", "--reason", "bad deploy")
-	if r.code != 0 || !strings.HasSuffix(r.stdout, "3 runs cancelled\n") {
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "3 runs cancelled in namespace default (--namespace for another)\n") {
 		t.Fatalf("cancel --all = %+v", r)
 	}
 	for _, id := range ids {
@@ -629,6 +638,7 @@ func TestBulkCancelReplay(t *testing.T) {
 		{"cancel", ids[0], "--flow", "greet"},
 		{"replay", ids[0], "--state", "failed"},
 		{"replay", "--all", "--watch"},
+		{"replay", "--all", "--state", "bogus"},
 	} {
 		if r := e.run("", args[0], args[1:]...); r.code != 2 {
 			t.Errorf("%v = %+v; want usage (2)", args, r)
@@ -653,15 +663,32 @@ func TestBudgetsQuotasCommands(t *testing.T) {
 		t.Fatalf("budgets = %+v", r)
 	}
 	r = e.run("", "quotas")
-	if r.code != 0 || !regexp.MustCompile(`(?m)^ID +LIMITS +KEY +IN WINDOW +RUNNING +PAUSED\nops/mail +10 per 1m0s, 2 at once +- +0 +0 +-$`).MatchString(r.stdout) {
+	if r.code != 0 || !regexp.MustCompile(`(?m)^ID +LIMITS +KEY +IN WINDOW +RUNNING +PAUSED\nops/mail +10 per 1m, 2 at once +- +0 +0 +-$`).MatchString(r.stdout) {
 		t.Fatalf("quotas = %+v", r)
+	}
+	// A keyed quota says its key; key values past a listing's 20 are
+	// counted.
+	if _, _, err := e.srv.Client.PutQuota(ctx, wire.PutQuota{ID: "zz/keyed", Concurrency: 2, Key: "tenant"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 22 {
+		if _, err := e.srv.Client.PauseQuota(ctx, "zz/keyed", wire.QuotaPause{Key: fmt.Sprintf("k%02d", i), ForMs: 60_000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = e.run("", "quotas", "--namespace", "zz")
+	if r.code != 0 || !strings.Contains(r.stdout, "2 at once, per tenant") || !strings.Contains(r.stdout, "(2 more key values: GET /v1/quotas/zz/keyed)") {
+		t.Fatalf("quotas of a keyed quota = %+v", r)
+	}
+	if r := e.run("", "quotas", "--namespace", "none"); r.code != 0 || r.stdout != "no quotas in namespace none (without --namespace: every quota)\n" {
+		t.Fatalf("quotas of an empty namespace = %+v", r)
 	}
 	r = e.run("", "budgets", "--scope", "run", "--json")
 	var l wire.BudgetList
 	if err := json.Unmarshal([]byte(r.stdout), &l); r.code != 0 || err != nil || len(l.Budgets) != 0 {
 		t.Fatalf("budgets --scope run --json = %+v (%v)", r, err)
 	}
-	if r := e.run("", "budgets", "--scope", "x"); r.code != 1 || !strings.Contains(r.stderr, "scope") {
+	if r := e.run("", "budgets", "--scope", "x"); r.code != 2 || !strings.Contains(r.stderr, "scope") {
 		t.Fatalf("budgets --scope x = %+v", r)
 	}
 }

@@ -73,6 +73,7 @@ func TestBulkCancelAndReplay(t *testing.T) {
 		{"/v1/flows/cancel", ``, ""},
 		{"/v1/flows/cancel", `{"limit": 1001}`, "limit"},
 		{"/v1/flows/cancel", `{"limit": -1}`, "limit"},
+		{"/v1/flows/cancel", `{"limit": 0}`, "limit"},
 		{"/v1/flows/cancel", `{"state": "failed"}`, "state"},
 		{"/v1/flows/cancel", `{"namespace": "a b"}`, "namespace"},
 		{"/v1/flows/cancel", `{"flow": "no such-flow!"}`, "flow"},

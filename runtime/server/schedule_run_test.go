@@ -88,6 +88,14 @@ func TestScheduleRunByHand(t *testing.T) {
 	if err != nil || k2.Created || k2.ID != k1.ID {
 		t.Fatalf("keyed run again: %+v, %v; want run %s, not created", k2, err, k1.ID)
 	}
+	// The answer of a new run says where it came from, as GET does.
+	raw := env.Do(t, http.MethodPost, "/v1/schedules/yearly/runs", map[string]string{"Content-Type": "application/json"}, `{}`)
+	var staged wire.FlowRun
+	if err := json.Unmarshal([]byte(raw.Body), &staged); err != nil || raw.Status != http.StatusCreated ||
+		staged.Schedule != "yearly" || !staged.ScheduleManual || staged.ScheduledAt == nil ||
+		!strings.HasPrefix(staged.IdempotencyKey, "ffrun-schedule:yearly:now:") {
+		t.Fatalf("POST runs = %d %s (%v); want 201 with the schedule's fields", raw.Status, raw.Body, err)
+	}
 	// A namespace cannot be chosen: the schedule's applies.
 	if _, err := c.RunSchedule(ctx, "yearly", client.WithNamespace("x")); err == nil {
 		t.Fatal("RunSchedule took WithNamespace")

@@ -255,7 +255,9 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 		}
 		return first, false, nil
 	}
-	return stagedRun(f, pf, ns, id, p, uuids, fromMs(str(items[1])), req.Input), true, nil
+	run := stagedRun(f, pf, ns, id, p, uuids, fromMs(str(items[1])), req.Input)
+	run.IdempotencyKey = req.IdempotencyKey
+	return run, true, nil
 }
 
 // The states ff_stage_flow and ff_commit_flow write for roots and for the

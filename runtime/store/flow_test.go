@@ -954,6 +954,14 @@ func TestFlowStagedRunMatchesGetRun(t *testing.T) {
 		if diff := cmp.Diff(e.run(staged.ID), staged); diff != "" {
 			t.Fatalf("%s: staged run (-GetRun +StageFlow):\n%s", f.Name, diff)
 		}
+		// With an idempotency key, which the run carries.
+		keyed, created, err := e.s.StageFlow(e.ctx, StageRequest{Flow: f, Input: []byte(`"in"`), IdempotencyKey: "k-" + f.Name})
+		if err != nil || !created || keyed.IdempotencyKey != "k-"+f.Name {
+			t.Fatalf("%s: keyed staging = %+v, %v", f.Name, keyed, err)
+		}
+		if diff := cmp.Diff(e.run(keyed.ID), keyed); diff != "" {
+			t.Fatalf("%s: keyed staged run (-GetRun +StageFlow):\n%s", f.Name, diff)
+		}
 	}
 	// The members' upstreams carry their edges' conditions.
 	got := map[string][]RunEdge{}

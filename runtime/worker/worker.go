@@ -63,11 +63,14 @@ func (t *Task) Namespace() string { return t.namespace }
 // Lane returns the execution's lane.
 func (t *Task) Lane() string { return t.lane }
 
-// Attempt returns the 1-based number of this attempt.
+// Attempt returns the 1-based number of this attempt among every attempt
+// of the execution: attempts after a lost lease (a reclaim), a revoked
+// lease or a replay count here but not against the retry policy, so
+// Attempt can exceed MaxAttempts.
 func (t *Task) Attempt() int { return t.attempt }
 
-// MaxAttempts returns how many attempts the retry policy allows (0 when
-// the server did not say).
+// MaxAttempts returns how many failed attempts the retry policy allows
+// (0 when the server did not say); see Attempt.
 func (t *Task) MaxAttempts() int { return t.maxAttempts }
 
 // Deadline returns the attempt's deadline (its timeout), and false when it
