@@ -109,7 +109,7 @@ const Usage = `  ffrun templates                     list the flows the server s
                                       start a run of a template
   ffrun runs [--flow F] [--state S] [--limit N]
                                       list runs, newest first
-  ffrun get RUN                       a run and the state of every member
+  ffrun get RUN                       a run and the state of every member (an execution's id: it and its attempts)
   ffrun watch RUN                     print members' state changes until the run ends
   ffrun result RUN [--wait D]         the result of a run that succeeded
   ffrun cancel RUN [--reason R]       cancel every member that has not ended
@@ -811,6 +811,13 @@ func (c *cmd) get(ctx context.Context, args []string) error {
 		return err
 	}
 	r, err := c.c.GetRun(ctx, pos[0])
+	if client.IsCode(err, wire.CodeNotFound) {
+		// Runs and executions have ids of one shape: a member's id, or a
+		// standalone execution's, is shown as an execution.
+		if x, xerr := c.c.GetExecution(ctx, pos[0]); xerr == nil {
+			return c.describeExecution(x)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -823,6 +830,37 @@ func (c *cmd) get(ctx context.Context, args []string) error {
 	for _, x := range r.Execs {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", x.Name, x.State, x.Attempts, stamp(x.StartedAt), took(x.StartedAt, x.EndedAt),
 			clip(detail(x), 100))
+	}
+	return w.Flush()
+}
+
+// describeExecution prints one execution and its attempt history
+// (ffrun get given an execution's id).
+func (c *cmd) describeExecution(x *wire.Execution) error {
+	if c.json {
+		return c.printJSON(x)
+	}
+	out := c.env.Stdout
+	fmt.Fprintf(out, "execution %s (not a run)\nkind %s (namespace %s, lane %s)\nstate %s, %d attempt(s) started",
+		x.ID, x.Kind, x.Namespace, x.Lane, x.State, x.Attempt)
+	if x.LastError != "" {
+		fmt.Fprintf(out, "; last error: %s", clip(x.LastError, 200))
+	}
+	if x.BlockingDetail != "" {
+		fmt.Fprintf(out, "; waits: %s", clip(x.BlockingDetail, 200))
+	}
+	fmt.Fprintln(out)
+	if x.AttemptsDropped > 0 {
+		fmt.Fprintf(out, "(%d earlier attempts not kept)\n", x.AttemptsDropped)
+	}
+	if len(x.Attempts) == 0 {
+		return nil
+	}
+	w := c.table()
+	fmt.Fprintln(w, "#\tTYPE\tWORKER\tSTARTED\tTOOK\tOUTCOME\tERROR")
+	for _, a := range x.Attempts {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Index, a.Type, a.WorkerID, stamp(a.StartedAt), took(a.StartedAt, a.EndedAt),
+			a.Outcome, clip(a.Error, 100))
 	}
 	return w.Flush()
 }

@@ -692,3 +692,29 @@ func TestBudgetsQuotasCommands(t *testing.T) {
 		t.Fatalf("budgets --scope x = %+v", r)
 	}
 }
+
+// TestGetExecution: ffrun get given an execution's id (a run's member, or
+// a standalone execution) prints the execution and its attempts instead
+// of "no such run".
+func TestGetExecution(t *testing.T) {
+	t.Parallel()
+	e := start(t, true)
+	r := e.run("", "start", "greet", "--input", `{"who":"x"}`, "--wait", "10s")
+	id := strings.TrimPrefix(strings.SplitN(r.stdout, "\n", 2)[0], "run ")
+	if r.code != 0 {
+		t.Fatalf("start = %+v", r)
+	}
+	run, err := e.srv.Client.GetRun(context.Background(), id)
+	if err != nil || len(run.Execs) == 0 {
+		t.Fatalf("GetRun = %+v, %v", run, err)
+	}
+	x := run.Execs[0].ExecutionID
+	g := e.run("", "get", x)
+	if g.code != 0 || !strings.HasPrefix(g.stdout, "execution "+x+" (not a run)\n") ||
+		!regexp.MustCompile(`(?m)^# +TYPE +WORKER +STARTED +TOOK +OUTCOME +ERROR\n1 +initial +\S+ .* success`).MatchString(g.stdout) {
+		t.Fatalf("get of an execution = %+v", g)
+	}
+	if g := e.run("", "get", "1.00000000-0000-0000-0000-000000000000"); g.code != 1 || !strings.Contains(g.stderr, "no such run") {
+		t.Fatalf("get of nothing = %+v", g)
+	}
+}
