@@ -564,6 +564,9 @@ func zoned(t *time.Time, tz string) string {
 	if err != nil {
 		loc = time.UTC
 	}
+	if t.Second() != 0 { // @every with seconds
+		return t.In(loc).Format("2006-01-02 15:04:05 MST")
+	}
 	return t.In(loc).Format("2006-01-02 15:04 MST")
 }
 
