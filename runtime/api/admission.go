@@ -39,7 +39,8 @@ type AdmissionService interface {
 	// key value *key ("" for an unkeyed quota) when key is set.
 	GetQuota(ctx context.Context, id string, key *string) (*wire.Quota, error)
 	// ListQuotas returns one page of every quota ordered by id; each as
-	// GetQuota returns it with every subject (q.Scope is empty).
+	// GetQuota returns it, but with the first 20 subjects of a keyed
+	// quota and SubjectsMore counting the others (q.Scope is empty).
 	ListQuotas(ctx context.Context, q LimitListQuery) (*wire.QuotaList, error)
 	// PauseQuota pauses admissions under a subject of quota id until
 	// req.Until (or for req.ForMs from Valkey's clock); ResumeQuota ends a

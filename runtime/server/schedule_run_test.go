@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -180,5 +182,34 @@ func TestScheduleRunByHandLongKey(t *testing.T) {
 		if err != nil || again.Created || again.ID != r.ID {
 			t.Fatalf("RunSchedule again with the key of %d bytes = %+v, %v; want run %s", n, again, err, r.ID)
 		}
+	}
+}
+
+// TestScheduleRunByHandKeysDoNotCollide: two different idempotency keys
+// of a run by hand start two runs. A long key stands for itself by its
+// hash ("sha256:<hex>"), and that stand-in must not be a key a caller
+// can send: the short key "sha256:<hex of the long one>" is another key.
+func TestScheduleRunByHandKeysDoNotCollide(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{twoStep()} })
+	ctx := ctxT(t)
+	if _, _, err := env.Client.PutSchedule(ctx, "yearly", wire.PutSchedule{Template: "two", Cron: "0 3 1 1 *",
+		Input: json.RawMessage(`{"s":"x"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("k", api.IdemKeyMaxBytes)
+	sum := sha256.Sum256([]byte(long))
+	short := "sha256:" + hex.EncodeToString(sum[:])
+	a, err := env.Client.RunSchedule(ctx, "yearly", client.WithIdempotencyKey(long))
+	if err != nil || !a.Created {
+		t.Fatalf("RunSchedule with the long key = %+v, %v; want a new run", a, err)
+	}
+	b, err := env.Client.RunSchedule(ctx, "yearly", client.WithIdempotencyKey(short))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Created || b.ID == a.ID {
+		t.Fatalf("RunSchedule with key %q answered run %s (created %v) of the other key %q…: two keys, one run",
+			short, b.ID, b.Created, long[:16])
 	}
 }

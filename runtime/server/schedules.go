@@ -51,8 +51,12 @@ const scheduleNoteEvery = time.Minute
 const scheduleKeyPrefix = "ffrun-schedule:"
 
 // scheduleKeyNow follows a schedule's name in the key of a run started by
-// hand.
-const scheduleKeyNow = "now:"
+// hand; scheduleKeyHashed starts the key part that stands for a caller's
+// key by its hash.
+const (
+	scheduleKeyNow    = "now:"
+	scheduleKeyHashed = "sha256:"
+)
 
 // scheduledBy reads out of a run's idempotency key the schedule that
 // staged it and, for a fire, the fire's time; manual reports a run
@@ -233,11 +237,12 @@ func (s *scheduleService) RunSchedule(ctx context.Context, name, key string, wai
 		key = randomKey()
 	}
 	full := scheduleKeyPrefix + name + ":" + scheduleKeyNow + key
-	if len(full) > store.MaxIdempotencyKeyBytes {
+	if len(full) > store.MaxIdempotencyKeyBytes || strings.HasPrefix(key, scheduleKeyHashed) {
 		// A caller's key within the API's limit that the prefix pushes
-		// past the store's stands for itself by its hash.
+		// past the store's stands for itself by its hash; so does one
+		// that looks like such a stand-in, so that two keys never meet.
 		sum := sha256.Sum256([]byte(key))
-		full = scheduleKeyPrefix + name + ":" + scheduleKeyNow + "sha256:" + hex.EncodeToString(sum[:])
+		full = scheduleKeyPrefix + name + ":" + scheduleKeyNow + scheduleKeyHashed + hex.EncodeToString(sum[:])
 	}
 	w, created, err := s.flows.StageFlow(ctx, api.FlowRequest{Flow: tmpl, Shared: true, Input: input, Namespace: sc.Namespace,
 		IdempotencyKey: full, Wait: wait})

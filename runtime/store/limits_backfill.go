@@ -48,6 +48,9 @@ type LimitsBackfill struct {
 	// Done says the deployment is marked as indexed (now, or before: then
 	// nothing was scanned).
 	Done bool
+	// Skipped says another process was making a pass (its lock held):
+	// this one scanned nothing.
+	Skipped bool
 }
 
 // BackfillLimitIndexes adds every budget and quota record to its
@@ -73,7 +76,8 @@ func (s *Store) BackfillLimitIndexes(ctx context.Context) (LimitsBackfill, error
 		return out, fmt.Errorf("store: take the backfill lock: %w", err)
 	}
 	if !took {
-		return out, nil // another process makes a pass now
+		out.Skipped = true // another process makes a pass now
+		return out, nil
 	}
 	defer func() {
 		// Released at the end (unconditionally: a pass that outlived the
@@ -266,6 +270,8 @@ func (s *Store) backfillLoop(ctx context.Context) {
 			return
 		case err != nil:
 			s.log.WarnContext(ctx, "budget and quota index backfill failed; trying again later", attrError, err)
+		case r.Skipped:
+			s.log.DebugContext(ctx, "budget and quota index backfill left to the process making a pass")
 		default:
 			s.log.InfoContext(ctx, "budget and quota indexes backfilled", attrBudgets, r.Budgets, attrQuotas, r.Quotas,
 				attrDone, r.Done, attrTook, time.Since(start).Round(time.Millisecond))

@@ -99,7 +99,8 @@ func (s *Store) ListBudgets(ctx context.Context, o ListBudgetsOptions) (*BudgetP
 }
 
 // ListQuotas returns one page of quotas ordered by id (byte order), each
-// as GetQuota returns it (every subject of a keyed quota).
+// as GetQuota returns it but with at most QuotaListSubjectsMax subjects of
+// a keyed quota (the first by key value; SubjectsMore counts the others).
 func (s *Store) ListQuotas(ctx context.Context, o ListQuotasOptions) (*QuotaPage, error) {
 	indexes := make([]string, s.cfg.QuotaPartitions)
 	for q := range indexes {
