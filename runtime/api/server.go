@@ -18,6 +18,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/flowfabric/ff/runtime/authlimit"
 	"github.com/flowfabric/ff/runtime/metrics"
 	"github.com/flowfabric/ff/runtime/wire"
 )
@@ -84,6 +85,9 @@ type Config struct {
 	// Metrics, when set, receives the HTTP request metrics and is served
 	// at GET /metrics (behind the bearer token when one is set).
 	Metrics *metrics.Registry
+	// AuthLimiter, when set, slows down and then refuses (429
+	// rate_limited) the failed authentications of one client address.
+	AuthLimiter *authlimit.Limiter
 }
 
 func (c Config) withDefaults() Config {
@@ -148,7 +152,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		var mw []echo.MiddlewareFunc
 		if cfg.Token != "" {
-			mw = append(mw, bearerAuth(cfg.Token))
+			mw = append(mw, bearerAuth(cfg.Token, cfg.AuthLimiter))
 		}
 		e.GET("/metrics", s.metricsPage, mw...)
 	}
@@ -158,7 +162,7 @@ func New(cfg Config) (*Server, error) {
 	// catch-all 404, so a wrong method would be unknown_route instead of
 	// method_not_allowed once a token is set.
 	if cfg.Token != "" {
-		e.Use(guardPrefix("/v1", bearerAuth(cfg.Token)))
+		e.Use(guardPrefix("/v1", bearerAuth(cfg.Token, cfg.AuthLimiter)))
 	}
 	v1 := e.Group("/v1")
 	v1.POST("/executions", s.create)

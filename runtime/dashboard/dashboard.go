@@ -33,6 +33,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowfabric/ff/runtime/api"
+	"github.com/flowfabric/ff/runtime/authlimit"
 	"github.com/flowfabric/ff/runtime/client"
 )
 
@@ -65,6 +67,9 @@ type Config struct {
 	// every ffrun sharing the token; nil = a sign-out only drops the
 	// browser's cookie.
 	Revoked Revocations
+	// AuthLimiter, when set, slows down and then refuses the wrong tokens
+	// of one address at sign-in (the API's limiter: they count together).
+	AuthLimiter *authlimit.Limiter
 }
 
 // Revocations records sessions ended early. ffrun keeps them in Valkey.
@@ -443,6 +448,16 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.FormValue("next"))
 	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(r.FormValue("token"))), []byte(d.cfg.Token)) != 1 {
 		d.log.WarnContext(r.Context(), "console sign-in refused", slog.String("remote", r.RemoteAddr))
+		if lim := d.cfg.AuthLimiter; lim != nil {
+			wait, ok := lim.Failed(authlimit.Addr(r))
+			if !ok {
+				ae := api.AuthRefused(w.Header(), wait)
+				d.render(w, r, http.StatusTooManyRequests, &view{page: "login", title: "Sign in",
+					data: loginData{Next: next, Error: "Too many wrong tokens from this address: " + strings.TrimPrefix(ae.Message, "too many failed authentications from this address: ") + "."}})
+				return
+			}
+			authlimit.Sleep(r.Context(), wait)
+		}
 		d.render(w, r, http.StatusUnauthorized, &view{page: "login", title: "Sign in",
 			data: loginData{Next: next, Error: "That is not ffrun's API token (FF_API_TOKEN)."}})
 		return

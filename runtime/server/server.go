@@ -20,6 +20,7 @@ import (
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/api"
+	"github.com/flowfabric/ff/runtime/authlimit"
 	"github.com/flowfabric/ff/runtime/dashboard"
 	"github.com/flowfabric/ff/runtime/scheduler"
 	"github.com/flowfabric/ff/runtime/store"
@@ -75,6 +76,11 @@ type Config struct {
 	// DisableUI serves no web console; by default it is at /ui/
 	// (package dashboard), behind the same token as the API.
 	DisableUI bool
+	// AuthLimit bounds the failed authentications of one client address
+	// (wrong bearer tokens, wrong tokens at the console's sign-in, counted
+	// together): zero fields take authlimit's defaults (10 a minute at
+	// once, then one a second, refused with 429 past a 10 s wait).
+	AuthLimit authlimit.Config
 
 	// Scanners tunes the background scanners; zero values take defaults.
 	Scanners ScannerConfig
@@ -216,6 +222,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	adm := newAdmissionService(log, st, sched)
 	met := newServerMetrics(st, sched, log, cfg.Version)
 	hints := newWaitHints(st)
+	authLimiter := authlimit.New(cfg.AuthLimit)
 	a, err := api.New(api.Config{
 		Service:      &service{log: log, vk: vk, st: st, sched: sched, onClaim: adm.onClaim, hints: hints},
 		Token:        cfg.Token,
@@ -223,6 +230,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		BodyLimit:    cfg.BodyLimit,
 		LeaseDefault: cfg.LeaseDefault,
 		Metrics:      met.reg,
+		AuthLimiter:  authLimiter,
 	})
 	if err != nil {
 		vk.Close()
@@ -244,7 +252,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if !cfg.DisableUI {
-		ui, err := dashboard.New(dashboard.Config{API: a, Token: cfg.Token, Logger: log, Revoked: st})
+		ui, err := dashboard.New(dashboard.Config{API: a, Token: cfg.Token, Logger: log, Revoked: st, AuthLimiter: authLimiter})
 		if err != nil {
 			vk.Close()
 			return nil, fmt.Errorf("server: %w", err)

@@ -26,6 +26,7 @@ const (
 	CodeCancelled        = "cancelled"       // 409: the execution was cancelled while leased
 	CodeConflict         = "conflict"        // 409: the execution is not in a state that allows the call
 	CodeNotTerminal      = "not_terminal"    // 409: the result was asked for before the execution ended
+	CodeRateLimited      = "rate_limited"    // 429: too many failed authentications from the client's address
 	CodeUnavailable      = "unavailable"     // 503: Valkey unreachable or the server is shutting down
 	CodeNotImplemented   = "not_implemented" // 501: the route exists in the API but not in this server yet
 	CodeInternal         = "internal"        // 500: anything else; the server logs the cause

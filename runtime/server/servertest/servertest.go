@@ -225,6 +225,7 @@ func StopShared() { valkeytest.StopShared() }
 // Response is the server's answer to Env.Do.
 type Response struct {
 	Status int
+	Header http.Header
 	Body   string
 	Err    wire.ErrorBody // the envelope of an error answer (Status >= 400)
 }
@@ -259,7 +260,7 @@ func (e *Env) Do(t testing.TB, method, path string, header map[string]string, bo
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := Response{Status: res.StatusCode, Body: string(b)}
+	r := Response{Status: res.StatusCode, Header: res.Header, Body: string(b)}
 	if res.StatusCode >= 400 {
 		if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 			t.Errorf("%s %s: error with content type %q", method, path, ct)
