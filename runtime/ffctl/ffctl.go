@@ -211,6 +211,7 @@ type cmd struct {
 	fs        *flag.FlagSet
 	server    string
 	namespace string
+	nsWhy     string // why namespace is what it is, when not given (flowNamespace)
 	json      bool
 	c         *client.Client // bounded by the request timeout
 	poll      *client.Client // for long-polls: the timeout plus pollMax
@@ -740,6 +741,9 @@ func (c *cmd) runs(ctx context.Context, args []string) error {
 	default:
 		return fmt.Errorf("%w: --state %q: want running, succeeded, failed or cancelled", errUsage, *state)
 	}
+	if err := c.flowNamespace(ctx, *flow); err != nil {
+		return err
+	}
 	out := []wire.FlowRun{} // --json: "runs": [], as the API answers, not null
 	next := ""
 	o := client.RunListOptions{Namespace: c.namespace, Flow: *flow, State: *state, Limit: *limit}
@@ -772,7 +776,7 @@ func (c *cmd) runs(ctx context.Context, args []string) error {
 		if *flow != "" {
 			what += " of flow " + *flow
 		}
-		fmt.Fprintf(c.env.Stdout, "no %s in namespace %s (--namespace for another)\n", what, cmp.Or(c.namespace, plan.DefaultNamespace))
+		fmt.Fprintf(c.env.Stdout, "no %s in namespace %s%s\n", what, cmp.Or(c.namespace, plan.DefaultNamespace), cmp.Or(c.nsNote(), " (--namespace for another)"))
 		return nil
 	}
 	w := c.table()
@@ -792,6 +796,25 @@ func (c *cmd) runs(ctx context.Context, args []string) error {
 		}
 	}
 	return nil
+}
+
+// flowNamespace sets c.namespace, when no --namespace was given, to the
+// namespace of the served template named flow: its runs are there (ffrun
+// start stages them there), as the console's runs page looks for them. A
+// flow no template names leaves the default namespace.
+func (c *cmd) flowNamespace(ctx context.Context, flow string) error {
+	if flow == "" || c.namespace != "" {
+		return nil
+	}
+	t, err := c.c.Template(ctx, flow)
+	switch {
+	case err == nil:
+		c.namespace, c.nsWhy = t.Namespace, "the namespace of template "+flow
+		return nil
+	case client.IsCode(err, wire.CodeNotFound), errors.Is(err, client.ErrFlowsUnsupported):
+		return nil
+	}
+	return err
 }
 
 func stamp(t *time.Time) string {
@@ -1026,7 +1049,7 @@ func (c *cmd) cancel(ctx context.Context, args []string) error {
 		if _, err := c.parse(args); err != nil {
 			return err
 		}
-		return c.bulk(func(b wire.BulkRuns) (*wire.BulkRunsResult, error) {
+		return c.bulk(ctx, func(b wire.BulkRuns) (*wire.BulkRunsResult, error) {
 			b.Reason = *reason
 			return c.c.CancelRuns(ctx, b)
 		}, all, "cancelled")
@@ -1085,7 +1108,10 @@ func (o bulkOptions) single() error {
 // time, following the cursor, then prints the runs it acted on (done) and
 // those it did not, with why. The runs of one request stand when a later
 // one fails.
-func (c *cmd) bulk(do func(wire.BulkRuns) (*wire.BulkRunsResult, error), o bulkOptions, done string) error {
+func (c *cmd) bulk(ctx context.Context, do func(wire.BulkRuns) (*wire.BulkRunsResult, error), o bulkOptions, done string) error {
+	if err := c.flowNamespace(ctx, *o.flow); err != nil {
+		return err
+	}
 	total := &wire.BulkRunsResult{Runs: []string{}}
 	req := wire.BulkRuns{Namespace: c.namespace, Flow: *o.flow, Limit: 1000}
 	for {
@@ -1116,13 +1142,20 @@ func (c *cmd) bulk(do func(wire.BulkRuns) (*wire.BulkRunsResult, error), o bulkO
 	if len(total.Runs) == 1 {
 		runs = "run"
 	}
-	ns := cmp.Or(c.namespace, plan.DefaultNamespace)
-	fmt.Fprintf(c.env.Stdout, "%d %s %s in namespace %s", len(total.Runs), runs, done, ns)
-	if c.namespace == "" {
-		fmt.Fprint(c.env.Stdout, " (--namespace for another)")
-	}
-	fmt.Fprintln(c.env.Stdout)
+	fmt.Fprintf(c.env.Stdout, "%d %s %s in namespace %s%s\n", len(total.Runs), runs, done, cmp.Or(c.namespace, plan.DefaultNamespace), c.nsNote())
 	return nil
+}
+
+// nsNote says, after a namespace the command used, where it came from
+// when it was not given.
+func (c *cmd) nsNote() string {
+	switch {
+	case c.nsWhy != "":
+		return " (" + c.nsWhy + "; --namespace for another)"
+	case c.namespace == "":
+		return " (--namespace for another)"
+	}
+	return ""
 }
 
 func (c *cmd) replay(ctx context.Context, args []string) error {
@@ -1139,7 +1172,7 @@ func (c *cmd) replay(ctx context.Context, args []string) error {
 		if *state != "" && *state != wire.RunFailed && *state != wire.RunCancelled {
 			return fmt.Errorf("%w: --state %q: want failed or cancelled", errUsage, *state)
 		}
-		return c.bulk(func(b wire.BulkRuns) (*wire.BulkRunsResult, error) {
+		return c.bulk(ctx, func(b wire.BulkRuns) (*wire.BulkRunsResult, error) {
 			b.State = *state
 			return c.c.ReplayRuns(ctx, b)
 		}, all, "replayed")

@@ -58,8 +58,15 @@ type env struct {
 
 func start(t *testing.T, withWorker bool) *env {
 	t.Helper()
+	return startWith(t, greetFF, withWorker)
+}
+
+// startWith serves the flows of the .ff source src, with the worker of
+// the greet flow when withWorker.
+func startWith(t *testing.T, src string, withWorker bool) *env {
+	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "greet.ff"), []byte(greetFF), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "flows.ff"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	pkg, diags := compiler.CompileFiles(dir)
@@ -617,7 +624,7 @@ func TestBulkCancelReplay(t *testing.T) {
 		ids = append(ids, strings.TrimSpace(strings.TrimPrefix(r.stdout, "run ")))
 	}
 	r := e.run("", "cancel", "--all", "--flow", "greet", "--reason", "bad deploy")
-	if r.code != 0 || !strings.HasSuffix(r.stdout, "3 runs cancelled in namespace default (--namespace for another)\n") {
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "3 runs cancelled in namespace default (the namespace of template greet; --namespace for another)\n") {
 		t.Fatalf("cancel --all = %+v", r)
 	}
 	for _, id := range ids {
@@ -716,5 +723,34 @@ func TestGetExecution(t *testing.T) {
 	}
 	if g := e.run("", "get", "1.00000000-0000-0000-0000-000000000000"); g.code != 1 || !strings.Contains(g.stderr, "no such run") {
 		t.Fatalf("get of nothing = %+v", g)
+	}
+}
+
+// TestFlowNamespace: runs --flow F and the --all forms look for F's runs
+// in its template's namespace when no --namespace is given, and say so.
+func TestFlowNamespace(t *testing.T) {
+	t.Parallel()
+	e := startWith(t, greetFF+`
+flow order(Name) -> Name {
+  namespace "shop"
+  exec take(Name) -> Name { }
+}
+`, false)
+	if r := e.run("", "start", "order", "--input", `{"who":"x"}`); r.code != 0 {
+		t.Fatalf("start = %+v", r)
+	}
+	if r := e.run("", "runs", "--flow", "order"); r.code != 0 || !strings.Contains(r.stdout, "\torder\t") && !regexp.MustCompile(`(?m) order +running`).MatchString(r.stdout) {
+		t.Fatalf("runs --flow order = %+v; want its run (namespace shop)", r)
+	}
+	if r := e.run("", "runs", "--flow", "order", "--namespace", "default"); r.code != 0 || r.stdout != "no runs of flow order in namespace default (--namespace for another)\n" {
+		t.Fatalf("runs --flow order --namespace default = %+v", r)
+	}
+	r := e.run("", "cancel", "--all", "--flow", "order")
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "1 run cancelled in namespace shop (the namespace of template order; --namespace for another)\n") {
+		t.Fatalf("cancel --all --flow order = %+v", r)
+	}
+	// A flow no template names stays in the default namespace.
+	if r := e.run("", "runs", "--flow", "elsewhere"); r.code != 0 || r.stdout != "no runs of flow elsewhere in namespace default (--namespace for another)\n" {
+		t.Fatalf("runs --flow elsewhere = %+v", r)
 	}
 }
