@@ -83,7 +83,7 @@ func TestConsoleLimitsListsEvery(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b.get("/ui/limits?namespace=zz").want(t, http.StatusOK, "<code>k19</code>", "5 more key values are not listed here")
+	b.get("/ui/limits?namespace=zz").want(t, http.StatusOK, "<code>k19</code>", "5 more key values are not listed here (look the quota up by id for the first 1,000)")
 	p = b.get("/ui/limits?namespace=zz&id=zz/keyed")
 	p.want(t, http.StatusOK, "<code>k24</code>", `looked up</span>`)
 	if strings.Contains(p.body, "more key values are not listed") {

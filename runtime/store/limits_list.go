@@ -28,6 +28,9 @@ const (
 	// keyed quota (the first by key): a page costs at most LimitListMax
 	// times that many subject reads.
 	QuotaListSubjectsMax = 20
+	// QuotaGetSubjectsMax bounds the key values GetQuota reads of a keyed
+	// quota (the first by key).
+	QuotaGetSubjectsMax = 1000
 )
 
 // ListBudgetsOptions filter and page ListBudgets. Empty fields do not

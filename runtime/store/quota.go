@@ -78,8 +78,8 @@ type Quota struct {
 	Jitter      time.Duration  `json:"jitter,omitempty"`
 	Key         string         `json:"key,omitempty"`
 	Subjects    []QuotaSubject `json:"subjects"` // unkeyed: one; keyed: one per key value seen, by key
-	// SubjectsMore counts the key values ListQuotas leaves out (it lists
-	// QuotaListSubjectsMax of each quota); GetQuota lists them all.
+	// SubjectsMore counts the key values left out: ListQuotas gives
+	// QuotaListSubjectsMax of each quota, GetQuota QuotaGetSubjectsMax.
 	SubjectsMore int       `json:"subjects_more,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
 	UpdatedAt    time.Time `json:"updated_at"`
@@ -279,7 +279,8 @@ func quotaArgs(spec *QuotaSpec, onlyCreate bool) ([]string, error) {
 }
 
 // GetQuota returns a quota with its window and active counts (per key
-// value for a keyed quota) and pauses.
+// value for a keyed quota: the first QuotaGetSubjectsMax by key, and
+// SubjectsMore counting the others; GetQuotaKey reads any one) and pauses.
 func (s *Store) GetQuota(ctx context.Context, id string) (*Quota, error) {
 	return s.getQuota(ctx, id, nil)
 }
@@ -321,6 +322,9 @@ func (s *Store) getQuota(ctx context.Context, id string, only *string) (*Quota, 
 		}
 	}
 	out, subjects := quotaFrom(id, def, keyVals, only)
+	if n := len(subjects); n > QuotaGetSubjectsMax {
+		out.SubjectsMore, subjects = n-QuotaGetSubjectsMax, subjects[:QuotaGetSubjectsMax]
+	}
 	states, err := s.subjectStates(ctx, q, subjects, out.Window, now)
 	if err != nil {
 		return nil, err

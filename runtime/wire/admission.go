@@ -161,8 +161,9 @@ type Quota struct {
 	JitterMs    int64          `json:"jitter_ms,omitempty"`
 	Key         string         `json:"key,omitempty"`
 	Subjects    []QuotaSubject `json:"subjects"`
-	// SubjectsMore counts the key values a listing (GET /v1/quotas) leaves
-	// out: it gives the first 20 by key; GET /v1/quotas/{id} gives all.
+	// SubjectsMore counts the key values left out: a listing (GET
+	// /v1/quotas) gives the first 20 by key, GET /v1/quotas/{id} the first
+	// 1,000 (?key= gives any one).
 	SubjectsMore int        `json:"subjects_more,omitempty"`
 	CreatedAt    *time.Time `json:"created_at,omitempty"`
 	UpdatedAt    *time.Time `json:"updated_at,omitempty"`
