@@ -1,12 +1,10 @@
 package store
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
 	"github.com/flowfabric/ff/compiler/plan"
-	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/valkey-io/valkey-go"
 )
@@ -18,16 +16,8 @@ import (
 // indexed. The next pass, the node answering again, indexes them all.
 func TestBackfillNeedsEveryPrimary(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	addrs := valkeytest.StartCluster(t, 3)
-	c := valkeytest.Client(t, addrs[0])
-	cfg := Config{Client: c, KeyPrefix: valkeytest.Prefix(t), FlowPartitions: 4, BudgetPartitions: 16, QuotaPartitions: 16,
-		Logger: testLogger(t)}
-	s, err := Open(ctx, cfg)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	e := &env{t: t, ctx: ctx, c: c, s: s, prefix: cfg.KeyPrefix}
+	e, addrs := clusterEnv(t)
+	ctx, s := e.ctx, e.s
 	var budgets []string
 	for i := range 40 {
 		id := BudgetID("ns", fmt.Sprintf("b%02d", i))

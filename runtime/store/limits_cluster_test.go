@@ -15,16 +15,7 @@ import (
 // one id order, and the backfill scans every primary.
 func TestClusterListsAndBackfillsLimits(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	addrs := valkeytest.StartCluster(t, 3)
-	c := valkeytest.Client(t, addrs[0])
-	cfg := Config{Client: c, KeyPrefix: valkeytest.Prefix(t), FlowPartitions: 4, BudgetPartitions: 16, QuotaPartitions: 16,
-		Logger: testLogger(t)}
-	s, err := Open(ctx, cfg)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	e := &env{t: t, ctx: ctx, c: c, s: s, prefix: cfg.KeyPrefix}
+	e, _ := clusterEnv(t)
 	var budgets, quotas []string
 	for i := range 40 {
 		id := BudgetID("ns", fmt.Sprintf("b%02d", i))
@@ -47,9 +38,26 @@ func TestClusterListsAndBackfillsLimits(t *testing.T) {
 	}
 	check("indexed at creation")
 	e.dropIndexes()
-	r, err := s.BackfillLimitIndexes(ctx)
+	r, err := e.s.BackfillLimitIndexes(e.ctx)
 	if err != nil || r != (LimitsBackfill{Budgets: len(budgets), Quotas: len(quotas), Done: true}) {
 		t.Fatalf("BackfillLimitIndexes = %+v, %v", r, err)
 	}
 	check("after the backfill")
+}
+
+// clusterEnv is a store on a Valkey Cluster of three primaries of its own,
+// with 16 budget and quota partitions (spread over the nodes), and the
+// nodes' addresses.
+func clusterEnv(t *testing.T) (*env, []string) {
+	t.Helper()
+	ctx := context.Background()
+	addrs := valkeytest.StartCluster(t, 3)
+	c := valkeytest.Client(t, addrs[0])
+	cfg := Config{Client: c, KeyPrefix: valkeytest.Prefix(t), FlowPartitions: 4, BudgetPartitions: 16, QuotaPartitions: 16,
+		Logger: testLogger(t)}
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return &env{t: t, ctx: ctx, c: c, s: s, prefix: cfg.KeyPrefix}, addrs
 }
