@@ -212,6 +212,12 @@ func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, shared bool, in json
 	if err != nil {
 		return err
 	}
+	return staged(c, run, created)
+}
+
+// staged answers a staging route: 201 with the new run, or 200 with the
+// one its idempotency key matched; the run says which (created).
+func staged(c echo.Context, run *wire.FlowRun, created bool) error {
 	status := http.StatusCreated
 	if !created {
 		status = http.StatusOK

@@ -275,10 +275,5 @@ func (sc *schedules) run(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusCreated
-	if !created {
-		status = http.StatusOK
-	}
-	run.Created = &created
-	return c.JSON(status, run)
+	return staged(c, run, created)
 }
