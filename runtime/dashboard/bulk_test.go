@@ -32,7 +32,7 @@ func TestConsoleBulkCancelReplay(t *testing.T) {
 	b.get("/ui/runs?namespace=nobody&state=running").want(t, http.StatusOK,
 		`<a href="/ui/bulk?namespace=nobody&amp;state=running">Cancel every running run of every flow in nobody…</a>`)
 	b.get("/ui/bulk?namespace=nobody&state=running").want(t, http.StatusOK,
-		"Cancel every running run of every flow in nobody?", `<input name="reason"`, `<input type="hidden" name="state" value="running">`)
+		"Cancel every running run of every flow in nobody?", "3 runs match now.", `<input name="reason"`, `<input type="hidden" name="state" value="running">`)
 	b.get("/ui/bulk?namespace=nobody&state=succeeded").want(t, http.StatusBadRequest, "Choose the runs first")
 	b.post("/ui/bulk", url.Values{"namespace": {"nobody"}, "state": {"running"}, "reason": {"stuck queue"}}).
 		wantRedirect(t, "/ui/runs?namespace=nobody&state=running&done=bulk.cancelled.3.0.0")

@@ -139,7 +139,11 @@ type bulkData struct {
 	Namespace, Flow, State string
 	Cancel                 bool // a cancel of the running runs, else a replay
 	Max                    int
-	Back                   template.URL // the runs page of the filters
+	// Seen counts the matching runs of the index's first page; More says
+	// that the page did not reach the index's end (there may be more).
+	Seen int
+	More bool
+	Back template.URL // the runs page of the filters
 }
 
 // confirmBulk asks before cancelling every running run of the filters, or
@@ -152,6 +156,11 @@ func (d *Dashboard) confirmBulk(q *request) (*view, error) {
 	if !b.Cancel && b.State != wire.RunFailed && b.State != wire.RunCancelled {
 		return nil, &pageError{status: http.StatusBadRequest, msg: "Choose the runs first: running ones to cancel, failed or cancelled ones to replay."}
 	}
+	page, err := q.api.ListRuns(q.ctx(), client.RunListOptions{Namespace: b.Namespace, Flow: b.Flow, State: b.State, Limit: 500})
+	if err != nil {
+		return nil, err
+	}
+	b.Seen, b.More = len(page.Runs), page.NextCursor != ""
 	title := "Replay the " + b.State + " runs"
 	if b.Cancel {
 		title = "Cancel the running runs"
