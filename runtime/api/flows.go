@@ -421,7 +421,7 @@ func (f *flows) bulkQuery(c echo.Context, op string) (RunListQuery, *wire.BulkRu
 		return RunListQuery{}, nil, e
 	}
 	// wire.BulkRuns, with the limit's absence told from a 0.
-	var body struct {
+	var body *struct {
 		Namespace string `json:"namespace"`
 		Flow      string `json:"flow"`
 		State     string `json:"state"`
@@ -431,6 +431,10 @@ func (f *flows) bulkQuery(c echo.Context, op string) (RunListQuery, *wire.BulkRu
 	}
 	if err := Decode(c, f.s.limit(BodyLimitDefault), false, &body); err != nil {
 		return RunListQuery{}, nil, asError(err)
+	}
+	if body == nil { // null
+		return RunListQuery{}, nil, Errorf(http.StatusBadRequest, wire.CodeInvalidJSON,
+			"the body is required: an object of filters ({} for every matching run of the default namespace)")
 	}
 	req := wire.BulkRuns{Namespace: body.Namespace, Flow: body.Flow, State: body.State, Reason: body.Reason, Cursor: body.Cursor,
 		Limit: BulkLimitDef}

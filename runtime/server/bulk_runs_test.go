@@ -71,6 +71,7 @@ func TestBulkCancelAndReplay(t *testing.T) {
 	}
 	for _, tc := range []struct{ path, body, field string }{
 		{"/v1/flows/cancel", ``, ""},
+		{"/v1/flows/cancel", `null`, ""},
 		{"/v1/flows/cancel", `{"limit": 1001}`, "limit"},
 		{"/v1/flows/cancel", `{"limit": -1}`, "limit"},
 		{"/v1/flows/cancel", `{"limit": 0}`, "limit"},
