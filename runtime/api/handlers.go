@@ -109,12 +109,31 @@ func (s *Server) list(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
+// NamespaceQuery is the filter of GET /v1/namespaces.
+type NamespaceQuery struct {
+	Namespace string // "" = every namespace
+	Lanes     bool   // the lanes' counts (lanes=false leaves them out)
+}
+
 // namespaces serves GET /v1/namespaces.
 func (s *Server) namespaces(c echo.Context) error {
-	if e := onlyQuery(c); e != nil {
+	if e := onlyQuery(c, "namespace", "lanes"); e != nil {
 		return e
 	}
-	out, err := s.cfg.Service.Namespaces(c.Request().Context())
+	q := NamespaceQuery{Namespace: c.QueryParam("namespace"), Lanes: true}
+	if q.Namespace != "" {
+		if e := checkName("namespace", q.Namespace); e != nil {
+			return e
+		}
+	}
+	switch v := c.QueryParam("lanes"); v {
+	case "", "true":
+	case "false":
+		q.Lanes = false
+	default:
+		return invalid("lanes", "%q: want true or false", v)
+	}
+	out, err := s.cfg.Service.Namespaces(c.Request().Context(), q)
 	if err != nil {
 		return err
 	}

@@ -48,9 +48,9 @@ type Service interface {
 	// returns the tasks granted to the worker (validated by the API).
 	Complete(ctx context.Context, req wire.CompleteRequest) ([]wire.LeaseResult, []wire.Task, error)
 	Fail(ctx context.Context, items []wire.Failure) ([]wire.LeaseResult, error)
-	// Namespaces sums up every namespace: its lanes' counts, runs and
-	// connected workers.
-	Namespaces(ctx context.Context) (*wire.NamespaceList, error)
+	// Namespaces sums up every namespace (or only q.Namespace): its runs,
+	// connected workers and, with q.Lanes, its lanes' counts.
+	Namespaces(ctx context.Context, q NamespaceQuery) (*wire.NamespaceList, error)
 }
 
 // Created is the outcome of one create: the execution (new, or the first

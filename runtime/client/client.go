@@ -339,11 +339,25 @@ type ListOptions struct {
 	Limit     int    // page size; the server caps it
 }
 
-// Namespaces sums up every namespace that has lanes or had a worker: each
-// lane's counts, the flow runs kept and the connected workers.
-func (c *Client) Namespaces(ctx context.Context) (*wire.NamespaceList, error) {
+// NamespaceOptions narrow Namespaces; the zero value asks for every
+// namespace with its lanes.
+type NamespaceOptions struct {
+	Namespace    string // only this namespace
+	WithoutLanes bool   // leave the lanes' counts out (the bulk of the cost)
+}
+
+// Namespaces sums up every namespace that has lanes or had a worker: the
+// flow runs kept, the connected workers and each lane's counts.
+func (c *Client) Namespaces(ctx context.Context, o NamespaceOptions) (*wire.NamespaceList, error) {
+	q := url.Values{}
+	if o.Namespace != "" {
+		q.Set("namespace", o.Namespace)
+	}
+	if o.WithoutLanes {
+		q.Set("lanes", "false")
+	}
 	var out wire.NamespaceList
-	if err := c.do(ctx, http.MethodGet, "/v1/namespaces", nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/namespaces", q, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

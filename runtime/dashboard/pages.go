@@ -53,7 +53,7 @@ func (d *Dashboard) runs(q *request) (*view, error) {
 		return &view{redirect: Prefix + "/runs/" + url.PathEscape(id)}, nil
 	}
 	ts, _ := q.api.Templates(q.ctx()) // none served: only the default namespace is offered
-	known, err := q.api.Namespaces(q.ctx())
+	known, err := q.api.Namespaces(q.ctx(), client.NamespaceOptions{WithoutLanes: true})
 	if err != nil {
 		return nil, err
 	}
@@ -616,7 +616,7 @@ type workersData struct {
 func (d *Dashboard) workers(q *request) (*view, error) {
 	ns := q.r.URL.Query().Get("namespace")
 	ts, _ := q.api.Templates(q.ctx()) // none served: only the default namespace is offered
-	known, err := q.api.Namespaces(q.ctx())
+	known, err := q.api.Namespaces(q.ctx(), client.NamespaceOptions{WithoutLanes: true})
 	if err != nil {
 		return nil, err
 	}
@@ -636,10 +636,13 @@ func (d *Dashboard) workers(q *request) (*view, error) {
 		return nil, err
 	}
 	data := workersData{Namespace: ns, Namespaces: nss, Workers: list.Workers, Truncated: list.LeasesTruncated}
-	for _, n := range known.Namespaces {
-		if n.Name == ns {
-			data.Lanes = n.Lanes
-		}
+	// The lanes of this namespace only: their counts are the cost.
+	one, err := q.api.Namespaces(q.ctx(), client.NamespaceOptions{Namespace: ns})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range one.Namespaces {
+		data.Lanes = n.Lanes
 	}
 	return &view{page: "workers", title: "Workers", refresh: true, data: data}, nil
 }

@@ -354,7 +354,7 @@ func (c *cmd) namespaces(ctx context.Context, args []string) error {
 	if _, err := c.parse(args); err != nil {
 		return err
 	}
-	l, err := c.c.Namespaces(ctx)
+	l, err := c.c.Namespaces(ctx, client.NamespaceOptions{})
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func TestNamespaces(t *testing.T) {
 	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{twoStep()} })
 	c := env.Client
 	ctx := ctxT(t)
-	if l, err := c.Namespaces(ctx); err != nil || len(l.Namespaces) != 0 {
+	if l, err := c.Namespaces(ctx, client.NamespaceOptions{}); err != nil || len(l.Namespaces) != 0 {
 		t.Fatalf("Namespaces of an empty store = %+v, %v", l, err)
 	}
 	// billing: three eligible in lane a, one delayed in lane b; no worker
@@ -52,12 +52,12 @@ func TestNamespaces(t *testing.T) {
 	want := []wire.Namespace{
 		{Name: "billing", Lanes: []wire.LaneCounts{{Lane: "a", Eligible: 3}, {Lane: "b", Delayed: 1}}},
 		{Name: "etl", Runs: 2, Lanes: []wire.LaneCounts{{Lane: "default", Eligible: 2, Pending: 2}}},
-		{Name: "ops", Workers: 1, Lanes: []wire.LaneCounts{}},
+		{Name: "ops", Workers: 1},
 	}
 	var got *wire.NamespaceList
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		got, err = c.Namespaces(ctx)
+		got, err = c.Namespaces(ctx, client.NamespaceOptions{})
 		if err == nil && cmp.Equal(got.Namespaces, want) {
 			break
 		}
@@ -65,7 +65,21 @@ func TestNamespaces(t *testing.T) {
 			t.Fatalf("Namespaces (-got +want), %v:\n%s", err, cmp.Diff(got, &wire.NamespaceList{Namespaces: want}))
 		}
 	}
-	if r := env.Do(t, http.MethodGet, "/v1/namespaces?limit=1", nil, ""); r.Status != http.StatusBadRequest || r.Err.Code != wire.CodeUnknownField {
-		t.Fatalf("GET /v1/namespaces?limit=1 = %d %s", r.Status, r.Body)
+	// One namespace; without the lanes' counts.
+	one, err := c.Namespaces(ctx, client.NamespaceOptions{Namespace: "etl"})
+	if err != nil || !cmp.Equal(one.Namespaces, want[1:2]) {
+		t.Fatalf("Namespaces of etl = %+v, %v; want %+v", one, err, want[1:2])
+	}
+	bare, err := c.Namespaces(ctx, client.NamespaceOptions{WithoutLanes: true})
+	if err != nil || len(bare.Namespaces) != 3 || bare.Namespaces[0].Lanes != nil || bare.Namespaces[1].Runs != 2 || bare.Namespaces[2].Workers != 1 {
+		t.Fatalf("Namespaces without lanes = %+v, %v", bare, err)
+	}
+	if none, err := c.Namespaces(ctx, client.NamespaceOptions{Namespace: "nowhere"}); err != nil || len(none.Namespaces) != 0 {
+		t.Fatalf("Namespaces of an unknown namespace = %+v, %v", none, err)
+	}
+	for _, q := range []string{"?limit=1", "?lanes=maybe", "?namespace=a+b"} {
+		if r := env.Do(t, http.MethodGet, "/v1/namespaces"+q, nil, ""); r.Status != http.StatusBadRequest {
+			t.Fatalf("GET /v1/namespaces%s = %d %s; want 400", q, r.Status, r.Body)
+		}
 	}
 }

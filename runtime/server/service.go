@@ -128,17 +128,17 @@ func (s *service) Result(ctx context.Context, id string) (*wire.ExecutionResult,
 	return &wire.ExecutionResult{ID: id, State: string(r.State), Result: rawJSON(r.Result), Error: r.Error}, nil
 }
 
-func (s *service) Namespaces(ctx context.Context) (*wire.NamespaceList, error) {
-	nss, err := s.st.NamespaceSummaries(ctx)
+func (s *service) Namespaces(ctx context.Context, q api.NamespaceQuery) (*wire.NamespaceList, error) {
+	nss, err := s.st.NamespaceSummaries(ctx, store.NamespaceOptions{Namespace: q.Namespace, Lanes: q.Lanes})
 	if err != nil {
 		return nil, mapError(err)
 	}
 	out := &wire.NamespaceList{Namespaces: make([]wire.Namespace, len(nss))}
 	for i, ns := range nss {
-		w := wire.Namespace{Name: ns.Name, Runs: ns.Runs, Workers: ns.Workers, Lanes: make([]wire.LaneCounts, len(ns.Lanes))}
-		for j, l := range ns.Lanes {
-			w.Lanes[j] = wire.LaneCounts{Lane: l.Lane, Eligible: l.Eligible, Delayed: l.Delayed, Pending: l.Pending,
-				Blocked: l.BlockedRoute, BlockedBudget: l.BlockedBudget, BlockedQuota: l.BlockedQuota, Terminal: l.Terminal}
+		w := wire.Namespace{Name: ns.Name, Runs: ns.Runs, Workers: ns.Workers}
+		for _, l := range ns.Lanes {
+			w.Lanes = append(w.Lanes, wire.LaneCounts{Lane: l.Lane, Eligible: l.Eligible, Delayed: l.Delayed, Pending: l.Pending,
+				Blocked: l.BlockedRoute, BlockedBudget: l.BlockedBudget, BlockedQuota: l.BlockedQuota, Terminal: l.Terminal})
 		}
 		out.Namespaces[i] = w
 	}

@@ -5,16 +5,19 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/valkey-io/valkey-go"
 )
 
-// NamespaceSummary sums up one namespace: what its lanes hold, the flow runs it
-// keeps and its connected workers.
+// NamespaceSummary sums up one namespace: what its lanes hold, the flow
+// runs it keeps and its connected workers.
 type NamespaceSummary struct {
 	Name string
 	// Lanes are the namespace's lanes that ever held an execution, by
-	// name, with their counts summed over the flow partitions.
+	// name, with their counts summed over the flow partitions (nil when
+	// not asked for).
 	Lanes []LaneStats
 	// Runs counts the flow runs kept (running, or ended and not yet
 	// deleted by retention).
@@ -23,52 +26,128 @@ type NamespaceSummary struct {
 	Workers int64
 }
 
-// NamespaceSummaries returns every namespace that has lanes (an execution or a
-// flow run was created in it) or had a worker, by name. Like Stats, each
-// figure is read by its own command: not one atomic picture. It costs a
-// count per lane index, per namespace and partition, and per namespace's
-// workers, in three pipelined rounds.
-func (s *Store) NamespaceSummaries(ctx context.Context) ([]NamespaceSummary, error) {
-	st, err := s.Stats(ctx)
+// NamespaceOptions choose what NamespaceSummaries reads.
+type NamespaceOptions struct {
+	// Namespace, when set, sums up that namespace only (none when it has
+	// neither lanes nor workers).
+	Namespace string
+	// Lanes asks for the lanes' counts: seven counts per lane and
+	// partition, the bulk of the cost.
+	Lanes bool
+}
+
+// NamespaceSummaries returns every namespace that has lanes (an execution
+// or a flow run was created in it) or had a worker, by name (or only
+// o.Namespace). Each figure is read by its own command: not one atomic
+// picture. It costs the partitions' lane sets, then in one pipelined
+// round a count per namespace and partition (runs) and per namespace
+// (workers), and with o.Lanes seven per lane and partition.
+func (s *Store) NamespaceSummaries(ctx context.Context, o NamespaceOptions) ([]NamespaceSummary, error) {
+	if o.Namespace != "" {
+		if err := checkName("namespace", o.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	n := s.cfg.FlowPartitions
+	first := make(valkey.Commands, 0, n+1)
+	for p := range n {
+		first = append(first, s.c.B().Smembers().Key(s.k.anchor(p)).Build())
+	}
+	first = append(first, s.c.B().Smembers().Key(s.k.namespaces()).Build())
+	resps := s.c.DoMulti(ctx, first...)
+	type laneAt struct {
+		p  int
+		ln string
+	}
+	lanes := map[string][]laneAt{} // namespace -> its lanes, over the partitions
+	for p := range n {
+		members, err := resps[p].AsStrSlice()
+		if err != nil {
+			return nil, fmt.Errorf("store: namespaces: lanes of partition %d: %w", p, err)
+		}
+		for _, m := range members {
+			if ns, ln, ok := strings.Cut(m, ":"); ok && (o.Namespace == "" || ns == o.Namespace) {
+				lanes[ns] = append(lanes[ns], laneAt{p, ln})
+			}
+		}
+	}
+	workerNS, err := resps[n].AsStrSlice()
 	if err != nil {
 		return nil, fmt.Errorf("store: namespaces: %w", err)
 	}
-	byName := map[string]*NamespaceSummary{}
-	var out []*NamespaceSummary
-	get := func(name string) *NamespaceSummary {
-		ns := byName[name]
-		if ns == nil {
-			ns = &NamespaceSummary{Name: name}
-			byName[name] = ns
-			out = append(out, ns)
+	names := make([]string, 0, len(lanes)+len(workerNS))
+	for ns := range lanes {
+		names = append(names, ns)
+	}
+	for _, ns := range workerNS {
+		if o.Namespace == "" || ns == o.Namespace {
+			names = append(names, ns)
 		}
-		return ns
 	}
-	for _, l := range st.Lanes { // sorted by namespace, then lane
-		ns := get(l.Namespace)
-		ns.Lanes = append(ns.Lanes, l)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	if len(names) == 0 {
+		return nil, nil
 	}
-	for _, w := range st.Workers {
-		get(w.Namespace).Workers = w.Connected
+	// TIME on its own: a cluster client refuses a pipeline that mixes a
+	// keyless command with keys of several slots.
+	now, err := timeOf(s.c.Do(ctx, s.c.B().Time().Build()))
+	if err != nil {
+		return nil, err
 	}
-	slices.SortFunc(out, func(a, b *NamespaceSummary) int { return cmp.Compare(a.Name, b.Name) })
-	n := s.cfg.FlowPartitions
-	cmds := make(valkey.Commands, 0, len(out)*n)
-	for _, ns := range out {
+	out := make([]NamespaceSummary, len(names))
+	var cmds valkey.Commands
+	var into []*int64 // where each count goes (nil: a lane's, summed below)
+	for i, ns := range names {
+		out[i].Name = ns
 		for p := range n {
-			cmds = append(cmds, s.c.B().Zcard().Key(s.k.runsByNamespace(p, ns.Name)).Build())
+			cmds = append(cmds, s.c.B().Zcard().Key(s.k.runsByNamespace(p, ns)).Build())
+			into = append(into, &out[i].Runs)
+		}
+		cmds = append(cmds, s.c.B().Zcount().Key(s.k.workers(ns)).Min("("+strconv.FormatInt(now, 10)).Max("+inf").Build())
+		into = append(into, &out[i].Workers)
+		if !o.Lanes {
+			continue
+		}
+		seen := map[string]bool{} // a lane is on several partitions: one entry
+		for _, l := range lanes[ns] {
+			if !seen[l.ln] {
+				seen[l.ln] = true
+				out[i].Lanes = append(out[i].Lanes, LaneStats{Namespace: ns, Lane: l.ln})
+			}
+			for _, idx := range statIndexes {
+				cmds = append(cmds, s.c.B().Zcard().Key(s.k.lane(l.p, ns, l.ln, idx)).Build())
+				into = append(into, nil)
+			}
 		}
 	}
+	counts := make([]int64, len(cmds))
 	for i, r := range s.c.DoMulti(ctx, cmds...) {
-		c, err := r.AsInt64()
-		if err != nil {
-			return nil, fmt.Errorf("store: namespaces: count the runs of %s: %w", out[i/n].Name, err)
+		if counts[i], err = r.AsInt64(); err != nil {
+			return nil, fmt.Errorf("store: namespaces: count: %w", err)
 		}
-		out[i/n].Runs += c
 	}
-	res := make([]NamespaceSummary, len(out))
-	for i, ns := range out {
-		res[i] = *ns
+	k := 0
+	for i, ns := range names {
+		for range n + 1 { // runs per partition, then workers
+			*into[k] += counts[k]
+			k++
+		}
+		if !o.Lanes {
+			continue
+		}
+		byLane := map[string]int{}
+		for j, l := range out[i].Lanes {
+			byLane[l.Lane] = j
+		}
+		for _, l := range lanes[ns] {
+			ls := &out[i].Lanes[byLane[l.ln]]
+			for _, c := range ls.counts() {
+				*c += counts[k]
+				k++
+			}
+		}
+		slices.SortFunc(out[i].Lanes, func(a, b LaneStats) int { return cmp.Compare(a.Lane, b.Lane) })
 	}
-	return res, nil
+	return out, nil
 }

@@ -503,8 +503,9 @@ type Namespace struct {
 	Name    string `json:"name"`
 	Runs    int64  `json:"runs"`    // flow runs kept: running, or ended and not deleted yet
 	Workers int64  `json:"workers"` // connected worker instances
-	// Lanes holds each lane that ever had an execution, by name.
-	Lanes []LaneCounts `json:"lanes"`
+	// Lanes holds each lane that ever had an execution, by name (absent
+	// with lanes=false, or when there is none).
+	Lanes []LaneCounts `json:"lanes,omitempty"`
 }
 
 // LaneCounts counts the executions of one lane by what they wait for.
