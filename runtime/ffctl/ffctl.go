@@ -109,7 +109,8 @@ const Usage = `  ffrun templates                     list the flows the server s
                                       start a run of a template
   ffrun runs [--flow F] [--state S] [--limit N]
                                       list runs, newest first
-  ffrun get RUN                       a run and the state of every member (an execution's id: it and its attempts)
+  ffrun get RUN                       a run and the state of every member
+                                      (given an execution's id: it and its attempts)
   ffrun watch RUN                     print members' state changes until the run ends
   ffrun result RUN [--wait D]         the result of a run that succeeded
   ffrun cancel RUN [--reason R]       cancel every member that has not ended
