@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/valkey-io/valkey-go"
 )
@@ -49,31 +48,15 @@ func (s *Store) NamespaceSummaries(ctx context.Context, o NamespaceOptions) ([]N
 		}
 	}
 	n := s.cfg.FlowPartitions
-	first := make(valkey.Commands, 0, n+1)
-	for p := range n {
-		first = append(first, s.c.B().Smembers().Key(s.k.anchor(p)).Build())
-	}
-	first = append(first, s.c.B().Smembers().Key(s.k.namespaces()).Build())
-	resps := s.c.DoMulti(ctx, first...)
-	type laneAt struct {
-		p  int
-		ln string
-	}
-	lanes := map[string][]laneAt{} // namespace -> its lanes, over the partitions
-	for p := range n {
-		members, err := resps[p].AsStrSlice()
-		if err != nil {
-			return nil, fmt.Errorf("store: namespaces: lanes of partition %d: %w", p, err)
-		}
-		for _, m := range members {
-			if ns, ln, ok := strings.Cut(m, ":"); ok && (o.Namespace == "" || ns == o.Namespace) {
-				lanes[ns] = append(lanes[ns], laneAt{p, ln})
-			}
-		}
-	}
-	workerNS, err := resps[n].AsStrSlice()
+	all, workerNS, err := s.lanesAndNamespaces(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("store: namespaces: %w", err)
+	}
+	lanes := map[string][]laneAt{} // namespace -> its lanes, over the partitions
+	for _, l := range all {
+		if o.Namespace == "" || l.ns == o.Namespace {
+			lanes[l.ns] = append(lanes[l.ns], l)
+		}
 	}
 	names := make([]string, 0, len(lanes)+len(workerNS))
 	for ns := range lanes {

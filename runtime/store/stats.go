@@ -50,26 +50,28 @@ func (l *LaneStats) counts() []*int64 {
 	return []*int64{&l.Eligible, &l.Delayed, &l.Pending, &l.BlockedRoute, &l.BlockedBudget, &l.BlockedQuota, &l.Terminal}
 }
 
-// Stats reads the snapshot in two pipelined rounds and a TIME between
-// them: the lanes of every partition and the namespaces, then a count per
-// index, partition's leases and namespace's live workers.
-func (s *Store) Stats(ctx context.Context) (*Stats, error) {
+// laneAt is a lane of a namespace on a flow partition.
+type laneAt struct {
+	p      int
+	ns, ln string
+}
+
+// lanesAndNamespaces reads, in one pipelined round, the lanes of every
+// flow partition (their lane sets) and the namespaces that had workers,
+// sorted.
+func (s *Store) lanesAndNamespaces(ctx context.Context) ([]laneAt, []string, error) {
 	n := s.cfg.FlowPartitions
-	first := make(valkey.Commands, 0, n+1)
+	cmds := make(valkey.Commands, 0, n+1)
 	for p := range n {
-		first = append(first, s.c.B().Smembers().Key(s.k.anchor(p)).Build())
+		cmds = append(cmds, s.c.B().Smembers().Key(s.k.anchor(p)).Build())
 	}
-	first = append(first, s.c.B().Smembers().Key(s.k.namespaces()).Build())
-	resps := s.c.DoMulti(ctx, first...)
-	type laneAt struct {
-		p      int
-		ns, ln string
-	}
+	cmds = append(cmds, s.c.B().Smembers().Key(s.k.namespaces()).Build())
+	resps := s.c.DoMulti(ctx, cmds...)
 	var lanes []laneAt
 	for p := range n {
 		members, err := resps[p].AsStrSlice()
 		if err != nil {
-			return nil, fmt.Errorf("store: stats: lanes of partition %d: %w", p, err)
+			return nil, nil, fmt.Errorf("lanes of partition %d: %w", p, err)
 		}
 		for _, m := range members {
 			if ns, ln, ok := strings.Cut(m, ":"); ok {
@@ -79,9 +81,21 @@ func (s *Store) Stats(ctx context.Context) (*Stats, error) {
 	}
 	namespaces, err := resps[n].AsStrSlice()
 	if err != nil {
-		return nil, fmt.Errorf("store: stats: namespaces: %w", err)
+		return nil, nil, fmt.Errorf("namespaces: %w", err)
 	}
 	slices.Sort(namespaces)
+	return lanes, namespaces, nil
+}
+
+// Stats reads the snapshot in two pipelined rounds and a TIME between
+// them: the lanes of every partition and the namespaces, then a count per
+// index, partition's leases and namespace's live workers.
+func (s *Store) Stats(ctx context.Context) (*Stats, error) {
+	n := s.cfg.FlowPartitions
+	lanes, namespaces, err := s.lanesAndNamespaces(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: stats: %w", err)
+	}
 	// TIME on its own: a cluster client refuses a pipeline that mixes a
 	// keyless command with keys of several slots.
 	now, err := s.c.Do(ctx, s.c.B().Time().Build()).AsStrSlice()
