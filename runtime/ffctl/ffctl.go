@@ -395,18 +395,18 @@ func (c *cmd) budgets(ctx context.Context, args []string) error {
 	if *scope != "" && *scope != plan.ScopeShared && *scope != plan.ScopeRun {
 		return fmt.Errorf("%w: --scope %q: want shared or run", errUsage, *scope)
 	}
-	all := &wire.BudgetList{Budgets: []wire.Budget{}}
-	o := client.LimitListOptions{Namespace: c.namespace, Scope: *scope, Limit: 1000}
-	for {
-		l, err := c.c.ListBudgets(ctx, o)
-		if err != nil {
-			return err
-		}
-		all.Budgets = append(all.Budgets, l.Budgets...)
-		if o.Cursor = l.NextCursor; o.Cursor == "" {
-			break
-		}
+	budgets, err := allPages(client.LimitListOptions{Namespace: c.namespace, Scope: *scope, Limit: 1000},
+		func(o client.LimitListOptions) ([]wire.Budget, string, error) {
+			l, err := c.c.ListBudgets(ctx, o)
+			if err != nil {
+				return nil, "", err
+			}
+			return l.Budgets, l.NextCursor, nil
+		})
+	if err != nil {
+		return err
 	}
+	all := &wire.BudgetList{Budgets: budgets}
 	if c.json {
 		return c.printJSON(all)
 	}
@@ -439,6 +439,22 @@ func (c *cmd) budgets(ctx context.Context, args []string) error {
 	return w.Flush()
 }
 
+// allPages reads every page of a budget or quota listing from o, following
+// the cursor; never nil ("budgets": [] in JSON, as the API answers).
+func allPages[T any](o client.LimitListOptions, page func(client.LimitListOptions) ([]T, string, error)) ([]T, error) {
+	out := []T{}
+	for {
+		items, next, err := page(o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+		if o.Cursor = next; o.Cursor == "" {
+			return out, nil
+		}
+	}
+}
+
 // quotas lists the quotas of the namespace (--namespace; every one
 // without) with their limits and, per subject, use and pauses.
 func (c *cmd) quotas(ctx context.Context, args []string) error {
@@ -446,18 +462,18 @@ func (c *cmd) quotas(ctx context.Context, args []string) error {
 	if _, err := c.parse(args); err != nil {
 		return err
 	}
-	all := &wire.QuotaList{Quotas: []wire.Quota{}}
-	o := client.LimitListOptions{Namespace: c.namespace, Limit: 1000}
-	for {
-		l, err := c.c.ListQuotas(ctx, o)
-		if err != nil {
-			return err
-		}
-		all.Quotas = append(all.Quotas, l.Quotas...)
-		if o.Cursor = l.NextCursor; o.Cursor == "" {
-			break
-		}
+	quotas, err := allPages(client.LimitListOptions{Namespace: c.namespace, Limit: 1000},
+		func(o client.LimitListOptions) ([]wire.Quota, string, error) {
+			l, err := c.c.ListQuotas(ctx, o)
+			if err != nil {
+				return nil, "", err
+			}
+			return l.Quotas, l.NextCursor, nil
+		})
+	if err != nil {
+		return err
 	}
+	all := &wire.QuotaList{Quotas: quotas}
 	if c.json {
 		return c.printJSON(all)
 	}
