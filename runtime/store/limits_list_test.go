@@ -36,63 +36,62 @@ func (e *env) upsertQuota(id string, key string) {
 // budget listed is what GetBudget returns.
 func (e *env) listAllBudgets(o ListBudgetsOptions) []string {
 	e.t.Helper()
-	var ids []string
-	for pages := 0; ; pages++ {
-		if pages > 1000 {
-			e.t.Fatal("ListBudgets: no end to the cursors")
-		}
+	return listAll(e, "budget", o.Limit, func(cursor string) ([]Budget, string, error) {
+		o.Cursor = cursor
 		p, err := e.s.ListBudgets(e.ctx, o)
 		if err != nil {
-			e.t.Fatalf("ListBudgets(%+v): %v", o, err)
+			return nil, "", err
 		}
-		if o.Limit > 0 && len(p.Budgets) > o.Limit {
-			e.t.Fatalf("ListBudgets: %d budgets, limit %d", len(p.Budgets), o.Limit)
-		}
-		for _, b := range p.Budgets {
-			one, err := e.s.GetBudget(e.ctx, b.ID)
-			if err != nil {
-				e.t.Fatalf("GetBudget %s: %v", b.ID, err)
-			}
-			if d := cmp.Diff(*one, b); d != "" {
-				e.t.Fatalf("listed budget %s differs from GetBudget (-get +list):\n%s", b.ID, d)
-			}
-			ids = append(ids, b.ID)
-		}
-		if p.NextCursor == "" {
-			return ids
-		}
-		o.Cursor = p.NextCursor
-	}
+		return p.Budgets, p.NextCursor, nil
+	}, func(id string) (*Budget, error) { return e.s.GetBudget(e.ctx, id) }, func(b Budget) string { return b.ID })
 }
 
+// listAllQuotas is listAllBudgets for ListQuotas and GetQuota.
 func (e *env) listAllQuotas(o ListQuotasOptions) []string {
 	e.t.Helper()
-	var ids []string
-	for pages := 0; ; pages++ {
-		if pages > 1000 {
-			e.t.Fatal("ListQuotas: no end to the cursors")
-		}
+	return listAll(e, "quota", o.Limit, func(cursor string) ([]Quota, string, error) {
+		o.Cursor = cursor
 		p, err := e.s.ListQuotas(e.ctx, o)
 		if err != nil {
-			e.t.Fatalf("ListQuotas(%+v): %v", o, err)
+			return nil, "", err
 		}
-		if o.Limit > 0 && len(p.Quotas) > o.Limit {
-			e.t.Fatalf("ListQuotas: %d quotas, limit %d", len(p.Quotas), o.Limit)
+		return p.Quotas, p.NextCursor, nil
+	}, func(id string) (*Quota, error) { return e.s.GetQuota(e.ctx, id) }, func(q Quota) string { return q.ID })
+}
+
+// listAll follows a listing's cursors (page) to the end and returns the
+// ids (id) in the order listed, checking that no page holds more than
+// limit (when set) and that every item listed is what get returns.
+func listAll[T any](e *env, what string, limit int, page func(cursor string) ([]T, string, error),
+	get func(id string) (*T, error), id func(T) string) []string {
+	e.t.Helper()
+	var ids []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			e.t.Fatalf("listing %ss: no end to the cursors", what)
 		}
-		for _, q := range p.Quotas {
-			one, err := e.s.GetQuota(e.ctx, q.ID)
+		items, next, err := page(cursor)
+		if err != nil {
+			e.t.Fatalf("listing %ss from %q: %v", what, cursor, err)
+		}
+		if limit > 0 && len(items) > limit {
+			e.t.Fatalf("listing %ss: %d on a page, limit %d", what, len(items), limit)
+		}
+		for _, x := range items {
+			one, err := get(id(x))
 			if err != nil {
-				e.t.Fatalf("GetQuota %s: %v", q.ID, err)
+				e.t.Fatalf("get %s %s: %v", what, id(x), err)
 			}
-			if d := cmp.Diff(*one, q); d != "" {
-				e.t.Fatalf("listed quota %s differs from GetQuota (-get +list):\n%s", q.ID, d)
+			if d := cmp.Diff(*one, x); d != "" {
+				e.t.Fatalf("listed %s %s differs from its get (-get +list):\n%s", what, id(x), d)
 			}
-			ids = append(ids, q.ID)
+			ids = append(ids, id(x))
 		}
-		if p.NextCursor == "" {
+		if next == "" {
 			return ids
 		}
-		o.Cursor = p.NextCursor
+		cursor = next
 	}
 }
 
