@@ -6,6 +6,32 @@ import (
 	"time"
 )
 
+// revoked starts n attempts of execution id, revoking each (not charged:
+// it is eligible again at once).
+func (e *env) revoked(id ExecutionID, n int) {
+	e.t.Helper()
+	for range n {
+		e.claim(id, worker1, time.Minute)
+		if _, err := e.s.RevokeLease(e.ctx, id, "again"); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// recordFields returns how many fields execution id's record holds.
+func (e *env) recordFields(id ExecutionID) int64 {
+	e.t.Helper()
+	p, uuid, err := e.s.locate(id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n, err := e.c.Do(e.ctx, e.c.B().Hlen().Key(e.s.k.core(p, uuid)).Build()).AsInt64()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
 // TestAttemptsKept: each attempt's start drops the history of the attempt
 // AttemptsKept before it, so the record of an execution reclaimed or
 // revoked without end stays bounded, and the history read back is the
@@ -14,28 +40,10 @@ func TestAttemptsKept(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	x := e.create(CreateRequest{})
-	p, uuid, err := e.s.locate(x.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fields := func() int64 {
-		n, err := e.c.Do(e.ctx, e.c.B().Hlen().Key(e.s.k.core(p, uuid)).Build()).AsInt64()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	var atKept int64
-	for i := 1; i <= AttemptsKept+20; i++ {
-		e.claim(x.ID, worker1, time.Minute)
-		if _, err := e.s.RevokeLease(e.ctx, x.ID, "again"); err != nil {
-			t.Fatal(err)
-		}
-		if i == AttemptsKept {
-			atKept = fields()
-		}
-	}
-	if n := fields(); n != atKept {
+	e.revoked(x.ID, AttemptsKept)
+	atKept := e.recordFields(x.ID)
+	e.revoked(x.ID, 20)
+	if n := e.recordFields(x.ID); n != atKept {
 		t.Fatalf("the record grew from %d to %d fields over 20 more attempts", atKept, n)
 	}
 	got := e.get(x.ID).Attempts
@@ -56,18 +64,13 @@ func TestAttemptsKeptOfOlderRecords(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	x := e.create(CreateRequest{})
+	const older = AttemptsKept + 50
+	e.revoked(x.ID, older)
+	// The history an earlier release left: attempts 1..50 too.
 	p, uuid, err := e.s.locate(x.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const older = AttemptsKept + 50
-	for range older {
-		e.claim(x.ID, worker1, time.Minute)
-		if _, err := e.s.RevokeLease(e.ctx, x.ID, "again"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The history an earlier release left: attempts 1..50 too.
 	for n := 1; n <= older-AttemptsKept; n++ {
 		f := "att:" + strconv.Itoa(n)
 		err := e.c.Do(e.ctx, e.c.B().Hset().Key(e.s.k.core(p, uuid)).FieldValue().
@@ -76,21 +79,9 @@ func TestAttemptsKeptOfOlderRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hlen := func() int64 {
-		n, err := e.c.Do(e.ctx, e.c.B().Hlen().Key(e.s.k.core(p, uuid)).Build()).AsInt64()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	before := hlen()
-	for range 10 {
-		e.claim(x.ID, worker1, time.Minute)
-		if _, err := e.s.RevokeLease(e.ctx, x.ID, "again"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := hlen(); n > before {
+	before := e.recordFields(x.ID)
+	e.revoked(x.ID, 10)
+	if n := e.recordFields(x.ID); n > before {
 		t.Fatalf("the record grew from %d to %d fields over 10 attempts", before, n)
 	}
 	got := e.get(x.ID).Attempts
