@@ -34,3 +34,15 @@ local function ff_library_use(keys, argv)
 end
 
 register('ff_library_use', ff_library_use)
+
+-- ff_unlock: release a lock taken with SET NX PX by the holder of token:
+-- the key is deleted only while it still holds token (a holder that
+-- outlived its lock must not free the next holder's).
+-- KEYS[1]  the lock. ARGV[1]  the holder's token.
+-- Reply: {1, 1} deleted | {1, 0} not held by token (expired, or another's).
+local function ff_unlock(keys, argv)
+  if redis.call('GET', keys[1]) ~= argv[1] then return ok(0) end
+  return ok(redis.call('DEL', keys[1]))
+end
+
+register('ff_unlock', ff_unlock)

@@ -70,8 +70,8 @@ func (s *Store) BackfillLimitIndexes(ctx context.Context) (LimitsBackfill, error
 		return out, nil
 	}
 	// One pass at a time across processes: each is a full SCAN.
-	took, err := s.c.Do(ctx, s.c.B().Set().Key(s.k.prefix+limitsBackfillLock).Value(strconv.FormatInt(time.Now().UnixMilli(), 10)).
-		Nx().Px(LimitsBackfillRetry).Build()).AsBool()
+	lock, token := s.k.prefix+limitsBackfillLock, newUUID()
+	took, err := s.c.Do(ctx, s.c.B().Set().Key(lock).Value(token).Nx().Px(LimitsBackfillRetry).Build()).AsBool()
 	if err != nil && !valkey.IsValkeyNil(err) {
 		return out, fmt.Errorf("store: take the backfill lock: %w", err)
 	}
@@ -80,10 +80,9 @@ func (s *Store) BackfillLimitIndexes(ctx context.Context) (LimitsBackfill, error
 		return out, nil
 	}
 	defer func() {
-		// Released at the end (unconditionally: a pass that outlived the
-		// lock's lifetime may free another's, which costs one more
-		// concurrent scan, nothing else).
-		_ = s.c.Do(context.WithoutCancel(ctx), s.c.B().Del().Key(s.k.prefix+limitsBackfillLock).Build()).Error()
+		// Released at the end, only while it is still this pass's: a pass
+		// that outlived the lock's lifetime must not free the next one's.
+		_, _ = s.single(context.WithoutCancel(ctx), call{fn: "ff_unlock", keys: []string{lock}, args: []string{token}}, "", "release the backfill lock")
 	}()
 	// Another version in use at the start may create unindexed budgets
 	// while the scan runs, even if its record is gone by the end.

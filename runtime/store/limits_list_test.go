@@ -445,6 +445,9 @@ func TestBackfillLimitIndexes(t *testing.T) {
 	if !e.indexed() {
 		t.Fatal("not marked as indexed")
 	}
+	if n, err := e.c.Do(e.ctx, e.c.B().Exists().Key(lock).Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("the pass left its lock: exists = %d, %v", n, err)
+	}
 	// Marked: no scan, even with the indexes gone.
 	e.dropIndexes()
 	if err := e.c.Do(e.ctx, e.c.B().Hset().Key(e.s.k.config()).FieldValue().FieldValue(limitsIndexedField, "1").Build()).Error(); err != nil {
@@ -631,5 +634,39 @@ func TestGetQuotaSubjectsBounded(t *testing.T) {
 	last := keys[len(keys)-1]
 	if q, err := e.s.GetQuotaKey(e.ctx, id, last); err != nil || len(q.Subjects) != 1 || q.Subjects[0].Key != last {
 		t.Fatalf("GetQuotaKey(%s) = %+v, %v", last, q, err)
+	}
+}
+
+// A lock is released only by its holder: a pass that outlived its lock
+// leaves the next holder's alone.
+func TestUnlockOnlyByHolder(t *testing.T) {
+	e := newEnv(t)
+	lock := e.s.k.prefix + limitsBackfillLock
+	if err := e.c.Do(e.ctx, e.c.B().Set().Key(lock).Value("next").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	unlock := func(token string) int64 {
+		t.Helper()
+		items, err := e.s.single(e.ctx, call{fn: "ff_unlock", keys: []string{lock}, args: []string{token}}, "", "unlock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := items[0].AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := unlock("earlier"); n != 0 {
+		t.Fatalf("unlock by another token = %d, want 0", n)
+	}
+	if v, err := e.c.Do(e.ctx, e.c.B().Get().Key(lock).Build()).ToString(); err != nil || v != "next" {
+		t.Fatalf("lock after another's unlock = %q, %v; want it kept", v, err)
+	}
+	if n := unlock("next"); n != 1 {
+		t.Fatalf("unlock by the holder = %d, want 1", n)
+	}
+	if n := unlock("next"); n != 0 {
+		t.Fatalf("unlock of a free lock = %d, want 0", n)
 	}
 }
