@@ -127,7 +127,7 @@ func (s *Store) ListQuotas(ctx context.Context, o ListQuotasOptions) (*QuotaPage
 	cmds := make(valkey.Commands, 0, 2*len(ids))
 	for _, id := range ids {
 		key := s.k.quota(s.quotaPart(id), id)
-		cmds = append(cmds, s.c.B().Hgetall().Key(key).Build(), s.c.B().Smembers().Key(key+":keys").Build())
+		cmds = append(cmds, s.c.B().Hgetall().Key(key).Build(), s.keysStep(key, 0))
 	}
 	resps := s.c.DoMulti(ctx, cmds...)
 	type found struct {
@@ -144,7 +144,7 @@ func (s *Store) ListQuotas(ctx context.Context, o ListQuotasOptions) (*QuotaPage
 		if len(def) == 0 {
 			continue
 		}
-		keyVals, err := resps[2*i+1].AsStrSlice()
+		keyVals, err := s.quotaKeys(ctx, s.k.quota(s.quotaPart(id), id), resps[2*i+1])
 		if err != nil {
 			return nil, fmt.Errorf("store: read quota keys %s: %w", id, err)
 		}

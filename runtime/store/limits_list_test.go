@@ -613,23 +613,27 @@ func BenchmarkListBudgets(b *testing.B) {
 
 // TestGetQuotaSubjectsBounded: GetQuota reads at most QuotaGetSubjectsMax
 // key values of a keyed quota (the first by key), counts the others, and
-// GetQuotaKey reads any one of them.
+// GetQuotaKey reads any one of them. The key values are read in several
+// SSCAN steps (more than quotaKeysStep of them).
 func TestGetQuotaSubjectsBounded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	id := QuotaID("big", "per_tenant")
 	e.upsertQuota(id, "tenant")
 	p := e.s.quotaPart(id)
-	keys := make([]string, 0, QuotaGetSubjectsMax+3)
-	for i := range QuotaGetSubjectsMax + 3 {
+	n := max(QuotaGetSubjectsMax, 2*quotaKeysStep) + 3
+	keys := make([]string, 0, n)
+	for i := range n {
 		keys = append(keys, fmt.Sprintf("t%05d", i))
 	}
 	if err := e.c.Do(e.ctx, e.c.B().Sadd().Key(e.s.k.quota(p, id)+":keys").Member(keys...).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	q, err := e.s.GetQuota(e.ctx, id)
-	if err != nil || len(q.Subjects) != QuotaGetSubjectsMax || q.SubjectsMore != 3 || q.Subjects[0].Key != "t00000" {
-		t.Fatalf("GetQuota: %d subjects, %d more, %v; want %d and 3", len(q.Subjects), q.SubjectsMore, err, QuotaGetSubjectsMax)
+	if err != nil || len(q.Subjects) != QuotaGetSubjectsMax || q.SubjectsMore != n-QuotaGetSubjectsMax ||
+		q.Subjects[0].Key != "t00000" || q.Subjects[QuotaGetSubjectsMax-1].Key != keys[QuotaGetSubjectsMax-1] {
+		t.Fatalf("GetQuota: %d subjects, %d more, %v; want the first %d by key and %d more",
+			len(q.Subjects), q.SubjectsMore, err, QuotaGetSubjectsMax, n-QuotaGetSubjectsMax)
 	}
 	last := keys[len(keys)-1]
 	if q, err := e.s.GetQuotaKey(e.ctx, id, last); err != nil || len(q.Subjects) != 1 || q.Subjects[0].Key != last {

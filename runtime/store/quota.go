@@ -301,7 +301,7 @@ func (s *Store) getQuota(ctx context.Context, id string, only *string) (*Quota, 
 	key := s.k.quota(q, id)
 	cmds := valkey.Commands{s.c.B().Hgetall().Key(key).Build(), s.c.B().Time().Build()}
 	if only == nil {
-		cmds = append(cmds, s.c.B().Smembers().Key(key+":keys").Build())
+		cmds = append(cmds, s.keysStep(key, 0))
 	}
 	resps := s.c.DoMulti(ctx, cmds...)
 	def, err := resps[0].AsStrMap()
@@ -317,7 +317,7 @@ func (s *Store) getQuota(ctx context.Context, id string, only *string) (*Quota, 
 	}
 	var keyVals []string
 	if only == nil {
-		if keyVals, err = resps[2].AsStrSlice(); err != nil {
+		if keyVals, err = s.quotaKeys(ctx, key, resps[2]); err != nil {
 			return nil, fmt.Errorf("store: read quota keys %s: %w", id, err)
 		}
 	}
@@ -331,6 +331,45 @@ func (s *Store) getQuota(ctx context.Context, id string, only *string) (*Quota, 
 	}
 	addSubjects(out, subjects, states)
 	return out, nil
+}
+
+// quotaKeysStep is the COUNT of each SSCAN step that reads a keyed quota's
+// key values: a quota with many is read in steps that each hold Valkey
+// briefly, where one SMEMBERS would hold it for the whole set.
+const quotaKeysStep = 1000
+
+// keysStep is the SSCAN step from cursor of the key values of quota key.
+func (s *Store) keysStep(key string, cursor uint64) valkey.Completed {
+	return s.c.B().Sscan().Key(key + ":keys").Cursor(cursor).Count(quotaKeysStep).Build()
+}
+
+// quotaKeys returns the key values of quota key, given the answer to its
+// first step (keysStep from 0): it reads the steps left one by one and
+// keeps each value once (SSCAN may answer one twice).
+func (s *Store) quotaKeys(ctx context.Context, key string, first valkey.ValkeyResult) ([]string, error) {
+	e, err := first.AsScanEntry()
+	if err != nil {
+		return nil, err
+	}
+	if e.Cursor == 0 {
+		return e.Elements, nil // one step: a small set answers whole
+	}
+	seen := map[string]bool{}
+	var out []string
+	for {
+		for _, v := range e.Elements {
+			if !seen[v] {
+				seen[v] = true
+				out = append(out, v)
+			}
+		}
+		if e.Cursor == 0 {
+			return out, nil
+		}
+		if e, err = s.c.Do(ctx, s.keysStep(key, e.Cursor)).AsScanEntry(); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // quotaFrom builds quota id from its definition and the key values seen
