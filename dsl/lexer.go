@@ -17,6 +17,9 @@ const (
 	tokDuration
 	tokString
 	tokPunct
+	// tokComment is a comment, kept only by scanComments (for Format): the
+	// parser never sees one.
+	tokComment
 )
 
 // tokenSymbols names the token types for the grammar.
@@ -33,7 +36,16 @@ var tokenSymbols = map[string]lexer.TokenType{
 // fails: problems are appended to diags and scanning goes on. The last
 // token is always EOF.
 func scan(filename string, src []byte, diags *Diagnostics) []lexer.Token {
-	s := scanner{file: filename, src: src, text: string(src), line: 1, col: 1, diags: diags}
+	return scanSource(filename, src, diags, false)
+}
+
+// scanComments is scan keeping the comments, as tokComment tokens.
+func scanComments(filename string, src []byte, diags *Diagnostics) []lexer.Token {
+	return scanSource(filename, src, diags, true)
+}
+
+func scanSource(filename string, src []byte, diags *Diagnostics, comments bool) []lexer.Token {
+	s := scanner{file: filename, src: src, text: string(src), line: 1, col: 1, diags: diags, comments: comments}
 	s.toks = make([]lexer.Token, 0, len(src)/6+8)
 	if len(src) >= 3 && src[0] == 0xEF && src[1] == 0xBB && src[2] == 0xBF {
 		s.advance(3) // byte order mark; columns still count its bytes
@@ -50,6 +62,8 @@ type scanner struct {
 	col   int
 	toks  []lexer.Token
 	diags *Diagnostics
+	// comments makes comments tokens (tokComment) instead of white space.
+	comments bool
 }
 
 func (s *scanner) pos() lexer.Position {
@@ -96,8 +110,14 @@ func (s *scanner) run() []lexer.Token {
 			for s.off < len(s.src) && s.src[s.off] != '\n' {
 				s.advance(1)
 			}
+			if s.comments {
+				s.emit(tokComment, start)
+			}
 		case c == '/' && s.peek(1) == '*':
 			s.blockComment(start)
+			if s.comments {
+				s.emit(tokComment, start)
+			}
 		case isLetter(c):
 			for s.off < len(s.src) && (isLetter(s.src[s.off]) || isDigit(s.src[s.off])) {
 				s.advance(1)

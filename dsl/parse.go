@@ -1,7 +1,8 @@
 // Package dsl parses the .ff workflow language: a hand-written lexer feeds
 // a participle grammar whose AST keeps the position of every node. It also
 // defines the diagnostics (errors and warnings with positions and stable
-// codes) that every stage of the compiler reports.
+// codes) that every stage of the compiler reports, and lays source out as
+// ffc fmt writes it (Format).
 package dsl
 
 import (

@@ -1,5 +1,5 @@
-// Package ffc implements the ffc command: check, plan, graph and gen for
-// .ff files. cmd/ffc is a thin main around Run.
+// Package ffc implements the ffc command: check, plan, graph, gen and fmt
+// for .ff files. cmd/ffc is a thin main around Run.
 package ffc
 
 import (
@@ -36,6 +36,7 @@ Usage:
                                                 print flows as a graph
   ffc gen -o FILE.go [-package NAME] [-check] FILE|DIR...
                                                 write typed Go code
+  ffc fmt [-l] [-d] [-w] [FILE|DIR...]          format .ff files (stdin without files)
   ffc version                                   print the version
 
 A directory stands for the .ff files directly inside it; all inputs form
@@ -59,6 +60,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runGraph(rest, stdout, stderr)
 	case "gen":
 		return runGen(rest, stdout, stderr)
+	case "fmt":
+		return runFmt(rest, stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "ffc %s (plan schema %d)\n", version(), plan.SchemaVersion)
 		return exitOK
@@ -281,7 +284,7 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if err := writeFileAtomic(*out, src); err != nil {
+	if err := writeFileAtomic(*out, src, 0o644); err != nil {
 		fmt.Fprintf(stderr, "ffc gen: %v\n", err)
 		return exitError
 	}
@@ -313,8 +316,8 @@ func defaultPackage(out string) string {
 }
 
 // writeFileAtomic writes data to a temporary file next to path and renames
-// it into place, so readers never see a partial file.
-func writeFileAtomic(path string, data []byte) error {
+// it into place with permissions perm, so readers never see a partial file.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -325,7 +328,7 @@ func writeFileAtomic(path string, data []byte) error {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := tmp.Chmod(0o644); err != nil {
+	if err := tmp.Chmod(perm); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

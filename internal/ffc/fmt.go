@@ -1,0 +1,114 @@
+package ffc
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/flowfabric/ff/compiler"
+	"github.com/flowfabric/ff/dsl"
+)
+
+// runFmt formats .ff files (dsl.Format): to stdout, or in place with -w;
+// -l and -d report the files that are not formatted, for CI. Without
+// paths it formats standard input to standard output (for editors).
+func runFmt(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("fmt", "[-l] [-d] [-w] [FILE|DIR...]", stderr)
+	list := fs.Bool("l", false, "list the files whose formatting differs (exit 1 if any, unless -w)")
+	diff := fs.Bool("d", false, "print the changes formatting makes as a unified diff (exit 1 if any, unless -w)")
+	write := fs.Bool("w", false, "rewrite the files that are not formatted, in place")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		if *write || *list {
+			fmt.Fprintln(stderr, "ffc fmt: -w and -l need files: standard input is formatted to standard output")
+			return exitUsage
+		}
+		src, err := io.ReadAll(stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "ffc fmt: read standard input: %v\n", err)
+			return exitError
+		}
+		o := fmtOne("<stdin>", src, stdout, stderr, fmtMode{diff: *diff, print: !*diff})
+		if o == fmtFailed || o == fmtChanged && *diff {
+			return exitError
+		}
+		return exitOK
+	}
+	srcs, diags := compiler.ReadSources(fs.Args()...)
+	_ = diags.Format(stderr)
+	failed := diags.HasErrors()
+	changed := false
+	mode := fmtMode{list: *list, diff: *diff, write: *write, print: !*list && !*diff && !*write}
+	for _, src := range srcs {
+		switch fmtOne(src.Name, src.Data, stdout, stderr, mode) {
+		case fmtFailed:
+			failed = true
+		case fmtChanged:
+			changed = true
+		}
+	}
+	if failed || changed && (*list || *diff) && !*write {
+		return exitError
+	}
+	return exitOK
+}
+
+// fmtMode says what fmtOne does with a file.
+type fmtMode struct {
+	list  bool // print its name when formatting changes it
+	diff  bool // print the change
+	write bool // rewrite it when formatting changes it
+	print bool // print the formatted source
+}
+
+type fmtOutcome int
+
+const (
+	fmtUnchanged fmtOutcome = iota
+	fmtChanged
+	fmtFailed
+)
+
+// fmtOne formats src (named name) as mode says, printing diagnostics to
+// stderr. A file with errors is left as it is.
+func fmtOne(name string, src []byte, stdout, stderr io.Writer, mode fmtMode) fmtOutcome {
+	out, diags := dsl.Format(name, src)
+	if diags.HasErrors() {
+		_ = diags.Format(stderr)
+		return fmtFailed
+	}
+	if mode.print {
+		if _, err := stdout.Write(out); err != nil {
+			fmt.Fprintf(stderr, "ffc fmt: %v\n", err)
+			return fmtFailed
+		}
+	}
+	if bytes.Equal(out, src) {
+		return fmtUnchanged
+	}
+	if mode.list {
+		fmt.Fprintln(stdout, name)
+	}
+	if mode.diff {
+		fmt.Fprint(stdout, unifiedDiff(name, src, out))
+	}
+	if mode.write {
+		perm := os.FileMode(0o644)
+		if info, err := os.Stat(name); err == nil {
+			perm = info.Mode().Perm()
+		}
+		if err := writeFileAtomic(name, out, perm); err != nil {
+			fmt.Fprintf(stderr, "ffc fmt: %v\n", err)
+			return fmtFailed
+		}
+	}
+	return fmtChanged
+}
