@@ -208,6 +208,35 @@ local function budget_touch(k)
   end
 end
 
+-- budget_same reports whether budget k is defined as the upsert arguments
+-- argv (its limit fields, keep: its dimension set, ndims: their count)
+-- say: scope, on_hard_limit, reset, the same dimensions in any order with
+-- the same limits, and with_ttl the same lifetime.
+local function budget_same(k, argv, fields, keep, ndims, with_ttl)
+  local want = {'scope', argv[1], 'on_hard_limit', argv[2], 'reset_ms', argv[3], 'dims', ''}
+  if with_ttl then
+    want[#want + 1] = 'ttl_ms'
+    want[#want + 1] = argv[5]
+  end
+  for i = 1, #fields, 2 do
+    want[#want + 1] = fields[i]
+    want[#want + 1] = fields[i + 1]
+  end
+  local names = {}
+  for i = 1, #want, 2 do names[#names + 1] = want[i] end
+  local have = redis.call('HMGET', k.def, unpack(names))
+  local n = 0
+  for d in string.gmatch(have[4] or '', '[^,]+') do
+    if not keep[d] then return false end
+    n = n + 1
+  end
+  if n ~= ndims then return false end
+  for i = 1, #names do
+    if i ~= 4 and (have[i] or '') ~= want[2 * i] then return false end
+  end
+  return true
+end
+
 -- DURATION_DIGITS bounds the digits of a reset interval or lifetime (ms):
 -- below 10^15, so that now + it stays exact.
 local DURATION_DIGITS = 15
@@ -271,25 +300,14 @@ local function ff_budget_upsert(keys, argv)
   local existed = redis.call('EXISTS', k.def) == 1
   if existed and argv[4] == '1' then
     redis.call('ZADD', k.index, 0, k.id) -- indexed if an older version created it
-    -- The same dimensions in another order are the same definition.
-    local want = {'scope', argv[1], 'on_hard_limit', argv[2], 'reset_ms', argv[3], 'dims', ''}
-    for i = 1, #fields, 2 do
-      want[#want + 1] = fields[i]
-      want[#want + 1] = fields[i + 1]
-    end
-    local names = {}
-    for i = 1, #want, 2 do names[#names + 1] = want[i] end
-    local have = redis.call('HMGET', k.def, unpack(names))
-    local n = 0
-    for d in string.gmatch(have[4] or '', '[^,]+') do
-      if not keep[d] then return ok('differs') end
-      n = n + 1
-    end
-    if n ~= #dims then return ok('differs') end
-    for i = 1, #names do
-      if i ~= 4 and (have[i] or '') ~= want[2 * i] then return ok('differs') end
-    end
-    return ok('exists')
+    return ok(budget_same(k, argv, fields, keep, #dims, false) and 'exists' or 'differs')
+  end
+  if existed and budget_same(k, argv, fields, keep, #dims, true)
+      and (argv[3] == '0' or redis.call('ZSCORE', k.resets, k.id) ~= false) then
+    -- The definition it has (a server start declaring it again): only
+    -- the lifetime is renewed, and updated_at stays when it changed.
+    budget_touch(k)
+    return ok('updated')
   end
   local old = existed and (redis.call('HGET', k.def, 'dims') or '') or ''
   for d in string.gmatch(old, '[^,]+') do

@@ -40,12 +40,16 @@ local function ff_quota_upsert(keys, argv)
   -- The partition's index (see budget.lua); again when it exists, in case
   -- an older version created it.
   redis.call('ZADD', base .. ':quotas', 0, id)
-  if existed and argv[6] == '1' then
+  if existed then
     local d = redis.call('HMGET', keys[1], 'rate', 'window_ms', 'concurrency', 'jitter_ms', 'key')
+    local same = true
     for i = 1, 5 do
-      if (d[i] or '') ~= argv[i] then return ok('differs') end
+      if (d[i] or '') ~= argv[i] then same = false end
     end
-    return ok('exists')
+    if argv[6] == '1' then return ok(same and 'exists' or 'differs') end
+    -- The definition it has (a server start declaring it again):
+    -- nothing to write, and updated_at stays when it changed.
+    if same then return ok('updated') end
   end
   local now = now_ms()
   redis.call('HSET', keys[1], 'rate', argv[1], 'window_ms', argv[2], 'concurrency', argv[3],

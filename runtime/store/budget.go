@@ -109,7 +109,7 @@ type Budget struct {
 	LastResetAt time.Time `json:"last_reset_at,omitzero"`
 	NextResetAt time.Time `json:"next_reset_at,omitzero"`
 	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	UpdatedAt   time.Time `json:"updated_at"` // the last upsert that changed the definition
 }
 
 // BudgetBreach is a budget at a hard limit, as the scheduler passes it to

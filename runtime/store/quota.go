@@ -82,7 +82,7 @@ type Quota struct {
 	// QuotaListSubjectsMax of each quota, GetQuota QuotaGetSubjectsMax.
 	SubjectsMore int       `json:"subjects_more,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	UpdatedAt    time.Time `json:"updated_at"` // the last upsert that changed the definition
 }
 
 // Causes of a quota denial (AdmitResult.Cause).
