@@ -107,6 +107,11 @@ func (c Config) validate() error {
 	if c.BodyLimit < 0 || c.BodyLimit > BodyLimitMax {
 		return fmt.Errorf("api: Config.BodyLimit %d is outside 0..%d", c.BodyLimit, BodyLimitMax)
 	}
+	if c.Token != "" {
+		if err := wire.CheckToken(c.Token); err != nil {
+			return fmt.Errorf("api: Config.Token: %w", err)
+		}
+	}
 	if c.LeaseDefault < wire.LeaseMsMin*time.Millisecond || c.LeaseDefault > wire.LeaseMsMax*time.Millisecond {
 		return fmt.Errorf("api: Config.LeaseDefault %s is outside %dms..%dms", c.LeaseDefault, wire.LeaseMsMin, wire.LeaseMsMax)
 	}

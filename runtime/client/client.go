@@ -167,6 +167,11 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	if c.token != "" {
+		if err := wire.CheckToken(c.token); err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+	}
 	if c.hc == nil {
 		c.hc = defaultHTTPClient(c.tls)
 	}

@@ -34,6 +34,20 @@ func TestNewValidatesURL(t *testing.T) {
 	}
 }
 
+// A token no HTTP header can carry as it is (the line break ending the
+// file it was read from) is refused with the reason, not sent to fail as
+// "invalid header field value" at every request.
+func TestNewValidatesToken(t *testing.T) {
+	for _, tok := range []string{"s3cret\n", " s3cret", "s3\x00cret"} {
+		if _, err := client.New("http://127.0.0.1:8080", client.WithToken(tok)); err == nil || !strings.Contains(err.Error(), "API token") {
+			t.Errorf("New with token %q = %v, want the token refused", tok, err)
+		}
+	}
+	if _, err := client.New("http://127.0.0.1:8080", client.WithToken("s3cret-~+/=")); err != nil {
+		t.Errorf("New with a good token: %v", err)
+	}
+}
+
 // TestNonJSONErrorBody: an error answer that is not our envelope (a proxy
 // in between) still becomes an *APIError with the status.
 func TestNonJSONErrorBody(t *testing.T) {

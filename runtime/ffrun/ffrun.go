@@ -29,6 +29,7 @@ import (
 	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/devserver"
 	"github.com/flowfabric/ff/runtime/ffctl"
+	"github.com/flowfabric/ff/runtime/scanner"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/store"
 	"github.com/flowfabric/ff/runtime/wire"
@@ -326,6 +327,27 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	// flag must be a usage error whatever the state of the server.
 	if o.leaseDefault < wire.LeaseMsMin*time.Millisecond || o.leaseDefault > wire.LeaseMsMax*time.Millisecond {
 		return fmt.Errorf("%w: --lease %s is outside %dms..%dms", errUsage, o.leaseDefault, wire.LeaseMsMin, wire.LeaseMsMax)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"scan-lease-expiry", o.scanners.LeaseExpiry}, {"scan-delayed", o.scanners.DelayedPromoter},
+		{"scan-attempt-timeout", o.scanners.AttemptTimeout}, {"scan-deadline", o.scanners.Deadline},
+		{"scan-retention", o.scanners.Retention},
+	} {
+		if d.v != 0 && d.v < scanner.IntervalMin {
+			return fmt.Errorf("%w: --%s %s: want 0 (the default) or at least %s", errUsage, d.flag, d.v, scanner.IntervalMin)
+		}
+	}
+	if o.scanners.RetentionAge != 0 && o.scanners.RetentionAge < time.Millisecond {
+		return fmt.Errorf("%w: --retention %s: want 0 (the default) or at least 1ms", errUsage, o.scanners.RetentionAge)
+	}
+	if o.shutdownTimeout < 0 {
+		return fmt.Errorf("%w: --shutdown-timeout %s is negative (0 = the default, %s)", errUsage, o.shutdownTimeout, server.ShutdownTimeoutDefault)
+	}
+	if err := wire.CheckToken(env.Getenv("FF_API_TOKEN")); err != nil {
+		return fmt.Errorf("%w: FF_API_TOKEN: %v", errUsage, err)
 	}
 	if o.bodyLimit < 0 || o.bodyLimit > api.BodyLimitMax {
 		return fmt.Errorf("%w: --body-limit %d is outside 0..%d", errUsage, o.bodyLimit, api.BodyLimitMax)

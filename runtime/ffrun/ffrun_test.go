@@ -317,3 +317,28 @@ func TestServeWithValkeyPassword(t *testing.T) {
 		}
 	}
 }
+
+// Durations the scanners or the server would refuse, or ignore, and an API
+// token no request could carry are usage errors before anything starts
+// (here Valkey is unreachable: the refusal must not wait for it).
+func TestServeRefusesBadSettings(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		token string
+		want  string
+	}{
+		{args: []string{"--retention", "-1s"}, want: "--retention"},
+		{args: []string{"--scan-delayed", "-5s"}, want: "--scan-delayed"},
+		{args: []string{"--scan-retention", "1ns"}, want: "--scan-retention"},
+		{args: []string{"--shutdown-timeout", "-1s"}, want: "--shutdown-timeout"},
+		{token: "s3cret\n", want: "FF_API_TOKEN: the API token starts or ends with white space"},
+		{token: "s3\x01cret", want: "FF_API_TOKEN: the API token holds a control character"},
+	} {
+		t.Setenv("FF_API_TOKEN", c.token)
+		var out bytes.Buffer
+		args := append([]string{"serve", "--valkey", "127.0.0.1:1", "--valkey-wait", "0"}, c.args...)
+		if code := ffrun.Main(args, nil, &out, &out); code != 2 || !strings.Contains(out.String(), c.want) {
+			t.Errorf("ffrun serve %q with FF_API_TOKEN=%q: exit %d, output %q; want exit 2 saying %q", c.args, c.token, code, out.String(), c.want)
+		}
+	}
+}

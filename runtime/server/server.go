@@ -110,6 +110,12 @@ func (c Config) validate() error {
 	if c.ValkeyAddr == "" {
 		return errors.New("server: Config.ValkeyAddr is required (host:port of Valkey or Redis, or unix:PATH)")
 	}
+	if c.Token != "" {
+		// Before Valkey is reached: ffrun refuses it as it refuses a bad flag.
+		if err := wire.CheckToken(c.Token); err != nil {
+			return fmt.Errorf("server: Config.Token (FF_API_TOKEN): %w", err)
+		}
+	}
 	if _, _, err := ValkeyNetwork(c.ValkeyAddr); err != nil {
 		return fmt.Errorf("server: Config.ValkeyAddr: %w", err)
 	}

@@ -6,6 +6,9 @@ package wire
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
@@ -555,4 +558,21 @@ type BulkRunsResult struct {
 type BulkRunRefusal struct {
 	RunID string    `json:"run_id"`
 	Error ErrorBody `json:"error"`
+}
+
+// CheckToken reports why tok cannot be an API bearer token, or nil. An
+// HTTP header cannot carry a control character and servers trim the white
+// space around a header's value, so a token holding either (most often
+// the line break that ends the file it was read from) could never be sent
+// or matched: every request would be refused.
+func CheckToken(tok string) error {
+	if t := strings.TrimSpace(tok); t != tok {
+		return errors.New("the API token starts or ends with white space (the line break ending the file it was read from?): remove it")
+	}
+	for i := 0; i < len(tok); i++ {
+		if c := tok[i]; c < ' ' || c == 0x7f {
+			return fmt.Errorf("the API token holds a control character (byte %d): it cannot be sent in an HTTP header", i)
+		}
+	}
+	return nil
 }
