@@ -69,8 +69,11 @@ func checkBudget(req *wire.PutBudget) *Error {
 			return invalid(f+".name", "%q is declared twice", d.Name)
 		}
 		seen[d.Name] = true
-		if d.Hard < 0 || d.Soft < 0 {
-			return invalid(f, "limits must not be negative")
+		if d.Hard < 0 {
+			return invalid(f+".hard", "%d is negative", d.Hard)
+		}
+		if d.Soft < 0 {
+			return invalid(f+".soft", "%d is negative", d.Soft)
 		}
 		if d.Hard > 0 && d.Soft > d.Hard {
 			return invalid(f+".soft", "%d is above the hard limit %d", d.Soft, d.Hard)

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -471,20 +473,31 @@ func (f *flows) bulkQuery(c echo.Context, op string) (RunListQuery, *wire.BulkRu
 	return q, &req, nil
 }
 
-// onlyQuery rejects query parameters other than allowed, and any given
-// more than once (which one would count is anyone's guess).
+// onlyQuery rejects a query string that does not parse (a bad escape, a
+// ';': Go would drop those parameters silently), parameters other than
+// allowed, and any given more than once (which one would count is
+// anyone's guess). The parameters are looked at in name order, unknown
+// ones first, so one request always gets one answer.
 func onlyQuery(c echo.Context, allowed ...string) *Error {
-	if c.Request().URL.RawQuery == "" {
+	raw := c.Request().URL.RawQuery
+	if raw == "" {
 		return nil
 	}
-	for k, vs := range c.QueryParams() {
+	params, err := url.ParseQuery(raw)
+	if err != nil {
+		return Errorf(http.StatusBadRequest, wire.CodeValidation, "the query string does not parse: %v", err)
+	}
+	names := slices.Sorted(maps.Keys(params))
+	for _, k := range names {
 		if !slices.Contains(allowed, k) {
 			e := Errorf(http.StatusBadRequest, wire.CodeUnknownField, "unknown query parameter %q", k)
 			e.Details = map[string]any{"field": k}
 			return e
 		}
-		if len(vs) > 1 {
-			return invalid(k, "is given %d times; give it once", len(vs))
+	}
+	for _, k := range names {
+		if n := len(params[k]); n > 1 {
+			return invalid(k, "is given %d times; give it once", n)
 		}
 	}
 	return nil

@@ -507,6 +507,9 @@ func (s *Server) completeOne(c echo.Context) error {
 	}
 	res, _, err := s.cfg.Service.Complete(c.Request().Context(), wire.CompleteRequest{Completions: []wire.Completion{{Lease: l, Output: req.Output}}})
 	s.met.reported("complete", res)
+	if len(res) == 1 && res[0].Error != nil && res[0].Error.Details["field"] == "completions[0].output" {
+		res[0].Error.Details["field"] = "output" // this route's body
+	}
 	return single(c, res, err)
 }
 

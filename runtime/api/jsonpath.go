@@ -47,14 +47,20 @@ type bodyWalk struct {
 type segment struct {
 	name  []byte
 	index int
+	key   bool // name is a map's key: written ["name"]
 }
 
 // pathString returns the walk's path as the API writes field paths:
-// "plan.execs[0].kind".
+// "plan.execs[0].kind", `tags["a.b"]` (a map's key quoted, as flow input
+// paths write them: a key may hold a '.').
 func (w *bodyWalk) pathString() string {
 	var b strings.Builder
 	for _, s := range w.path {
 		switch {
+		case s.key:
+			b.WriteByte('[')
+			b.WriteString(strconv.Quote(string(s.name)))
+			b.WriteByte(']')
 		case s.name == nil:
 			b.WriteByte('[')
 			b.WriteString(strconv.Itoa(s.index))
@@ -218,7 +224,7 @@ func (w *bodyWalk) object(i int, t reflect.Type) int {
 			_ = json.Unmarshal(w.data[i:k], &s)
 			key = []byte(s)
 		}
-		w.path = append(w.path, segment{name: key})
+		w.path = append(w.path, segment{name: key, key: names == nil && values != nil})
 		i = jsonscan.SkipSpace(w.data, jsonscan.SkipSpace(w.data, k)+1) // past ':'
 		ft := values
 		if names != nil {

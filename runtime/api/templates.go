@@ -67,7 +67,7 @@ func (f *flows) stageTemplate(c echo.Context) error {
 		return e
 	}
 	var req wire.StageTemplate
-	if err := Decode(c, f.s.limit(BodyLimitCreate+BodyLimitDefault), true, &req); err != nil {
+	if err := Decode(c, f.s.limit(BodyLimitCreate), true, &req); err != nil {
 		return err
 	}
 	return f.stageChecked(c, fl, true, req.Input, req.Namespace, req.IdempotencyKey)

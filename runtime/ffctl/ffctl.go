@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -335,7 +336,7 @@ func (c *cmd) templates(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.json {
-		return c.printJSON(ts)
+		return c.printJSON(wire.TemplateList{Templates: ts}) // the API's answer
 	}
 	if len(ts) == 0 {
 		fmt.Fprintln(c.env.Stdout, "no templates (start ffrun with --flows DIR)")
@@ -535,11 +536,25 @@ func window(ms int64) string {
 // schedules lists the schedules: what each starts, when next, and what its
 // last fire did.
 func (c *cmd) schedules(ctx context.Context, args []string) error {
-	if len(args) > 0 && args[0] == "run" {
-		return c.runSchedule(ctx, args[1:])
-	}
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return fmt.Errorf("%w: ffrun schedules takes no operand: it lists the schedules; ffrun schedules run NAME starts a run of one now", errUsage)
+	// The first operand, after flags and their values in any order:
+	// "run" is the subcommand.
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" { // operands only from here
+			if i+1 < len(args) && args[i+1] == "run" {
+				return c.runSchedule(ctx, slices.Concat(args[:i+1], args[i+2:]))
+			}
+			break
+		}
+		if !strings.HasPrefix(a, "-") {
+			if a == "run" {
+				return c.runSchedule(ctx, slices.Concat(args[:i], args[i+1:]))
+			}
+			return fmt.Errorf("%w: ffrun schedules takes no operand: it lists the schedules; ffrun schedules run NAME starts a run of one now", errUsage)
+		}
+		if c.takesValue(args[:i+1]) {
+			i++ // the flag's value
+		}
 	}
 	if _, err := c.parse(args); err != nil {
 		return err

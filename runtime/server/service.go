@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -257,7 +258,7 @@ func (s *service) Renew(ctx context.Context, leases []wire.Lease, ttl time.Durat
 	for i, r := range res {
 		out[i] = wire.LeaseResult{ExecutionID: leases[i].ExecutionID, OK: r.Err == nil}
 		if r.Err != nil {
-			out[i].Error = s.itemError(ctx, "renew", r.Err)
+			out[i].Error = s.leaseItemError(ctx, "renew", leases[i].ExecutionID, i, r.Err)
 			continue
 		}
 		exp := r.ExpiresAt
@@ -319,7 +320,7 @@ func (s *service) finishHandoff(ctx context.Context, fs []store.Finish, h *store
 	for i, r := range res {
 		out[i] = wire.LeaseResult{ExecutionID: string(fs[i].Lease.ExecutionID), OK: r.Err == nil, State: string(r.State)}
 		if r.Err != nil {
-			out[i].Error = s.itemError(ctx, "finish", r.Err)
+			out[i].Error = s.leaseItemError(ctx, "finish", string(fs[i].Lease.ExecutionID), i, r.Err)
 		}
 	}
 	return out, grants, nil
@@ -333,6 +334,23 @@ func (s *service) itemError(ctx context.Context, op string, err error) *wire.Err
 		s.log.ErrorContext(ctx, op+" failed", slog.Any("error", err))
 	}
 	return ae.Body()
+}
+
+// leaseItemError is itemError for item i of a renew or finish, about
+// execution id: an unknown or malformed id is named (404, as on every
+// route about one execution), and an output over the limit is the item's
+// field of the request (completions[i].output).
+func (s *service) leaseItemError(ctx context.Context, op, id string, i int, err error) *wire.ErrorBody {
+	var ve *store.ValidationError
+	switch {
+	case errors.As(err, &ve) && ve.Field == "id", errors.Is(err, store.ErrNotFound):
+		return api.Errorf(http.StatusNotFound, wire.CodeNotFound, "no such execution %q", id).Body()
+	case errors.As(err, &ve) && ve.Field == "result":
+		b := mapError(err).Body()
+		b.Details["field"] = "completions[" + strconv.Itoa(i) + "].output"
+		return b
+	}
+	return s.itemError(ctx, op, err)
 }
 
 func storeLease(l wire.Lease) store.Lease {

@@ -286,9 +286,10 @@ func (s *Store) GetQuota(ctx context.Context, id string) (*Quota, error) {
 }
 
 // GetQuotaKey returns a quota with the state of one subject only: key
-// value key of a keyed quota ("" for an unkeyed one), with zero counts when
-// it had no recent activity. It reads one subject however many keys the
-// quota has.
+// value key of a keyed quota ("" for an unkeyed one; a key value of an
+// unkeyed quota is refused, ErrInvalid on field "key"), with zero counts
+// when it had no recent activity. It reads one subject however many keys
+// the quota has.
 func (s *Store) GetQuotaKey(ctx context.Context, id, key string) (*Quota, error) {
 	return s.getQuota(ctx, id, &key)
 }
@@ -310,6 +311,10 @@ func (s *Store) getQuota(ctx context.Context, id string, only *string) (*Quota, 
 	}
 	if len(def) == 0 {
 		return nil, fmt.Errorf("%w: quota %s", ErrNotFound, id)
+	}
+	if only != nil && *only != "" && def["key"] == "" {
+		// As pausing and resuming one refuse it: no subject has a key.
+		return nil, invalid("key", "the quota is not keyed: give no key value")
 	}
 	now, err := timeOf(resps[1])
 	if err != nil {
