@@ -97,17 +97,17 @@ end
 
 -- clean_outcome returns the outcome of a run, f its outcome_fields, that
 -- succeeded cleanly (no member failed or was cancelled, and its result
--- exec succeeded): {f, the result exec's name, its result}; or nil for
--- any other run (read in full by the caller).
+-- exec, if it has one, succeeded): {f, the result exec's name, its
+-- result} ({f, '', false} without a result exec); or nil for any other
+-- run (read in full by the caller).
 local function clean_outcome(p, f)
   local r = {}
   for i = 1, #f, 2 do r[f[i]] = f[i + 1] end
-  if r.state == 'succeeded' and num(r.failed) == 0 and num(r.cancelled) == 0
-      and (r.result_node or '') ~= '' and r.result_outcome == 'success' then
-    local v = redis.call('HMGET', p.xp .. r.result_node, 'flow_node', 'result')
-    return {f, v[1] or '', v[2]}
-  end
-  return nil
+  if r.state ~= 'succeeded' or num(r.failed) ~= 0 or num(r.cancelled) ~= 0 then return nil end
+  if (r.result_node or '') == '' then return {f, '', false} end
+  if r.result_outcome ~= 'success' then return nil end
+  local v = redis.call('HMGET', p.xp .. r.result_node, 'flow_node', 'result')
+  return {f, v[1] or '', v[2]}
 end
 
 -- finish_run sets the final state of a run whose members all ended and
@@ -263,7 +263,8 @@ local function stage_member(p, argv, i, run, ns, input, now, hidden)
     redis.call('HSET', key, 'ns', ns, 'lane', lane, 'priority', argv[i + 4], 'created_at', ts(now), 'flow_id', run,
       'flow_node', name, 'state', st, unpack(argv, i + 9, i + n))
   end
-  if deadline > 0 then
+  if deadline > 0 and not hidden then
+    -- A hidden member's deadline runs from the commit (ff_commit_flow).
     redis.call('HSET', key, 'deadline_at', ts(deadline))
   end
   return name, u, lane, priority, deps, deadline, n
@@ -436,7 +437,9 @@ end
 -- ARGV[7]  the run's input
 -- ARGV[8]  '1' when the key was found held, as in ff_stage_flow
 -- ARGV[9]  the number of members, m
--- ARGV[10..] m groups of name, uuid, lane, priority, deps_total, has_deadline (0/1)
+-- ARGV[10..] m groups of name, uuid, lane, priority, deps_total, deadline
+--          ms ('0' = none; it runs from the commit, when the run comes to
+--          exist, not from the chunk's writing)
 -- Reply: {1, 'created', now} | {1, 'duplicate', run uuid} (the staged
 --        members are deleted) | {1, 'released'} (as in ff_stage_flow; the
 --        staging is kept for the next commit) | {0, 'idempotency_conflict', flow, run
@@ -455,8 +458,8 @@ local function ff_commit_flow(keys, argv)
     return refuse('invalid', 'members', 'want a member count and as many groups of six')
   end
   for b = 10, #argv, 6 do
-    if not numv(argv[b + 3]) or not numv(argv[b + 4]) then
-      return refuse('invalid', 'members', 'a priority or deps_total is not a number')
+    if not numv(argv[b + 3]) or not numv(argv[b + 4]) or not numv(argv[b + 5]) then
+      return refuse('invalid', 'members', 'a priority, deps_total or deadline is not a number')
     end
   end
   local p = part(keys[1])
@@ -478,6 +481,8 @@ local function ff_commit_flow(keys, argv)
     return refuse('staging_expired')
   end
   local now = now_ms()
+  local now_s = ts(now)
+  local root_state = sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_first_attempt')
   local nodes = {}
   local registered = {}
   for j = 0, m - 1 do
@@ -486,13 +491,20 @@ local function ff_commit_flow(keys, argv)
     nodes[#nodes + 1] = name
     nodes[#nodes + 1] = u
     local key = p.xp .. u
-    if argv[b + 5] == '1' then
-      local deadline = redis.call('HGET', key, 'deadline_at')
-      if deadline and deadline ~= '' then zadd(p, p.deadlines, deadline, u) end
-    end
-    if deps == 0 then
-      redis.call('HSET', key, 'created_at', ts(now), 'updated_at', ts(now),
-        'state', sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_first_attempt'))
+    -- A deadline runs from now, when the run comes to exist (not from
+    -- the writing of the member's chunk). A root is created now too (its
+    -- age orders the eligible); the others keep their chunk's time.
+    local deadline = num(argv[b + 5])
+    if deadline > 0 then
+      local at = ts(now + deadline)
+      zadd(p, p.deadlines, at, u)
+      if deps == 0 then
+        redis.call('HSET', key, 'created_at', now_s, 'updated_at', now_s, 'state', root_state, 'deadline_at', at)
+      else
+        redis.call('HSET', key, 'deadline_at', at)
+      end
+    elseif deps == 0 then
+      redis.call('HSET', key, 'created_at', now_s, 'updated_at', now_s, 'state', root_state)
     end
     enqueue_member(p, ns, lane, u, priority, deps, now, registered)
   end
@@ -549,9 +561,14 @@ end
 -- only it could have fired.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  run uuid
--- Reply: {1, members reset} | {0, 'not_found'} | {0, 'wrong_state', run
---        state} | {0, 'wrong_state', 'purged'} when retention deleted some
---        member's record (its outcome is unknown: nothing is changed)
+-- Reply: {1, members reset} (0: no member runs again, but cancelled ones
+--        became skipped and the run ended again) | {0, 'not_found'} |
+--        {0, 'wrong_state', run state} | {0, 'wrong_state', run state,
+--        'nothing_to_replay'} (a failed or cancelled run none of whose
+--        members would run again or change: the members that succeeded
+--        decide every other; nothing is changed) | {0, 'wrong_state',
+--        'purged'} when retention deleted some member's record (its
+--        outcome is unknown: nothing is changed)
 local function ff_replay_run(keys, argv)
   local p = part(keys[1])
   local run = argv[1]
@@ -566,9 +583,10 @@ local function ff_replay_run(keys, argv)
   for _, u in ipairs(redis.call('HVALS', runkey .. ':nodes')) do
     local c = read_core(p, u)
     if not c then return refuse('wrong_state', 'purged') end
-    local v = redis.call('HMGET', c.key, 'out', 'ups', 'deps_total', 'join_need')
+    local v = redis.call('HMGET', c.key, 'out', 'ups', 'deps_total', 'join_need', 'quotas_deferred')
     c.out, c.ups, c.deps_total = v[1] or '', v[2] or '', num(v[3])
     c.join_need = v[4] and num(v[4]) or c.deps_total
+    c.quotas_deferred = v[5]
     members[#members + 1] = c
     if split(c).outcome == 'success' then kept[u] = true end
     for d, cond in string.gmatch(c.out, '([^,:]+):(%a+)') do
@@ -666,7 +684,17 @@ local function ff_replay_run(keys, argv)
       reset = reset + 1
     end
   end
-  if reset == 0 then return refuse('wrong_state', r[1]) end
+  if reset == 0 then
+    -- Nothing runs again: the members that succeeded decide every other.
+    -- A replay that changes nothing is refused; one that only turns
+    -- cancelled members whose join can no longer hold into skipped ones
+    -- ends the run again at once, with the outcome those give it.
+    local changes = false
+    for _, c in ipairs(members) do
+      if stays[c.u] and split(c).outcome ~= 'skipped' then changes = true end
+    end
+    if not changes then return refuse('wrong_state', r[1], 'nothing_to_replay') end
+  end
   for _, c in ipairs(members) do
     if stays[c.u] then
       if split(c).outcome ~= 'skipped' then
@@ -684,6 +712,11 @@ local function ff_replay_run(keys, argv)
       -- leases (reclaims).
       local common = {'deps_done', itoa(done), 'deps_ok', itoa(okc), 'charged_attempts', '0', 'reclaims', '0', 'deadline_at', '',
         'ended_at', '', 'failure_reason', '', 'last_error', '', 'eligible_at', '', 'updated_at', ts(now)}
+      if c.quotas_deferred then
+        -- Its key values are read again from the input it gets this time.
+        common[#common + 1] = 'quotas'
+        common[#common + 1] = c.quotas_deferred
+      end
       if okc >= c.join_need then
         redis.call('HSET', c.key, 'state',
           sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_replay_attempt'),
@@ -707,7 +740,11 @@ local function ff_replay_run(keys, argv)
     'result_outcome', kept[r[3]] and 'success' or '', 'ended_at', '', 'updated_at', ts(now), 'replayed_at', ts(now))
   redis.call('HINCRBY', runkey, 'replays', 1)
   redis.call('HDEL', runkey, 'done', 'succeeded') -- of a run staged before `left`
-  zrem(p, p.base .. ':runs:ended', run)
+  if reset > 0 then
+    zrem(p, p.base .. ':runs:ended', run)
+  else
+    finish_run(p, runkey, run, now) -- every member has ended
+  end
   flush(p)
   return ok(reset)
 end
@@ -753,7 +790,11 @@ local function ff_resolve_quotas(keys, argv)
     local done = 0
     if c and redis.call('HGET', c.key, 'quotas') == argv[i + 1] then
       if argv[i + 2] ~= '' then
+        -- The deferred references are kept: a replay that runs the
+        -- feeding upstream again restores them (its new output may name
+        -- another key value).
         redis.call('HSET', c.key, 'quotas', argv[i + 2])
+        redis.call('HSETNX', c.key, 'quotas_deferred', argv[i + 1])
         done = 1
       elseif is(c.state, 'runnable') and split(c).eligibility == 'eligible_now' then
         now = now or now_ms()

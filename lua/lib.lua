@@ -636,15 +636,22 @@ local function to_terminal(p, c, outcome, reason, now, ...)
   return derive_public('terminal', 'not_applicable', outcome)
 end
 
+-- RETRY_DELAY_MAX bounds every retry delay (ms, 366 days: the API's
+-- longest duration): an exponential backoff without a cap would pass what
+-- a timestamp holds after some 50 retries, and its retry would run at
+-- once.
+local RETRY_DELAY_MAX = 366 * 24 * 3600 * 1000
+
 -- backoff returns the delay before retry number r (1-based) of policy c,
 -- with frac in [0,1) choosing the jitter.
 local function backoff(c, r, frac)
   local d = num(c.retry_delay_ms)
   if c.retry_backoff == 'exponential' then
-    d = d * math.pow(2, r - 1)
+    d = d * math.pow(2, math.min(r - 1, 64))
   end
   local cap = num(c.retry_max_delay_ms)
-  if cap > 0 and d > cap then d = cap end
+  if cap <= 0 or cap > RETRY_DELAY_MAX then cap = RETRY_DELAY_MAX end
+  if d > cap then d = cap end
   if c.retry_jitter == '1' then
     d = d / 2 + frac * (d / 2)
   end

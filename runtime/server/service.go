@@ -393,8 +393,11 @@ func mapError(err error) *api.Error {
 		return &api.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: ie.Error(),
 			Details: map[string]any{"field": "idempotency_key", "run_id": string(ie.RunID), "flow": ie.Flow}}
 	case errors.As(err, &se):
-		return &api.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: se.Error(),
-			Details: map[string]any{"state": string(se.State), "op": se.Op}}
+		d := map[string]any{"state": string(se.State), "op": se.Op}
+		if se.Reason != "" {
+			d["reason"] = se.Reason
+		}
+		return &api.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: se.Error(), Details: d}
 	case errors.Is(err, store.ErrStagingExpired): // the server stalled mid-staging; nothing is left
 		return &api.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: err.Error(), Err: err}
 	case errors.Is(err, store.ErrNotFound):

@@ -86,12 +86,24 @@ type StateError struct {
 	Op          string
 	State       PublicState // for a run: its state, or "purged"
 	Run         bool        // the operation was on a flow run
+	// Reason, when set, says why the state does not allow it after all:
+	// ReasonNothingToReplay.
+	Reason string
 }
+
+// ReasonNothingToReplay refuses the replay of a failed or cancelled run
+// none of whose members would run again or change: the members that
+// succeeded decide every other (an on failure branch of a member that
+// succeeded stays skipped).
+const ReasonNothingToReplay = "nothing_to_replay"
 
 func (e *StateError) Error() string {
 	what := "execution"
 	if e.Run {
 		what = "run"
+	}
+	if e.Reason == ReasonNothingToReplay {
+		return fmt.Sprintf("nothing to replay in %s %s (%s): none of its members would run again, the members that succeeded decide every other", what, e.ExecutionID, e.State)
 	}
 	return fmt.Sprintf("cannot %s %s %s in state %s", e.Op, what, e.ExecutionID, e.State)
 }

@@ -85,7 +85,7 @@ type Run struct {
 	Skipped        int       `json:"skipped"`
 	Cancelled      int       `json:"cancelled"`
 	ResultNode     string    `json:"result_node,omitempty"` // exec name
-	Result         []byte    `json:"result,omitempty"`      // the result exec's output, once it succeeded
+	Result         []byte    `json:"result,omitempty"`      // the result exec's output, once the run succeeded
 	CreatedAt      time.Time `json:"created_at"`
 	EndedAt        time.Time `json:"ended_at,omitzero"`
 	IdempotencyKey string    `json:"idempotency_key,omitempty"` // the key it was staged with
@@ -594,13 +594,10 @@ func (s *Store) stageCall(ctx context.Context, p int, id RunID, head []string, f
 	}
 	args := append(slices.Clone(head), heldArg, strconv.Itoa(len(members)))
 	for i, x := range f.Execs {
-		// members[i] starts with name, uuid, lane, priority, join_need, deps_total.
+		// members[i] starts with name, uuid, lane, priority, join_need,
+		// deps_total; the deadline runs from the commit.
 		m := members[i]
-		hasDeadline := "0"
-		if x.DeadlineMs > 0 {
-			hasDeadline = "1"
-		}
-		args = append(args, m[0], m[1], m[2], m[3], m[5], hasDeadline)
+		args = append(args, m[0], m[1], m[2], m[3], m[5], strconv.FormatInt(x.DeadlineMs, 10))
 	}
 	items, err := s.single(ctx, call{fn: "ff_commit_flow", partition: p, args: args}, ExecutionID(id), "stage")
 	if errors.Is(err, ErrNotFound) {
@@ -1154,7 +1151,7 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 		ordered[k] = run.Nodes[i]
 	}
 	run.Nodes = ordered
-	if withResult && resultDone {
+	if withResult && resultDone && run.State == RunSucceeded {
 		res, err := resps[len(names)].ToString()
 		if err != nil && !valkey.IsValkeyNil(err) {
 			return nil, fmt.Errorf("store: read run result %s: %w", id, err)

@@ -418,7 +418,7 @@ func refusalError(r *refusal, id ExecutionID, op string) error {
 	case "stale_lease":
 		return &LeaseError{ExecutionID: id, Reason: d(0), State: PublicState(d(1))}
 	case "wrong_state":
-		return &StateError{ExecutionID: id, Op: op, State: PublicState(d(0))}
+		return &StateError{ExecutionID: id, Op: op, State: PublicState(d(0)), Reason: d(1)}
 	case "staging_expired":
 		return stagingExpired(id)
 	case "run_exists":

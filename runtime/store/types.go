@@ -248,11 +248,17 @@ type RetryPolicy struct {
 
 // RetryPolicyFromPlan converts a compiled plan's retry policy.
 func RetryPolicyFromPlan(r plan.Retry) RetryPolicy {
+	maxDelay := r.MaxDelayMs
+	if maxDelay == 0 {
+		// Not given (a plan written by hand): the language's default cap,
+		// as an execution created over the API gets.
+		maxDelay = max(plan.DefaultMaxDelayMs, r.DelayMs)
+	}
 	return RetryPolicy{
 		Attempts: r.Attempts,
 		Backoff:  r.Backoff,
 		Delay:    time.Duration(r.DelayMs) * time.Millisecond,
-		MaxDelay: time.Duration(r.MaxDelayMs) * time.Millisecond,
+		MaxDelay: time.Duration(maxDelay) * time.Millisecond,
 		Jitter:   r.Jitter,
 	}
 }
