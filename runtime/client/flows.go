@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -332,7 +334,17 @@ func (e *RunError) FailedExecs() []string {
 // server before answering "not terminal yet".
 const runResultWait = 30 * time.Second
 
-// Wait waits until the run ends and returns it (without members).
+// WaitOutageMax is how long Run.Wait keeps asking through failures that
+// pass (ffrun restarting: the connection refused or cut; ffrun or a proxy
+// answering 502, 503 or 504 while Valkey is away) before it returns the
+// last one: longer than a rolling restart, short enough that a server
+// gone for good is reported.
+const WaitOutageMax = 2 * time.Minute
+
+// Wait waits until the run ends and returns it (without members). It
+// rides out an ffrun restart or a Valkey outage of up to WaitOutageMax,
+// asking again with a backoff (100 ms doubling to 5 s); other errors (the
+// run unknown, a refused token) are returned at once.
 func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 	if r.c == nil {
 		return nil, errors.New("client: run: run has no client (construct runs with StageFlow or Client.Run)")
@@ -340,29 +352,64 @@ func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 	if out := r.ended.Load(); out != nil {
 		return out, nil
 	}
+	var outage time.Time // the first failure of the current outage
+	backoff := 100 * time.Millisecond
 	for {
 		start := time.Now()
 		out, err := r.c.RunResult(ctx, r.ID, runResultWait)
+		pause := time.Duration(0)
 		switch {
 		case err == nil && out.State != wire.RunRunning:
 			return out, nil
 		case err == nil || IsCode(err, wire.CodeNotTerminal):
+			outage, backoff = time.Time{}, 100*time.Millisecond
 			// A server that did not wait: do not spin.
 			if time.Since(start) < runResultWait/2 {
-				t := time.NewTimer(100 * time.Millisecond)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return nil, fmt.Errorf("client: run %s result: %w", r.ID, ctx.Err())
-				case <-t.C:
-				}
+				pause = 100 * time.Millisecond
 			}
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("client: run %s result: %w", r.ID, ctx.Err())
+		case passing(err):
+			if outage.IsZero() {
+				outage = start
+			}
+			if time.Since(outage) > WaitOutageMax {
+				return nil, fmt.Errorf("client: run %s result: still failing after %s: %w", r.ID, WaitOutageMax, err)
+			}
+			pause, backoff = backoff, min(2*backoff, 5*time.Second)
 		default:
 			return nil, err
 		}
+		if pause > 0 {
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, fmt.Errorf("client: run %s result: %w", r.ID, ctx.Err())
+			case <-t.C:
+			}
+		}
 	}
+}
+
+// passing reports whether err may pass by itself: no answer at all (a
+// transport error: ffrun restarting), or 502, 503 or 504 (ffrun without
+// Valkey for a while, a proxy without ffrun).
+func passing(err error) bool {
+	var ue *url.Error
+	var ne net.Error
+	if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return false // an answer that does not decode will not decode next time
+	}
+	switch ae.Status {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 // Result waits until the run ends and returns the JSON output of the
