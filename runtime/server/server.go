@@ -179,6 +179,9 @@ type Server struct {
 	api      *api.Server
 	scanners []component
 	notices  *runNotices
+	// redeclare writes the declared budgets, quotas and schedules again
+	// after Valkey lost its data.
+	redeclare *redeclare
 
 	closeOnce sync.Once
 }
@@ -202,11 +205,13 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	// process brings (store.Config.RunEnded), else from the store's
 	// run-end notices (subscribed below, once the channel is known).
 	notices := newRunNotices(nil, log)
+	re := newRedeclare(log)
 	vk, st, err := connect(ctx, cfg, store.Config{
-		FlowPartitions: cfg.FlowPartitions,
-		KeyPrefix:      cfg.KeyPrefix,
-		Logger:         log,
-		RunEnded:       notices.ended,
+		FlowPartitions:  cfg.FlowPartitions,
+		KeyPrefix:       cfg.KeyPrefix,
+		Logger:          log,
+		RunEnded:        notices.ended,
+		LibraryReloaded: re.trigger,
 	})
 	if err != nil {
 		return nil, err
@@ -222,7 +227,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		vk.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, vk: vk, store: st, sched: sched}
+	s := &Server{cfg: cfg, log: log, vk: vk, store: st, sched: sched, redeclare: re}
 	notices.subscribe = scheduler.ValkeySubscriber(vk, st.RunsChannel())
 	s.notices = notices
 	adm := newAdmissionService(log, st, sched)
@@ -265,12 +270,16 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		a.Mount(dashboard.Prefix, ui)
 	}
-	// The templates' shared budgets and quotas (ffrun --flows).
-	if err := RegisterDeclared(ctx, st, cfg.Templates, log); err != nil {
-		vk.Close()
-		return nil, fmt.Errorf("server: %w", err)
+	// The templates' shared budgets and quotas (ffrun --flows) and the
+	// declared schedules; again whenever Valkey is found to have lost them
+	// (the store reloads its library).
+	declare := func(ctx context.Context) error {
+		if err := RegisterDeclared(ctx, st, cfg.Templates, log); err != nil {
+			return err
+		}
+		return registerSchedules(ctx, a, cfg.Token, cfg.Schedules, cfg.Templates, log)
 	}
-	if err := registerSchedules(ctx, a, cfg.Token, cfg.Schedules, cfg.Templates, log); err != nil {
+	if err := declare(ctx); err != nil {
 		vk.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -283,6 +292,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		s.scanners = append(s.scanners, newParkLog(st, log, cfg.Scanners.Unblock),
 			newScheduleRunner(st, flows, templates, cfg.Scanners.Schedules, log))
 	}
+	re.start(declare)
 	return s, nil
 }
 
@@ -380,6 +390,7 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		_ = s.sched.Stop(context.Background())
 		_ = s.notices.Stop(context.Background())
+		s.redeclare.stop()
 		s.store.Wait() // run-end notices still being published
 		s.vk.Close()
 	})

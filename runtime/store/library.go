@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -38,12 +39,40 @@ const (
 // the server, or on every primary of a cluster. force (a call found the
 // library missing) also loads it where reading the version fails.
 func (s *Store) ensureLibrary(ctx context.Context, force bool) error {
+	_, err := s.loadLibrary(ctx, force)
+	return err
+}
+
+// reloadLibrary loads the library again after a call found it missing
+// and, when this call is the one that loaded it, restores what Open
+// stored (the partition counts: another process with other counts is
+// refused again) and calls Config.LibraryReloaded.
+func (s *Store) reloadLibrary(ctx context.Context) error {
+	loaded, err := s.loadLibrary(ctx, true)
+	if err != nil || !loaded {
+		return err
+	}
+	if err := s.checkPartitions(ctx); err != nil {
+		// Another process stored other counts in the moment since the
+		// restart: both now place work on different partition sets.
+		s.log.ErrorContext(ctx, "after reloading the functions library", slog.Any("error", err))
+	}
+	if f := s.cfg.LibraryReloaded; f != nil {
+		f()
+	}
+	return nil
+}
+
+// loadLibrary is ensureLibrary, reporting whether it loaded the library on
+// some node (another goroutine may have done so while this one waited).
+func (s *Store) loadLibrary(ctx context.Context, force bool) (bool, error) {
 	s.load.Lock()
 	defer s.load.Unlock()
 	nodes, err := s.libraryNodes(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
+	loaded := false
 	for _, n := range nodes {
 		// Another goroutine may have loaded it while this one waited.
 		v, err := n.c.Do(ctx, n.c.B().Fcall().Function(lua.Function("ff_version")).Numkeys(0).Build()).ToString()
@@ -51,16 +80,17 @@ func (s *Store) ensureLibrary(ctx context.Context, force bool) error {
 			continue
 		}
 		if !force && err != nil && !isFunctionNotFound(err) {
-			return fmt.Errorf("store: read library version%s: %w", n.desc, err)
+			return loaded, fmt.Errorf("store: read library version%s: %w", n.desc, err)
 		}
 		// REPLACE: a library of this name is this very source, so a
 		// concurrent load by another process is no conflict.
 		if err := n.c.Do(ctx, n.c.B().FunctionLoad().Replace().FunctionCode(lua.Source()).Build()).Error(); err != nil {
-			return fmt.Errorf("store: FUNCTION LOAD%s: %w", n.desc, err)
+			return loaded, fmt.Errorf("store: FUNCTION LOAD%s: %w", n.desc, err)
 		}
+		loaded = true
 		s.log.InfoContext(ctx, "functions library loaded", n.logArgs(attrLibrary, lua.Library())...)
 	}
-	return nil
+	return loaded, nil
 }
 
 // KeepLibrary records that this process uses its library version, and

@@ -41,6 +41,13 @@ type Config struct {
 	// answers its own waiters from the outcome, and no notice can wake
 	// them first and send them to read the run again.
 	RunEnded func(*Run)
+	// LibraryReloaded, when set, is called after the store loaded its
+	// library again because the server did not have it: the server
+	// restarted without its data (or failed over to one that lacked it),
+	// and what was written at start (the declared budgets, quotas and
+	// schedules) may be gone too. It must not block. The store itself
+	// stores its partition counts again first.
+	LibraryReloaded func()
 }
 
 func (c Config) withDefaults() Config {
@@ -297,7 +304,7 @@ func (s *Store) fcall(ctx context.Context, c call) (valkey.ValkeyMessage, error)
 	resp := s.c.Do(ctx, s.build(c))
 	if err := resp.Error(); err != nil && isFunctionNotFound(err) {
 		s.log.WarnContext(ctx, "functions library missing; reloading", attrFunction, c.fn)
-		if err := s.ensureLibrary(ctx, true); err != nil {
+		if err := s.reloadLibrary(ctx); err != nil {
 			return valkey.ValkeyMessage{}, err
 		}
 		resp = s.c.Do(ctx, s.build(c))
@@ -348,7 +355,7 @@ func (s *Store) fcallEach(ctx context.Context, calls []call) ([]valkey.ValkeyMes
 	}
 	if len(retry) > 0 {
 		s.log.WarnContext(ctx, "functions library missing; reloading", attrFunction, calls[retry[0]].fn)
-		if err := s.ensureLibrary(ctx, true); err != nil {
+		if err := s.reloadLibrary(ctx); err != nil {
 			for _, i := range retry {
 				errs[i] = err
 			}
