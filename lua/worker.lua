@@ -533,6 +533,15 @@ local function redeliver(p, h, c, now)
   end
 end
 
+-- failed_with reports whether the last attempt of c ended failed with
+-- message (as attempt_end recorded it).
+local function failed_with(c, message)
+  local e = redis.call('HGET', c.key, 'att:' .. c.attempt_count .. ':end')
+  if not e then return false end
+  local _, outcome, msg = string.match(e, '^([^\t]*)\t([^\t]*)\t(.*)$')
+  return outcome == 'failed' and msg == clip(message)
+end
+
 -- ff_finish: end many attempts of one partition, each a success or a
 -- failure, fenced by lease id and epoch; optionally hand the downstream
 -- flow members the successes make eligible to the finishing worker.
@@ -563,7 +572,10 @@ end
 --        answered {1, 'completed', 0} and changes nothing (a report sent
 --        again after its answer was lost); with a hand-off, the grants the
 --        lost answer held for this worker instance are sent again (see
---        redeliver).
+--        redeliver). A 'retry' or 'fail' item repeating the failure that
+--        ended the same lease's attempt, with the same message, is
+--        answered as the first was ({1, public_state, retry_at}) and
+--        changes nothing.
 --        {0, 'invalid', 'handoff' | 'items', message}: a malformed head or
 --        an incomplete group (nothing written)
 local function ff_finish(keys, argv)
@@ -606,6 +618,15 @@ local function ff_finish(keys, argv)
         -- Another output is no repeat: refused below.
         items[#items + 1] = ok('completed', 0)
         if h then redeliver(p, h, c, now) end
+      elseif why == 'not_active' and argv[i + 3] ~= 'ok' and c.lease_id == argv[i + 1] and c.lease_epoch == argv[i + 2]
+          and failed_with(c, argv[i + 4]) then
+        -- The failure that ended this very attempt, sent again with the
+        -- same message (its answer was lost): recorded once, answered
+        -- alike (the retry's due time, if it waits for one).
+        local public = public_of(c.state)
+        local due = 0
+        if public == 'delayed' then due = num(redis.call('HGET', c.key, 'eligible_at')) end
+        items[#items + 1] = ok(public, due)
       elseif why then
         items[#items + 1] = stale_refusal(p, c, why, now, argv[1], i)
       elseif argv[i + 3] == 'ok' then

@@ -463,6 +463,44 @@ func TestCompleteSentAgain(t *testing.T) {
 	}
 }
 
+// TestFailSentAgain: as TestCompleteSentAgain for a failure: the repeat
+// (same lease, same message) is answered as the first was (a retry's due
+// time included) and changes nothing; another message stays refused.
+func TestFailSentAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := e.create(CreateRequest{Retry: RetryPolicy{Attempts: 2, Delay: time.Hour, MaxDelay: time.Hour}})
+	g := e.claim(x.ID, worker1, time.Minute)
+	first, err := e.s.Fail(e.ctx, g.Lease, "boom", true)
+	if err != nil || first.State != StateDelayed {
+		t.Fatalf("Fail = %+v, %v; want delayed", first, err)
+	}
+	before := e.get(x.ID)
+	again, err := e.s.Fail(e.ctx, g.Lease, "boom", true)
+	if err != nil || again != first {
+		t.Fatalf("the same fail again = %+v, %v; want %+v", again, err, first)
+	}
+	if diff := cmp.Diff(before, e.get(x.ID)); diff != "" {
+		t.Fatalf("the repeat changed the execution (-before +after):\n%s", diff)
+	}
+	var le *LeaseError
+	if _, err := e.s.Fail(e.ctx, g.Lease, "other", true); !errors.As(err, &le) || le.Reason != LeaseReasonNotActive {
+		t.Fatalf("a fail with another message = %v, want not_active", err)
+	}
+	if err := e.s.Complete(e.ctx, g.Lease, nil); !errors.As(err, &le) || le.Reason != LeaseReasonNotActive {
+		t.Fatalf("a complete after the failure = %v, want not_active", err)
+	}
+	// A final failure: answered failed again.
+	y := e.create(CreateRequest{Retry: RetryPolicy{Attempts: 1}})
+	gy := e.claim(y.ID, worker1, time.Minute)
+	if _, err := e.s.Fail(e.ctx, gy.Lease, "bad input", false); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.s.Fail(e.ctx, gy.Lease, "bad input", false); err != nil || r.State != StateFailed {
+		t.Fatalf("the final failure again = %+v, %v; want failed", r, err)
+	}
+}
+
 func TestStaleLeaseAndEpoch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -63,6 +63,11 @@ const (
 	handBackReason = "worker shut down"
 	// handBacksInFlight bounds the revoke requests of a hand-back.
 	handBacksInFlight = 8
+	// HandBackGrace is how long Run waits, after the drain timeout
+	// cancelled the handlers still running, for them to return (a handler
+	// honouring its context may need a moment to clean up) and so to be
+	// given back; one still running then keeps its lease until it expires.
+	HandBackGrace = 5 * time.Second
 )
 
 // Config configures a Worker.
@@ -233,7 +238,7 @@ type Worker struct {
 // running is one task this worker holds a lease for.
 type running struct {
 	lease   wire.Lease
-	expires time.Time
+	expires time.Time // on this worker's clock
 	cancel  context.CancelCauseFunc
 	lost    atomic.Bool // lease rejected: do not report
 }
@@ -331,11 +336,12 @@ func (w *Worker) Handle(kind string, h Handler) error {
 // cause ErrShutdown, and returns. It returns nil after a clean drain.
 //
 // When a handler so cancelled fails (it returns an error, as one that
-// honours its context does), the failure is not reported: the worker
-// gives the task back (it revokes its own lease), so that the attempt is
-// not charged and another worker may run the task at once. Tasks a
-// hand-off grants once the drain started are given back the same way. A
-// handler that ignores its context keeps its lease until it expires.
+// honours its context does) within HandBackGrace, the failure is not
+// reported: the worker gives the task back (it revokes its own lease), so
+// that the attempt is not charged and another worker may run the task at
+// once. Tasks a hand-off grants once the drain started are given back the
+// same way. A handler that ignores its context, or returns after the
+// grace, keeps its lease until it expires.
 //
 // A claim the server refuses as a bad request (400: a kind it does not
 // accept, say) can never succeed: Run then stops claiming, drains the same
@@ -410,7 +416,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		stopHandlers(ErrShutdown)
 		select {
 		case <-drained:
-		case <-time.After(time.Second):
+		case <-time.After(HandBackGrace):
 		}
 	}
 	close(w.quit)
@@ -539,6 +545,12 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 		return
 	}
 	w.mu.Unlock()
+	// The server's times on this worker's clock, which may disagree with
+	// Valkey's by more than an attempt's timeout: every grant (claim or
+	// hand-off) asks for LeaseTTL, so the server granted it at
+	// lease_expires_at - LeaseTTL on its clock, and the answer arrives
+	// about then (a long poll answers when it grants).
+	shift := time.Since(t.LeaseExpiresAt.Add(-w.cfg.LeaseTTL))
 	hctx, cancel := context.WithCancelCause(base)
 	// One allocation for what lives as long as the attempt.
 	j := &struct {
@@ -546,7 +558,7 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 		task  Task
 		usage taskUsage
 		ctx   taskCtx
-	}{running: running{lease: wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch}, expires: t.LeaseExpiresAt, cancel: cancel}}
+	}{running: running{lease: wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch}, expires: t.LeaseExpiresAt.Add(shift), cancel: cancel}}
 	r := &j.running
 	w.mu.Lock()
 	// A new lease on an execution this worker still runs means the old
@@ -567,7 +579,7 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 		usage: &j.usage,
 	}
 	if t.DeadlineAt != nil {
-		task.deadline = *t.DeadlineAt
+		task.deadline = t.DeadlineAt.Add(shift)
 	}
 	w.inWork.Add(1)
 	w.runOn(func() {
@@ -715,11 +727,11 @@ func (w *Worker) renewOnce(ctx context.Context) {
 			r := batch[i]
 			switch {
 			case rr.OK:
-				if rr.LeaseExpiresAt != nil {
-					w.mu.Lock()
-					r.expires = *rr.LeaseExpiresAt
-					w.mu.Unlock()
-				}
+				// Renewed for LeaseTTL from about now (on this worker's
+				// clock: see start).
+				w.mu.Lock()
+				r.expires = time.Now().Add(w.cfg.LeaseTTL)
+				w.mu.Unlock()
 			case rr.Error != nil && rr.Error.Code == wire.CodeCancelled:
 				w.lose(r, ErrCancelled)
 			default:

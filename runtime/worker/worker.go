@@ -74,7 +74,10 @@ func (t *Task) Attempt() int { return t.attempt }
 func (t *Task) MaxAttempts() int { return t.maxAttempts }
 
 // Deadline returns the attempt's deadline (its timeout), and false when it
-// has none. The handler's context carries the same deadline.
+// has none. The handler's context carries the same deadline. It is on
+// this worker's clock: the server's deadline moved by how far this clock
+// is from the server's (seen at the grant), so a worker whose clock is off
+// still gets the attempt's whole timeout.
 func (t *Task) Deadline() (time.Time, bool) { return t.deadline, !t.deadline.IsZero() }
 
 // Tags returns the execution's tags (do not modify the map).
