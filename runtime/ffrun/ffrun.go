@@ -131,7 +131,7 @@ func Run(ctx context.Context, args []string, env Env) error {
 	}
 	if len(args) == 0 {
 		fmt.Fprint(env.Stderr, usage)
-		return fmt.Errorf("%w: missing command (serve or dev)", errUsage)
+		return fmt.Errorf("%w: missing command: serve, dev, or a client command (listed above)", errUsage)
 	}
 	if ffctl.IsCommand(args[0]) {
 		code := ffctl.Main(ctx, args[0], args[1:], ffctl.Env{Stdin: env.Stdin, Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv})
