@@ -132,6 +132,12 @@ func TestFlowsUnsupported(t *testing.T) {
 	if errors.Is(err, client.ErrFlowsUnsupported) || !client.IsCode(err, "not_found") {
 		t.Errorf("GetRun of an unknown run: %v", err)
 	}
+	// A base URL ending in /v1 (its routes are /v1/v1/…) is named as the
+	// likelier cause.
+	v1, _ := client.New(srv.URL + "/v1")
+	if _, err := v1.Templates(ctx); !errors.Is(err, client.ErrFlowsUnsupported) || !strings.Contains(err.Error(), "ends in /v1") {
+		t.Errorf("Templates with a base URL ending in /v1: %v", err)
+	}
 }
 
 // TestRunErrorNamesFailures: a failed run's Result is a *RunError with the

@@ -37,7 +37,7 @@ func (c *Client) StageFlow(ctx context.Context, flow *plan.Flow, input any, opts
 	req := wire.StageFlow{Plan: flow, Input: raw, Namespace: o.Namespace, IdempotencyKey: o.IdempotencyKey}
 	var out wire.FlowRun
 	if err := c.do(ctx, http.MethodPost, "/v1/flows", o.query(), req, &out); err != nil {
-		return nil, flowsError("stage flow "+flow.Name, err)
+		return nil, c.flowsError("stage flow "+flow.Name, err)
 	}
 	return c.newRun(&out, flow.Name), nil
 }
@@ -78,7 +78,7 @@ func (c *Client) StageFlowJSON(ctx context.Context, planJSON []byte, input any, 
 	b = append(b, '}')
 	var out wire.FlowRun
 	if err := c.do(ctx, http.MethodPost, "/v1/flows", o.query(), encodedBody(b), &out); err != nil {
-		return nil, flowsError("stage flow "+name, err)
+		return nil, c.flowsError("stage flow "+name, err)
 	}
 	return c.newRun(&out, name), nil
 }
@@ -113,7 +113,7 @@ func (c *Client) StageTemplate(ctx context.Context, name string, input any, opts
 	req := wire.StageTemplate{Input: raw, Namespace: o.Namespace, IdempotencyKey: o.IdempotencyKey}
 	var out wire.FlowRun
 	if err := c.do(ctx, http.MethodPost, "/v1/templates/"+url.PathEscape(name)+"/runs", o.query(), req, &out); err != nil {
-		return nil, flowsError("stage template "+name, err)
+		return nil, c.flowsError("stage template "+name, err)
 	}
 	return c.newRun(&out, name), nil
 }
@@ -148,11 +148,16 @@ func (c *Client) newRun(w *wire.FlowRun, flow string) *Run {
 }
 
 // flowsError wraps ErrFlowsUnsupported around the answer of a server that
-// has no flow routes (404 on the route itself, 405 or 501).
-func flowsError(op string, err error) error {
+// has no flow routes (404 on the route itself, 405 or 501). A base URL
+// that ends in /v1 is the likelier cause: its routes are /v1/v1/….
+func (c *Client) flowsError(op string, err error) error {
 	var ae *APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusNotImplemented || ae.Status == http.StatusMethodNotAllowed ||
 		ae.Code == wire.CodeUnknownRoute) {
+		if strings.HasSuffix(c.base.Path, "/v1") {
+			return fmt.Errorf("client: %s: %w (%v; the base URL %s ends in /v1: give the server's root, the client adds /v1 itself)",
+				op, ErrFlowsUnsupported, err, c.base)
+		}
 		return fmt.Errorf("client: %s: %w (%v)", op, ErrFlowsUnsupported, err)
 	}
 	return &opError{op: op, err: err}
@@ -178,7 +183,7 @@ func (c *Client) Run(id string) *Run { return &Run{ID: id, c: c} }
 func (c *Client) GetRun(ctx context.Context, id string) (*wire.FlowRun, error) {
 	var out wire.FlowRun
 	if err := c.do(ctx, http.MethodGet, "/v1/flows/"+url.PathEscape(id), nil, nil, &out); err != nil {
-		return nil, flowsError("get run "+id, err)
+		return nil, c.flowsError("get run "+id, err)
 	}
 	return &out, nil
 }
@@ -208,7 +213,7 @@ func (c *Client) ListRuns(ctx context.Context, o RunListOptions) (*wire.FlowRunL
 	}
 	var out wire.FlowRunList
 	if err := c.do(ctx, http.MethodGet, "/v1/flows", q, nil, &out); err != nil {
-		return nil, flowsError("list runs", err)
+		return nil, c.flowsError("list runs", err)
 	}
 	return &out, nil
 }
@@ -223,7 +228,7 @@ func (c *Client) RunResult(ctx context.Context, id string, wait time.Duration) (
 	}
 	var out wire.FlowRun
 	if err := c.do(ctx, http.MethodGet, "/v1/flows/"+url.PathEscape(id)+"/result", q, nil, &out); err != nil {
-		return nil, flowsError("run "+id+" result", err)
+		return nil, c.flowsError("run "+id+" result", err)
 	}
 	return &out, nil
 }
@@ -238,7 +243,7 @@ func (c *Client) CancelRun(ctx context.Context, id, reason string) (*wire.FlowRu
 	}
 	var out wire.FlowRun
 	if err := c.do(ctx, http.MethodPost, "/v1/flows/"+url.PathEscape(id)+"/cancel", nil, body, &out); err != nil {
-		return nil, flowsError("cancel run "+id, err)
+		return nil, c.flowsError("cancel run "+id, err)
 	}
 	return &out, nil
 }
@@ -248,7 +253,7 @@ func (c *Client) CancelRun(ctx context.Context, id, reason string) (*wire.FlowRu
 func (c *Client) ReplayRun(ctx context.Context, id string) (*wire.FlowRun, error) {
 	var out wire.FlowRun
 	if err := c.do(ctx, http.MethodPost, "/v1/flows/"+url.PathEscape(id)+"/replay", nil, nil, &out); err != nil {
-		return nil, flowsError("replay run "+id, err)
+		return nil, c.flowsError("replay run "+id, err)
 	}
 	return &out, nil
 }
@@ -260,7 +265,7 @@ func (c *Client) ReplayRun(ctx context.Context, id string) (*wire.FlowRun, error
 func (c *Client) CancelRuns(ctx context.Context, req wire.BulkRuns) (*wire.BulkRunsResult, error) {
 	var out wire.BulkRunsResult
 	if err := c.do(ctx, http.MethodPost, "/v1/flows/cancel", nil, req, &out); err != nil {
-		return nil, flowsError("cancel runs", err)
+		return nil, c.flowsError("cancel runs", err)
 	}
 	return &out, nil
 }
@@ -271,7 +276,7 @@ func (c *Client) CancelRuns(ctx context.Context, req wire.BulkRuns) (*wire.BulkR
 func (c *Client) ReplayRuns(ctx context.Context, req wire.BulkRuns) (*wire.BulkRunsResult, error) {
 	var out wire.BulkRunsResult
 	if err := c.do(ctx, http.MethodPost, "/v1/flows/replay", nil, req, &out); err != nil {
-		return nil, flowsError("replay runs", err)
+		return nil, c.flowsError("replay runs", err)
 	}
 	return &out, nil
 }
@@ -280,7 +285,7 @@ func (c *Client) ReplayRuns(ctx context.Context, req wire.BulkRuns) (*wire.BulkR
 func (c *Client) Templates(ctx context.Context) ([]wire.Template, error) {
 	var out wire.TemplateList
 	if err := c.do(ctx, http.MethodGet, "/v1/templates", nil, nil, &out); err != nil {
-		return nil, flowsError("list templates", err)
+		return nil, c.flowsError("list templates", err)
 	}
 	return out.Templates, nil
 }
@@ -289,7 +294,7 @@ func (c *Client) Templates(ctx context.Context) ([]wire.Template, error) {
 func (c *Client) Template(ctx context.Context, name string) (*wire.Template, error) {
 	var out wire.Template
 	if err := c.do(ctx, http.MethodGet, "/v1/templates/"+url.PathEscape(name), nil, nil, &out); err != nil {
-		return nil, flowsError("template "+name, err)
+		return nil, c.flowsError("template "+name, err)
 	}
 	return &out, nil
 }

@@ -446,14 +446,17 @@ func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
 		cfg.ValkeyTLS = o.tlsConfig
 		cfg.ValkeyWait = o.valkeyWait
 	}
-	srv, err := server.Open(ctx, cfg)
-	if err != nil {
-		return tlsHint(authHint(err, cfg.ValkeyPassword != ""), o.tlsConfig != nil)
-	}
+	// The address first: a start that cannot listen (the port taken)
+	// fails before it writes anything (the declared budgets, quotas and
+	// schedules of --flows).
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
-		srv.Close()
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	srv, err := server.Open(ctx, cfg)
+	if err != nil {
+		ln.Close()
+		return tlsHint(authHint(err, cfg.ValkeyPassword != ""), o.tlsConfig != nil)
 	}
 	if env.OnListen != nil {
 		env.OnListen(ln.Addr().String(), o.valkey)

@@ -342,3 +342,31 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		}
 	}
 }
+
+// A start that cannot listen (the port taken) fails before it writes what
+// --flows declares: no schedule, budget or quota of the examples is left
+// behind by a refused start.
+func TestServeBusyPortWritesNothing(t *testing.T) {
+	addr := valkeytest.Shared(t)
+	prefix := valkeytest.Prefix(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = ffrun.Run(ctx, []string{"serve", "--valkey", addr, "--key-prefix", prefix, "--listen", busy.Addr().String(), "--flows", "../../examples/flows"},
+		ffrun.Env{Getenv: func(string) string { return "" }})
+	if err == nil || !strings.Contains(err.Error(), "listen on") {
+		t.Fatalf("serve on a busy port = %v, want a listen error", err)
+	}
+	vk := valkeytest.Client(t, addr)
+	keys, err := vk.Do(ctx, vk.B().Keys().Pattern(prefix+"*").Build()).AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 0 {
+		t.Fatalf("a start refused for its port left %d keys: %v", len(keys), keys)
+	}
+}
