@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go/token"
 	"io"
 	"os"
 	"path/filepath"
@@ -259,6 +260,14 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ffc gen: -o %s: the output must be a .go file\n", *out)
 		return exitUsage
 	}
+	if why := ignoredByGoTool(filepath.Base(*out)); why != "" {
+		fmt.Fprintf(stderr, "ffc gen: -o %s: the go tool would not build it in the package: %s\n", *out, why)
+		return exitUsage
+	}
+	if *pkgName != "" && !isPackageName(*pkgName) {
+		fmt.Fprintf(stderr, "ffc gen: -package %q is not a valid Go package name\n", *pkgName)
+		return exitUsage
+	}
 	pkg := compile(fs.Args(), stderr)
 	if pkg == nil {
 		return exitError
@@ -266,6 +275,10 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 	name := *pkgName
 	if name == "" && pkg.Package == "" {
 		name = defaultPackage(*out)
+		if !isPackageName(name) {
+			fmt.Fprintf(stderr, "ffc gen: the output directory of %s gives the package name %q, which Go does not allow: pass -package NAME or declare `package NAME` in the .ff files\n", *out, name)
+			return exitUsage
+		}
 	}
 	src, err := gen.Generate(pkg, gen.Options{Package: name})
 	if err != nil {
@@ -313,6 +326,61 @@ func defaultPackage(out string) string {
 		return "flows"
 	}
 	return strings.ToLower(b.String())
+}
+
+// isPackageName reports whether s can name a Go package: an identifier
+// that is neither a keyword nor "_".
+func isPackageName(s string) bool { return token.IsIdentifier(s) && s != "_" }
+
+// ignoredByGoTool says why the go tool leaves a .go file named base out of
+// a package's build, or returns "": names starting with "." or "_", test
+// files, and names ending in _GOOS, _GOARCH or _GOOS_GOARCH (built only
+// for that system), as package go/build decides.
+func ignoredByGoTool(base string) string {
+	stem := strings.TrimSuffix(base, ".go")
+	switch {
+	case strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_"):
+		return "its name starts with \".\" or \"_\""
+	case strings.HasSuffix(stem, "_test"):
+		return "it is a test file (_test.go)"
+	}
+	i := strings.IndexByte(stem, '_')
+	if i < 0 {
+		return ""
+	}
+	parts := strings.Split(stem[i:], "_")
+	n := len(parts)
+	if n >= 2 && knownOS(parts[n-2]) && knownArch(parts[n-1]) {
+		return fmt.Sprintf("it is built only for GOOS=%s GOARCH=%s", parts[n-2], parts[n-1])
+	}
+	switch last := parts[n-1]; {
+	case knownOS(last):
+		return "it is built only for GOOS=" + last
+	case knownArch(last):
+		return "it is built only for GOARCH=" + last
+	}
+	return ""
+}
+
+// knownOS and knownArch report the GOOS and GOARCH values that constrain
+// a file by its name (the lists of go/build, unexported there).
+func knownOS(s string) bool {
+	switch s {
+	case "aix", "android", "darwin", "dragonfly", "freebsd", "hurd", "illumos", "ios", "js", "linux", "nacl",
+		"netbsd", "openbsd", "plan9", "solaris", "wasip1", "windows", "zos":
+		return true
+	}
+	return false
+}
+
+func knownArch(s string) bool {
+	switch s {
+	case "386", "amd64", "amd64p32", "arm", "armbe", "arm64", "arm64be", "loong64", "mips", "mipsle", "mips64",
+		"mips64le", "mips64p32", "mips64p32le", "ppc", "ppc64", "ppc64le", "riscv", "riscv64", "s390", "s390x", "sparc",
+		"sparc64", "wasm":
+		return true
+	}
+	return false
 }
 
 // writeFileAtomic writes data to a temporary file next to path and renames
