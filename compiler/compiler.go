@@ -19,7 +19,9 @@ import (
 
 // CompileFiles reads and compiles the .ff files named by paths as one
 // package. A directory stands for the *.ff files directly inside it, in
-// name order. The plan is nil when there is any error.
+// name order, except those whose names start with "." or "_" (as the go
+// tool ignores such files); a file named twice is read once. The plan is
+// nil when there is any error.
 func CompileFiles(paths ...string) (*plan.Package, dsl.Diagnostics) {
 	srcs, diags := ReadSources(paths...)
 	if diags.HasErrors() {
@@ -40,10 +42,15 @@ func ReadSources(paths ...string) ([]dsl.Source, dsl.Diagnostics) {
 		diags.Errorf(dsl.Range{Start: dsl.Position{File: path}, End: dsl.Position{File: path}}, dsl.CodeIO, format, args...)
 	}
 	read := func(path string) {
-		if seen[filepath.Clean(path)] {
+		// One file named twice (a.ff, ./a.ff, /abs/a.ff) is read once.
+		key, err := filepath.Abs(path)
+		if err != nil {
+			key = filepath.Clean(path)
+		}
+		if seen[key] {
 			return
 		}
-		seen[filepath.Clean(path)] = true
+		seen[key] = true
 		data, err := os.ReadFile(path)
 		if err != nil {
 			fail(path, "cannot read file: %v", unwrapPathError(err))
@@ -71,7 +78,10 @@ func ReadSources(paths ...string) ([]dsl.Source, dsl.Diagnostics) {
 		}
 		n := 0
 		for _, e := range entries { // ReadDir sorts by name
-			if !e.IsDir() && strings.HasSuffix(e.Name(), ".ff") {
+			// As the go tool, names starting with "." or "_" are left
+			// out: editors' lock and backup files (.#x.ff).
+			name := e.Name()
+			if !e.IsDir() && strings.HasSuffix(name, ".ff") && !strings.HasPrefix(name, ".") && !strings.HasPrefix(name, "_") {
 				read(filepath.Join(p, e.Name()))
 				n++
 			}
@@ -307,11 +317,20 @@ func (c *checker) declare(kind declKind, id *dsl.Ident) bool {
 		c.diags.Errorf(id.Range(), dsl.CodeReserved, "type %q has the name of a built-in type; choose another name", id.Name)
 		return false
 	}
-	if kind == kindSchedule && len(id.Name) > plan.MaxScheduleNameLen {
-		c.diags.Errorf(id.Range(), dsl.CodeBadName, "schedule name is %d bytes long; the limit is %d", len(id.Name), plan.MaxScheduleNameLen)
+	limit := 0
+	switch kind {
+	case kindSchedule:
+		limit = plan.MaxScheduleNameLen
+	case kindBudget, kindQuota:
+		limit = plan.MaxResourceNameLen // ffrun's limit for budget and quota names
+	}
+	if limit > 0 && len(id.Name) > limit {
+		c.diags.Errorf(id.Range(), dsl.CodeBadName, "%s name is %d bytes long; the limit is %d", kind, len(id.Name), limit)
+		c.broken[id.Name] = true
 		return false
 	}
 	if !c.checkIdentLen(id) {
+		c.broken[id.Name] = true // its uses are not unknown names
 		return false
 	}
 	c.names[id.Name] = topDecl{kind: kind, name: id}
@@ -364,6 +383,18 @@ func (c *checker) durationValue(l *dsl.DurationLit, what string, positive bool) 
 		return 0, false
 	}
 	return v, true
+}
+
+// settingDuration is durationValue for the duration of a setting (a
+// timeout, deadline, retry delay, budget reset, quota window or jitter),
+// which is also at most plan.MaxDurationMs: 366 days, as ffrun takes.
+func (c *checker) settingDuration(l *dsl.DurationLit, what string, positive bool) (int64, bool) {
+	v, ok := c.durationValue(l, what, positive)
+	if ok && v > plan.MaxDurationMs {
+		c.diags.Errorf(l.Range(), dsl.CodeDurationRange, "%s %s is longer than 366 days (%s), the longest duration ffrun takes", what, l.Text, formatMs(plan.MaxDurationMs))
+		return 0, false
+	}
+	return v, ok
 }
 
 // nameValue returns a string setting checked as a kind, lane or namespace.

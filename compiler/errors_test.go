@@ -78,8 +78,42 @@ func TestCodes(t *testing.T) {
 	}
 }
 
+// dimensions returns n dimension declarations d0, d1, ...: the one past
+// plan.MaxDimensions is expected to be refused.
+func dimensions(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "dimension d%d { hard 1 }", i)
+		if i == plan.MaxDimensions {
+			fmt.Fprintf(&b, "  // ERROR FF0508 \"^dimension \\\"d%d\\\" is one too many: a budget has at most %d dimensions$\"", i, plan.MaxDimensions)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// denseFlow returns a flow of 2n execs, an edge from each of the first n
+// to each of the others: its plan takes about 93 n² bytes, over
+// plan.MaxPlanBytes for n = 450 (expected to be refused), far below it for
+// n = 40.
+func denseFlow(name string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "flow %s() {", name)
+	if n*n*93 > plan.MaxPlanBytes {
+		fmt.Fprintf(&b, `  // ERROR FF0513 "^the plan of flow \"%s\" is \d+ bytes; ffrun stages plans of at most %d bytes: split it"`, name, plan.MaxPlanBytes)
+	}
+	b.WriteString("\n")
+	var from, to []string
+	for i := range n {
+		fmt.Fprintf(&b, "  exec a%d() {}\n  exec b%d() {}\n", i, i)
+		from, to = append(from, fmt.Sprintf("a%d", i)), append(to, fmt.Sprintf("b%d", i))
+	}
+	fmt.Fprintf(&b, "  %s -> %s\n}\n", strings.Join(from, ", "), strings.Join(to, ", "))
+	return b.String()
+}
+
 // generatedCases are error cases too large to write by hand: limits on
-// execs, names and capabilities.
+// execs, names, capabilities, resources, nesting and plan size.
 func generatedCases() []dsl.Source {
 	long := strings.Repeat("n", MaxNameLen+1)
 	ok := strings.Repeat("n", MaxNameLen)
@@ -114,13 +148,47 @@ type %[1]s { x: int }       // ERROR FF0107 "name is 129 bytes long; the limit i
 type T { %[1]s: int }       // ERROR FF0107 "name is 129 bytes long"
 flow f() {
   exec %[1]s() {}           // ERROR FF0107 "name is 129 bytes long"
-  exec %[2]s() {}
+  exec %[2]s() {}           // ERROR FF0507 "^the default kind \"f\.n{128}\" of exec \"n{128}\" is 130 bytes long; the limit is 128: set a shorter one with .kind"
+  exec k() { kind "k" }
+  %[1]s -> k
 }
+flow g(%[1]s) { exec %[2]s(%[1]s) { kind "g.k" } }
 budget b {
-  dimension %[1]s { hard 1 } // ERROR FF0107 "name is 129 bytes long"
-  dimension %[2]s { hard 1 }
+  dimension %[3]s { hard 1 } // ERROR FF0107 "^dimension name is 65 bytes long; the limit is 64$"
+  dimension %[4]s { hard 1 }
 }
-`, long, ok))},
+budget %[3]s { dimension d { hard 1 } }  // ERROR FF0107 "^budget name is 65 bytes long; the limit is 64$"
+quota %[5]s { concurrency 1 }            // ERROR FF0107 "^quota name is 65 bytes long; the limit is 64$"
+budget %[4]s { dimension d { hard 1 } }
+quota %[6]s { concurrency 1 }
+flow h() { budget %[3]s, %[4]s quota %[5]s, %[6]s exec a() {} }
+`, long, ok, strings.Repeat("r", plan.MaxResourceNameLen+1), strings.Repeat("r", plan.MaxResourceNameLen),
+			strings.Repeat("s", plan.MaxResourceNameLen+1), strings.Repeat("s", plan.MaxResourceNameLen)))},
+		{Name: "resource_limits.ff", Data: []byte(fmt.Sprintf(`
+budget dims { %[1]s}
+type A { %[2]s: B }
+type B { %[3]s: string }
+type K { %[4]s: string }
+quota long_key { concurrency 1 key %[2]s.%[3]s }  // ERROR FF0306 "^key path \"a{100}\.b{100}\" is 201 bytes long; the limit is 128$"
+quota %[5]s { concurrency 1 key %[4]s }
+flow deferred(K) {
+  namespace "%[6]s"
+  exec x(K) -> K {}
+  exec y(K) { quota %[5]s }  // ERROR FF0306 "makes a reference of 258 bytes for exec \"y\", which takes its input from an upstream; the limit is 256"
+  x -> y
+}
+flow direct(K) { namespace "%[6]s" exec y(K) { quota %[5]s } }
+flow long_key_use(A) { exec x(A) -> A {} exec y(A) { quota long_key } x -> y }
+`, dimensions(plan.MaxDimensions+1), strings.Repeat("a", 100), strings.Repeat("b", 100),
+			strings.Repeat("k", plan.MaxQuotaKeyLen), strings.Repeat("q", plan.MaxResourceNameLen), strings.Repeat("n", plan.MaxLaneLen)))},
+		{Name: "nesting.ff", Data: []byte(fmt.Sprintf(`
+type T { a: %[1]sstring%[2]s }  // ERROR FF0108 "^brackets nest more than 256 levels deep here; ffc reads at most 256$"
+flow f(T) { exec a(T) {} }
+flow j(json) { exec a(json) {} }
+schedule s { flow j cron "@daily" input %[3]s1%[4]s }
+schedule t { flow j cron "@daily" input %[1]s1%[2]s }  // ERROR FF0108 "^brackets nest more than 256 levels deep here"
+`, strings.Repeat("[", dsl.MaxNesting), strings.Repeat("]", dsl.MaxNesting), strings.Repeat("[", dsl.MaxNesting-1), strings.Repeat("]", dsl.MaxNesting-1)))},
+		{Name: "plan_size.ff", Data: []byte(denseFlow("dense", 450) + denseFlow("sparse", 40))},
 		{Name: "capabilities.ff", Data: []byte(fmt.Sprintf(`
 flow f() {
   requires [%[3]s]

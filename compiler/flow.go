@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/dsl"
+	"github.com/flowfabric/ff/internal/goname"
 )
 
 // settings holds the values of the settings of one flow or exec body.
@@ -87,11 +89,11 @@ func (c *checker) readSettings(list []*dsl.Setting, isFlow bool) *settings {
 				}
 			}
 		case "timeout":
-			if v, ok := c.durationValue(st.Timeout, "timeout", true); ok {
+			if v, ok := c.settingDuration(st.Timeout, "timeout", true); ok {
 				s.timeout = &v
 			}
 		case "deadline":
-			if v, ok := c.durationValue(st.Deadline, "deadline", true); ok {
+			if v, ok := c.settingDuration(st.Deadline, "deadline", true); ok {
 				s.deadline = &v
 			}
 		case "retry":
@@ -136,11 +138,11 @@ func (c *checker) readRetry(rb *dsl.RetryBlock, s *settings) {
 				c.badValue(it.Backoff, "backoff", plan.BackoffFixed, plan.BackoffExponential)
 			}
 		case "delay":
-			if v, ok := c.durationValue(it.Delay, "delay", false); ok {
+			if v, ok := c.settingDuration(it.Delay, "delay", false); ok {
 				s.delay, s.delayLit = &v, it.Delay
 			}
 		case "max_delay":
-			if v, ok := c.durationValue(it.MaxDelay, "max_delay", true); ok {
+			if v, ok := c.settingDuration(it.MaxDelay, "max_delay", true); ok {
 				s.maxDelay, s.maxDelayLit, s.maxDelayAt = &v, it.MaxDelay, it.Range()
 			}
 		case "jitter":
@@ -274,7 +276,9 @@ func (c *checker) checkFlow(fd *dsl.FlowDecl, pkgName string) *plan.Flow {
 	if f.Input != nil && inOK && acyclic && len(fc.execs) > 0 {
 		used := false
 		for _, ei := range fc.execs {
-			if ei.exec.InputFrom == plan.InputFlow {
+			// A root exec with an input type receives the flow's input,
+			// or has an error of its own saying why not.
+			if ei.exec.InputFrom == plan.InputFlow || len(ei.ups) == 0 && ei.decl.Input != nil {
 				used = true
 			}
 		}
@@ -300,7 +304,21 @@ func (c *checker) checkFlow(fd *dsl.FlowDecl, pkgName string) *plan.Flow {
 		fc.checkInputJoins()
 	}
 	fc.closure()
+	fc.checkPlanSize()
 	return f
+}
+
+// checkPlanSize reports a flow whose plan, as Stage<Flow> sends it, does
+// not fit in the body ffrun takes with the run's input (FF0513).
+func (fc *flowCheck) checkPlanSize() {
+	text, err := json.MarshalIndent(fc.flow, "", "  ")
+	if err != nil {
+		panic(err) // a plan always encodes
+	}
+	if len(text) > plan.MaxPlanBytes {
+		fc.diags.Errorf(fc.decl.Name.Range(), dsl.CodePlanSize, "the plan of flow %q is %d bytes; ffrun stages plans of at most %d bytes: split it into several flows (a plan grows with its execs, its edges and settings repeated per exec such as `requires`)",
+			fc.flow.Name, len(text), plan.MaxPlanBytes)
+	}
 }
 
 // checkInputJoins reports execs whose join any or join N can start them
@@ -534,6 +552,9 @@ func (fc *flowCheck) buildExec(ei *execInfo, fs *settings, flowQuotas []*dsl.Ide
 	}
 	if s.kind != nil {
 		x.Kind = *s.kind
+	} else if len(x.Kind) > plan.MaxKindLen {
+		fc.diags.Errorf(ei.decl.Name.Range(), dsl.CodeEmptyString, "the default kind %q of exec %q is %d bytes long; the limit is %d: set a shorter one with `kind \"...\"`",
+			x.Kind, name, len(x.Kind), plan.MaxKindLen)
 	}
 	if v := pick(s.lane, fs.lane); v != nil {
 		x.Lane = *v
@@ -665,6 +686,14 @@ func (fc *flowCheck) checkQuotaKey(ei *execInfo, q *dsl.Ident) {
 	if t.Kind != plan.KindString && t.Kind != plan.KindInt {
 		fc.diags.Errorf(q.Range(), dsl.CodeQuotaKey, "quota %q is keyed by %q, which is %s in the input of exec %q; a key must be a string or int", q.Name, pq.Key, plan.TypeString(t), name).
 			With(keyAt, "key declared here")
+		return
+	}
+	// An exec fed by an upstream keeps "<namespace>/<quota>?<key path>"
+	// until it is claimed, and ffrun bounds that reference.
+	refLen := plan.QuotaRefLen(fc.flow.Namespace, q.Name, pq.Key)
+	if len(ei.ups) > 0 && len(pq.Key) <= plan.MaxQuotaKeyLen && refLen > plan.MaxQuotaRefLen {
+		fc.diags.Errorf(q.Range(), dsl.CodeQuotaKey, "quota %q keyed by %q in namespace %q makes a reference of %d bytes for exec %q, which takes its input from an upstream; the limit is %d: shorten the namespace, the quota's name or its key path",
+			q.Name, pq.Key, fc.flow.Namespace, refLen, name, plan.MaxQuotaRefLen).With(keyAt, "key declared here")
 	}
 }
 
@@ -718,9 +747,14 @@ func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
 			}
 			if edge == nil {
 				msg := fmt.Sprintf("input %q of exec %q is not one of its upstreams", sel.Name, name)
-				if nUp == 0 {
+				switch {
+				case idx == fc.byName[name] && nUp == 0:
+					msg = fmt.Sprintf("exec %q cannot take its input from itself; as a root exec it receives the flow's input: remove `input %s`", name, sel.Name)
+				case idx == fc.byName[name]:
+					msg = fmt.Sprintf("exec %q cannot take its input from itself: name one of its upstreams (%s)", name, strings.Join(x.Upstreams, ", "))
+				case nUp == 0:
 					msg += "; it has none: add an edge " + sel.Name + " -> " + name
-				} else {
+				default:
 					msg += " (" + strings.Join(x.Upstreams, ", ") + "): add an edge " + sel.Name + " -> " + name + ", or name one of those"
 				}
 				fc.diags.Errorf(sel.Range(), dsl.CodeNotUpstream, "%s", msg)
@@ -877,7 +911,7 @@ func (c *checker) checkSharedKinds(flows []plan.Flow) {
 					break
 				}
 			}
-			c.diags.Warnf(at, dsl.CodeSharedKind, "kind %q of exec %q is also used by flow %q; a worker registering both flows handles it twice", x.Kind, x.Name, prev)
+			c.diags.Warnf(at, dsl.CodeSharedKind, "kind %q of exec %q is also used by flow %q: one worker cannot register both flows (the second of %s and %s fails: the kind already has a handler); give this exec a `kind` of its own unless separate workers run them", x.Kind, x.Name, prev, goname.ForFlow(prev).Register, goname.ForFlow(f.Name).Register)
 		}
 	}
 }

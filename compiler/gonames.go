@@ -41,7 +41,7 @@ func (cl goClaim) decl() string {
 // of a struct or the methods of an interface.
 type goScope struct {
 	// as says what an identifier becomes in this scope, for messages:
-	// "the Go identifier %s".
+	// "the Go identifier %s in generated code".
 	as     string
 	claims []goClaim
 }
@@ -58,7 +58,7 @@ func (c *checker) checkGoNames(flows []plan.Flow) {
 	for i := range flows {
 		byName[flows[i].Name] = &flows[i]
 	}
-	pkg := &goScope{as: "the Go identifier %s"}
+	pkg := &goScope{as: "the Go identifier %s in generated code"}
 	for _, name := range slices.Sorted(maps.Keys(c.types)) {
 		td := c.types[name]
 		ident, ok := c.goIdent(goClaim{id: td.Name, kind: "type"})
@@ -66,7 +66,7 @@ func (c *checker) checkGoNames(flows []plan.Flow) {
 			continue
 		}
 		pkg.claims = append(pkg.claims, goClaim{ident: ident, id: td.Name, kind: "type"})
-		fields := &goScope{as: "the field %s of the Go struct " + ident}
+		fields := &goScope{as: "the field %s of the Go struct " + ident + " in generated code"}
 		seen := map[string]bool{}
 		for _, f := range td.Fields {
 			if seen[f.Name.Name] {
@@ -98,7 +98,7 @@ func (c *checker) checkGoNames(flows []plan.Flow) {
 		fd := base.id
 		fl := byName[fd.Name]
 		n := goname.ForFlow(fl.Name)
-		methods := &goScope{as: "the method %s of the Go interface " + n.Handlers}
+		methods := &goScope{as: "the method %s of the Go interface " + n.Handlers + " in generated code"}
 		execs := map[string]*dsl.Ident{} // first declaration of each exec with a Go name
 		for _, it := range decls[fd].Items {
 			if it.Exec == nil {
@@ -168,7 +168,7 @@ func (c *checker) goClashes(s *goScope) map[*dsl.Ident]bool {
 		}
 		reported[pair] = true
 		clashed[cl.id] = true
-		c.diags.Errorf(cl.id.Range(), dsl.CodeGoName, "%s and %s both become %s in generated code; rename one of them",
+		c.diags.Errorf(cl.id.Range(), dsl.CodeGoName, "%s and %s both become %s; rename one of them",
 			cl.what(), prev.what(), fmt.Sprintf(s.as, cl.ident)).With(prev.id.Range(), prev.decl()+" declared here")
 	}
 	return clashed

@@ -20,9 +20,11 @@ type fact struct {
 
 // checkReachable warns about execs that can never run (FF0901).
 //
-// Any exec that runs may succeed or fail, so an edge is satisfiable exactly
-// when its upstream can run. What makes an exec impossible is a join that
-// demands contradictory outcomes of one exec: for every exec X the analysis
+// Any exec that runs may succeed or fail, so an edge is satisfiable when
+// its upstream can run; a failure or done edge from an exec with a
+// deadline is satisfiable in any case, since the exec can expire while
+// pending (and then that edge requires nothing else). What makes an exec
+// impossible is a join that demands contradictory outcomes of one exec: for every exec X the analysis
 // computes the outcomes of earlier execs that must hold whenever X runs: an
 // edge from U needs what U needs, plus U succeeded (success edge) or U
 // failed (failure edge); a done edge adds nothing. With `join all` X needs the union of its edges'
@@ -44,6 +46,13 @@ func (fc *flowCheck) checkReachable() {
 		}
 		branch[i] = succ && fail
 	}
+	// An upstream with a deadline can expire even while pending, and an
+	// expiry satisfies its failure and done edges: such an edge can hold
+	// whether or not the upstream can run, and needs nothing of what the
+	// upstream needs.
+	expires := func(e *edgeInfo) bool {
+		return e.on != plan.OnSuccess && fc.execs[e.from].exec.DeadlineMs > 0
+	}
 	order := fc.topoOrder()
 	runs := make([]bool, n)
 	req := make([][]fact, n)
@@ -56,7 +65,7 @@ func (fc *flowCheck) checkReachable() {
 		var ok []*edgeInfo
 		var dead *edgeInfo
 		for _, e := range ei.ups {
-			if runs[e.from] {
+			if runs[e.from] || expires(e) {
 				ok = append(ok, e)
 			} else if dead == nil {
 				dead = e
@@ -64,6 +73,9 @@ func (fc *flowCheck) checkReachable() {
 		}
 		edgeReq := func(e *edgeInfo) []fact {
 			r := req[e.from]
+			if expires(e) {
+				r = nil // the upstream may expire before its own upstreams end
+			}
 			if branch[e.from] && e.on != plan.OnDone {
 				o := factSucceeded
 				if e.on == plan.OnFailure {

@@ -23,7 +23,12 @@ func (c *checker) checkBudget(bd *dsl.BudgetDecl) {
 				continue
 			}
 			dims[d.Name.Name] = d.Name
-			c.checkIdentLen(d.Name)
+			if len(d.Name.Name) > plan.MaxResourceNameLen {
+				c.diags.Errorf(d.Name.Range(), dsl.CodeBadName, "dimension name is %d bytes long; the limit is %d", len(d.Name.Name), plan.MaxResourceNameLen)
+			}
+			if len(b.Dimensions) == plan.MaxDimensions {
+				c.diags.Errorf(d.Name.Range(), dsl.CodeBudgetLimits, "dimension %q is one too many: a budget has at most %d dimensions", d.Name.Name, plan.MaxDimensions)
+			}
 			dim := plan.Dimension{Name: d.Name.Name}
 			lseen := c.newSeen()
 			for _, l := range d.Limits {
@@ -50,7 +55,7 @@ func (c *checker) checkBudget(bd *dsl.BudgetDecl) {
 			b.Dimensions = append(b.Dimensions, dim)
 		case it.Reset != nil:
 			if seen.first("reset", it.Range(), "budget") {
-				b.ResetMs, _ = c.durationValue(it.Reset, "reset", true)
+				b.ResetMs, _ = c.settingDuration(it.Reset, "reset", true)
 			}
 		case it.OnHardLimit != nil:
 			if seen.first("on_hard_limit", it.Range(), "budget") {
@@ -135,7 +140,7 @@ func (c *checker) checkQuota(qd *dsl.QuotaDecl) {
 					q.Rate = n
 				}
 			}
-			q.WindowMs, _ = c.durationValue(it.Rate.Window, "rate window", true)
+			q.WindowMs, _ = c.settingDuration(it.Rate.Window, "rate window", true)
 		case it.Concurrency != nil:
 			if !seen.first("concurrency", it.Range(), "quota") {
 				continue
@@ -149,7 +154,7 @@ func (c *checker) checkQuota(qd *dsl.QuotaDecl) {
 			}
 		case it.Jitter != nil:
 			if seen.first("jitter", it.Range(), "quota") {
-				q.JitterMs, _ = c.durationValue(it.Jitter, "jitter", false)
+				q.JitterMs, _ = c.settingDuration(it.Jitter, "jitter", false)
 			}
 		case it.Key != nil:
 			if seen.first("key", it.Range(), "quota") {
@@ -159,6 +164,9 @@ func (c *checker) checkQuota(qd *dsl.QuotaDecl) {
 				}
 				q.Key = strings.Join(parts, ".")
 				c.quotaKeys[q.Name] = it.Key
+				if len(q.Key) > plan.MaxQuotaKeyLen {
+					c.diags.Errorf(it.Key.Range(), dsl.CodeQuotaKey, "key path %q is %d bytes long; the limit is %d", q.Key, len(q.Key), plan.MaxQuotaKeyLen)
+				}
 			}
 		}
 	}

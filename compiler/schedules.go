@@ -261,10 +261,6 @@ type valuePositions struct {
 }
 
 func (c *checker) encodeValue(b *bytes.Buffer, v *dsl.Value, segs []string, pos valuePositions) bool {
-	if len(segs) > plan.MaxInputDepth {
-		c.diags.Errorf(v.Range(), dsl.CodeScheduleInput, "input nests more than %d levels deep", plan.MaxInputDepth)
-		return false
-	}
 	pos.values[pathKey(segs)] = v.Range()
 	switch {
 	case v.Object != nil:

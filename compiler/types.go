@@ -30,12 +30,22 @@ func (c *checker) checkType(td *dsl.TypeDecl) {
 	c.planTypes[t.Name] = t
 }
 
-// resolveType converts a type expression, reporting unknown names. It
-// returns false when the type has an error.
+// resolveType converts a type expression, reporting unknown names and
+// lists and maps nested more than plan.MaxTypeDepth deep. It returns false
+// when the type has an error.
 func (c *checker) resolveType(te *dsl.TypeExpr) (*plan.TypeRef, bool) {
+	return c.resolveTypeAt(te, 0)
+}
+
+// resolveTypeAt is resolveType for te inside depth lists and maps.
+func (c *checker) resolveTypeAt(te *dsl.TypeExpr, depth int) (*plan.TypeRef, bool) {
+	if (te.List != nil || te.Map != nil) && depth == plan.MaxTypeDepth {
+		c.diags.Errorf(te.Range(), dsl.CodeTypeDepth, "type nests more than %d lists and maps deep; declare a record type for an inner level", plan.MaxTypeDepth)
+		return nil, false
+	}
 	switch {
 	case te.List != nil:
-		elem, ok := c.resolveType(te.List)
+		elem, ok := c.resolveTypeAt(te.List, depth+1)
 		if !ok {
 			return nil, false
 		}
@@ -46,7 +56,7 @@ func (c *checker) resolveType(te *dsl.TypeExpr) (*plan.TypeRef, bool) {
 			c.diags.Errorf(te.Map.Key.Range(), dsl.CodeMapKey, "map keys must be string, not %q: write {string: T}", te.Map.Key.Name)
 			ok = false
 		}
-		elem, elemOK := c.resolveType(te.Map.Value)
+		elem, elemOK := c.resolveTypeAt(te.Map.Value, depth+1)
 		if !ok || !elemOK {
 			return nil, false
 		}

@@ -21,6 +21,7 @@ const (
 	CodeBadInt         Code = "FF0105"
 	CodeBadDuration    Code = "FF0106"
 	CodeBadName        Code = "FF0107"
+	CodeNesting        Code = "FF0108"
 	CodeDuplicate      Code = "FF0201"
 	CodeUnknownType    Code = "FF0202"
 	CodeUnknownBudget  Code = "FF0203"
@@ -44,6 +45,7 @@ const (
 	CodeInputNotOK     Code = "FF0308"
 	CodeInputJoin      Code = "FF0309"
 	CodeScheduleInput  Code = "FF0310"
+	CodeTypeDepth      Code = "FF0311"
 	CodeCycle          Code = "FF0401"
 	CodeNotUpstream    Code = "FF0402"
 	CodeMissingInput   Code = "FF0403"
@@ -63,6 +65,7 @@ const (
 	CodeTooManyExecs   Code = "FF0510"
 	CodeCron           Code = "FF0511"
 	CodeTimezone       Code = "FF0512"
+	CodePlanSize       Code = "FF0513"
 	CodeUnreachable    Code = "FF0901"
 	CodeSharedKind     Code = "FF0902"
 	CodeUnusedUpstream Code = "FF0903"
@@ -87,7 +90,8 @@ var Codes = []CodeInfo{
 	{CodeBadString, SeverityError, "a string literal with an invalid escape sequence"},
 	{CodeBadInt, SeverityError, "an invalid integer: misplaced `_`, a fraction, or out of range"},
 	{CodeBadDuration, SeverityError, "an invalid duration: missing or unknown unit, fraction, negative or too large"},
-	{CodeBadName, SeverityError, "a name that is too long (a schedule's name, or the name of the flow it runs: longer than 64 bytes)"},
+	{CodeBadName, SeverityError, "a name that is too long: over 128 bytes; a budget, quota or dimension name, a schedule's name or the name of the flow it runs over 64 bytes"},
+	{CodeNesting, SeverityError, "brackets nested more than 256 levels deep in one declaration"},
 	{CodeDuplicate, SeverityError, "a name declared twice in the same scope (both places are shown)"},
 	{CodeUnknownType, SeverityError, "a type name that is neither built in nor declared"},
 	{CodeUnknownBudget, SeverityError, "a budget name that is not declared"},
@@ -106,11 +110,12 @@ var Codes = []CodeInfo{
 	{CodeEdgeType, SeverityError, "an exec's input type differs from the output type of the upstream that feeds it"},
 	{CodeRootType, SeverityError, "a root exec's input type differs from the flow's input type"},
 	{CodeResultType, SeverityError, "the result exec's output type differs from the flow's output type"},
-	{CodeQuotaKey, SeverityError, "a keyed quota whose key is not a string or int field of the exec's input"},
+	{CodeQuotaKey, SeverityError, "a keyed quota whose key is not a string or int field of the exec's input, or whose key path (128 bytes) or reference (256 bytes) is too long"},
 	{CodeInputNoType, SeverityError, "`input` on an exec that declares no input type"},
 	{CodeInputNotOK, SeverityError, "an exec takes its input over an `on failure` or `on done` edge, where no output is guaranteed"},
 	{CodeInputJoin, SeverityError, "an exec with `join any` or `join N` can start before the upstream feeding its input has succeeded"},
 	{CodeScheduleInput, SeverityError, "a schedule's input that does not fit its flow's input type (an unknown or missing field, a wrong type, a key given twice, a word other than true, false or null), or that is missing for a flow that takes an input or given to one that takes none"},
+	{CodeTypeDepth, SeverityError, "a type that nests more than 32 lists and maps"},
 	{CodeCycle, SeverityError, "the edges of a flow form a cycle (the cycle is printed)"},
 	{CodeNotUpstream, SeverityError, "`input` names an exec that is not an upstream of this exec"},
 	{CodeMissingInput, SeverityError, "an exec with an input type and several upstreams does not say which one feeds it"},
@@ -123,13 +128,14 @@ var Codes = []CodeInfo{
 	{CodePriority, SeverityError, "a priority outside the allowed range"},
 	{CodeBadValue, SeverityError, "a keyword setting with a value it does not accept (backoff, on_hard_limit, scope, on)"},
 	{CodeRetry, SeverityError, "a retry policy out of range (attempts, or max_delay below delay)"},
-	{CodeDurationRange, SeverityError, "a duration that must be positive is zero"},
+	{CodeDurationRange, SeverityError, "a duration that must be positive is zero, or a duration of a setting is longer than 366 days"},
 	{CodeEmptyString, SeverityError, "a lane or namespace that is empty, longer than 64 bytes or holds a character other than ASCII letters, digits, `_`, `-`, `.` and `/`; a kind that is empty, longer than 128 bytes, not valid UTF-8, or holds white space, a control character or a comma"},
-	{CodeBudgetLimits, SeverityError, "budget limits that make no sense: a negative limit, soft above hard, no dimension"},
+	{CodeBudgetLimits, SeverityError, "budget limits that make no sense: a negative limit, soft above hard, no dimension or more than 32"},
 	{CodeQuotaLimits, SeverityError, "quota limits that make no sense: zero rate or concurrency, or neither"},
 	{CodeTooManyExecs, SeverityError, "a flow with more execs than a run can stage (10,000), or a package with more schedules than ffrun keeps (1,000)"},
 	{CodeCron, SeverityError, "a schedule's cron expression that does not parse"},
 	{CodeTimezone, SeverityError, "a schedule's time zone that is not an IANA name, or \"Local\""},
+	{CodePlanSize, SeverityError, "a flow whose plan is too large for ffrun to stage (over 15 MiB as `ffc plan -flow` prints it)"},
 	{CodeUnreachable, SeverityWarning, "an exec that can never run because its edges demand contradictory outcomes"},
 	{CodeSharedKind, SeverityWarning, "two flows of the package use the same handler kind"},
 	{CodeUnusedUpstream, SeverityWarning, "a flow input that no exec receives"},

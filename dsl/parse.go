@@ -86,18 +86,53 @@ func Parse(filename string, src []byte) (f *File, diags Diagnostics) {
 	for _, chunk := range splitDecls(toks) {
 		// The chunk's last token is the first of the next chunk: an EOF
 		// token stands in for it while this chunk is parsed (and its syntax
-		// errors reported), then the original is put back.
-		last := chunk[len(chunk)-1]
-		chunk[len(chunk)-1] = lexer.EOFToken(last.Pos)
-		parseChunk(p, chunk, f, &diags)
-		chunk[len(chunk)-1] = last
+		// errors reported), then the original is put back. A chunk whose
+		// brackets nest too deeply is parsed only up to the bracket that
+		// goes too deep, which is reported instead: the parser recurses
+		// per level, and would exhaust the stack.
+		end, cut := len(chunk)-1, false
+		if i := tooDeep(chunk[:end]); i >= 0 {
+			diags.Errorf(tokenRange(chunk[i]), CodeNesting, "brackets nest more than %d levels deep here; ffc reads at most %d", MaxNesting, MaxNesting)
+			end, cut = i, true
+		}
+		last := chunk[end]
+		chunk[end] = lexer.EOFToken(last.Pos)
+		parseChunk(p, chunk[:end+1], f, &diags, cut)
+		chunk[end] = last
 	}
 	return f, diags
 }
 
+// MaxNesting bounds how deep brackets ("{", "(" and "[") nest in one
+// declaration: deeper ones are an error (FF0108).
+const MaxNesting = 256
+
+// tooDeep returns the index of the first opening bracket of toks that
+// nests deeper than MaxNesting, or -1.
+func tooDeep(toks []lexer.Token) int {
+	depth := 0
+	for i, t := range toks {
+		if t.Type != tokPunct {
+			continue
+		}
+		switch t.Value {
+		case "{", "(", "[":
+			if depth++; depth > MaxNesting {
+				return i
+			}
+		case "}", ")", "]":
+			depth = max(0, depth-1)
+		}
+	}
+	return -1
+}
+
 // parseChunk parses the declarations of one chunk, which ends in an EOF
-// token, into f.
-func parseChunk(p *participle.Parser[File], chunk []lexer.Token, f *File, diags *Diagnostics) {
+// token, into f. When cut is true the chunk was cut short at an error
+// already reported: its declarations are kept as Bad, and the syntax
+// error the cut causes is not reported (a declaration reports at most
+// one).
+func parseChunk(p *participle.Parser[File], chunk []lexer.Token, f *File, diags *Diagnostics, cut bool) {
 	peek, err := lexer.Upgrade(&sliceLexer{toks: chunk})
 	if err != nil {
 		diags.Errorf(tokenRange(chunk[0]), CodeSyntax, "internal error: %v", err)
@@ -107,14 +142,14 @@ func parseChunk(p *participle.Parser[File], chunk []lexer.Token, f *File, diags 
 	if part != nil {
 		for _, d := range part.Decls {
 			if d != nil {
-				if err != nil {
+				if err != nil || cut {
 					d.Bad = true
 				}
 				f.Decls = append(f.Decls, d)
 			}
 		}
 	}
-	if err != nil {
+	if err != nil && !cut {
 		*diags = append(*diags, syntaxDiagnostic(p, err, chunk))
 	}
 }
@@ -130,7 +165,10 @@ func splitDecls(toks []lexer.Token) [][]lexer.Token {
 		// The token right after a declaration's keyword is its name, even
 		// when that name is itself a keyword (`type type { ... }`).
 		isName := i == start+1 && topKeywords[toks[start].Value]
-		if t.Type == tokIdent && i > start && !isName && (topKeywords[t.Value] && startsDecl(toks, i, depth) || depth == 0 && t.Pos.Column == 1) {
+		// A name right after "->" is an output type, wherever it is
+		// written (`flow f(T) ->` and T on the next line).
+		isType := i > 0 && toks[i-1].Type == tokPunct && toks[i-1].Value == "->"
+		if t.Type == tokIdent && i > start && !isName && (topKeywords[t.Value] && startsDecl(toks, i, depth) || depth == 0 && t.Pos.Column == 1 && !isType) {
 			chunks = append(chunks, toks[start:i+1])
 			start, depth = i, 0
 		}

@@ -22,7 +22,11 @@ type UnsureInput struct {
 // it is X's success edge, or when U itself runs only after X succeeded: U
 // has join all and one of its edges implies it, or U has join any or
 // join N and fewer of its edges than the join needs do not. Failure and
-// done edges of X imply nothing about X's success. Every exec is assumed
+// done edges of X imply nothing about X's success. A failure or done edge
+// from an exec with a deadline implies nothing at all: a member whose
+// deadline passes expires even while pending, before its upstreams ended,
+// and an expiry satisfies those edges (spec/runtime.md, Resolution).
+// Every exec is assumed
 // able to run and any edges to hold together (contradictory requirements
 // are not used), so the answer errs on the side of reporting
 // (input_oracle_test.go compares it with every outcome of small flows).
@@ -82,6 +86,9 @@ func (f *Flow) UnsureInputs() []UnsureInput {
 	edgeSet := func(ei int) bitset {
 		e := f.Edges[ei]
 		u := index[e.From]
+		if e.On != OnSuccess && f.Execs[u].DeadlineMs > 0 {
+			return nil // u can expire while pending, before anything ran
+		}
 		b, tracked := bit[u]
 		if !tracked || e.On != OnSuccess {
 			return runs[u]

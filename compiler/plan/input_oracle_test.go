@@ -43,9 +43,15 @@ func randomComponent(seed uint64, prefix string) oracleComponent {
 			}
 		}
 	}
+	// Deadlines come from a stream of their own, so that the rest of
+	// each flow stays what its seed drew before deadlines were drawn.
+	dl := rand.New(rand.NewPCG(seed, 0xdead))
 	decl := make([]string, n)
 	for j := range n {
 		d := name(j)
+		if dl.IntN(6) == 0 {
+			d += "@"
+		}
 		if k := len(ups[j]); k > 0 {
 			switch c := r.IntN(12); {
 			case c < 3: // join all
@@ -70,6 +76,7 @@ const (
 	worldSkipped = iota
 	worldSucceeded
 	worldFailed
+	worldExpired
 )
 
 // oracleUnsure decides by brute force which execs with input from an
@@ -77,8 +84,10 @@ const (
 // world the runtime can produce (lua/flow.lua: an exec whose join is met
 // runs and then succeeds or fails; one whose join cannot be met is
 // skipped, and a skipped exec satisfies no edge; on done holds for
-// success or failure) and flags E taking input from X when some world has
-// E running while X failed or was skipped. Final outcomes suffice for the
+// success or failure; an exec with a deadline may also expire, its join
+// met or not, which satisfies its failure and done edges) and flags E
+// taking input from X when some world has E running while X did not
+// succeed. Final outcomes suffice for the
 // timing too: if E's join is met while X is still running, the execs that
 // met it ended before X did and owe nothing to X's outcome, so the world
 // where X then fails exists. It returns the flagged exec indexes and the
@@ -126,12 +135,13 @@ func oracleUnsure(t *testing.T, f *Flow) (map[int]bool, int) {
 	unsure := map[int]bool{}
 	worlds := 0
 	out := make([]int, n)
+	ran := make([]bool, n) // the exec's join was met: it started
 	var walk func(k int)
 	walk = func(k int) {
 		if k == n {
 			worlds++
 			for e, x := range f.Execs {
-				if x.InputFrom == InputExec && out[e] != worldSkipped && out[index[x.InputExec]] != worldSucceeded {
+				if x.InputFrom == InputExec && ran[e] && out[index[x.InputExec]] != worldSucceeded {
 					unsure[e] = true
 				}
 			}
@@ -142,16 +152,29 @@ func oracleUnsure(t *testing.T, f *Flow) (map[int]bool, int) {
 		for _, e := range ins[v] {
 			switch o := out[e.from]; {
 			case o == worldSkipped:
-			case e.on == OnDone, e.on == OnSuccess && o == worldSucceeded, e.on == OnFailure && o == worldFailed:
+			case e.on == OnDone, e.on == OnSuccess && o == worldSucceeded, e.on == OnFailure && (o == worldFailed || o == worldExpired):
 				held++
 			}
 		}
+		// An exec with a deadline may also expire, whether its join is
+		// met or not: while pending, before its upstreams ended.
+		expires := f.Execs[v].DeadlineMs > 0
 		if len(ins[v]) > 0 && held < needOf(v) {
-			out[v] = worldSkipped
-			walk(k + 1)
+			ran[v] = false
+			for _, o := range []int{worldSkipped, worldExpired} {
+				if o == worldExpired && !expires {
+					continue
+				}
+				out[v] = o
+				walk(k + 1)
+			}
 			return
 		}
-		for _, o := range []int{worldSucceeded, worldFailed} {
+		ran[v] = true
+		for _, o := range []int{worldSucceeded, worldFailed, worldExpired} {
+			if o == worldExpired && !expires {
+				continue
+			}
 			out[v] = o
 			walk(k + 1)
 		}

@@ -11,7 +11,8 @@ import (
 
 // graphFlow builds a flow from a compact description: execs as
 // "name" or "name:join" (join "any" or a count) with "<x" for input from
-// exec x, and edges as "a>b" (success), "a!b" (failure) or "a~b" (done).
+// exec x and "@" after the name for a deadline, and edges as "a>b"
+// (success), "a!b" (failure) or "a~b" (done).
 // Execs without input take none.
 func graphFlow(t *testing.T, execs, edges string) *Flow {
 	t.Helper()
@@ -26,6 +27,9 @@ func graphFlow(t *testing.T, execs, edges string) *Flow {
 			x.InputFrom, x.InputExec, x.Input = InputExec, in, out
 		}
 		name, join, _ := strings.Cut(d, ":")
+		if n, ok := strings.CutSuffix(name, "@"); ok {
+			name, x.DeadlineMs = n, 1000
+		}
 		switch {
 		case join == "any":
 			x.Join = Join{Kind: JoinAny}
@@ -70,6 +74,12 @@ func TestUnsureInputs(t *testing.T) {
 		{"other edge follows done", "x r e:any<x", "x~r r>e x>e", []string{"e: r"}},
 		{"failure edge of a follower", "x r e:any<x", "x>r r!e x>e", nil},
 		{"done edge of a follower", "x r e:any<x", "x>r r~e x>e", nil},
+		// A member with a deadline can expire while pending, which
+		// satisfies its failure and done edges before x ended.
+		{"failure edge of a follower with a deadline", "x r@ e:any<x", "x>r r!e x>e", []string{"e: r"}},
+		{"done edge of a follower with a deadline", "x r@ e:any<x", "x>r r~e x>e", []string{"e: r"}},
+		{"success edge of a follower with a deadline", "x r@ e:any<x", "x>r r>e x>e", nil},
+		{"after a failure edge with a deadline", "x r@ s e:any<x", "x>r r!s s>e x>e", []string{"e: s"}},
 		{"follower with join any", "x y r:any e:any<x", "x>r y>r r>e x>e", []string{"e: r"}},
 		{"follower with join any, all after x", "x a b r:any e:any<x", "x>a x>b a>r b>r r>e x>e", nil},
 		// r needs 2 of (a, b, y) where a and b follow x: any 2 include one.

@@ -229,4 +229,21 @@ const (
 	// MaxExecs bounds the execs of one flow: a run stages one execution
 	// per exec, and the store stages at most this many.
 	MaxExecs = 10_000
+
+	// MaxDurationMs bounds every duration of a plan (timeouts, deadlines,
+	// retry delays, budget resets, quota windows and jitter): 366 days,
+	// the longest duration the API takes for an execution
+	// (runtime/api.DurationMaxMs). Longer ones overflow time.Duration or
+	// times the runtime writes as JSON.
+	MaxDurationMs = 366 * 24 * 3600 * 1000
+
+	// MaxStageBodyBytes is the largest body POST /v1/flows takes
+	// (runtime/api.BodyLimitFlow): a flow's plan, the run's input (at
+	// most MaxPayloadBytes) and the few fields around them.
+	MaxStageBodyBytes = 16 << 20
+	// MaxPlanBytes bounds a flow's plan as `ffc plan -flow` prints it and
+	// the generated Stage<Flow> sends it (json.MarshalIndent, two spaces):
+	// it leaves room in MaxStageBodyBytes for the largest input and 64 KiB
+	// for the rest of the body.
+	MaxPlanBytes = MaxStageBodyBytes - MaxPayloadBytes - 64<<10
 )

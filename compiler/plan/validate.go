@@ -73,8 +73,24 @@ const (
 	// accepts (runtime/store takes both from here).
 	MaxSchedules    = 1000
 	MaxPayloadBytes = 1 << 20
-	// MaxInputDepth bounds how deep a schedule's input literal nests.
+	// MaxInputDepth bounds how deep the typed levels of a run's input nest
+	// (records, lists and maps of its flow's input type: runtime/flowinput
+	// checks it); a value of type json may nest deeper.
 	MaxInputDepth = 64
+	// MaxResourceNameLen bounds budget, quota and dimension names,
+	// MaxDimensions the dimensions of a budget, MaxQuotaKeyLen a quota's
+	// key path, and MaxQuotaRefLen the reference a member keeps of a keyed
+	// quota whose key value is read from an upstream's output when it is
+	// claimed ("<namespace>/<quota>?<key path>"): what runtime/store takes
+	// (checkResourceName, MaxBudgetDimensions, the quota key check and
+	// MaxTagBytes).
+	MaxResourceNameLen = 64
+	MaxDimensions      = 32
+	MaxQuotaKeyLen     = 128
+	MaxQuotaRefLen     = 256
+	// MaxTypeDepth bounds the lists and maps a type reference nests
+	// ([[string]] nests 2).
+	MaxTypeDepth = 32
 	// maxProblems caps the problems Validate lists.
 	maxProblems = 20
 )
@@ -199,10 +215,12 @@ func (p *Package) Validate() error {
 }
 
 // Validate checks the structure of a flow plan received from an untrusted
-// source, such as a plan posted over HTTP: schema version, names, types,
-// execs (at most MaxExecs), edges (known execs, no duplicates, no cycle),
-// joins, input sources (from a success edge, and guaranteed by the join:
-// see UnsureInputs), capabilities, priorities, retry policies, and that every
+// source, such as a plan posted over HTTP: schema version, names, types
+// (at most MaxTypeDepth deep), execs (at most MaxExecs), edges (known
+// execs, no duplicates, no cycle), joins, input sources (from a success
+// edge, and guaranteed by the join: see UnsureInputs), capabilities,
+// priorities, retry policies, durations (at most MaxDurationMs), the
+// limits of budgets and quotas ffrun's store applies, and that every
 // referenced type, budget and quota is included. Each problem names its
 // path, e.g. "execs[3].join.n"; all problems are joined (at most 20).
 func (f *Flow) Validate() error {
@@ -290,7 +308,7 @@ func (v *flowValidator) checkTypes() {
 // typeRef checks a type reference; nil is allowed (no value).
 func (v *flowValidator) typeRef(path string, t *TypeRef) {
 	for depth := 0; t != nil; depth++ {
-		if depth > 32 {
+		if depth > MaxTypeDepth {
 			v.ps.addf(path, "type nests too deeply")
 			return
 		}
@@ -325,6 +343,8 @@ func (v *flowValidator) checkResources() {
 		path := fmt.Sprintf("budget_defs[%d]", i)
 		if err := ValidateName(b.Name); err != nil {
 			v.ps.addf(path+".name", "%v", err)
+		} else if len(b.Name) > MaxResourceNameLen {
+			v.ps.addf(path+".name", "budget name is longer than %d bytes", MaxResourceNameLen)
 		}
 		if v.budgets[b.Name] {
 			v.ps.addf(path+".name", "duplicate budget %q", b.Name)
@@ -333,11 +353,16 @@ func (v *flowValidator) checkResources() {
 		if len(b.Dimensions) == 0 {
 			v.ps.addf(path+".dimensions", "budget has no dimension")
 		}
+		if len(b.Dimensions) > MaxDimensions {
+			v.ps.addf(path+".dimensions", "%d dimensions: at most %d are allowed", len(b.Dimensions), MaxDimensions)
+		}
 		dims := map[string]bool{}
 		for j, d := range b.Dimensions {
 			dp := fmt.Sprintf("%s.dimensions[%d]", path, j)
 			if err := ValidateName(d.Name); err != nil {
 				v.ps.addf(dp+".name", "%v", err)
+			} else if len(d.Name) > MaxResourceNameLen {
+				v.ps.addf(dp+".name", "dimension name is longer than %d bytes", MaxResourceNameLen)
 			}
 			if dims[d.Name] {
 				v.ps.addf(dp+".name", "duplicate dimension %q", d.Name)
@@ -350,9 +375,7 @@ func (v *flowValidator) checkResources() {
 				v.ps.addf(dp+".soft", "soft limit %d is above hard limit %d", d.Soft, d.Hard)
 			}
 		}
-		if b.ResetMs < 0 {
-			v.ps.addf(path+".reset_ms", "must not be negative")
-		}
+		v.duration(path+".reset_ms", b.ResetMs)
 		if b.OnHardLimit != OnHardLimitBlock && b.OnHardLimit != OnHardLimitFail {
 			v.ps.addf(path+".on_hard_limit", "must be %q or %q, not %q", OnHardLimitBlock, OnHardLimitFail, b.OnHardLimit)
 		}
@@ -366,19 +389,26 @@ func (v *flowValidator) checkResources() {
 		path := fmt.Sprintf("quota_defs[%d]", i)
 		if err := ValidateName(q.Name); err != nil {
 			v.ps.addf(path+".name", "%v", err)
+		} else if len(q.Name) > MaxResourceNameLen {
+			v.ps.addf(path+".name", "quota name is longer than %d bytes", MaxResourceNameLen)
 		}
 		if _, dup := v.quotas[q.Name]; dup {
 			v.ps.addf(path+".name", "duplicate quota %q", q.Name)
 		}
 		v.quotas[q.Name] = q
-		if q.Rate < 0 || q.Concurrency < 0 || q.JitterMs < 0 || q.WindowMs < 0 {
+		if q.Rate < 0 || q.Concurrency < 0 {
 			v.ps.addf(path, "limits must not be negative")
 		}
+		v.duration(path+".window_ms", q.WindowMs)
+		v.duration(path+".jitter_ms", q.JitterMs)
 		if q.Rate > 0 && q.WindowMs <= 0 {
 			v.ps.addf(path+".window_ms", "a rate needs a window longer than zero")
 		}
 		if q.Rate == 0 && q.Concurrency == 0 {
 			v.ps.addf(path, "quota limits nothing: set rate or concurrency")
+		}
+		if len(q.Key) > MaxQuotaKeyLen {
+			v.ps.addf(path+".key", "key path is longer than %d bytes", MaxQuotaKeyLen)
 		}
 		if q.Key != "" {
 			for _, part := range strings.Split(q.Key, ".") {
@@ -453,6 +483,9 @@ func (v *flowValidator) checkExecs() {
 				if msg := v.keyProblem(x.Input, qd.Key); msg != "" {
 					v.ps.addf(fmt.Sprintf("%s.quotas[%d]", path, j), "quota %q is keyed by %q: %s", q, qd.Key, msg)
 				}
+				if n := QuotaRefLen(f.Namespace, q, qd.Key); x.InputFrom == InputExec && n > MaxQuotaRefLen {
+					v.ps.addf(fmt.Sprintf("%s.quotas[%d]", path, j), "the reference to quota %q keyed by %q is %d bytes: at most %d are allowed", q, qd.Key, n, MaxQuotaRefLen)
+				}
 			}
 		}
 		r := x.Retry
@@ -462,20 +495,30 @@ func (v *flowValidator) checkExecs() {
 		if r.Backoff != BackoffFixed && r.Backoff != BackoffExponential {
 			v.ps.addf(path+".retry.backoff", "must be %q or %q, not %q", BackoffFixed, BackoffExponential, r.Backoff)
 		}
-		if r.DelayMs < 0 {
-			v.ps.addf(path+".retry.delay_ms", "must not be negative")
-		}
+		v.duration(path+".retry.delay_ms", r.DelayMs)
+		v.duration(path+".retry.max_delay_ms", r.MaxDelayMs)
 		if r.MaxDelayMs != 0 && r.MaxDelayMs < r.DelayMs {
 			v.ps.addf(path+".retry.max_delay_ms", "%d is below delay_ms %d", r.MaxDelayMs, r.DelayMs)
 		}
-		if x.TimeoutMs < 0 {
-			v.ps.addf(path+".timeout_ms", "must not be negative")
-		}
-		if x.DeadlineMs < 0 {
-			v.ps.addf(path+".deadline_ms", "must not be negative")
-		}
+		v.duration(path+".timeout_ms", x.TimeoutMs)
+		v.duration(path+".deadline_ms", x.DeadlineMs)
 	}
 }
+
+// duration checks a duration in milliseconds: 0 to MaxDurationMs.
+func (v *flowValidator) duration(path string, ms int64) {
+	switch {
+	case ms < 0:
+		v.ps.addf(path, "must not be negative")
+	case ms > MaxDurationMs:
+		v.ps.addf(path, "%d is longer than %d (366 days)", ms, MaxDurationMs)
+	}
+}
+
+// QuotaRefLen is the length of the reference a member keeps of keyed
+// quota name of namespace ns when the key value is read from an upstream's
+// output: "<ns>/<name>?<key path>".
+func QuotaRefLen(ns, name, key string) int { return len(ns) + 1 + len(name) + 1 + len(key) }
 
 // keyProblem describes why key does not name a string or int field of t.
 func (v *flowValidator) keyProblem(t *TypeRef, key string) string {

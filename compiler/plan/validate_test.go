@@ -2,6 +2,7 @@ package plan
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -39,6 +40,29 @@ func validFlow() *Flow {
 func TestValidate(t *testing.T) {
 	if err := validFlow().Validate(); err != nil {
 		t.Fatalf("valid flow: %v", err)
+	}
+	// At every limit, the flow is still valid.
+	atLimits := validFlow()
+	x := &atLimits.Execs[1]
+	x.TimeoutMs, x.DeadlineMs, x.Retry.DelayMs, x.Retry.MaxDelayMs = MaxDurationMs, MaxDurationMs, MaxDurationMs, MaxDurationMs
+	atLimits.BudgetDefs[0].ResetMs = MaxDurationMs
+	atLimits.QuotaDefs[0].Rate, atLimits.QuotaDefs[0].WindowMs, atLimits.QuotaDefs[0].JitterMs = 1, MaxDurationMs, MaxDurationMs
+	for i := range MaxDimensions - 1 {
+		atLimits.BudgetDefs[0].Dimensions = append(atLimits.BudgetDefs[0].Dimensions, Dimension{Name: fmt.Sprintf("d%d", i)})
+	}
+	deep := TypeRef{Kind: KindString}
+	for range MaxTypeDepth {
+		inner := deep
+		deep = TypeRef{Kind: KindMap, Elem: &inner}
+	}
+	atLimits.Types[0].Fields = append(atLimits.Types[0].Fields, Field{Name: "deep", Type: deep})
+	k := strings.Repeat("k", MaxQuotaKeyLen)
+	atLimits.Types[0].Fields = append(atLimits.Types[0].Fields, Field{Name: k, Type: TypeRef{Kind: KindString}})
+	atLimits.Namespace = strings.Repeat("n", MaxLaneLen-2)
+	atLimits.QuotaDefs[0].Name, atLimits.QuotaDefs[0].Key = strings.Repeat("q", MaxResourceNameLen), k
+	atLimits.Execs[0].Quotas, atLimits.Execs[1].Quotas = nil, []string{atLimits.QuotaDefs[0].Name}
+	if err := atLimits.Validate(); err != nil {
+		t.Fatalf("flow at the limits: %v", err)
 	}
 	tests := []struct {
 		name   string
@@ -118,6 +142,49 @@ func TestValidate(t *testing.T) {
 		{"quota key type", func(f *Flow) { f.Types[0].Fields[1].Type = TypeRef{Kind: KindFloat} }, []string{`execs[0].quotas[0]: quota "per_tenant" is keyed by "tenant": the field is float, not string or int`}},
 		{"quota limits", func(f *Flow) { f.QuotaDefs[0].Concurrency = 0; f.QuotaDefs[0].Rate = 0 }, []string{"quota_defs[0]: quota limits nothing"}},
 		{"quota window", func(f *Flow) { f.QuotaDefs[0].Rate = 5 }, []string{"quota_defs[0].window_ms: a rate needs a window"}},
+		{"durations", func(f *Flow) {
+			x := &f.Execs[0]
+			x.TimeoutMs, x.DeadlineMs, x.Retry.DelayMs, x.Retry.MaxDelayMs = MaxDurationMs+1, MaxDurationMs+1, MaxDurationMs+1, MaxDurationMs+1
+			f.BudgetDefs[0].ResetMs = MaxDurationMs + 1
+			f.QuotaDefs[0].Rate, f.QuotaDefs[0].WindowMs, f.QuotaDefs[0].JitterMs = 1, MaxDurationMs+1, MaxDurationMs+1
+		}, []string{"budget_defs[0].reset_ms: 31622400001 is longer than 31622400000 (366 days)", "quota_defs[0].window_ms: 31622400001 is longer",
+			"quota_defs[0].jitter_ms", "execs[0].retry.delay_ms", "execs[0].retry.max_delay_ms", "execs[0].timeout_ms", "execs[0].deadline_ms"}},
+		{"negative durations", func(f *Flow) {
+			f.Execs[0].DeadlineMs, f.QuotaDefs[0].JitterMs = -1, -1
+		}, []string{"quota_defs[0].jitter_ms: must not be negative", "execs[0].deadline_ms: must not be negative"}},
+		{"resource names", func(f *Flow) {
+			long := strings.Repeat("n", MaxResourceNameLen+1)
+			f.BudgetDefs[0].Name, f.Budgets[0] = long, long
+			f.BudgetDefs[0].Dimensions[0].Name = long
+			f.QuotaDefs[0].Name, f.Execs[0].Quotas[0] = long, long
+		}, []string{"budget_defs[0].name: budget name is longer than 64 bytes", "budget_defs[0].dimensions[0].name: dimension name is longer than 64 bytes",
+			"quota_defs[0].name: quota name is longer than 64 bytes"}},
+		{"dimensions", func(f *Flow) {
+			for i := range MaxDimensions {
+				f.BudgetDefs[0].Dimensions = append(f.BudgetDefs[0].Dimensions, Dimension{Name: fmt.Sprintf("d%d", i)})
+			}
+		}, []string{"budget_defs[0].dimensions: 33 dimensions: at most 32 are allowed"}},
+		{"quota key length", func(f *Flow) {
+			k := strings.Repeat("k", MaxQuotaKeyLen)
+			f.Types[0].Fields = append(f.Types[0].Fields, Field{Name: k, Type: TypeRef{Kind: KindNamed, Name: "Clip"}, Optional: true})
+			f.QuotaDefs[0].Key = k + ".id"
+		}, []string{"quota_defs[0].key: key path is longer than 128 bytes"}},
+		{"quota reference", func(f *Flow) {
+			k := strings.Repeat("k", MaxQuotaKeyLen)
+			f.Types[0].Fields = append(f.Types[0].Fields, Field{Name: k, Type: TypeRef{Kind: KindString}})
+			f.Namespace = strings.Repeat("n", MaxLaneLen)
+			f.QuotaDefs[0].Name, f.QuotaDefs[0].Key = strings.Repeat("q", MaxResourceNameLen), k
+			f.Execs[0].Quotas = nil
+			f.Execs[1].Quotas = []string{f.QuotaDefs[0].Name} // fed by a
+		}, []string{`execs[1].quotas[0]: the reference to quota "qqqq`, "is 258 bytes: at most 256 are allowed"}},
+		{"type depth", func(f *Flow) {
+			t := TypeRef{Kind: KindString}
+			for range MaxTypeDepth + 1 {
+				inner := t
+				t = TypeRef{Kind: KindList, Elem: &inner}
+			}
+			f.Types[0].Fields = append(f.Types[0].Fields, Field{Name: "deep", Type: t})
+		}, []string{"types[0].fields[2].type" + strings.Repeat(".elem", MaxTypeDepth+1) + ": type nests too deeply"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
