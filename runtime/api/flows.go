@@ -26,7 +26,7 @@ import (
 const (
 	// BodyLimitFlow bounds POST /v1/flows: a plan of up to 10,000 execs
 	// with the run's input.
-	BodyLimitFlow = 16 << 20
+	BodyLimitFlow = plan.MaxStageBodyBytes
 	// RunWaitMaxMs bounds the wait_ms of GET /v1/flows/{id}/result and of
 	// the staging routes.
 	RunWaitMaxMs = 60_000

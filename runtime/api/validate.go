@@ -25,7 +25,7 @@ const (
 	PayloadMaxBytes  = store.MaxPayloadBytes        // input or output of an execution
 	ReasonMaxBytes   = 1024                         // cancel / revoke reasons
 	MessageMaxBytes  = store.MaxErrorBytes          // failure messages (longer ones are cut, not rejected)
-	DurationMaxMs    = 366 * 24 * 3600 * 1000
+	DurationMaxMs    = plan.MaxDurationMs
 	ListLimitMax     = store.ListLimitMax
 	ListLimitDef     = store.ListLimitDefault
 )

@@ -21,7 +21,7 @@ const (
 	// repeat within it counts once.
 	UsageDedupTTL = 24 * time.Hour
 	// MaxBudgetDimensions bounds the dimensions of one budget.
-	MaxBudgetDimensions = 32
+	MaxBudgetDimensions = plan.MaxDimensions
 	// MaxResourceIDBytes bounds a budget id or quota id.
 	MaxResourceIDBytes = 256
 	// UsageFenceTTL is how long the fence of a worker's usage report
@@ -161,8 +161,8 @@ func (s *Store) budgetPart(id string) int { return fnvPart(id, s.cfg.BudgetParti
 // checkResourceName checks a budget, quota or dimension name: 1..64 bytes
 // of letters, digits, '_', '-' and '.'.
 func checkResourceName(field, s string) error {
-	if s == "" || len(s) > MaxNameBytes {
-		return invalid(field, "%q: want 1..%d bytes", s, MaxNameBytes)
+	if s == "" || len(s) > plan.MaxResourceNameLen {
+		return invalid(field, "%q: want 1..%d bytes", s, plan.MaxResourceNameLen)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]

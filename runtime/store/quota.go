@@ -266,7 +266,7 @@ func quotaArgs(spec *QuotaSpec, onlyCreate bool) ([]string, error) {
 				return nil, invalid("key", "%q: want a dotted field path", spec.Key)
 			}
 		}
-		if err := checkToken("key", spec.Key, MaxNameBytes*2); err != nil {
+		if err := checkToken("key", spec.Key, plan.MaxQuotaKeyLen); err != nil {
 			return nil, err
 		}
 	}

@@ -69,7 +69,7 @@ func normCapabilities(field string, caps []string) (string, error) {
 // "id=key") and returns them comma-joined.
 func checkRefs(field string, refs []string) (string, error) {
 	for _, r := range refs {
-		if err := checkToken(field, r, MaxTagBytes); err != nil {
+		if err := checkToken(field, r, plan.MaxQuotaRefLen); err != nil {
 			return "", err
 		}
 	}
