@@ -22,6 +22,10 @@ import (
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
+// ScheduleKeyPrefix starts the idempotency keys of the runs ffrun's
+// schedules start (runtime/server); a caller's key may not.
+const ScheduleKeyPrefix = "ffrun-schedule:"
+
 // Limits of the flow routes.
 const (
 	// BodyLimitFlow bounds POST /v1/flows: a plan of up to 10,000 execs
@@ -205,6 +209,11 @@ func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, shared bool, in json
 	}
 	if len(key) > IdemKeyMaxBytes {
 		return invalid("idempotency_key", "is %d bytes, the limit is %d", len(key), IdemKeyMaxBytes)
+	}
+	if strings.HasPrefix(key, ScheduleKeyPrefix) {
+		// A caller's run under a fire's key would be taken for that fire
+		// (its input instead of the schedule's, and the schedule's name).
+		return invalid("idempotency_key", "keys starting with %q are ffrun's own (schedule fires)", ScheduleKeyPrefix)
 	}
 	if e := checkInput(fl, in); e != nil {
 		return e

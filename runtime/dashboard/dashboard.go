@@ -240,18 +240,10 @@ func (d *Dashboard) page(fn func(*request) (*view, error)) http.Handler {
 			http.Redirect(w, r, Prefix+"/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
-		if r.Method == http.MethodPost {
-			// A browser percent-encodes what JSON is full of (quotes,
-			// braces, new lines): up to three bytes a byte.
-			r.Body = http.MaxBytesReader(w, r.Body, 3*InputMax+64<<10)
-			if err := r.ParseForm(); err != nil {
-				status, msg := http.StatusBadRequest, "The form could not be read: "+err.Error()
-				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-					status, msg = http.StatusRequestEntityTooLarge, "The form is too large (a run's input may be at most 1 MiB)."
-				}
-				d.render(w, r, status, &view{page: "error", title: http.StatusText(status), data: msg})
-				return
-			}
+		// A browser percent-encodes what JSON is full of (quotes, braces,
+		// new lines): up to three bytes a byte.
+		if r.Method == http.MethodPost && !d.readForm(w, r, 3*InputMax+64<<10, "a run's input may be at most 1 MiB") {
+			return
 		}
 		api, err := client.New("http://ffrun.console", client.WithToken(d.cfg.Token),
 			client.WithHTTPClient(&http.Client{Transport: client.HandlerTransport(d.cfg.API)}))
@@ -434,6 +426,24 @@ func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
 	d.render(w, r, http.StatusOK, &view{page: "login", title: "Sign in", data: loginData{Next: safeNext(r.URL.Query().Get("next"))}})
 }
 
+// readForm reads the form of POST r, at most limit bytes; a form that
+// does not decode (a 400) or is too large (a 413: why says what is
+// allowed) is answered here, and readForm returns false. A sign-in with a
+// form that does not read is no wrong token: nothing is counted.
+func (d *Dashboard) readForm(w http.ResponseWriter, r *http.Request, limit int64, why string) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	err := r.ParseForm()
+	if err == nil {
+		return true
+	}
+	status, msg := http.StatusBadRequest, "The form could not be read: "+err.Error()
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		status, msg = http.StatusRequestEntityTooLarge, "The form is too large ("+why+")."
+	}
+	d.render(w, r, status, &view{page: "error", title: http.StatusText(status), data: msg})
+	return false
+}
+
 type loginData struct {
 	Next  string
 	Error string
@@ -444,7 +454,9 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix+"/runs", http.StatusSeeOther)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if !d.readForm(w, r, 64<<10, "a sign-in form holds a token") {
+		return
+	}
 	next := safeNext(r.FormValue("next"))
 	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(r.FormValue("token"))), []byte(d.cfg.Token)) != 1 {
 		d.log.WarnContext(r.Context(), "console sign-in refused", slog.String("remote", r.RemoteAddr))

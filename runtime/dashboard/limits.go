@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/wire"
 )
@@ -305,7 +306,7 @@ func (d *Dashboard) pauseQuota(q *request) (*view, error) {
 		return d.showLimits(q, "", "A pause lasts more than 0 and at most 10080 minutes (seven days).", http.StatusBadRequest)
 	}
 	req := wire.QuotaPause{Key: q.r.PostFormValue("key"), ForMs: int64(minutes * 60_000),
-		Reason: strings.TrimSpace(q.r.PostFormValue("reason"))}
+		Reason: cutUTF8(strings.TrimSpace(q.r.PostFormValue("reason")), api.PauseReasonMaxBytes)}
 	if req.Reason == "" {
 		req.Reason = "paused from the console"
 	}

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/wire"
 )
@@ -184,7 +185,9 @@ func (d *Dashboard) bulkAct(q *request) (*view, error) {
 	var err error
 	verb := "cancelled"
 	if b.State == wire.RunRunning {
-		b.Reason = cmp.Or(strings.TrimSpace(q.r.PostFormValue("reason")), "cancelled from the console")
+		// The form counts characters, the API bytes: cut, rather than
+		// lose what was typed to a refusal.
+		b.Reason = cmp.Or(cutUTF8(strings.TrimSpace(q.r.PostFormValue("reason")), api.ReasonMaxBytes), "cancelled from the console")
 		res, err = q.api.CancelRuns(q.ctx(), b)
 	} else {
 		verb = "replayed"
@@ -352,7 +355,9 @@ func (d *Dashboard) confirmCancel(q *request) (*view, error) {
 
 func (d *Dashboard) cancelRun(q *request) (*view, error) {
 	id := q.r.PathValue("id")
-	reason := strings.TrimSpace(q.r.PostFormValue("reason"))
+	// The form counts characters, the API bytes: cut, rather than lose
+	// what was typed to a refusal.
+	reason := cutUTF8(strings.TrimSpace(q.r.PostFormValue("reason")), api.ReasonMaxBytes)
 	if reason == "" {
 		reason = "cancelled from the console"
 	}
@@ -685,11 +690,21 @@ func indent(raw json.RawMessage) string {
 		buf.Write(raw)
 	}
 	if buf.Len() > JSONShown {
-		cut := buf.Bytes()[:JSONShown]
-		for len(cut) > 0 && !utf8.Valid(cut) {
-			cut = cut[:len(cut)-1]
-		}
-		return string(cut) + "\n… (" + strconv.Itoa(buf.Len()-len(cut)) + " more bytes: GET the API for all of it)"
+		cut := cutUTF8(buf.String(), JSONShown)
+		return cut + "\n… (" + strconv.Itoa(buf.Len()-len(cut)) + " more bytes: GET the API for all of it)"
 	}
 	return buf.String()
+}
+
+// cutUTF8 returns s cut to at most n bytes, not inside a character: it
+// backs off over at most the continuation bytes of the last one (a byte
+// that is not UTF-8 elsewhere in s does not shorten it further).
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(s[n]); i++ {
+		n--
+	}
+	return s[:n]
 }

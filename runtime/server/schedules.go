@@ -48,7 +48,7 @@ const scheduleNoteEvery = time.Minute
 // "ffrun-schedule:<name>:<fire ms>", and of a run of a schedule started by
 // hand, "ffrun-schedule:<name>:now:<the caller's key, or a random one>".
 // A schedule name holds no ':'.
-const scheduleKeyPrefix = "ffrun-schedule:"
+const scheduleKeyPrefix = api.ScheduleKeyPrefix
 
 // scheduleKeyNow follows a schedule's name in the key of a run started by
 // hand; scheduleKeyHashed starts the key part that stands for a caller's
