@@ -386,6 +386,10 @@ local function ff_budget_report(keys, argv)
     status = 'hard_breach'
     redis.call('HINCRBY', k.def, 'hard_breaches', 1)
     redis.call('HSET', k.def, 'last_hard_breach_at', ts(now), 'last_hard_breach_dim', dim)
+  end
+  if hard ~= '0' and ucmp(after, hard) >= 0 then
+    -- At or past the limit: the breached entry (and so the detail of what
+    -- it blocks) says the usage as it is now, not as it was when crossed.
     budget_refresh(k)
   end
   if keys[2] ~= keys[1] then

@@ -72,10 +72,27 @@ end
 --          slot reconciler)
 -- ARGV[4..] holders ("<execution id>#<attempt>#<token>")
 -- Reply: {1, item...} with item = {'admitted' | 'already', '', 0, window count, active count}
---        or {'denied', 'rate' | 'concurrency', retry after ms, window count, active count}
+--        or {'denied', 'rate' | 'concurrency' | 'contended', retry after ms, window count, active count}
+--        ('contended': at the concurrency cap, one of the slots held for
+--        this execution's same attempt under another token)
 --        or {'denied', 'paused', ms until the pause ends (plus jitter), window count,
 --        active count, pause end ms, reason}
 --        {0, 'not_found'} (no such quota)
+-- CONTENDED_SCAN bounds the slots held_for reads: a denial past it is
+-- reported as a plain concurrency denial.
+local CONTENDED_SCAN = 64
+
+-- held_for reports whether slots (a subject's slot key) holds a slot of
+-- holder's execution and attempt under another token.
+local function held_for(slots, holder)
+  local attempt = string.match(holder, '^(.-#[^#]*#)')
+  if not attempt then return false end
+  for _, h in ipairs(redis.call('ZRANGE', slots, 0, -1)) do
+    if string.sub(h, 1, #attempt) == attempt then return true end
+  end
+  return false
+end
+
 local function ff_quota_admit(keys, argv)
   local d = redis.call('HMGET', keys[1], 'rate', 'window_ms', 'concurrency', 'jitter_ms')
   if not d[1] then return refuse('not_found') end
@@ -101,7 +118,13 @@ local function ff_quota_admit(keys, argv)
     elseif paused_to > 0 then
       items[#items + 1] = {'denied', 'paused', paused_to - now + extra, in_window, active, ts(paused_to), pause[2] or ''}
     elseif cap > 0 and active >= cap then
-      items[#items + 1] = {'denied', 'concurrency', extra, in_window, active}
+      -- No time to wait for: a slot frees when an attempt ends (jitter
+      -- spreads the retries of rate and pause denials only). A slot held
+      -- for this very attempt by another caller (another scheduler
+      -- admitted it too) is 'contended': that caller's claim grants it.
+      local cause = 'concurrency'
+      if active <= CONTENDED_SCAN and held_for(keys[3], holder) then cause = 'contended' end
+      items[#items + 1] = {'denied', cause, 0, in_window, active}
     elseif rate > 0 and in_window >= rate then
       if not oldest then
         local o = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')

@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -127,6 +130,14 @@ func (a *admissionService) ReportExecutionUsage(ctx context.Context, id string, 
 	// refusal, a cancelled execution's included, is stale_lease here). The
 	// dedup key is scoped to the lease, so two attempts never share one.
 	key := req.LeaseID + ":" + req.DedupKey
+	if len(key) > store.MaxIdempotencyKeyBytes || strings.HasPrefix(req.DedupKey, "sha256:") {
+		// The lease id pushed a key the API takes past the store's limit:
+		// the key stands for itself by its hash (the same key, the same
+		// hash: a repeat is still one); so does one that looks like a
+		// hash, which could otherwise meet another's.
+		sum := sha256.Sum256([]byte(req.DedupKey))
+		key = req.LeaseID + ":sha256:" + hex.EncodeToString(sum[:])
+	}
 	res, err := a.st.ReportAttemptUsage(ctx, store.Lease{ExecutionID: eid, ID: req.LeaseID, Epoch: req.Epoch},
 		req.Dimension, req.Delta, key)
 	var le *store.LeaseError

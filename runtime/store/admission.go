@@ -42,11 +42,38 @@ type Candidate struct {
 // (fail closed) and is logged; the grants of step 2 are returned. An error
 // of the second claim leaves its admissions to ReconcileQuotaSlots (the
 // outcome is unknown, so they are not released blindly).
+//
+// Candidates blocked in step 3 leave the eligible index: what was behind
+// them is claimed in the same call (steps 2 – 4 again, until a round
+// blocks none or ClaimBlockedMax were blocked in all), so quota-denied
+// work at the head of a lane does not hold up the work behind it until
+// the next scan.
 func (s *Store) ClaimAdmitted(ctx context.Context, req ClaimRequest) ([]Grant, error) {
+	var all []Grant
+	for blocked := 0; ; {
+		round := req
+		round.Max = req.Max - len(all)
+		grants, n, err := s.claimRound(ctx, round)
+		all = append(all, grants...)
+		blocked += n
+		if err != nil || n == 0 || len(all) >= req.Max || blocked >= ClaimBlockedMax {
+			return all, err
+		}
+	}
+}
+
+// ClaimBlockedMax bounds the candidates one ClaimAdmitted blocks for their
+// quotas (each round blocks up to its Max): a lane headed by more denied
+// ones is cleared over several claims.
+const ClaimBlockedMax = 64
+
+// claimRound is steps 2 – 4 of ClaimAdmitted once; it returns the grants
+// and how many candidates it blocked for their quotas.
+func (s *Store) claimRound(ctx context.Context, req ClaimRequest) ([]Grant, int, error) {
 	var needs []Candidate
 	grants, err := s.claim(ctx, req, &needs)
 	if err != nil || len(needs) == 0 || len(grants) >= req.Max {
-		return grants, err
+		return grants, 0, err
 	}
 	if room := req.Max - len(grants); len(needs) > room {
 		needs = needs[:room] // admit no more than the second claim can grant
@@ -62,10 +89,11 @@ func (s *Store) ClaimAdmitted(ctx context.Context, req ClaimRequest) ([]Grant, e
 	if err != nil {
 		s.log.WarnContext(ctx, "quota admission failed; quota-limited executions not granted", attrError, err)
 		s.releaseItems(ctx, items)
-		return grants, nil
+		return grants, 0, nil
 	}
 	var admitted []Admitted
 	var given []admitItem // admitted for candidates of the second claim
+	blocked := 0
 	i := 0
 	for _, c := range needs {
 		var denied *AdmitResult
@@ -84,13 +112,19 @@ func (s *Store) ClaimAdmitted(ctx context.Context, req ClaimRequest) ([]Grant, e
 			continue
 		}
 		s.releaseItems(ctx, took)
+		if denied.Cause == QuotaDeniedContended {
+			continue // another scheduler's claim grants it: left eligible
+		}
 		err := s.Block(ctx, c.ExecutionID, WaitingForQuota, denied.Detail(), denied.RetryAfter)
-		if err != nil && !errors.Is(err, ErrWrongState) && !errors.Is(err, ErrNotFound) {
+		switch {
+		case err == nil:
+			blocked++
+		case !errors.Is(err, ErrWrongState) && !errors.Is(err, ErrNotFound):
 			s.log.WarnContext(ctx, "block for quota failed", attrExecution, c.ExecutionID, attrError, err)
 		}
 	}
 	if len(admitted) == 0 {
-		return grants, nil
+		return grants, blocked, nil
 	}
 	second := req
 	second.Max = req.Max - len(grants)
@@ -98,7 +132,7 @@ func (s *Store) ClaimAdmitted(ctx context.Context, req ClaimRequest) ([]Grant, e
 	more, err := s.claim(ctx, second, nil)
 	if err != nil {
 		s.log.WarnContext(ctx, "claim of admitted executions failed; the reconciler frees their slots", attrError, err)
-		return grants, nil
+		return grants, 0, nil
 	}
 	granted := map[ExecutionID]bool{}
 	for _, g := range more {
@@ -111,7 +145,7 @@ func (s *Store) ClaimAdmitted(ctx context.Context, req ClaimRequest) ([]Grant, e
 		}
 	}
 	s.releaseItems(ctx, unused)
-	return append(grants, more...), nil
+	return append(grants, more...), blocked, nil
 }
 
 // releaseItems gives back unused admissions; a failure is logged (the
@@ -493,6 +527,19 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 	for _, b := range req.Breached {
 		breached[b.BudgetID] = true
 	}
+	var missing map[string]bool
+	if req.BudgetsKnown {
+		var err error
+		var ids []string
+		for _, b := range blocked {
+			if b.Reason == WaitingForBudget {
+				ids = append(ids, b.Budgets...)
+			}
+		}
+		if missing, err = s.keepRunBudgets(ctx, ids); err != nil {
+			return ScanResult{}, err
+		}
+	}
 	var subjects []string
 	for _, b := range blocked {
 		if b.Reason == WaitingForQuota {
@@ -511,7 +558,10 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 				continue // not judged: left where it is
 			}
 			for _, id := range b.Budgets {
-				ok = ok && !breached[id]
+				// A run-scoped budget that is gone (expired: nothing kept
+				// it) is no room: its run stays blocked rather than run
+				// without limits.
+				ok = ok && !breached[id] && !missing[id]
 			}
 		case WaitingForQuota:
 			for _, q := range b.Quotas {
@@ -552,6 +602,43 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 		}
 	}
 	return ScanResult{Processed: n1 + n2, More: more}, nil
+}
+
+// keepRunBudgets renews the lifetime of the run-scoped budgets among ids
+// (RunBudgetTTL from now, as a report would): a run blocked by its
+// budget gets no reports, and its budget would expire under it, and with
+// it the limit (its breached entry dropped, the run unblocked and run
+// without limits). It returns those that no longer exist.
+func (s *Store) keepRunBudgets(ctx context.Context, ids []string) (map[string]bool, error) {
+	var run []string
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if strings.Contains(id, "@") && !seen[id] {
+			seen[id] = true
+			run = append(run, id)
+		}
+	}
+	if len(run) == 0 {
+		return nil, nil
+	}
+	ttl := RunBudgetTTL.Milliseconds()
+	cmds := make(valkey.Commands, 0, 2*len(run))
+	for _, id := range run {
+		key := s.k.budget(s.budgetPart(id), id)
+		cmds = append(cmds, s.c.B().Pexpire().Key(key).Milliseconds(ttl).Build(),
+			s.c.B().Pexpire().Key(key+":usage").Milliseconds(ttl).Build())
+	}
+	missing := map[string]bool{}
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		n, err := r.AsInt64()
+		if err != nil {
+			return nil, fmt.Errorf("store: keep run budgets: %w", err)
+		}
+		if i%2 == 0 && n == 0 {
+			missing[run[i/2]] = true
+		}
+	}
+	return missing, nil
 }
 
 // readQuotaRoom reads into room how many more admissions each of subjects

@@ -89,8 +89,12 @@ type Quota struct {
 const (
 	QuotaDeniedRate        = "rate"
 	QuotaDeniedConcurrency = "concurrency"
-	QuotaDeniedPaused      = "paused"    // the subject is paused (PauseQuota)
-	QuotaUndefined         = "undefined" // the quota does not exist
+	QuotaDeniedPaused      = "paused" // the subject is paused (PauseQuota)
+	// QuotaDeniedContended: at the concurrency cap, a slot held for the
+	// same attempt under another token (another scheduler admitted it):
+	// that scheduler's claim grants it, so it is not blocked.
+	QuotaDeniedContended = "contended"
+	QuotaUndefined       = "undefined" // the quota does not exist
 )
 
 // AdmitResult is the outcome of AdmitQuota.
@@ -111,7 +115,7 @@ func (r AdmitResult) Detail() string {
 	switch r.Cause {
 	case QuotaDeniedRate:
 		return fmt.Sprintf("quota %s: rate limit reached (%d admissions in the window)", r.Subject, r.InWindow)
-	case QuotaDeniedConcurrency:
+	case QuotaDeniedConcurrency, QuotaDeniedContended:
 		return fmt.Sprintf("quota %s: concurrency limit reached (%d running)", r.Subject, r.Active)
 	case QuotaUndefined:
 		return fmt.Sprintf("quota %s is not defined", r.Subject)
@@ -560,12 +564,13 @@ func (s *Store) admitMany(ctx context.Context, items []admitItem) ([]AdmitResult
 				r.InWindow, r.Active = atoi64(str(f[3])), atoi64(str(f[4]))
 				if str(f[0]) == "denied" {
 					r.Cause = str(f[1])
-					r.RetryAfter = time.Duration(atoi64(str(f[2]))) * time.Millisecond
+					// Checked again within PauseRecheck whatever the
+					// cause: a pause ended early, a rate or a cap raised
+					// is noticed then (the unblock pass admits only
+					// what has room, so no crowd wakes up).
+					r.RetryAfter = min(time.Duration(atoi64(str(f[2])))*time.Millisecond, s.cfg.PauseRecheck)
 					if r.Cause == QuotaDeniedPaused && len(f) >= 7 {
 						r.PausedUntil, r.PauseReason = time.UnixMilli(atoi64(str(f[5]))), str(f[6])
-						// Checked again within PauseRecheck: a pause ended
-						// early is noticed then.
-						r.RetryAfter = min(r.RetryAfter, s.cfg.PauseRecheck)
 					}
 				} else {
 					r.Admitted = true

@@ -30,9 +30,10 @@ type Config struct {
 	// contain braces.
 	KeyPrefix      string
 	IdempotencyTTL time.Duration // 0 = IdempotencyTTLDefault
-	// PauseRecheck bounds how long an execution blocked by a paused quota
-	// waits before it is checked again: a pause ended early (ResumeQuota)
-	// is noticed within it. 0 = PauseRecheckDefault.
+	// PauseRecheck bounds how long an execution blocked by a quota (paused,
+	// at its rate or at its concurrency) waits before it is checked again:
+	// a pause ended early (ResumeQuota), a rate or cap raised, is noticed
+	// within it. 0 = PauseRecheckDefault.
 	PauseRecheck time.Duration
 	Logger       *slog.Logger // nil = discard
 	// RunEnded, when set, is called with each run that a finish of this
