@@ -61,20 +61,43 @@ local function kind_set(list)
   return token_set(list)
 end
 
--- A grant context: what the grants of one call share, and the grants.
+-- Bounds of the upstream results grants carry, in bytes (Go:
+-- store.UpstreamsCarried, store.UpstreamsCarriedCall): a grant carries at
+-- most UPSTREAMS_CARRIED of them, and the grants of one call (a claim of
+-- up to 256, a hand-off) at most UPSTREAMS_CARRIED_CALL in all. An
+-- upstream whose result does not fit is listed as omitted (the worker
+-- reads it through the API): a fan-in of a thousand upstreams of 1 MiB
+-- would otherwise build a 1 GB reply here, in the server's only thread.
+-- The member's input (payload: its feeding upstream's result, at most
+-- RESULT_MAX) is always carried, outside the bounds; among the upstream
+-- results that one is counted first. RESULT_MAX is the largest result
+-- (Go: store.MaxPayloadBytes): while a grant has that much room left,
+-- every result fits, so none is measured before it is read.
+local UPSTREAMS_CARRIED = 4194304
+local UPSTREAMS_CARRIED_CALL = 16777216
+local RESULT_MAX = 1048576
+
+-- A grant context: what the grants of one call share, and the grants;
+-- room is what UPSTREAMS_CARRIED_CALL leaves for their upstream results.
+-- Every field is there from the start (false until set: the first
+-- grant's, and a hand-off's results), so that the table is sized once:
+-- growing it cost about 1 % of a claim.
 local function grant_ctx(worker, instance, ttl, prefix)
-  return {worker = worker, instance = instance, ttl = ttl, prefix = prefix, list = {}}
+  return {worker = worker, instance = instance, ttl = ttl, prefix = prefix, list = {}, room = UPSTREAMS_CARRIED_CALL,
+    expires_s = false, running = false, who = false, results = false}
 end
 
 -- grant_entry appends to g.list the grant of execution u (CLAIM_FIELDS
 -- v, in lane) under lease lease_id and epoch of its attempt number
 -- attempt, of type atype, expiring at expires, with the attempt deadline
 -- attempt_deadline (0 = none): what the worker needs to run it, a flow
--- member's input and its upstreams' results and errors included.
+-- member's input and its upstreams' results (within the bounds above; the
+-- others listed as omitted) and errors included.
 local function grant_entry(p, g, u, v, lane, attempt, atype, lease_id, epoch, expires, attempt_deadline)
   local payload = v[9] or ''
   local ups = NONE -- shared by the grants of standalone executions
   local errs = NONE
+  local omitted -- nil when none: the grant ends with errs
   if v[11] then
     ups = {}
     -- A flow member: its input is the result of its feeding upstream,
@@ -82,44 +105,84 @@ local function grant_entry(p, g, u, v, lane, attempt, atype, lease_id, epoch, ex
     -- (each result is read once: the feeding upstream is one of them).
     -- A hand-off knows the results its call just recorded (g.results).
     local results = g.results or {}
-    if v[15] and v[15] ~= '' then
-      local r = results[v[15]]
+    local room, carried, feed_out = g.room, 0, false
+    if room > UPSTREAMS_CARRIED then room = UPSTREAMS_CARRIED end
+    local feed = v[15]
+    if feed and feed ~= '' then
+      local r = results[feed]
       if r == nil then
-        r = redis.call('HGET', p.xp .. v[15], 'result')
-        results[v[15]] = r
+        r = redis.call('HGET', p.xp .. feed, 'result')
+        results[feed] = r
       end
       payload = r or ''
+      -- The feeding upstream's result, read already, has the first claim
+      -- on the room (it is left out only when the call's is spent).
+      if r then
+        if #r <= room then
+          carried = #r
+          room = room - carried
+        else
+          feed_out = true
+        end
+      end
     end
     for _, name, up in each_up, v[16] or '', 1 do
       local r = results[up]
       if not r then
-        -- Not one this call recorded (or read as missing just above, for
-        -- the input): its result, or why it ended
-        -- without one (an on failure or on done edge lets a member run
-        -- after it failed, expired, was cancelled or skipped).
-        local rv = redis.call('HMGET', p.xp .. up, 'result', 'failure_reason', 'state')
-        r = rv[1]
-        local public = not r and public_of(rv[3])
-        if public and ENDED_WITHOUT[public] then
-          -- By its state, not its failure_reason: a failure may have an
-          -- empty message.
-          if errs == NONE then errs = {} end
-          errs[#errs + 1] = name
-          errs[#errs + 1] = public
-          errs[#errs + 1] = rv[2] or ''
+        if room < RESULT_MAX and redis.call('HSTRLEN', p.xp .. up, 'result') > room then
+          -- Too large for the room left: omitted unread (it has a
+          -- result, so it ended with no error).
+          if not omitted then omitted = {} end
+          omitted[#omitted + 1] = name
+          omitted[#omitted + 1] = up
+        else
+          -- Not one this call recorded (or read as missing just above,
+          -- for the input): its result, or why it ended
+          -- without one (an on failure or on done edge lets a member run
+          -- after it failed, expired, was cancelled or skipped).
+          local rv = redis.call('HMGET', p.xp .. up, 'result', 'failure_reason', 'state')
+          r = rv[1]
+          local public = not r and public_of(rv[3])
+          if public and ENDED_WITHOUT[public] then
+            -- By its state, not its failure_reason: a failure may have an
+            -- empty message.
+            if errs == NONE then errs = {} end
+            errs[#errs + 1] = name
+            errs[#errs + 1] = public
+            errs[#errs + 1] = rv[2] or ''
+          end
         end
       end
       if r then
-        ups[#ups + 1] = name
-        ups[#ups + 1] = r
+        local fits
+        if up == feed then
+          fits = not feed_out -- counted above
+        else
+          fits = #r <= room
+          if fits then
+            carried = carried + #r
+            room = room - #r
+          end
+        end
+        if fits then
+          ups[#ups + 1] = name
+          ups[#ups + 1] = r
+        else
+          if not omitted then omitted = {} end
+          omitted[#omitted + 1] = name
+          omitted[#omitted + 1] = up
+        end
       end
     end
+    if carried > 0 then g.room = g.room - carried end
   end
-  g.list[#g.list + 1] = {
+  local e = {
     u, lane, v[3] or '', v[4] or '0', attempt, atype, lease_id, epoch, expires,
     attempt_deadline, v[7] or '1', payload, v[10] or '', v[11] or '', v[12] or '', ups,
     v[19] == '1' and 1 or 0, errs,
   }
+  if omitted then e[19] = omitted end
+  g.list[#g.list + 1] = e
 end
 
 -- ATTEMPTS_KEPT bounds the attempt history an execution record keeps (two
@@ -211,10 +274,17 @@ end
 -- Reply: {1, grants, needs}; each grant is {uuid, lane, kind, priority,
 --        attempt, attempt_type, lease_id, lease_epoch, lease_expires_at,
 --        attempt_deadline_at, max_attempts, payload, tags, flow_id,
---        flow_node, upstreams, downstream} where upstreams = {name,
---        result, ...} of a flow member's upstreams that have a result (a
---        member's payload is the result of its feeding upstream,
---        input_from) and downstream is 1 when its success alone fires a
+--        flow_node, upstreams, downstream, upstream_errors[, omitted]}
+--        where upstreams = {name, result, ...} of a flow member's
+--        upstreams that have a result, within UPSTREAMS_CARRIED per grant
+--        and UPSTREAMS_CARRIED_CALL per call (a member's payload, always
+--        there, is the result of its feeding upstream, input_from),
+--        omitted = {name, uuid, ...} the upstreams whose result did not
+--        fit (only when there are some: the grants of a call without
+--        such upstreams cost nothing more), upstream_errors = {name,
+--        public state, failure_reason, ...}
+--        of the upstreams that ended without a result, and downstream is
+--        1 when its success alone fires a
 --        downstream member (field handoff, written at staging: an edge
 --        on success or done into a member whose join needs one edge), so
 --        that its completion may hand work off (ff_finish). Each need is

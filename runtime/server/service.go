@@ -539,5 +539,11 @@ func toTask(g store.Grant) wire.Task {
 			t.UpstreamErrors[k] = wire.UpstreamError{State: string(v.State), Error: v.Error}
 		}
 	}
+	if len(g.UpstreamsOmitted) > 0 {
+		t.UpstreamsOmitted = make(map[string]string, len(g.UpstreamsOmitted))
+		for k, v := range g.UpstreamsOmitted {
+			t.UpstreamsOmitted[k] = string(v)
+		}
+	}
 	return t
 }

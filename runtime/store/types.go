@@ -55,6 +55,15 @@ const (
 	// keeps: each attempt's start drops the history of the attempt
 	// AttemptsKept before it.
 	AttemptsKept = 100 // Lua: ATTEMPTS_KEPT
+	// UpstreamsCarried bounds the upstream results one grant carries
+	// (Grant.Upstreams), and UpstreamsCarriedCall those of all the grants
+	// of one Claim or FinishHandoff call, in bytes. An upstream whose result
+	// does not fit is listed in Grant.UpstreamsOmitted instead, for the
+	// worker to read (Result). The member's input (Payload) is always
+	// carried, outside the bounds; among the upstream results its feeding
+	// upstream's is counted first.
+	UpstreamsCarried     = 4 << 20  // Lua: UPSTREAMS_CARRIED
+	UpstreamsCarriedCall = 16 << 20 // Lua: UPSTREAMS_CARRIED_CALL
 
 	// IdempotencyTTLDefault is how long an idempotency key is remembered.
 	IdempotencyTTLDefault = 24 * time.Hour
@@ -511,6 +520,10 @@ type Grant struct {
 	// of a flow member ended without an output: what an on failure or on
 	// done edge let the member run after.
 	UpstreamErrors map[string]UpstreamError `json:"upstream_errors,omitempty"`
+	// UpstreamsOmitted holds, by exec name, the upstreams with a result
+	// that Upstreams leaves out: it would have passed UpstreamsCarried or
+	// UpstreamsCarriedCall. Their results are read with Result.
+	UpstreamsOmitted map[string]ExecutionID `json:"upstreams_omitted,omitempty"`
 	// Downstream is true for a flow member whose success alone makes a
 	// downstream member eligible (staged with handoff=1): a Handoff can
 	// grant that member when this one completes.

@@ -119,8 +119,9 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 	return parseGrants(p, req.Worker.Namespace, gv, "ff_claim")
 }
 
-// grantFields is the length of a grant of ff_claim and ff_finish (grant()
-// in lua/worker.lua).
+// grantFields is the length of a grant of ff_claim and ff_finish
+// (grant_entry in lua/worker.lua); one that omits upstream results has one
+// more field, the omitted upstreams.
 const grantFields = 18
 
 // parseGrants decodes the grants of ff_claim or ff_finish (partition p).
@@ -128,7 +129,7 @@ func parseGrants(p int, ns string, gv []valkey.ValkeyMessage, fn string) ([]Gran
 	grants := make([]Grant, 0, len(gv))
 	for _, it := range gv {
 		v, err := it.ToArray()
-		if err != nil || len(v) != grantFields {
+		if err != nil || (len(v) != grantFields && len(v) != grantFields+1) {
 			return nil, fmt.Errorf("store: %s: malformed grant of %d fields: %v", fn, len(v), err)
 		}
 		id := makeID(p, str(v[0]))
@@ -166,6 +167,13 @@ func parseGrants(p int, ns string, gv []valkey.ValkeyMessage, fn string) ([]Gran
 				g.UpstreamErrors = map[string]UpstreamError{}
 			}
 			g.UpstreamErrors[str(errs[i])] = UpstreamError{State: PublicState(str(errs[i+1])), Error: str(errs[i+2])}
+		}
+		if len(v) > grantFields {
+			omitted, _ := v[grantFields].ToArray()
+			g.UpstreamsOmitted = make(map[string]ExecutionID, len(omitted)/2)
+			for i := 0; i+1 < len(omitted); i += 2 {
+				g.UpstreamsOmitted[str(omitted[i])] = makeID(p, str(omitted[i+1]))
+			}
 		}
 		grants = append(grants, g)
 	}

@@ -66,6 +66,9 @@ func tasksSize(tasks []Task) int {
 		for k, v := range t.UpstreamErrors {
 			n += 30 + len(k) + len(v.State) + len(v.Error)
 		}
+		for k, v := range t.UpstreamsOmitted {
+			n += 6 + len(k) + len(v)
+		}
 	}
 	return n
 }
@@ -156,6 +159,18 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 			b = append(b, `,"error":`...)
 			b, ok = appendString(b, v.Error, ok)
 			b = append(b, '}')
+		}
+		b = append(b, '}')
+	}
+	if len(t.UpstreamsOmitted) > 0 {
+		b = append(b, `,"upstreams_omitted":{`...)
+		for i, k := range sortedKeys(t.UpstreamsOmitted) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b, ok = appendString(b, k, ok)
+			b = append(b, ':')
+			b, ok = appendString(b, t.UpstreamsOmitted[k], ok)
 		}
 		b = append(b, '}')
 	}
@@ -564,6 +579,9 @@ func (d *decoder) taskField(t *Task, key []byte) bool {
 	case "upstream_errors":
 		t.UpstreamErrors = map[string]UpstreamError{}
 		return fields(d, &t.UpstreamErrors, (*decoder).upstreamErrorEntry)
+	case "upstreams_omitted":
+		t.UpstreamsOmitted = map[string]string{}
+		return fields(d, &t.UpstreamsOmitted, (*decoder).stringEntry)
 	case "downstream":
 		return d.bool(&t.Downstream)
 	}

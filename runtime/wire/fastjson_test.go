@@ -28,19 +28,21 @@ func sampleTasks() []Task {
 		{ExecutionID: "0.x", Kind: "k", Namespace: "n", Lane: "l", Attempt: 2, LeaseID: "p-1", Epoch: 9, LeaseExpiresAt: east,
 			DeadlineAt: &deadline, Tags: map[string]string{"b": "2", "a": "1", "": ""}, Input: json.RawMessage(`[]`)},
 		{ExecutionID: "2.y", Kind: "etl.notify", LeaseExpiresAt: at, Upstreams: map[string]json.RawMessage{"extract": json.RawMessage(`{}`)},
-			UpstreamErrors: map[string]UpstreamError{"transform": {State: "failed", Error: "etl.transform: bad row 7"}, "load": {State: "skipped", Error: "its join can no longer be satisfied"}}},
+			UpstreamErrors:   map[string]UpstreamError{"transform": {State: "failed", Error: "etl.transform: bad row 7"}, "load": {State: "skipped", Error: "its join can no longer be satisfied"}},
+			UpstreamsOmitted: map[string]string{"rows": "2.5f0e7c1a-9b2d-4e3f-8a1b-6c7d8e9f0a1b", "big": "2.z"}},
 		{}, // zero: every omitempty field omitted
 		{LeaseExpiresAt: at, UpstreamErrors: map[string]UpstreamError{"a": {State: "failed", Error: "a \"quoted\"\nline"}}}, // escapes
-		{Kind: "html <b> & co", LeaseExpiresAt: at},                          // escaped by encoding/json
-		{Kind: "naïve", LeaseExpiresAt: at},                                  // not ASCII
-		{LeaseExpiresAt: at, Input: json.RawMessage(`{"a": 1}`)},             // not compact
-		{LeaseExpiresAt: at, Input: json.RawMessage(`"\u2028"`)},             // escaped by encoding/json
-		{LeaseExpiresAt: at, Input: json.RawMessage("\"\u2028\"")},           // raw U+2028
-		{LeaseExpiresAt: at, Tags: map[string]string{"k": "tab\there"}},      // control character
-		{LeaseExpiresAt: at, Upstreams: map[string]json.RawMessage{"a": {}}}, // empty raw: an error
-		{LeaseExpiresAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},       // year out of range: an error
-		{LeaseExpiresAt: at.In(time.FixedZone("far", 24*3600))},              // zone out of range: an error
-		{LeaseExpiresAt: at, Tags: map[string]string{}, Upstreams: map[string]json.RawMessage{}},
+		{Kind: "html <b> & co", LeaseExpiresAt: at},                               // escaped by encoding/json
+		{Kind: "naïve", LeaseExpiresAt: at},                                       // not ASCII
+		{LeaseExpiresAt: at, Input: json.RawMessage(`{"a": 1}`)},                  // not compact
+		{LeaseExpiresAt: at, Input: json.RawMessage(`"\u2028"`)},                  // escaped by encoding/json
+		{LeaseExpiresAt: at, Input: json.RawMessage("\"\u2028\"")},                // raw U+2028
+		{LeaseExpiresAt: at, Tags: map[string]string{"k": "tab\there"}},           // control character
+		{LeaseExpiresAt: at, UpstreamsOmitted: map[string]string{"naïve": "1.x"}}, // not ASCII
+		{LeaseExpiresAt: at, Upstreams: map[string]json.RawMessage{"a": {}}},      // empty raw: an error
+		{LeaseExpiresAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},            // year out of range: an error
+		{LeaseExpiresAt: at.In(time.FixedZone("far", 24*3600))},                   // zone out of range: an error
+		{LeaseExpiresAt: at, Tags: map[string]string{}, Upstreams: map[string]json.RawMessage{}, UpstreamsOmitted: map[string]string{}},
 	}
 }
 
@@ -183,6 +185,8 @@ func FuzzDecode(f *testing.F) {
 		`{"tasks":[{"lease_expires_at":"2026-11-21T22:30:00+25:00"}]}`, `{"tasks":[{"downstream":truex}]}`,
 		`{"results":[{"ok":true,"error":{"code":"x","message":"y"}}]} `, `{"results":[]} x`, ` {} `, `[]`, ``,
 		`{"tasks":[{"tags":{"a":"1","a":"2"}}]}`, `{"tasks":[{"input":[1,2}]}`, `{"tasks":[{"input":-}]}`,
+		`{"tasks":[{"upstreams_omitted":{"a":"1.x","b":"1.y"}}]}`, `{"tasks":[{"upstreams_omitted":{"a":null}}]}`,
+		`{"tasks":[{"upstreams_omitted":{"a":1}}]}`, `{"tasks":[{"upstreams_omitted":null}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -200,7 +204,8 @@ func FuzzEncode(f *testing.F) {
 		task := Task{ExecutionID: id, Kind: kind, Namespace: tag, Lane: tag, Attempt: int(n), MaxAttempts: int(n % 7),
 			LeaseID: id + kind, Epoch: n, LeaseExpiresAt: time.Unix(0, unixNano).In(time.FixedZone("z", int(offset))),
 			Tags: map[string]string{tag: kind, kind: id}, Downstream: down,
-			UpstreamErrors: map[string]UpstreamError{tag: {State: kind, Error: raw}}}
+			UpstreamErrors:   map[string]UpstreamError{tag: {State: kind, Error: raw}},
+			UpstreamsOmitted: map[string]string{tag: id, kind: raw}}
 		if json.Valid([]byte(raw)) {
 			task.Input = json.RawMessage(raw)
 			task.Upstreams = map[string]json.RawMessage{tag: task.Input}

@@ -231,6 +231,12 @@ type Task struct {
 	// UpstreamErrors holds, by exec name, how and why upstreams of a flow
 	// member ended without an output.
 	UpstreamErrors map[string]UpstreamError `json:"upstream_errors,omitempty"`
+	// UpstreamsOmitted holds, by exec name, the execution ids of upstreams
+	// whose results Upstreams leaves out to bound the answer's size (the
+	// server carries up to 4 MiB of upstream results per task and 16 MiB
+	// per answer); GET /v1/executions/{id}/result reads them. The worker
+	// SDK does so before it runs the handler.
+	UpstreamsOmitted map[string]string `json:"upstreams_omitted,omitempty"`
 	// Downstream is true for a flow member whose success alone makes a
 	// downstream member eligible (an edge on success or done into a join
 	// that needs one edge), which a Handoff in the complete request can

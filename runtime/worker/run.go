@@ -598,7 +598,15 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 				ctx, c = context.WithDeadline(ctx, task.deadline)
 				defer c()
 			}
-			out, err := w.call(ctx, h, task)
+			var out []byte
+			var err error
+			if len(t.UpstreamsOmitted) > 0 {
+				// The handler runs with every upstream result or not at all.
+				err = w.fetchUpstreams(ctx, task, t.UpstreamsOmitted)
+			}
+			if err == nil {
+				out, err = w.call(ctx, h, task)
+			}
 			switch {
 			case err != nil:
 				rep.failed, rep.message, rep.retryable = true, clip(err.Error(), messageMaxBytes), !IsPermanent(err)
@@ -658,6 +666,83 @@ func (w *Worker) runner(f func()) {
 			return
 		}
 	}
+}
+
+// upstreamReadsInFlight bounds the result reads one task's omitted
+// upstreams have in flight (see fetchUpstreams).
+const upstreamReadsInFlight = 8
+
+// fetchUpstreams reads the results of the upstreams the server left out
+// of t's grant to bound its size (omitted: exec name to execution id) into
+// t's upstreams, under the handler's context ctx, so that the handler
+// sees every upstream result as if the grant had carried them. An error
+// names the first upstream that could not be read; the attempt then fails
+// (retryable) without running the handler.
+func (w *Worker) fetchUpstreams(ctx context.Context, t *Task, omitted map[string]string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	names := slices.Sorted(maps.Keys(omitted))
+	results := make([]json.RawMessage, len(names))
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	sem := make(chan struct{}, upstreamReadsInFlight)
+	for i, name := range names {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r, err := w.fetchUpstream(ctx, name, omitted[name])
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+					cancel() // the attempt fails: the other reads are moot
+				}
+				mu.Unlock()
+				return
+			}
+			results[i] = r
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("read the results of %d omitted upstreams: %w", len(names), context.Cause(ctx))
+	}
+	ups := make(map[string]json.RawMessage, len(t.upstreams)+len(names))
+	maps.Copy(ups, t.upstreams)
+	for i, name := range names {
+		ups[name] = results[i]
+	}
+	t.upstreams = ups
+	return nil
+}
+
+// fetchUpstream reads the result of upstream name, execution id.
+func (w *Worker) fetchUpstream(ctx context.Context, name, id string) (json.RawMessage, error) {
+	res, err := w.c.ExecutionResult(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read the result of upstream %s (%s): %w", name, id, err)
+	}
+	if res.State != "completed" || len(res.Result) == 0 {
+		// It had a result when the task was granted, and keeps it while
+		// the run goes on (a replay starts once the run ended): checked
+		// rather than run the handler without it.
+		return nil, fmt.Errorf("upstream %s (%s) is %s, without a result", name, id, res.State)
+	}
+	return res.Result, nil
 }
 
 // call runs h, turning a panic into a *PanicError.

@@ -88,7 +88,12 @@ func (t *Task) Input() json.RawMessage { return t.input }
 
 // Upstream returns the JSON output of the upstream exec name of the same
 // flow run, and false when that upstream produced no output (it failed,
-// was skipped, or declares no output type).
+// was skipped, or declares no output type). The server bounds the upstream
+// outputs a grant carries (4 MiB per task, 16 MiB per answer) and lists
+// the others by execution id; the worker reads those before it runs the
+// handler, so every output is here. When one cannot be read, the attempt
+// fails (to be retried) without running the handler, with an error naming
+// that upstream.
 func (t *Task) Upstream(name string) (json.RawMessage, bool) {
 	out, ok := t.upstreams[name]
 	return out, ok
