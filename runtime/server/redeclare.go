@@ -58,9 +58,7 @@ func (r *redeclare) trigger() {
 func (r *redeclare) loop() {
 	defer r.wg.Done()
 	for {
-		ctx, cancel := context.WithTimeout(r.ctx, redeclareTimeout)
-		err := r.fn(ctx)
-		cancel()
+		err := r.pass()
 		if err != nil {
 			r.log.Error("writing the declared budgets, quotas and schedules again after the functions library was reloaded",
 				slog.Any("error", err))
@@ -75,6 +73,28 @@ func (r *redeclare) loop() {
 		}
 		r.again = false
 		r.mu.Unlock()
+	}
+}
+
+// pass writes the declarations once, asking again with a backoff while
+// it fails (the reload comes right after Valkey returned: a connection
+// broken by the restart may fail the first writes), for up to
+// redeclareTimeout; it returns the last error.
+func (r *redeclare) pass() error {
+	ctx, cancel := context.WithTimeout(r.ctx, redeclareTimeout)
+	defer cancel()
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := r.fn(ctx)
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
 	}
 }
 
