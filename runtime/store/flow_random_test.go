@@ -170,14 +170,20 @@ func holdsGo(on string, o Outcome) bool {
 // timeouts, retry backoffs, lease expiries, promotions, admission blocks
 // and unblocks, priority changes, replays) keep every run counter equal to
 // what its members' states say, every member in exactly the indexes of its
-// state, and no member waiting on a decided join.
+// state, and no member waiting on a decided join; and every grant (claim
+// or hand-off) is checked against its upstreams (checkGrant): no member
+// starts before its join is met, and it gets its feeding upstream's
+// current result and every upstream's result or error.
 func TestFlowRandomRunsKeepCounters(t *testing.T) {
 	t.Parallel()
 	e := onePartition(t)
+	flows := map[string]*plan.Flow{} // by run uuid: what checkGrant reads
 	for seed := range uint64(randomRunSeeds) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		f := randomFlow(rng, 4+rng.IntN(5))
 		r := e.stage(f, `{}`)
+		_, ru, _ := splitID(string(r.ID))
+		flows[ru] = f
 		cancelling := false
 		var active []Grant
 		for step := range 60 {
@@ -190,6 +196,9 @@ func TestFlowRandomRunsKeepCounters(t *testing.T) {
 				if cerr != nil {
 					t.Fatal(cerr)
 				}
+				for _, g := range gs {
+					e.checkGrant(name+" claim", flows, g)
+				}
 				active = append(active, gs...)
 			case op <= 5 && len(active) > 0: // finish some, maybe with a hand-off
 				k := 1 + rng.IntN(len(active))
@@ -201,7 +210,9 @@ func TestFlowRandomRunsKeepCounters(t *testing.T) {
 					case 1:
 						items = append(items, Finish{Lease: g.Lease, Failed: true, Error: "boom"})
 					default:
-						items = append(items, Finish{Lease: g.Lease, Result: []byte(`1`)})
+						// Results differ by member and step: a grant's input
+						// must be its feeding upstream's current one.
+						items = append(items, Finish{Lease: g.Lease, Result: []byte(fmt.Sprintf(`"%s@%d"`, g.FlowNode, step))})
 					}
 				}
 				active = active[k:]
@@ -212,6 +223,9 @@ func TestFlowRandomRunsKeepCounters(t *testing.T) {
 				_, grants, ferr := e.s.FinishHandoff(e.ctx, items, h)
 				if ferr != nil {
 					t.Fatal(ferr)
+				}
+				for _, g := range grants {
+					e.checkGrant(name+" hand-off", flows, g)
 				}
 				active = append(active, grants...)
 			case op == 6: // cancel or revoke one member

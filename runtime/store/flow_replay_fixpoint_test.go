@@ -53,6 +53,17 @@ func (e *env) checkFixpoint(step string, f *plan.Flow, id RunID) *Run {
 	return r
 }
 
+// fixpointFlow is a random flow of 3 to 9 execs whose members end only as
+// the test drives them: no deadline, no attempt timeout, no retry.
+func fixpointFlow(rng *rand.Rand) *plan.Flow {
+	f := randomFlow(rng, 3+rng.IntN(7))
+	for i := range f.Execs {
+		f.Execs[i].DeadlineMs, f.Execs[i].TimeoutMs = 0, 0
+		f.Execs[i].Retry = plan.Retry{Attempts: 1}
+	}
+	return f
+}
+
 // Random runs driven to their end with random failures, then replayed
 // (up to four times, each with new random failures): after every end the
 // members' states are a fixpoint of the edge rules (spec/runtime.md,
@@ -62,11 +73,7 @@ func TestReplayReachesAFixpoint(t *testing.T) {
 	e := onePartition(t)
 	for seed := uint64(0); seed < 60; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 31))
-		f := randomFlow(rng, 3+rng.IntN(7))
-		for i := range f.Execs {
-			f.Execs[i].DeadlineMs, f.Execs[i].TimeoutMs = 0, 0
-			f.Execs[i].Retry = plan.Retry{Attempts: 1}
-		}
+		f := fixpointFlow(rng)
 		r := e.stage(f, `{}`)
 		failP := rng.Float64()
 		for round := 0; round < 5; round++ {
@@ -76,7 +83,8 @@ func TestReplayReachesAFixpoint(t *testing.T) {
 				break
 			}
 			if _, err := e.s.ReplayRun(e.ctx, r.ID); err != nil {
-				if run.Failed == 0 && run.Cancelled == 0 && errors.Is(err, ErrWrongState) {
+				var se *StateError
+				if run.Failed == 0 && run.Cancelled == 0 && errors.As(err, &se) && se.Reason == ReasonNothingToReplay {
 					// Nothing to run again: every member that did not
 					// succeed is skipped for good (the refusal is
 					// TestReplayOfFailedRunWithNothingToRerun's).
@@ -96,11 +104,7 @@ func TestReplayWithCancelsReachesAFixpoint(t *testing.T) {
 	e := onePartition(t)
 	for seed := uint64(0); seed < 40; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 77))
-		f := randomFlow(rng, 3+rng.IntN(7))
-		for i := range f.Execs {
-			f.Execs[i].DeadlineMs, f.Execs[i].TimeoutMs = 0, 0
-			f.Execs[i].Retry = plan.Retry{Attempts: 1}
-		}
+		f := fixpointFlow(rng)
 		r := e.stage(f, `{}`)
 		failP := rng.Float64()
 		for round := 0; round < 6; round++ {
@@ -160,7 +164,7 @@ func TestReplayWithCancelsReachesAFixpoint(t *testing.T) {
 				break
 			}
 			if _, err := e.s.ReplayRun(e.ctx, r.ID); err != nil {
-				if errors.Is(err, ErrWrongState) {
+				if se := (*StateError)(nil); errors.As(err, &se) && se.Reason == ReasonNothingToReplay {
 					break // nothing to run again (see TestReplayOfFailedRunWithNothingToRerun)
 				}
 				t.Fatalf("%s: replay: %v (nodes %v)", step, err, nodeStates(run))
