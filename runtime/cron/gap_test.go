@@ -89,10 +89,7 @@ func TestNextAgainstOracle(t *testing.T) {
 		"* * * * *", "*/7 * * * *", "30 2 * * *", "0 * * * *", "15,45 1-3 * * *", "0 0 * * 0", "0 0 1-7 * 1",
 		"59 23 * * *", "*/30 * * * *", "0 0 * * *", "30 0 * * *", "45 23 * * *", "0 12 * * *",
 	}
-	zones := []struct {
-		name string
-		a, b string
-	}{
+	zones := []oracleZone{
 		{"Australia/Lord_Howe", "2025-01-01", "2026-01-01"},
 		{"Pacific/Apia", "2011-12-01", "2012-01-15"},
 		{"America/Sao_Paulo", "2018-01-01", "2019-12-31"},
@@ -103,6 +100,23 @@ func TestNextAgainstOracle(t *testing.T) {
 		{"Antarctica/Casey", "2016-01-01", "2017-01-01"}, // 3 hours forward at midnight
 		{"America/St_Johns", "1988-01-01", "1989-01-01"}, // 2-hour summer time, changes at 00:01
 	}
+	checkAgainstOracle(t, exprs, zones, 240*time.Hour) // enough for the weekly schedules
+}
+
+// oracleZone is a zone and the span, [a, b) as dates, whose changes of
+// offset checkAgainstOracle looks at.
+type oracleZone struct {
+	name string
+	a, b string
+}
+
+// checkAgainstOracle compares Next with oracleFires around every change of
+// offset of zones, for each of exprs: Next is asked from instants spread
+// over the two days around each change, and from each fire near the change
+// and the instant before it, as a runner chaining fires does. The oracle
+// lists the fires from three days before a change to horizon after it.
+func checkAgainstOracle(t *testing.T, exprs []string, zones []oracleZone, horizon time.Duration) {
+	t.Helper()
 	const around = 26 * time.Hour // Next is asked this far either side of a change
 	for _, z := range zones {
 		loc := mustLoad(t, z.name)
@@ -113,11 +127,11 @@ func TestNextAgainstOracle(t *testing.T) {
 		for _, expr := range exprs {
 			s := mustParse(t, expr, loc)
 			for _, tr := range trs {
-				// Wall times from three days before the change to ten days
-				// after: enough for the weekly schedules.
+				// Wall times from three days before the change to horizon
+				// after it.
 				from, to := tr.Add(-around), tr.Add(around)
 				wall := wallOf(tr.In(loc)).Truncate(time.Minute)
-				fires, lo, hi := oracleFires(s, wall.Add(-72*time.Hour), wall.Add(240*time.Hour))
+				fires, lo, hi := oracleFires(s, wall.Add(-72*time.Hour), wall.Add(horizon))
 				check := func(q time.Time) {
 					t.Helper()
 					i, _ := slices.BinarySearchFunc(fires, q, func(f, q time.Time) int {
