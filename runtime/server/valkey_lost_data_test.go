@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -20,12 +18,7 @@ import (
 // gone until ffrun itself restarted, and never fired meanwhile), and so is
 // the budget.
 func TestDeclaredStateAfterEmptyValkeyRestart(t *testing.T) {
-	vk := startValkeyOn(t, 0)
-	_, portS, err := net.SplitHostPort(vk.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ := strconv.Atoi(portS)
+	vk, port := startValkeyAnyPort(t)
 	f := twoStep()
 	f.BudgetDefs = []plan.Budget{{Name: "spend", Scope: plan.ScopeShared, OnHardLimit: "block", Dimensions: []plan.Dimension{{Name: "n", Hard: 1000}}}}
 	f.Execs[0].Budgets = []string{"spend"}
@@ -91,12 +84,7 @@ func TestDeclaredStateAfterEmptyValkeyRestart(t *testing.T) {
 // restart (it stored 8 and served, and the two placed and scanned work on
 // different partition sets).
 func TestPartitionGuardAfterEmptyValkeyRestart(t *testing.T) {
-	vk := startValkeyOn(t, 0)
-	_, portS, err := net.SplitHostPort(vk.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ := strconv.Atoi(portS)
+	vk, port := startValkeyAnyPort(t)
 	share := func(c *server.Config) {
 		c.ValkeyAddr, c.KeyPrefix = vk.Addr, "guard:"
 		c.DisableScanners = true // see TestValkeyRestartRecovers

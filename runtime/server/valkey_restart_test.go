@@ -29,6 +29,22 @@ func startValkeyOn(t *testing.T, port int) *devserver.Server {
 	return srv
 }
 
+// startValkeyAnyPort is startValkeyOn a free port, and the port (to
+// start the server again on it: a restart behind a stable address).
+func startValkeyAnyPort(t *testing.T) (*devserver.Server, int) {
+	t.Helper()
+	vk := startValkeyOn(t, 0)
+	_, portS, err := net.SplitHostPort(vk.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(portS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vk, port
+}
+
 // TestValkeyRestartRecovers: Valkey restarts (empty: no
 // persistence) under two running ffrun processes. Once it is back, both
 // must serve again without a restart of their own: a parked long-poll
@@ -37,12 +53,7 @@ func startValkeyOn(t *testing.T, port int) *devserver.Server {
 // waiting on one process is answered by the run-end notice of the other
 // (the periodic re-read is off too).
 func TestValkeyRestartRecovers(t *testing.T) {
-	vk := startValkeyOn(t, 0)
-	_, portS, err := net.SplitHostPort(vk.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ := strconv.Atoi(portS)
+	vk, port := startValkeyAnyPort(t)
 	share := func(c *server.Config) {
 		c.ValkeyAddr, c.KeyPrefix = vk.Addr, "restart:"
 		c.Templates = []*plan.Flow{twoStep()}
@@ -166,12 +177,7 @@ func afterRestart[T any](t *testing.T, call func() (T, error)) (T, error) {
 // logs its loss once at warn level (retries with a backoff, at debug
 // level), and its return at info level, instead of a warning every 200 ms.
 func TestValkeyOutageLogsOnce(t *testing.T) {
-	vk := startValkeyOn(t, 0)
-	_, portS, err := net.SplitHostPort(vk.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ := strconv.Atoi(portS)
+	vk, port := startValkeyAnyPort(t)
 	logs := &logBuffer{t: t}
 	servertest.Start(t, func(c *server.Config) {
 		c.ValkeyAddr, c.KeyPrefix = vk.Addr, "outage:"
