@@ -65,6 +65,11 @@ type runner struct {
 	rotate   bool                            // each tick starts at the partition after the last tick's first
 	first    int                             // the partition the last tick started at (rotate)
 	observe  Observer                        // optional: told of every background tick
+	// kick, when it holds a value, makes the loop tick at once (Kick);
+	// worked, when set, is called after a background tick that processed
+	// something (how one scanner hurries another).
+	kick   chan struct{}
+	worked func()
 	// changeWarnEvery bounds how often a failing scanner warns that the
 	// failure's cause changed (changeWarnEveryDefault; tests set it lower).
 	changeWarnEvery time.Duration
@@ -80,7 +85,17 @@ func newRunner(name string, s *store.Store, interval time.Duration, log *slog.Lo
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &runner{name: name, interval: interval, store: s, step: fn, log: log.With(attrScanner, name),
-		changeWarnEvery: changeWarnEveryDefault}
+		changeWarnEvery: changeWarnEveryDefault, kick: make(chan struct{}, 1)}
+}
+
+// Kick makes a running scanner tick now rather than at the end of its
+// interval (once, however many kicks come before that tick). It never
+// blocks.
+func (r *runner) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 }
 
 // checkCommon validates the fields every scanner config has.
@@ -146,8 +161,13 @@ func (r *runner) loop(ctx context.Context, done chan struct{}) {
 			timer.Stop()
 			return
 		case <-timer.C:
+		case <-r.kick:
+			timer.Stop()
 		}
 		processed, more, err := r.tick(ctx)
+		if processed > 0 && r.worked != nil {
+			r.worked()
+		}
 		if ctx.Err() != nil {
 			return
 		}

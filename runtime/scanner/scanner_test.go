@@ -561,3 +561,49 @@ func TestQuotaScannersFreeSlots(t *testing.T) {
 		time.Sleep(fast)
 	}
 }
+
+// A slot freed by the release scanner goes to what waits for it: the
+// execution blocked by the quota is made eligible by an unblock tick the
+// release kicks, not at the unblock scanner's next interval (an hour
+// here), while new work would take the slot.
+func TestQuotaReleaseKicksUnblock(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, 1)
+	ctx := context.Background()
+	if _, err := s.UpsertQuota(ctx, store.QuotaSpec{ID: "default/one", Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	claim := func() []store.Grant {
+		t.Helper()
+		g, err := s.ClaimAdmitted(ctx, store.ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker, Max: 1, LeaseTTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	create(t, s, store.CreateRequest{Quotas: []string{"one"}})
+	held := claim()
+	if len(held) != 1 {
+		t.Fatalf("granted %d, want the slot's holder", len(held))
+	}
+	waiting := create(t, s, store.CreateRequest{Quotas: []string{"one"}})
+	if g := claim(); len(g) != 0 {
+		t.Fatalf("granted %d past the cap", len(g))
+	}
+	waitState(t, s, waiting.ID, store.StateBlocked)
+	set, err := NewSet(SetConfig{Store: s, QuotaReleaseInterval: IntervalMin, UnblockInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = set.Stop(ctx) })
+	if err := s.Complete(ctx, held[0].Lease, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, waiting.ID, store.StateWaiting) // eligible again: first in line for the slot
+	if g := claim(); len(g) != 1 || g[0].ExecutionID != waiting.ID {
+		t.Fatalf("the claim after the release granted %v, want %s", g, waiting.ID)
+	}
+}

@@ -67,6 +67,11 @@ func NewSet(cfg SetConfig) (*Set, error) {
 	for _, r := range s.runners() {
 		r.observe = cfg.Observe
 	}
+	// Slots just freed go first to what waits for them: the executions
+	// blocked by their quota, made eligible (older than any work created
+	// since, so claimed first) by an unblock tick right away, rather than
+	// at its next interval while new work takes the slots.
+	s.QuotaRelease.worked = s.Unblock.Kick
 	return &s, nil
 }
 
