@@ -92,7 +92,7 @@ func (f *flowService) GetRun(ctx context.Context, id string) (*wire.FlowRun, err
 	for i, n := range run.Nodes {
 		// toFlowRun keeps the order of run.Nodes.
 		if n.State.Public == store.StateWaiting && w.Execs[i].Blocked == "" {
-			w.Execs[i].Blocked = f.hints.hint(ctx, run.Namespace, n.Lane, n.Kind)
+			w.Execs[i].Blocked = f.hints.hint(ctx, run.Namespace, n.Lane, n.Kind, n.RequiredCapabilities)
 		}
 	}
 	return &w, nil

@@ -112,7 +112,7 @@ func (s *service) Get(ctx context.Context, id string) (*wire.Execution, error) {
 	}
 	w := toExecution(ex)
 	if ex.State.Public == store.StateWaiting && w.BlockingDetail == "" {
-		w.BlockingDetail = s.hints.hint(ctx, ex.Namespace, ex.Lane, ex.Kind)
+		w.BlockingDetail = s.hints.hint(ctx, ex.Namespace, ex.Lane, ex.Kind, ex.RequiredCapabilities)
 	}
 	return &w, nil
 }

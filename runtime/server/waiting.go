@@ -34,10 +34,10 @@ type laneEntry struct {
 	at      time.Time
 }
 
-// workerWork is what a connected worker takes: its lanes, and the kinds
-// it has handlers for (none: it did not say, so any).
+// workerWork is what a connected worker takes: its lanes, the kinds it
+// has handlers for (none: it did not say, so any) and its capabilities.
 type workerWork struct {
-	lanes, kinds []string
+	lanes, kinds, caps []string
 }
 
 func newWaitHints(st *store.Store) *waitHints {
@@ -76,7 +76,7 @@ func (h *waitHints) workers(ctx context.Context, ns string) ([]workerWork, bool)
 	if err == nil {
 		e = laneEntry{at: time.Now(), workers: make([]workerWork, len(ws))}
 		for i, w := range ws {
-			e.workers[i] = workerWork{lanes: w.Lanes, kinds: w.Kinds}
+			e.workers[i] = workerWork{lanes: w.Lanes, kinds: w.Kinds, caps: w.Capabilities}
 		}
 	}
 	h.mu.Lock()
@@ -93,15 +93,28 @@ func (h *waitHints) workers(ctx context.Context, ns string) ([]workerWork, bool)
 	return e.workers, true
 }
 
+// covers reports whether capabilities have holds every one of want.
+func covers(have, want []string) bool {
+	for _, c := range want {
+		if !slices.Contains(have, c) {
+			return false
+		}
+	}
+	return true
+}
+
 // hintKindsShown is the most kinds a hint names.
 const hintKindsShown = 5
 
-// hint returns why no worker claims an execution of kind waiting in
-// namespace ns and lane, or "" when a connected worker takes that lane and
-// has a handler for the kind (or did not say which kinds it has), or when
-// the registry cannot be read: a hint is no reason to fail the read it is
-// part of.
-func (h *waitHints) hint(ctx context.Context, ns, lane, kind string) string {
+// hint returns why no worker claims an execution of kind, requiring caps,
+// waiting in namespace ns and lane, or "" when a connected worker takes
+// that lane, has a handler for the kind (or did not say which kinds it
+// has) and covers caps, or when the registry cannot be read: a hint is no
+// reason to fail the read it is part of. (An execution no connected worker
+// covers the capabilities of is parked, blocked, with its own reason; one
+// waits here when some workers have the capabilities and others the
+// handler, but none both.)
+func (h *waitHints) hint(ctx context.Context, ns, lane, kind string, caps []string) string {
 	ws, ok := h.workers(ctx, ns)
 	if !ok {
 		return ""
@@ -110,17 +123,25 @@ func (h *waitHints) hint(ctx context.Context, ns, lane, kind string) string {
 		return fmt.Sprintf("no worker is connected to namespace %s", ns)
 	}
 	var lanes, kinds []string
-	inLane := false
+	inLane, handles := false, false
 	for _, w := range ws {
 		if !slices.Contains(w.lanes, lane) {
 			lanes = append(lanes, w.lanes...)
 			continue
 		}
-		if len(w.kinds) == 0 || slices.Contains(w.kinds, kind) {
-			return ""
-		}
 		inLane = true
+		if len(w.kinds) == 0 || slices.Contains(w.kinds, kind) {
+			handles = true
+			if covers(w.caps, caps) {
+				return ""
+			}
+			continue
+		}
 		kinds = append(kinds, w.kinds...)
+	}
+	if handles {
+		return fmt.Sprintf("no connected worker of namespace %s that takes lane %s and handles kind %s has the capabilities it requires (%s): workers with them lack its handler",
+			ns, lane, kind, strings.Join(caps, ", "))
 	}
 	if !inLane {
 		slices.Sort(lanes)

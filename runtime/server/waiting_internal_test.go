@@ -49,7 +49,7 @@ func TestWaitHintsReadTheRegistryOnce(t *testing.T) {
 	for i := range requests {
 		wg.Go(func() {
 			<-start
-			hints[i] = h.hint(ctx, "default", "gpu", "k")
+			hints[i] = h.hint(ctx, "default", "gpu", "k", nil)
 		})
 	}
 	close(start)

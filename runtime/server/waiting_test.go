@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -91,6 +92,61 @@ func TestWaitingSaysWhyNoWorkerClaims(t *testing.T) {
 	for _, w := range ws.Workers {
 		if w.WorkerID == "w2" && (len(w.Kinds) != 1 || w.Kinds[0] != "k9") {
 			t.Fatalf("GET /v1/workers lists w2 with kinds %v, want [k9]", w.Kinds)
+		}
+	}
+}
+
+// An execution whose required capability is on one worker and whose kind's
+// handler is on another is not parked (the namespace's capability union
+// covers it) and waits for ever: the hint says why, for a run's member and
+// a standalone execution alike.
+func TestWaitingSaysWhenCapabilitiesAndHandlerAreApart(t *testing.T) {
+	t.Parallel()
+	f := twoStep()
+	f.Execs[0].Requires = []string{"gpu"}
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{f} })
+	ctx := ctxT(t)
+	c := env.Client
+	for _, hb := range []wire.WorkerHeartbeat{
+		{WorkerID: "has-gpu", Capabilities: []string{"gpu"}, Kinds: []string{"other"}},
+		{WorkerID: "has-handlers", Kinds: []string{"two.a", "two.b", "k"}},
+	} {
+		if _, err := c.Heartbeat(ctx, hb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run, err := c.StageTemplate(ctx, "two", map[string]string{"s": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _, err := c.CreateExecution(ctx, wire.CreateExecution{Kind: "k", Requires: []string{"gpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const why = "no connected worker of namespace default that takes lane default and handles kind %s has the capabilities it requires (gpu): workers with them lack its handler"
+	r, err := c.GetRun(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range r.Execs {
+		if m.Name == "a" && (m.State != "waiting" || m.Blocked != fmt.Sprintf(why, "two.a")) {
+			t.Errorf("member a: %s %q, want waiting %q", m.State, m.Blocked, fmt.Sprintf(why, "two.a"))
+		}
+	}
+	if e, err := c.GetExecution(ctx, x.ID); err != nil || e.State != "waiting" || e.BlockingDetail != fmt.Sprintf(why, "k") {
+		t.Fatalf("execution: %+v %v, want waiting %q", e, err, fmt.Sprintf(why, "k"))
+	}
+	// A worker with both: no hint.
+	if _, err := c.Heartbeat(ctx, wire.WorkerHeartbeat{WorkerID: "has-both", Capabilities: []string{"gpu"}, Kinds: []string{"k"}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		e, err := c.GetExecution(ctx, x.ID)
+		if err == nil && e.BlockingDetail == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with a worker that has both: %+v %v, want no hint", e, err)
 		}
 	}
 }

@@ -108,6 +108,9 @@ type RunNode struct {
 	StartedAt   time.Time   `json:"started_at,omitzero"`
 	EndedAt     time.Time   `json:"ended_at,omitzero"`
 	Upstreams   []RunEdge   `json:"upstreams,omitempty"` // the members it waits for, by name
+	// RequiredCapabilities are the capabilities a worker must have to run
+	// it (its requires).
+	RequiredCapabilities []string `json:"required_capabilities,omitempty"`
 }
 
 // RunEdge is an upstream of a run member: its name and the condition of
@@ -1088,7 +1091,7 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	fields := []string{"state", "blocking_detail", "kind", "attempt_count", "failure_reason", "last_error", "started_at", "ended_at", "lane", "ups", "out"}
+	fields := []string{"state", "blocking_detail", "kind", "attempt_count", "failure_reason", "last_error", "started_at", "ended_at", "lane", "ups", "out", "caps"}
 	cmds := make(valkey.Commands, len(names), len(names)+1)
 	for i, name := range names {
 		cmds[i] = s.c.B().Hmget().Key(s.k.core(p, nodes[name])).Field(fields...).Build()
@@ -1123,7 +1126,8 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 		}
 		n := RunNode{Name: names[i], ExecutionID: makeID(p, nodes[names[i]]), Kind: str(v[2]),
 			State: decodeState(str(v[0]), str(v[1])), Attempts: atoi(str(v[3])), Error: str(v[4]),
-			StartedAt: fromMs(str(v[6])), EndedAt: fromMs(str(v[7])), Lane: str(v[8])}
+			StartedAt: fromMs(str(v[6])), EndedAt: fromMs(str(v[7])), Lane: str(v[8]),
+			RequiredCapabilities: splitList(str(v[11]))}
 		// As GetExecution: the last attempt's error is shown while more
 		// attempts may come; a terminal member shows its failure reason
 		// only (none after a success).
