@@ -61,6 +61,33 @@ func RunBudgetID(namespace, name string, run RunID) string {
 	return namespace + "/" + name + "@" + string(run)
 }
 
+// breachedOn returns the breaches of list that can count against members of
+// flow partition p: every shared budget's, and a run-scoped budget's only
+// when its run is on p (its members all are). A claim sends no others: a
+// deployment with many runs at their limits would send them all with
+// every claim of every partition.
+func breachedOn(p int, list []BudgetBreach) []BudgetBreach {
+	out := make([]BudgetBreach, 0, len(list))
+	for _, b := range list {
+		if rp, ok := runBudgetPartition(b.BudgetID); !ok || rp == p {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// runBudgetPartition returns the flow partition of the run of run-scoped
+// budget id (RunBudgetID: "<ns>/<name>@<partition>.<uuid>"), and false for
+// a shared budget (or an id it cannot read).
+func runBudgetPartition(id string) (int, bool) {
+	_, run, ok := strings.Cut(id, "@")
+	if !ok {
+		return 0, false
+	}
+	p, _, err := splitID(run)
+	return p, err == nil
+}
+
 // BudgetSpecFromPlan converts a declared budget of namespace ns; run is the
 // run a run-scoped budget is for (ignored for shared ones). Run-scoped
 // budgets exist per run only (StageFlow creates them): registering

@@ -48,11 +48,12 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 		}
 	}
 	p := req.Partition
+	breached := breachedOn(p, req.BreachedBudgets)
 	args := []string{
 		req.Worker.WorkerID, req.Worker.InstanceID, caps, strconv.Itoa(req.Max), ms(ttl), randomToken(8), union,
-		kinds, strconv.Itoa(len(req.BreachedBudgets)),
+		kinds, strconv.Itoa(len(breached)),
 	}
-	for _, b := range req.BreachedBudgets {
+	for _, b := range breached {
 		mode := plan.OnHardLimitBlock
 		if b.OnHardLimit == plan.OnHardLimitFail {
 			mode = plan.OnHardLimitFail
