@@ -11,6 +11,16 @@ end
 
 register('ff_version', ff_version, {'no-writes'})
 
+-- ff_writable: nothing, as a function that may write: the server refuses
+-- to run it when it refuses writes (maxmemory reached without eviction,
+-- a replica), which is what a readiness probe wants to know.
+-- KEYS: none. ARGV: none. Reply: 1.
+local function ff_writable()
+  return 1
+end
+
+register('ff_writable', ff_writable)
+
 -- ff_library_use: records that a process uses this version of the library
 -- (field LIBRARY_VERSION of the libraries hash = the server's clock, ms)
 -- and returns the other versions recorded there that nobody has recorded

@@ -265,7 +265,7 @@ func (s *Server) readyz(c echo.Context) error {
 		if !s.unready.Swap(true) {
 			s.log.WarnContext(ctx, "not ready", attrError, err)
 		}
-		return Errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, "not ready: Valkey does not answer or the functions library is not loaded (the reason is in ffrun's log)")
+		return Errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, "not ready: Valkey does not answer, does not take writes, or the functions library is not loaded (the reason is in ffrun's log)")
 	}
 	if s.unready.Swap(false) {
 		s.log.InfoContext(ctx, "ready again")

@@ -227,9 +227,11 @@ func (s *Store) primaries(ctx context.Context, strict bool) ([]libraryNode, erro
 	return out, nil
 }
 
-// Ready reports whether the server answers and has this version of the
-// library loaded (on every primary of a cluster), for readiness probes. It
-// does not load the library: the next FCALL does.
+// Ready reports whether the server answers, has this version of the
+// library loaded and takes writes (on every primary of a cluster), for
+// readiness probes: a server at maxmemory without eviction answers reads
+// and refuses every state change. It does not load the library: the next
+// FCALL does.
 func (s *Store) Ready(ctx context.Context) error {
 	nodes, err := s.libraryNodes(ctx)
 	if err != nil {
@@ -245,6 +247,9 @@ func (s *Store) Ready(ctx context.Context) error {
 		}
 		if v != lua.Version() {
 			return fmt.Errorf("store: not ready: library %s answers version %q%s", lua.Library(), v, n.desc)
+		}
+		if err := n.c.Do(ctx, n.c.B().Fcall().Function(lua.Function("ff_writable")).Numkeys(0).Build()).Error(); err != nil {
+			return fmt.Errorf("store: not ready: the server refuses writes%s: %w", n.desc, err)
 		}
 	}
 	return nil
