@@ -18,7 +18,9 @@ const Indent = "  "
 //   - each line is indented by Indent per level of brackets ({, [ and ()
 //     opened on earlier lines and not yet closed (the brackets a line opens
 //     count once, however many), a line that starts by closing brackets at
-//     the level of the line that opened them;
+//     the level of the line that opened the outermost of them ("}, {"
+//     between the objects of a list at the level of the line that opened
+//     the first);
 //   - one space between tokens of a line, none before , : ? ) ] and after
 //     ( [, none before ( (a flow or exec header), none around the . of a
 //     path, none inside empty braces {}; inside other braces on one line,
@@ -54,7 +56,8 @@ func layout(src []byte, toks []lexer.Token) []byte {
 	b.Grow(len(src) + len(src)/8)
 	// levels holds, for each bracket open, the indentation level of the
 	// lines inside it.
-	var levels []int
+	type open struct{ inner, outer int }
+	var levels []open
 	line := 0          // the indentation level of the current line
 	var trailing []int // offsets of the line comments that end a line of code
 	for i, t := range toks {
@@ -75,8 +78,11 @@ func layout(src []byte, toks []lexer.Token) []byte {
 				closing++
 			}
 			line = 0
-			if n := len(levels) - closing; n > 0 {
-				line = levels[n-1]
+			switch n := len(levels) - closing; {
+			case closing > 0:
+				line = levels[n].outer
+			case n > 0:
+				line = levels[n-1].inner
 			}
 			b.WriteString(strings.Repeat(Indent, line))
 		} else if spaced(toks[i-1], t) {
@@ -88,7 +94,7 @@ func layout(src []byte, toks []lexer.Token) []byte {
 		b.WriteString(text(t))
 		switch {
 		case isOpener(t):
-			levels = append(levels, line+1)
+			levels = append(levels, open{line + 1, line})
 		case isCloser(t) && len(levels) > 0:
 			levels = levels[:len(levels)-1]
 		}

@@ -2,6 +2,7 @@ package ffc
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -28,7 +29,12 @@ func unifiedDiff(name string, a, b []byte) string {
 	}
 	edits := diffLines(splitLines(string(a)), splitLines(string(b)))
 	var out strings.Builder
-	fmt.Fprintf(&out, "--- a/%s\n+++ b/%s\n", name, name)
+	name = filepath.ToSlash(filepath.Clean(name))
+	tab := "" // as git diff: a name with a space ends with a tab, for patch(1)
+	if strings.Contains(name, " ") {
+		tab = "\t"
+	}
+	fmt.Fprintf(&out, "--- a/%s%s\n+++ b/%s%s\n", name, tab, name, tab)
 	// Walk the edits, cutting hunks: a change with up to diffContext kept
 	// lines on each side; changes closer than twice that share a hunk.
 	oldLine, newLine := 1, 1 // the line numbers of edits[i] in a and b
@@ -72,8 +78,12 @@ func unifiedDiff(name string, a, b []byte) string {
 		fmt.Fprintf(&out, "@@ -%s +%s @@\n", hunkRange(oldLine, olds), hunkRange(newLine, news))
 		for _, e := range edits[start:end] {
 			out.WriteByte(e.op)
-			out.WriteString(e.line)
+			line, noEOL := strings.CutSuffix(e.line, noNewline)
+			out.WriteString(line)
 			out.WriteByte('\n')
+			if noEOL {
+				out.WriteString("\\ No newline at end of file\n")
+			}
 		}
 		oldLine += olds
 		newLine += news
@@ -94,13 +104,19 @@ func hunkRange(start, count int) string {
 	return fmt.Sprintf("%d,%d", start, count)
 }
 
+// noNewline marks a last line without a line break.
+const noNewline = "\x00no newline"
+
 // splitLines splits s into lines without their line breaks.
 func splitLines(s string) []string {
-	s = strings.TrimSuffix(s, "\n")
 	if s == "" {
 		return nil
 	}
-	return strings.Split(s, "\n")
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if !strings.HasSuffix(s, "\n") {
+		lines[len(lines)-1] += noNewline
+	}
+	return lines
 }
 
 // diffLines returns the edits turning a into b: the common start and end

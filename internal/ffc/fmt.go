@@ -101,11 +101,18 @@ func fmtOne(name string, src []byte, stdout, stderr io.Writer, mode fmtMode) fmt
 		fmt.Fprint(stdout, unifiedDiff(name, src, out))
 	}
 	if mode.write {
-		perm := os.FileMode(0o644)
-		if info, err := os.Stat(name); err == nil {
-			perm = info.Mode().Perm()
+		// In place, as gofmt does: through a link to the file it points
+		// to, keeping the file's owner, permissions and hard links, and
+		// refused for a file the user may not write (a rename over it
+		// would need only the directory to be writable).
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
+		if err == nil {
+			_, err = f.Write(out)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
 		}
-		if err := writeFileAtomic(name, out, perm); err != nil {
+		if err != nil {
 			fmt.Fprintf(stderr, "ffc fmt: %v\n", err)
 			return fmtFailed
 		}
