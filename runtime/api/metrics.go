@@ -87,8 +87,11 @@ func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
 		m.inFlight.Add(1)
+		// Deferred: a handler that panics with http.ErrAbortHandler (which
+		// the recoverer inside lets through, to abort the connection) ends
+		// the request too.
+		defer m.inFlight.Add(-1)
 		err := next(c)
-		m.inFlight.Add(-1)
 		status := c.Response().Status
 		if err != nil {
 			status = asError(err).Status
