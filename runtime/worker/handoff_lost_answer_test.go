@@ -16,16 +16,19 @@ import (
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
-// losingAnswer passes requests on, but loses the answer of the first
-// complete that asks for a hand-off after the server recorded it: the
-// worker sees a transport error and sends the report again.
+// losingAnswer passes requests on, but loses the answer to the first
+// request to path whose body holds when (any, when empty) after the server
+// handled it: the worker sees a transport error (as when the connection
+// drops while the answer is on its way) and sends the report again.
 type losingAnswer struct {
 	base http.RoundTripper
+	path string
+	when string
 	lost atomic.Bool
 }
 
 func (l *losingAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Path != "/v1/worker/complete" || l.lost.Load() {
+	if r.URL.Path != l.path || l.lost.Load() {
 		return l.base.RoundTrip(r)
 	}
 	body, err := io.ReadAll(r.Body)
@@ -34,7 +37,7 @@ func (l *losingAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	resp, err := l.base.RoundTrip(r)
-	if err != nil || !bytes.Contains(body, []byte(`"handoff"`)) || !l.lost.CompareAndSwap(false, true) {
+	if err != nil || !bytes.Contains(body, []byte(l.when)) || !l.lost.CompareAndSwap(false, true) {
 		return resp, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
@@ -48,7 +51,7 @@ func (l *losingAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
 // reclaim after the lease runs out) and the run ends.
 func TestHandoffAnswerLost(t *testing.T) {
 	t.Parallel()
-	tr := &losingAnswer{base: http.DefaultTransport}
+	tr := &losingAnswer{base: http.DefaultTransport, path: "/v1/worker/complete", when: `"handoff"`}
 	env := servertest.Start(t)
 	w := newWorker(t, env, func(c *worker.Config) {
 		c.Concurrency = 1

@@ -19,34 +19,6 @@ import (
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
-// losingFirstAnswer passes requests on, but loses the answer to the first
-// request to path after the server handled it: the worker sees a
-// transport error (as when the connection drops while the answer is on
-// its way) and sends the report again.
-type losingFirstAnswer struct {
-	base http.RoundTripper
-	path string
-	lost atomic.Bool
-}
-
-func (l *losingFirstAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Path != l.path || l.lost.Load() {
-		return l.base.RoundTrip(r)
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return nil, err
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	resp, err := l.base.RoundTrip(r)
-	if err != nil || !l.lost.CompareAndSwap(false, true) {
-		return resp, err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return nil, errors.New("connection reset (test)")
-}
-
 // The answer to a worker's fail report is lost after the server recorded
 // the failure; the worker sends the report again, which the server answers
 // as the first (a repeat of the same lease and message), so OnReported
@@ -54,7 +26,7 @@ func (l *losingFirstAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
 // lease, and OnReported got that error).
 func TestFailAnswerLost(t *testing.T) {
 	t.Parallel()
-	tr := &losingFirstAnswer{base: http.DefaultTransport, path: "/v1/worker/fail"}
+	tr := &losingAnswer{base: http.DefaultTransport, path: "/v1/worker/fail"}
 	env := servertest.Start(t)
 	reported := make(chan error, 4)
 	w := newWorker(t, env, func(c *worker.Config) {
