@@ -2,42 +2,12 @@ package server_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/wire"
 )
-
-// A usage report with the longest dedup_key the API takes counts: the key
-// scoped by the lease stands for itself by its hash when the lease id
-// pushes it past the store's limit (it was refused with a 400 saying 256
-// bytes are allowed).
-func TestExecutionUsageLongestDedupKey(t *testing.T) {
-	flows := compileFlows(t, budgetFF)
-	env := startAdmission(t, flows)
-	ctx := context.Background()
-	c := env.Client
-	if _, err := c.StageFlow(ctx, flows["spend"], map[string]any{"tenant": "acme"}); err != nil {
-		t.Fatal(err)
-	}
-	tasks, err := c.Claim(ctx, wire.ClaimRequest{WorkerID: "raw", Max: 1, WaitMs: 2000})
-	if err != nil || len(tasks) != 1 {
-		t.Fatalf("claim: %v %v", tasks, err)
-	}
-	task := tasks[0]
-	key := strings.Repeat("k", api.DedupKeyMaxBytes)
-	res, err := c.ReportExecutionUsage(ctx, task.ExecutionID, wire.ExecutionUsageReport{
-		LeaseID: task.LeaseID, Epoch: task.Epoch, Dimension: "tokens", Delta: 1, DedupKey: key})
-	if err != nil {
-		t.Fatalf("a %d-byte dedup_key (the documented maximum) was refused: %v", len(key), err)
-	}
-	if len(res) != 1 || res[0].Used != 1 {
-		t.Fatalf("results %+v, want one applied report", res)
-	}
-}
 
 // An execution without quotas behind quota-denied ones (their quota full)
 // is granted by the next claim on an idle ffrun (it waited for the

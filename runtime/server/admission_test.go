@@ -20,6 +20,7 @@ import (
 	"github.com/flowfabric/ff/compiler"
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/dsl"
+	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
@@ -358,6 +359,16 @@ func TestExecutionUsageDedupAndStaleLease(t *testing.T) {
 	if diff := cmp.Diff(want, r2); diff != "" {
 		t.Errorf("repeated report (-want +got):\n%s", diff)
 	}
+	// The longest key the API takes counts once too: scoped by the lease it
+	// passes the store's limit and stands for itself by its hash (it was
+	// refused with a 400).
+	long := strings.Repeat("k", api.DedupKeyMaxBytes)
+	for i, status := range []string{"soft_breach", "duplicate"} { // 3 + 3 crosses the soft limit
+		r, err := report(long, task.Epoch)
+		if err != nil || len(r) != 1 || r[0].Status != status || r[0].Used != 6 {
+			t.Fatalf("report %d with a %d-byte dedup_key = %+v, %v; want %s at 6", i, len(long), r, err, status)
+		}
+	}
 	if _, err := report("k2", task.Epoch+1); apiErr(t, err).Status != http.StatusConflict || apiErr(t, err).Code != wire.CodeStaleLease {
 		t.Errorf("wrong epoch: %v, want 409 stale_lease", err)
 	}
@@ -378,8 +389,8 @@ func TestExecutionUsageDedupAndStaleLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Dimensions[0].Used != 3 {
-		t.Fatalf("usage %d, want 3 (dedup and fencing)", b.Dimensions[0].Used)
+	if b.Dimensions[0].Used != 6 {
+		t.Fatalf("usage %d, want 6 (dedup and fencing)", b.Dimensions[0].Used)
 	}
 }
 
