@@ -44,15 +44,7 @@ func TestDeclaredScheduleRegistered(t *testing.T) {
 		t.Fatalf("listed schedule %+v (input %s)", s, s.Input)
 	}
 	echoTwoStep(t, a)
-	var got *wire.Schedule
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if got, err = a.Client.GetSchedule(ctx, "tick"); err == nil && got.Fires >= 1 && got.LastRunID != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the declared schedule did not fire in 10 s: %+v, %v", got, err)
-		}
-	}
+	got := waitFires(t, a.Client, "tick", 1, 10*time.Second)
 	run, err := a.Client.RunResult(ctx, got.LastRunID, 10*time.Second)
 	if want := `{"s":"day ` + got.LastFireAt.UTC().Format(time.DateOnly) + `"}`; err != nil || run.State != wire.RunSucceeded || string(run.Result) != want {
 		t.Fatalf("the scheduled run: %+v, %v; want result %s", run, err, want)

@@ -11,7 +11,6 @@ import (
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
 	"github.com/flowfabric/ff/runtime/store"
-	"github.com/flowfabric/ff/runtime/wire"
 )
 
 // The idempotency keys of schedule fires ("ffrun-schedule:<name>:<fire
@@ -36,15 +35,7 @@ func TestScheduleKeyTakenByACaller(t *testing.T) {
 	if _, err := env.Server.Store().PutSchedule(ctx, spec, fire); err != nil {
 		t.Fatal(err)
 	}
-	var s *wire.Schedule
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s, err = env.Client.GetSchedule(ctx, "tick"); err == nil && s.Fires >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no fire in 10 s: %+v, %v", s, err)
-		}
-	}
+	s := waitFires(t, env.Client, "tick", 1, 10*time.Second)
 	if err := env.Client.DeleteSchedule(ctx, "tick"); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
 	"github.com/flowfabric/ff/runtime/store"
-	"github.com/flowfabric/ff/runtime/wire"
 )
 
 // A fire of a schedule in a zone far from UTC (Kiritimati, UTC+14, where
@@ -34,15 +33,7 @@ func TestScheduleFireFillsInItsZone(t *testing.T) {
 	if _, err := env.Server.Store().PutSchedule(ctx, spec, fire); err != nil {
 		t.Fatal(err)
 	}
-	var s *wire.Schedule
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s, err = env.Client.GetSchedule(ctx, "kiri"); err == nil && s.Fires >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no fire in 10 s: %+v, %v", s, err)
-		}
-	}
+	s := waitFires(t, env.Client, "kiri", 1, 10*time.Second)
 	if s.LastRunID == "" || s.LastFireAt == nil || !s.LastFireAt.Equal(fire) {
 		t.Fatalf("after the fire: %+v; want the fire at %s with a run", s, fire)
 	}

@@ -47,15 +47,7 @@ func TestScheduleStartsRuns(t *testing.T) {
 		s.Cron != "@every 1s" || s.Fires != 0 {
 		t.Fatalf("new schedule %+v", s)
 	}
-	var got *wire.Schedule
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if got, err = c.GetSchedule(ctx, "tick"); err == nil && got.Fires >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the schedule did not fire twice in 10 s: %+v, %v", got, err)
-		}
-	}
+	got := waitFires(t, c, "tick", 2, 10*time.Second)
 	if got.LastRunID == "" || got.LastError != "" || got.LastFireAt == nil || got.LastFireAt.UnixMilli()%1000 != 0 ||
 		!got.NextAt.After(*got.LastFireAt) {
 		t.Fatalf("schedule after its fires: %+v", got)
@@ -144,16 +136,7 @@ func TestScheduleFiresOncePerTimeAcrossProcesses(t *testing.T) {
 	if _, _, err := a.Client.PutSchedule(ctx, "tick", wire.PutSchedule{Template: "two", Cron: "@every 1s", Input: json.RawMessage(`{"s":"x"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	var s *wire.Schedule
-	var err error
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s, err = b.Client.GetSchedule(ctx, "tick"); err == nil && s.Fires >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no 3 fires in 15 s: %+v, %v", s, err)
-		}
-	}
+	s := waitFires(t, b.Client, "tick", 3, 15*time.Second)
 	if err := b.Client.DeleteSchedule(ctx, "tick"); err != nil {
 		t.Fatal(err)
 	}
@@ -299,16 +282,7 @@ func TestScheduleLeftToTheProcessServingItsTemplate(t *testing.T) {
 	if _, _, err := a.Client.PutSchedule(ctx, "tick", wire.PutSchedule{Template: "two", Cron: "@every 1s", Input: json.RawMessage(`{"s":"x"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	var got *wire.Schedule
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if got, err = a.Client.GetSchedule(ctx, "tick"); err == nil && got.Fires >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no 3 fires in 10 s: %+v, %v", got, err)
-		}
-	}
+	got := waitFires(t, a.Client, "tick", 3, 10*time.Second)
 	runs, err := a.Client.ListRuns(ctx, clientRuns("two"))
 	if err != nil {
 		t.Fatal(err)
@@ -350,5 +324,21 @@ func TestScheduleFilledInputTooLarge(t *testing.T) {
 	if ae := apiErr(t, err); ae.Status != http.StatusRequestEntityTooLarge || ae.Details["field"] != "input" ||
 		!strings.Contains(ae.Message, "placeholders filled in") {
 		t.Fatalf("PUT of an input too large once filled in: %v", err)
+	}
+}
+
+// waitFires waits up to within for schedule name to have fired n times or
+// more, its last fire having started a run, and returns it.
+func waitFires(t *testing.T, c *client.Client, name string, n int64, within time.Duration) *wire.Schedule {
+	t.Helper()
+	ctx := ctxT(t)
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		s, err := c.GetSchedule(ctx, name)
+		if err == nil && s.Fires >= n && s.LastRunID != "" {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("schedule %s did not fire %d times in %s: %+v, %v", name, n, within, s, err)
+		}
 	}
 }
