@@ -34,9 +34,8 @@ func TestCancelledRunAnswersNoResult(t *testing.T) {
 	env := servertest.Start(t)
 	ctx := ctxT(t)
 	c := env.Client
-	f := twoStep()
-	f.Name, f.Result = "early", "a" // the result exec is the first member
-	f.Execs[0].Kind, f.Execs[1].Kind = "early.a", "early.b"
+	f := renamed(twoStep(), "early")
+	f.Result = "a" // the result exec is the first member
 	run, err := c.StageFlow(ctx, f, map[string]string{"s": "x"})
 	if err != nil {
 		t.Fatal(err)
@@ -63,9 +62,8 @@ func TestReplayOfCancelledRunNotRefused(t *testing.T) {
 	env := servertest.Start(t)
 	ctx := ctxT(t)
 	c := env.Client
-	f := twoStep()
-	f.Name, f.Result, f.Output = "comp", "", nil
-	f.Execs[0].Kind, f.Execs[1].Kind = "comp.a", "comp.b"
+	f := renamed(twoStep(), "comp")
+	f.Result, f.Output = "", nil
 	f.Execs[1].Input, f.Execs[1].Output, f.Execs[1].InputFrom, f.Execs[1].InputExec = nil, nil, plan.InputNone, ""
 	f.Edges[0].On = plan.OnFailure
 	run, err := c.StageFlow(ctx, f, map[string]string{"s": "x"})
@@ -97,8 +95,8 @@ func TestReplayOfCancelledRunNotRefused(t *testing.T) {
 
 	// The same flow with b as its result exec fails when a succeeds (b is
 	// skipped); nothing would run again: 409 with the reason.
-	f.Name, f.Result = "comp2", "b"
-	f.Execs[0].Kind, f.Execs[1].Kind = "comp2.a", "comp2.b"
+	f = renamed(f, "comp2")
+	f.Result = "b"
 	run, err = c.StageFlow(ctx, f, map[string]string{"s": "x"})
 	if err != nil {
 		t.Fatal(err)
@@ -121,9 +119,7 @@ func TestSkippedResultExecOverHTTP(t *testing.T) {
 	env := servertest.Start(t)
 	ctx := ctxT(t)
 	c := env.Client
-	f := twoStep()
-	f.Name = "skipres"
-	f.Execs[0].Kind, f.Execs[1].Kind = "skipres.a", "skipres.b"
+	f := renamed(twoStep(), "skipres")
 	run, err := c.StageFlow(ctx, f, map[string]string{"s": "x"})
 	if err != nil {
 		t.Fatal(err)
@@ -143,4 +139,14 @@ func TestSkippedResultExecOverHTTP(t *testing.T) {
 		len(out.Failures) != 1 || out.Failures[0].Exec != "a" || out.Skipped != 1 || out.Failed != 1 {
 		t.Fatalf("result = %+v", out)
 	}
+}
+
+// renamed names flow f name, its execs' kinds "<name>.<exec>", so that a
+// test's claims take only its own tasks.
+func renamed(f *plan.Flow, name string) *plan.Flow {
+	f.Name = name
+	for i := range f.Execs {
+		f.Execs[i].Kind = name + "." + f.Execs[i].Name
+	}
+	return f
 }
