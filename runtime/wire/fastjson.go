@@ -119,16 +119,8 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 		b, ok = appendTime(b, *t.DeadlineAt, ok)
 	}
 	if len(t.Tags) > 0 {
-		b = append(b, `,"tags":{`...)
-		for i, k := range sortedKeys(t.Tags) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b, ok = appendString(b, k, ok)
-			b = append(b, ':')
-			b, ok = appendString(b, t.Tags[k], ok)
-		}
-		b = append(b, '}')
+		b = append(b, `,"tags":`...)
+		b, ok = appendStringMap(b, t.Tags, ok)
 	}
 	if len(t.Input) > 0 {
 		b = append(b, `,"input":`...)
@@ -163,16 +155,8 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 		b = append(b, '}')
 	}
 	if len(t.UpstreamsOmitted) > 0 {
-		b = append(b, `,"upstreams_omitted":{`...)
-		for i, k := range sortedKeys(t.UpstreamsOmitted) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b, ok = appendString(b, k, ok)
-			b = append(b, ':')
-			b, ok = appendString(b, t.UpstreamsOmitted[k], ok)
-		}
-		b = append(b, '}')
+		b = append(b, `,"upstreams_omitted":`...)
+		b, ok = appendStringMap(b, t.UpstreamsOmitted, ok)
 	}
 	if t.Downstream {
 		b = append(b, `,"downstream":true`...)
@@ -226,6 +210,21 @@ func appendString(b []byte, s string, ok bool) ([]byte, bool) {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"'), ok
+}
+
+// appendStringMap appends m as encoding/json does: an object, its keys in
+// order.
+func appendStringMap(b []byte, m map[string]string, ok bool) ([]byte, bool) {
+	b = append(b, '{')
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b, ok = appendString(b, k, ok)
+		b = append(b, ':')
+		b, ok = appendString(b, m[k], ok)
+	}
+	return append(b, '}'), ok
 }
 
 // appendTime appends t as time.Time.MarshalJSON does, unless that is an
