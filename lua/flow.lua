@@ -199,6 +199,14 @@ local function resolve_member(p, u, run, outcome, now, out, handled, is_result)
       redis.call('HINCRBY', runkey, 'unhandled', 1)
     end
   end
+  -- While a run is cancelled by steps (cancel_run), a member not cancelled
+  -- yet may still fail (its deadline passed): its edges fire nothing. No
+  -- member of such a run succeeds (cancel_live), so a success does not
+  -- look.
+  if out ~= '' and not p.cancelling and outcome ~= 'success'
+      and redis.call('HGET', runkey, 'cancelling') == '1' then
+    out = ''
+  end
   if not p.cancelling and out ~= '' then
     for _, d, on in each_edge, out, 1 do
       decide(p, d, holds(on, outcome), now)
@@ -516,35 +524,176 @@ local function ff_commit_flow(keys, argv)
   return ok('created', now)
 end
 
--- ff_cancel_run: cancel every non-terminal member of a run; the run ends
--- cancelled. Members end cancelled (not skipped): edges are not resolved
--- while the run is cancelling.
--- KEYS[1]  partition anchor
--- ARGV[1]  run uuid
--- ARGV[2]  reason
--- Reply: {1, run state, members cancelled} | {0, 'not_found'}
-local function ff_cancel_run(keys, argv)
-  local p = part(keys[1])
-  local run = argv[1]
-  local runkey = p.base .. ':f:' .. run
-  local st = redis.call('HGET', runkey, 'state')
-  if not st then return refuse('not_found') end
-  if st ~= 'running' then return ok(st, 0) end
-  local reason = argv[2]
-  if reason == '' then reason = 'run cancelled' end
-  redis.call('HSET', runkey, 'cancelling', '1', 'cancel_reason', clip(reason))
-  p.cancelling = true
-  local now = now_ms()
+-- A run cancel cancels at most CANCEL_STEP members by their node map in
+-- one call (Go: store.CancelStepMembers): a run of 10,000 members
+-- cancelled in one call kept Valkey from everyone else for a quarter of a
+-- second. A run of up to CANCEL_STEP members is cancelled whole in its
+-- first call.
+local CANCEL_STEP = 500
+
+-- cancel_live marks run (record runkey, not cancelling yet) cancelling and
+-- cancels every member that runs or could start: any not terminal and not
+-- blocked by its dependencies (running, eligible, delayed, blocked by a
+-- budget, quota or route). Such a member's state is all that is read of
+-- the others. Afterwards no member of the run can start or succeed: the
+-- rest wait for their dependencies, and only a failure (a deadline's
+-- expiry) or a cancel could end one of them, whose edges the run's
+-- cancelling flag keeps from firing anything (resolve_member). The rest
+-- are cancelled by steps (cancel_step). Returns the members cancelled.
+local function cancel_live(p, run, runkey, reason, now)
+  redis.call('HSET', runkey, 'cancelling', '1', 'cancel_reason', reason, 'cancel_cursor', '0')
   local n = 0
   for _, u in ipairs(redis.call('HVALS', runkey .. ':nodes')) do
-    local c = read_core(p, u)
-    if c and not is(c.state, 'terminal') then
-      end_execution(p, c, 'cancelled', reason, now, 'cancel_reason', clip(reason))
+    local st = redis.call('HGET', p.xp .. u, 'state')
+    if st and not is(st, 'terminal') and vec(st).eligibility ~= 'blocked_by_dependencies' then
+      local c = read_core(p, u)
+      end_execution(p, c, 'cancelled', reason, now, 'cancel_reason', reason)
       n = n + 1
     end
   end
+  return n
+end
+
+-- cancel_step cancels the members of a cancelling run found by the next
+-- step of a scan of its node map, from the cursor the last step recorded
+-- (cancel_cursor), up to about limit of them, and records where the next
+-- step starts. Returns the members cancelled.
+local function cancel_step(p, runkey, cursor, reason, limit, now)
+  local r = redis.call('HSCAN', runkey .. ':nodes', cursor, 'COUNT', itoa(limit))
+  local n = 0
+  local entries = r[2]
+  for i = 2, #entries, 2 do
+    local c = read_core(p, entries[i])
+    if c and not is(c.state, 'terminal') then
+      end_execution(p, c, 'cancelled', reason, now, 'cancel_reason', reason)
+      n = n + 1
+    end
+  end
+  -- A scan that came back to cursor 0 has seen every member; the last
+  -- one's end ended the run (finish_run).
+  if r[1] ~= '0' then redis.call('HSET', runkey, 'cancel_cursor', r[1]) end
+  return n, r[1] == '0'
+end
+
+-- cancel_ended ends a cancelling run every member of which was seen
+-- ended, if it still runs: its count of members left is off (a member
+-- record gone), and nothing else would end it.
+local function cancel_ended(p, run, runkey, now)
+  if redis.call('HGET', runkey, 'state') == 'running' then
+    finish_run(p, runkey, run, now)
+  end
+end
+
+-- cancel_run cancels run: its first call marks it cancelling and cancels
+-- its live members (cancel_live), a run of up to limit members whole; each
+-- call then takes one step (cancel_step). Edges are not decided while the
+-- run is cancelling, so every member ends cancelled. Returns the run's
+-- state, the members cancelled, and whether another call is needed. A run
+-- being cancelled by steps is listed in B:runs:cancelling (score: when its
+-- cancel began) until it ends, for ff_cancel_resume to finish what a
+-- caller left.
+local function cancel_run(p, run, reason, limit, now)
+  local runkey = p.base .. ':f:' .. run
+  local r = redis.call('HMGET', runkey, 'state', 'cancelling', 'cancel_cursor', 'cancel_reason', 'total')
+  if r[1] ~= 'running' then
+    if r[3] then
+      -- Ended between two steps (a member's deadline passed).
+      zrem(p, p.base .. ':runs:cancelling', run)
+      redis.call('HDEL', runkey, 'cancel_cursor')
+    end
+    return r[1], 0, false
+  end
+  p.cancelling = true
+  local n = 0
+  local cursor = r[3]
+  if r[2] ~= '1' then
+    reason = clip(reason)
+    if num(r[5]) <= limit then
+      -- A small run: every member in this call.
+      redis.call('HSET', runkey, 'cancelling', '1', 'cancel_reason', reason)
+      for _, u in ipairs(redis.call('HVALS', runkey .. ':nodes')) do
+        local c = read_core(p, u)
+        if c and not is(c.state, 'terminal') then
+          end_execution(p, c, 'cancelled', reason, now, 'cancel_reason', reason)
+          n = n + 1
+        end
+      end
+      cancel_ended(p, run, runkey, now)
+      p.cancelling = false
+      return redis.call('HGET', runkey, 'state'), n, false
+    end
+    n = cancel_live(p, run, runkey, reason, now)
+    cursor = '0'
+  else
+    reason = r[4] or 'run cancelled'
+    -- A run marked by a version before steps has no cursor: its members
+    -- were all cancelled by that call.
+    cursor = cursor or '0'
+  end
+  local state = redis.call('HGET', runkey, 'state')
+  if state == 'running' then
+    local k, seen_all = cancel_step(p, runkey, cursor, reason, limit, now)
+    n = n + k
+    if seen_all then cancel_ended(p, run, runkey, now) end
+    state = redis.call('HGET', runkey, 'state')
+  end
+  p.cancelling = false
+  if state == 'running' then
+    -- Seen now: ff_cancel_resume leaves it to its caller for a while.
+    zadd(p, p.base .. ':runs:cancelling', ts(now), run)
+  else
+    zrem(p, p.base .. ':runs:cancelling', run)
+    redis.call('HDEL', runkey, 'cancel_cursor')
+  end
+  return state, n, state == 'running'
+end
+
+-- ff_cancel_run: cancel a run's members, every non-terminal one; the run
+-- ends cancelled. Members end cancelled (not skipped): edges are not
+-- resolved while the run is cancelling. A run of more than CANCEL_STEP
+-- members is cancelled by steps, a call each (see cancel_run): the first
+-- cancels those that run or could start, so none starts once it returns;
+-- the caller repeats the call while the reply says more. The reason of
+-- the first call is the reason of every member.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  run uuid
+-- ARGV[2]  reason
+-- Reply: {1, run state, members cancelled by this call, more (1: call
+--        again; 0: done)} | {0, 'not_found'}
+local function ff_cancel_run(keys, argv)
+  local p = part(keys[1])
+  local run = argv[1]
+  if redis.call('EXISTS', p.base .. ':f:' .. run) == 0 then return refuse('not_found') end
+  local reason = argv[2]
+  if reason == nil or reason == '' then reason = 'run cancelled' end
+  local state, n, more = cancel_run(p, run, reason, CANCEL_STEP, now_ms())
   flush(p)
-  return ok(redis.call('HGET', runkey, 'state'), n)
+  return ok(state, n, more and 1 or 0)
+end
+
+-- ff_cancel_resume: take the next step of the run cancels a caller left
+-- (an ffrun that stopped between two steps): the runs of B:runs:cancelling
+-- whose cancel began before an age, up to a limit of members in all.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  limit (members looked at)
+-- ARGV[2]  age, ms
+-- Reply: {1, members cancelled, more (1 when the limit was reached)}
+local function ff_cancel_resume(keys, argv)
+  local limit, age = numv(argv[1]), numv(argv[2])
+  if not limit or limit < 1 or not age then
+    return refuse('invalid', 'resume', 'want a limit and an age in ms')
+  end
+  local p = part(keys[1])
+  local now = now_ms()
+  local n, spent = 0, 0
+  for _, run in ipairs(due(p.base .. ':runs:cancelling', now - age, limit)) do
+    if spent >= limit then break end
+    local _, k = cancel_run(p, run, '', math.max(limit - spent, 1), now)
+    n = n + k
+    spent = spent + math.max(k, 1)
+  end
+  flush(p)
+  return ok(n, spent >= limit and 1 or 0)
 end
 
 -- ff_replay_run: run a failed or cancelled run again from its failed
@@ -814,5 +963,6 @@ register('ff_run_outcome', ff_run_outcome, {'no-writes'})
 register('ff_stage_chunk', ff_stage_chunk)
 register('ff_commit_flow', ff_commit_flow)
 register('ff_cancel_run', ff_cancel_run)
+register('ff_cancel_resume', ff_cancel_resume)
 register('ff_replay_run', ff_replay_run)
 register('ff_resolve_quotas', ff_resolve_quotas)

@@ -1169,16 +1169,57 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 
 // CancelRun cancels every non-terminal execution of a running run (running
 // ones lose their lease); the run ends cancelled. Cancelling a run that
-// already ended changes nothing.
+// already ended changes nothing. A run of more than CancelStepMembers
+// members is cancelled by several calls (Valkey serves others between
+// them): the first cancels every member that runs or could start, so none
+// starts after it; the others, waiting for their dependencies, follow. A
+// caller that stops between two calls (ctx done, a crash) leaves the rest
+// to the next CancelRun of the run or to ResumeCancels.
 func (s *Store) CancelRun(ctx context.Context, id RunID, reason string) (*Run, error) {
 	p, uuid, err := s.locate(ExecutionID(id))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.single(ctx, call{fn: "ff_cancel_run", partition: p, args: []string{uuid, clip(reason, MaxErrorBytes)}}, ExecutionID(id), "cancel"); err != nil {
-		return nil, err
+	args := []string{uuid, clip(reason, MaxErrorBytes)}
+	for {
+		items, err := s.single(ctx, call{fn: "ff_cancel_run", partition: p, args: args}, ExecutionID(id), "cancel")
+		if err != nil {
+			return nil, err
+		}
+		if _, more, ok := cancelReply(items); !ok {
+			return nil, fmt.Errorf("store: ff_cancel_run: malformed reply")
+		} else if !more {
+			break
+		}
 	}
 	return s.GetRun(ctx, id)
+}
+
+// CancelStepMembers is how many members of a run one cancel call cancels
+// at most (Lua: CANCEL_STEP), besides those that run or could start: a
+// cancel of a run of 10,000 members in one call kept Valkey from every
+// other client for about a quarter of a second.
+const CancelStepMembers = 500
+
+// cancelReply reads ff_cancel_run's reply: {state, members cancelled,
+// more}.
+func cancelReply(items []valkey.ValkeyMessage) (n int64, more, ok bool) {
+	if len(items) < 3 {
+		return 0, false, false
+	}
+	n, err1 := items[1].AsInt64()
+	m, err2 := items[2].AsInt64()
+	return n, m == 1, err1 == nil && err2 == nil
+}
+
+// ResumeCancels takes the next steps of run cancels whose caller stopped
+// between two calls (see CancelRun): on partition, the runs whose cancel
+// has not moved for age, up to about limit members in all.
+func (s *Store) ResumeCancels(ctx context.Context, partition int, age time.Duration, limit int) (ScanResult, error) {
+	if age < 0 {
+		return ScanResult{}, invalid("age", "must not be negative")
+	}
+	return s.scan(ctx, "ff_cancel_resume", partition, limit, ms(age))
 }
 
 // ReplayRun runs a failed or cancelled run again from its failed members:

@@ -6,35 +6,49 @@ import (
 	"fmt"
 )
 
-// CancelRuns cancels runs as CancelRun does, in one pipelined round trip:
-// each run's cancel is its own atomic call. cancelled[i] reports that
-// ids[i] was running and is now cancelled; errs[i] is why ids[i] could not
-// be cancelled (ErrNotFound for a run retention deleted, or a transport
-// error). A run that had ended is neither: it is left as it was.
+// CancelRuns cancels runs as CancelRun does, a pipelined round trip per
+// step: each step of each run's cancel is its own atomic call, and a run
+// of more than CancelStepMembers members takes several. cancelled[i]
+// reports that ids[i] was running and is now cancelled; errs[i] is why
+// ids[i] could not be cancelled (ErrNotFound for a run retention deleted,
+// or a transport error). A run that had ended is neither: it is left as
+// it was.
 func (s *Store) CancelRuns(ctx context.Context, ids []RunID, reason string) (cancelled []bool, errs []error) {
 	cancelled = make([]bool, len(ids))
 	errs = make([]error, len(ids))
 	calls, at := s.runCalls(ids, errs, func(uuid string) []string { return []string{uuid, clip(reason, MaxErrorBytes)} }, "ff_cancel_run")
-	msgs, cerrs := s.fcallEach(ctx, calls)
-	for j, i := range at {
-		if cerrs[j] != nil {
-			errs[i] = cerrs[j]
-			continue
+	for len(calls) > 0 {
+		msgs, cerrs := s.fcallEach(ctx, calls)
+		var again []call
+		var againAt []int
+		for j, i := range at {
+			if cerrs[j] != nil {
+				errs[i] = cerrs[j]
+				continue
+			}
+			items, ref, err := envelope(msgs[j])
+			if err != nil {
+				errs[i] = fmt.Errorf("store: ff_cancel_run: %w", err)
+				continue
+			}
+			if ref != nil {
+				errs[i] = refusalError(ref, ExecutionID(ids[i]), "cancel")
+				continue
+			}
+			// A running run has members to cancel; one that had ended
+			// answers its state and none.
+			n, more, ok := cancelReply(items)
+			if !ok {
+				errs[i] = fmt.Errorf("store: ff_cancel_run: malformed reply")
+				continue
+			}
+			cancelled[i] = cancelled[i] || n > 0
+			if more {
+				again = append(again, calls[j])
+				againAt = append(againAt, i)
+			}
 		}
-		items, ref, err := envelope(msgs[j])
-		switch {
-		case err != nil:
-			errs[i] = fmt.Errorf("store: ff_cancel_run: %w", err)
-		case ref != nil:
-			errs[i] = refusalError(ref, ExecutionID(ids[i]), "cancel")
-		case len(items) >= 2:
-			// {state after, members cancelled}: a running run has members
-			// to cancel; one that had ended answers its state and none.
-			n, _ := items[1].AsInt64()
-			cancelled[i] = n > 0
-		default:
-			errs[i] = fmt.Errorf("store: ff_cancel_run: malformed reply")
-		}
+		calls, at = again, againAt
 	}
 	return cancelled, errs
 }

@@ -1,0 +1,217 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/compiler/plan"
+)
+
+// bigCancelFlow is a run larger than one cancel step: src feeds width
+// members that feed sink, and guards members, each with a deadline and an
+// `on failure` compensation, wait for src too.
+func bigCancelFlow(width, guards int, deadline time.Duration) *plan.Flow {
+	names := []string{"src", "sink"}
+	var edges []string
+	for i := range width {
+		n := fmt.Sprintf("m%d", i)
+		names = append(names, n)
+		edges = append(edges, "src->"+n, n+"->sink")
+	}
+	for i := range guards {
+		g, c := fmt.Sprintf("g%d", i), fmt.Sprintf("comp%d", i)
+		names = append(names, g, c)
+		edges = append(edges, "src->"+g, g+"->"+c+" on failure")
+	}
+	f := flowOf("big", execs(names...), edges...)
+	for i := range f.Execs {
+		if strings.HasPrefix(f.Execs[i].Name, "g") {
+			f.Execs[i].DeadlineMs = deadline.Milliseconds()
+		}
+	}
+	return f
+}
+
+// cancelStep makes one ff_cancel_run call, as a caller that stops after it
+// would, and returns whether it said more.
+func (e *env) cancelStep(id RunID, reason string) bool {
+	e.t.Helper()
+	p, uuid, err := e.s.locate(ExecutionID(id))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	items, err := e.s.single(e.ctx, call{fn: "ff_cancel_run", partition: p, args: []string{uuid, reason}}, ExecutionID(id), "cancel")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_, more, ok := cancelReply(items)
+	if !ok {
+		e.t.Fatalf("ff_cancel_run reply %v", items)
+	}
+	return more
+}
+
+// wantCancelledWhole fails unless run id ended cancelled with every member
+// cancelled for reason and nothing of the stepping left behind.
+func (e *env) wantCancelledWhole(id RunID, reason string) {
+	e.t.Helper()
+	r := e.run(id)
+	if r.State != RunCancelled || r.Cancelled != r.Total || r.Done != r.Total {
+		e.t.Fatalf("run = %s, %d of %d cancelled, %d done", r.State, r.Cancelled, r.Total, r.Done)
+	}
+	for _, n := range r.Nodes {
+		if n.State.Public != StateCancelled || n.Error != reason {
+			e.t.Fatalf("%s = %s (%q), want cancelled (%q)", n.Name, n.State.Public, n.Error, reason)
+		}
+	}
+	if _, ok := e.runRecord(id)["cancel_cursor"]; ok {
+		e.t.Fatal("the run record keeps cancel_cursor after the cancel ended")
+	}
+	for _, k := range e.keys() {
+		if strings.HasSuffix(k, ":runs:cancelling") {
+			e.t.Fatalf("%s is left after the cancel ended", k)
+		}
+	}
+}
+
+// A run larger than a cancel step is cancelled by several calls, and the
+// first leaves nothing that can start: the running member loses its lease,
+// nothing can be claimed, and a member whose deadline passes before its
+// step ends expired without firing its `on failure` compensation. A
+// caller that stopped after the first call has the rest done by
+// ResumeCancels, with the first call's reason.
+func TestFlowCancelLargeRunInSteps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	f := bigCancelFlow(CancelStepMembers, 200, 300*time.Millisecond)
+	r := e.stage(f, "")
+	src := e.claimOne("src")
+	if !e.cancelStep(r.ID, "stop it") {
+		t.Fatal("the first call of a cancel of a run larger than a step said done")
+	}
+	if run := e.run(r.ID); run.State != RunRunning {
+		t.Fatalf("run = %s after the first step, want running", run.State)
+	}
+	if err := e.s.Complete(e.ctx, src.Lease, nil); !errors.Is(err, ErrStaleLease) {
+		t.Fatalf("Complete of the running member after the first step = %v, want ErrStaleLease", err)
+	}
+	if g := e.claimAll(worker1, 100, time.Minute); len(g) != 0 {
+		t.Fatalf("claimed %v after the first step", grantIDs(g))
+	}
+
+	// Guards the first step did not reach expire on their deadline; their
+	// compensations must not fire.
+	time.Sleep(350 * time.Millisecond)
+	p, _, _ := e.s.locate(ExecutionID(r.ID))
+	if _, err := e.s.ExpireDeadlines(e.ctx, p, ScanLimitMax); err != nil {
+		t.Fatal(err)
+	}
+	expired := 0
+	for _, n := range e.run(r.ID).Nodes {
+		if n.State.Public == StateExpired {
+			expired++
+		}
+	}
+	if expired == 0 {
+		t.Fatal("no guard was left for a later step (the test needs some)")
+	}
+	if g := e.claimAll(worker1, 100, time.Minute); len(g) != 0 {
+		t.Fatalf("claimed %v: an expiry fired a compensation of a cancelling run", grantIDs(g))
+	}
+
+	// Too recent for ResumeCancels with an age: left to its caller.
+	if res, err := e.s.ResumeCancels(e.ctx, p, time.Hour, ScanLimitMax); err != nil || res.Processed != 0 {
+		t.Fatalf("ResumeCancels(age 1h) = %+v, %v, want nothing done", res, err)
+	}
+	for i := 0; ; i++ {
+		if i == 20 {
+			t.Fatal("ResumeCancels did not end the run in 20 calls")
+		}
+		if _, err := e.s.ResumeCancels(e.ctx, p, 0, ScanLimitMax); err != nil {
+			t.Fatal(err)
+		}
+		if e.run(r.ID).State != RunRunning {
+			break
+		}
+	}
+	run := e.run(r.ID)
+	if run.State != RunCancelled || run.Done != run.Total || run.Cancelled != run.Total-expired || run.Failed != expired {
+		t.Fatalf("run = %s: %d done, %d cancelled, %d failed of %d (%d expired)",
+			run.State, run.Done, run.Cancelled, run.Failed, run.Total, expired)
+	}
+	for _, n := range run.Nodes {
+		if n.State.Public == StateCancelled && n.Error != "stop it" {
+			t.Fatalf("%s cancelled with %q, want the first call's reason", n.Name, n.Error)
+		}
+		if n.State.Public != StateCancelled && n.State.Public != StateExpired {
+			t.Fatalf("%s = %s", n.Name, n.State.Public)
+		}
+	}
+	if _, ok := e.runRecord(r.ID)["cancel_cursor"]; ok {
+		t.Fatal("the run record keeps cancel_cursor after the cancel ended")
+	}
+	if res, err := e.s.ResumeCancels(e.ctx, p, 0, ScanLimitMax); err != nil || res.Processed != 0 || res.More {
+		t.Fatalf("ResumeCancels after the end = %+v, %v", res, err)
+	}
+}
+
+// CancelRun takes every step itself; a run of up to a step is cancelled
+// by one call, without the stepping's marks.
+func TestFlowCancelRunTakesEveryStep(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	big := e.stage(bigCancelFlow(2*CancelStepMembers, 0, 0), "")
+	e.claimOne("src")
+	if _, err := e.s.CancelRun(e.ctx, big.ID, "enough"); err != nil {
+		t.Fatal(err)
+	}
+	e.wantCancelledWhole(big.ID, "enough")
+
+	small := e.stage(bigCancelFlow(CancelStepMembers-2, 0, 0), "")
+	if e.cancelStep(small.ID, "small") {
+		t.Fatal("a run of one step's members took more than one call")
+	}
+	e.wantCancelledWhole(small.ID, "small")
+	if _, ok := e.runRecord(small.ID)["cancel_cursor"]; ok {
+		t.Fatal("a one-call cancel wrote cancel_cursor")
+	}
+}
+
+// CancelRuns takes the steps of every large run of the list, and reports
+// each run as CancelRun would.
+func TestFlowCancelRunsSteps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	done := e.stage(flowOf("d", execs("a")), "")
+	e.drive(func(Grant) outcome { return outcome{} })
+	big := e.stage(bigCancelFlow(CancelStepMembers+100, 0, 0), "")
+	small := e.stage(flowOf("s", execs("a", "b"), "a->b"), "")
+	ids := []RunID{big.ID, small.ID, done.ID}
+	cancelled, errs := e.s.CancelRuns(e.ctx, ids, "bulk")
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("CancelRuns: %s: %v", ids[i], err)
+		}
+	}
+	if !cancelled[0] || !cancelled[1] || cancelled[2] {
+		t.Fatalf("cancelled = %v, want [true true false]", cancelled)
+	}
+	e.wantCancelledWhole(big.ID, "bulk")
+	e.wantCancelledWhole(small.ID, "bulk")
+	if r := e.run(done.ID); r.State != RunSucceeded {
+		t.Fatalf("ended run = %s after CancelRuns", r.State)
+	}
+}
+
+// ff_cancel_resume refuses a malformed limit or age and writes nothing.
+func TestFlowCancelResumeMalformedArgs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.stage(bigCancelFlow(CancelStepMembers, 0, 0), "")
+	e.refusedUnchanged("ff_cancel_resume limit x", call{fn: "ff_cancel_resume", partition: 0, args: []string{"x", "0"}}, "resume")
+	e.refusedUnchanged("ff_cancel_resume age x", call{fn: "ff_cancel_resume", partition: 0, args: []string{"10", "x"}}, "resume")
+	e.refusedUnchanged("ff_cancel_resume limit 0", call{fn: "ff_cancel_resume", partition: 0, args: []string{"0", "0"}}, "resume")
+}
