@@ -162,6 +162,7 @@ type checker struct {
 	planBudgets map[string]*plan.Budget
 	planQuotas  map[string]*plan.Quota
 	quotaKeys   map[string]*dsl.Path
+	minDepths   map[string]int // minDepth of each record type computed so far
 }
 
 func newChecker() *checker {
@@ -175,6 +176,7 @@ func newChecker() *checker {
 		planBudgets: map[string]*plan.Budget{},
 		planQuotas:  map[string]*plan.Quota{},
 		quotaKeys:   map[string]*dsl.Path{},
+		minDepths:   map[string]int{},
 	}
 }
 

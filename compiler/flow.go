@@ -223,6 +223,9 @@ func (c *checker) checkFlow(fd *dsl.FlowDecl, pkgName string) *plan.Flow {
 	inOK, outOK := true, true
 	if fd.Input != nil {
 		f.Input, inOK = c.resolveType(fd.Input)
+		if inOK {
+			c.checkInputDepth(fd, f.Input)
+		}
 	}
 	if fd.Output != nil {
 		f.Output, outOK = c.resolveType(fd.Output)

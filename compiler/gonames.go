@@ -114,6 +114,7 @@ func (c *checker) checkGoNames(flows []plan.Flow) {
 			if cl.ident, ok = c.goIdent(cl); ok {
 				execs[id.Name] = id
 				methods.claims = append(methods.claims, cl)
+				c.goVetMethod(cl, n.Handlers)
 			}
 		}
 		// Two execs whose methods clash also clash in the names of
@@ -144,6 +145,20 @@ func (c *checker) goIdent(cl goClaim) (string, bool) {
 		return "", false
 	}
 	return ident, true
+}
+
+// goVetMethod reports an exec whose method of the Go interface handlers
+// has a name go vet holds to the signature of a well-known interface
+// (marshal_json becomes MarshalJSON): vet would reject the generated file
+// and the user's type that implements it.
+func (c *checker) goVetMethod(cl goClaim, handlers string) {
+	sig, ok := goname.VetMethod(cl.ident)
+	if !ok {
+		return
+	}
+	c.diags.Errorf(cl.id.Range(), dsl.CodeGoName,
+		"%s becomes the method %s of the Go interface %s in generated code, a name go vet reserves for %s: vet would reject the generated code and your handlers; rename the exec (%s_step, say)",
+		cl.what(), cl.ident, handlers, sig, cl.id.Name)
 }
 
 // goClashes reports every claim of s on an identifier claimed earlier in

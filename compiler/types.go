@@ -130,6 +130,45 @@ func (c *checker) checkRecursiveTypes() {
 	}
 }
 
+// checkInputDepth reports the input type t of flow fd when every value of
+// it nests deeper than ffrun takes a run's input (plan.MaxInputDepth, what
+// runtime/flowinput checks): a chain of records through required fields
+// longer than that compiles, but every run of the flow would be refused.
+func (c *checker) checkInputDepth(fd *dsl.FlowDecl, t *plan.TypeRef) {
+	if d := c.minDepth(t); d > plan.MaxInputDepth {
+		c.diags.Errorf(fd.Input.Range(), dsl.CodeTypeDepth,
+			"every value of %s, the input type of flow %q, nests %d levels deep through required record fields, and ffrun takes a run's input %d levels deep at most: make a field of the chain optional, or flatten the type",
+			plan.TypeString(t), fd.Name.Name, d, plan.MaxInputDepth)
+	}
+}
+
+// minDepth returns how deep the shallowest value of t nests, counted as
+// runtime/flowinput counts the levels of a run's input: the value of a
+// required record field is one level below its record (it is checked even
+// when it is null), while an optional field may be absent and a list or
+// map empty, so they end the chain. A value of any other type is 0 deep.
+func (c *checker) minDepth(t *plan.TypeRef) int {
+	if t.Kind != plan.KindNamed {
+		return 0
+	}
+	if d, ok := c.minDepths[t.Name]; ok {
+		return d
+	}
+	// A type that contains itself through required fields is FF0302
+	// already: let the cycle count for nothing.
+	c.minDepths[t.Name] = 0
+	d := 0
+	if pt := c.planTypes[t.Name]; pt != nil {
+		for i := range pt.Fields {
+			if f := &pt.Fields[i]; !f.Optional {
+				d = max(d, 1+c.minDepth(&f.Type))
+			}
+		}
+	}
+	c.minDepths[t.Name] = d
+	return d
+}
+
 // typeClosure adds name and every named type it reaches to set.
 func (c *checker) typeClosure(t *plan.TypeRef, set map[string]bool) {
 	for t != nil {

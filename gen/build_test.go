@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowfabric/ff/compiler"
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/dsl"
 	"github.com/flowfabric/ff/internal/goname"
 )
 
@@ -28,7 +30,8 @@ type buildCase struct {
 
 // TestGeneratedCodeBuilds writes the code generated for every testdata
 // .ff file (issue 2's example among them), every example flow file on its
-// own, the examples directory as a whole, a 300-exec flow and two
+// own, the examples directory as a whole, a 300-exec flow, execs named
+// like methods go vet checks in other shapes (vetAcceptedSource) and two
 // hand-built plans into packages of a directory inside this module, then
 // runs go build and go vet on them and go test on a package that imports
 // them all. Its tests check that each <Flow>Plan() returns exactly the
@@ -44,7 +47,12 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 	// literal rather than a raw one.
 	odd := handPlan()
 	odd.Flows[0].Execs[0].Kind = "media.`probe`"
-	cases := append([]buildCase{{dir: "handplan", pkg: handPlan()}, {dir: "oddstrings", pkg: odd}}, compiledBuildCases(t)...)
+	// Execs named like methods go vet checks in other shapes only.
+	vetNames, diags := compiler.Compile([]dsl.Source{{Name: "vetnames.ff", Data: []byte(vetAcceptedSource)}})
+	if diags.HasErrors() {
+		t.Fatalf("compiling vetAcceptedSource: %v", diags)
+	}
+	cases := append([]buildCase{{dir: "handplan", pkg: handPlan()}, {dir: "oddstrings", pkg: odd}, {dir: "vetnames", pkg: vetNames}}, compiledBuildCases(t)...)
 
 	root, err := os.MkdirTemp("testdata", "build-")
 	if err != nil {

@@ -75,15 +75,17 @@
 //
 // # Errors
 //
-// Generate never writes code that does not compile: two .ff names that
-// become one Go identifier (for example types Clip and clip, or a type
-// named PublishRun next to flow publish), two execs of a flow sharing a
-// kind, unknown types and types containing themselves by value are
-// reported as errors instead. The compiler reports the same name
-// collisions, with positions, as diagnostic FF0211; both take the naming
-// rule and the list of generated identifiers from one place
-// (internal/goname), so `ffc check` accepts exactly the names `ffc gen`
-// can use. The checks here are the backstop for plans built by other
+// Generate never writes code that does not compile or that go vet
+// rejects: two .ff names that become one Go identifier (for example types
+// Clip and clip, or a type named PublishRun next to flow publish), an exec
+// whose method would have a name go vet reserves for a well-known
+// interface (marshal_json becomes MarshalJSON), two execs of a flow
+// sharing a kind, unknown types and types containing themselves by value
+// are reported as errors instead. The compiler reports the same name
+// problems, with positions, as diagnostic FF0211; both take the naming
+// rule, the list of generated identifiers and the names go vet reserves
+// from one place (internal/goname), so `ffc check` accepts exactly the
+// names `ffc gen` can use. The checks here are the backstop for plans built by other
 // means.
 //
 // # Output

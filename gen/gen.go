@@ -127,9 +127,10 @@ func sortedByName[T any](s []T, key func(T) string) []T {
 }
 
 // check validates everything that could make the output invalid Go before
-// any code is built: Go name collisions, type references and recursive
-// types. The compiler reports name collisions too (with positions); this
-// is the backstop for plans built by other means.
+// any code is built: Go name collisions, exec names whose methods go vet
+// rejects, type references and recursive types. The compiler reports the
+// name problems too (with positions); this is the backstop for plans built
+// by other means.
 func (g *generator) check() error {
 	for _, t := range g.typeList {
 		g.names.claim(goname.Of(t.Name), fmt.Sprintf("type %q", t.Name))
@@ -152,7 +153,12 @@ func (g *generator) check() error {
 		kinds := map[string]string{}
 		for j := range fl.Execs {
 			ex := &fl.Execs[j]
-			methods.claim(goname.Of(ex.Name), fmt.Sprintf("exec %q", ex.Name))
+			method := goname.Of(ex.Name)
+			methods.claim(method, fmt.Sprintf("exec %q", ex.Name))
+			if sig, ok := goname.VetMethod(method); ok {
+				g.names.errs = append(g.names.errs, fmt.Sprintf(
+					"flow %q: exec %q becomes the method %s of %s, a name go vet reserves for %s; rename the exec", fl.Name, ex.Name, method, n.Handlers, sig))
+			}
 			if prev, ok := kinds[ex.Kind]; ok {
 				g.names.errs = append(g.names.errs, fmt.Sprintf(
 					"flow %q: execs %q and %q share the kind %q; give each exec of a flow its own kind", fl.Name, prev, ex.Name, ex.Kind))

@@ -20,7 +20,8 @@ func GoName(name string) string { return goname.Of(name) }
 // declares, with a description of what it was made for, so that two .ff
 // names that end up as one Go name are reported instead of producing code
 // that does not compile. Its scopes do the same inside one struct or
-// interface.
+// interface. check adds the other problems it finds with names (an exec
+// whose method go vet rejects, two execs of a flow sharing a kind).
 type nameTable struct {
 	pkg  *scope // the package-level identifiers
 	errs []string
@@ -80,5 +81,5 @@ func (t *nameTable) err() error {
 	if len(errs) > maxReported {
 		errs = append(errs[:maxReported], fmt.Sprintf("and %d more", len(errs)-maxReported))
 	}
-	return fmt.Errorf("gen: Go name collisions:\n\t%s", strings.Join(errs, "\n\t"))
+	return fmt.Errorf("gen: Go names generated code cannot use:\n\t%s", strings.Join(errs, "\n\t"))
 }

@@ -11,12 +11,13 @@ import (
 )
 
 // nameCandidates are .ff names chosen to meet in Go: spellings of one
-// name, initialisms, names without letters, and the names generated for a
-// flow called publish or a.
+// name, initialisms, names without letters, the names generated for a
+// flow called publish or a, and method names go vet checks.
 var nameCandidates = []string{
 	"a", "b", "A", "a_b", "aB", "AB", "ab", "id", "ID", "ids", "IDs", "_", "_1", "x1_2", "x_1_2", "x12",
 	"publish", "Publish", "publish_run", "PublishRun", "publish_handlers", "publish_plan", "PublishPlanJSON",
 	"stage_publish", "register_publish", "publish_b_upstream", "PublishAUpstream", "a_b_upstream", "AAUpstream",
+	"marshal_json", "MarshalJSON", "write_to", "unwrap",
 }
 
 // TestCheckedNamesGenerate checks that the compiler and the generator

@@ -155,3 +155,37 @@ func Upstreams(ex *plan.Exec, outputs map[string]*plan.TypeRef) []string {
 	}
 	return out
 }
+
+// vetMethods maps the method names that go vet's stdmethods check holds
+// to one signature, whatever the receiver, to that signature and the
+// interface it is for. The methods of a <Flow>Handlers interface take a
+// context.Context first, so one named so can never have it: vet rejects
+// the generated interface and the user's type that implements it. (The
+// check knows Format, ReadFrom, Scan, Seek and WriteTo too, but holds them
+// to a signature only when their first parameter has the interface's
+// type, never a context.Context; and Is, As and Unwrap only on types that
+// implement error, which a Handlers interface does not.)
+var vetMethods = map[string]string{
+	"GobDecode":     "GobDecode([]byte) error, of gob.GobDecoder",
+	"GobEncode":     "GobEncode() ([]byte, error), of gob.GobEncoder",
+	"MarshalJSON":   "MarshalJSON() ([]byte, error), of json.Marshaler",
+	"MarshalXML":    "MarshalXML(*xml.Encoder, xml.StartElement) error, of xml.Marshaler",
+	"ReadByte":      "ReadByte() (byte, error), of io.ByteReader",
+	"ReadRune":      "ReadRune() (rune, int, error), of io.RuneReader",
+	"UnmarshalJSON": "UnmarshalJSON([]byte) error, of json.Unmarshaler",
+	"UnmarshalXML":  "UnmarshalXML(*xml.Decoder, xml.StartElement) error, of xml.Unmarshaler",
+	"UnreadByte":    "UnreadByte() error, of io.ByteScanner",
+	"UnreadRune":    "UnreadRune() error, of io.RuneScanner",
+	"WriteByte":     "WriteByte(byte) error, of io.ByteWriter",
+}
+
+// VetMethod reports whether go vet requires every method named ident to
+// have one signature, which no method of a <Flow>Handlers interface has,
+// and returns that signature and the interface it is for
+// ("MarshalJSON() ([]byte, error), of json.Marshaler"). An exec whose Go
+// name is one of them (marshal_json, unmarshal_xml, read_byte, ...) would
+// give generated code that go vet rejects.
+func VetMethod(ident string) (signature string, ok bool) {
+	signature, ok = vetMethods[ident]
+	return signature, ok
+}

@@ -27,8 +27,10 @@ import (
 	"github.com/flowfabric/ff/compiler/plan"
 )
 
-// MaxDepth bounds the nesting of a checked value and of type references.
-const MaxDepth = 64
+// MaxDepth bounds the nesting of a checked value and of type references:
+// plan.MaxInputDepth, which ffc holds flow input types and schedule inputs
+// to.
+const MaxDepth = plan.MaxInputDepth
 
 // Error is a value that does not match its type. Path names the offending
 // value from the root ("input.tags[2]", `input.labels["k"]`).

@@ -61,6 +61,9 @@ const (
 	// handBackReason is the reason recorded on the attempts handed back
 	// when the drain timeout stops their handlers.
 	handBackReason = "worker shut down"
+	// goexitMessage is the failure recorded when a handler ends its
+	// goroutine with runtime.Goexit instead of returning.
+	goexitMessage = "handler exited its goroutine (runtime.Goexit, as t.FailNow does) without returning"
 	// handBacksInFlight bounds the revoke requests of a hand-back.
 	handBacksInFlight = 8
 	// HandBackGrace is how long Run waits, after the drain timeout
@@ -586,6 +589,22 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 		defer w.inWork.Done()
 		defer cancel(nil)
 		rep := report{r: r}
+		// inHandler is set while the handler runs. w.call recovers every
+		// panic, so the handler can leave it set only by ending this
+		// goroutine with runtime.Goexit (t.FailNow or t.Fatal in a test's
+		// handler): it neither returned nor panicked, and the attempt would
+		// otherwise stay running under a lease this worker renews, its slot
+		// taken. Fail it as a panic fails it.
+		inHandler := false
+		defer func() {
+			if !inHandler {
+				return
+			}
+			w.log.Error("handler exited its goroutine", slog.String(attrKind, t.Kind), slog.String(attrExecution, t.ExecutionID))
+			rep.failed, rep.retryable, rep.message = true, true, goexitMessage
+			rep.handBack = errors.Is(context.Cause(hctx), ErrShutdown)
+			w.settle(rep, t.Downstream)
+		}()
 		if h == nil {
 			rep.failed, rep.retryable = true, true
 			rep.message = fmt.Sprintf("worker %s has no handler for kind %q", w.cfg.Name, t.Kind)
@@ -605,11 +624,14 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 				err = w.fetchUpstreams(ctx, task, t.UpstreamsOmitted)
 			}
 			if err == nil {
+				inHandler = true
 				out, err = w.call(ctx, h, task)
+				inHandler = false
 			}
 			switch {
 			case err != nil:
-				rep.failed, rep.message, rep.retryable = true, clip(err.Error(), messageMaxBytes), !IsPermanent(err)
+				rep.failed = true
+				rep.message, rep.retryable = w.describe(task, err)
 			case len(out) > OutputMaxBytes:
 				rep.failed, rep.message = true, fmt.Sprintf("handler output is %d bytes, the limit is %d", len(out), OutputMaxBytes)
 			case len(out) > 0 && !json.Valid(out):
@@ -623,23 +645,31 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 				rep.handBack = true
 			}
 		}
-		if t.Downstream && !rep.failed && !w.cfg.NoHandoff && !w.handoffOff.Load() && !w.draining.Load() {
-			// Keep the slot for what the completion hands off; the inWork
-			// count taken here (while this handler's own is still held)
-			// keeps a drain waiting for the answer.
-			rep.held = true
-			w.inWork.Add(1)
-		} else {
-			w.slots <- struct{}{}
-		}
-		select {
-		case w.reports <- rep:
-		case <-w.quit: // abandoned after the drain timeout
-			if rep.held {
-				w.release(nil)
-			}
-		}
+		w.settle(rep, t.Downstream)
 	})
+}
+
+// settle ends an attempt on its handler goroutine: it gives back the
+// attempt's slot, or keeps it for what the completion hands off when the
+// task has downstream work (downstream) and succeeded, and queues rep for
+// the reporter.
+func (w *Worker) settle(rep report, downstream bool) {
+	if downstream && !rep.failed && !w.cfg.NoHandoff && !w.handoffOff.Load() && !w.draining.Load() {
+		// Keep the slot for what the completion hands off; the inWork
+		// count taken here (while this handler's own is still held)
+		// keeps a drain waiting for the answer.
+		rep.held = true
+		w.inWork.Add(1)
+	} else {
+		w.slots <- struct{}{}
+	}
+	select {
+	case w.reports <- rep:
+	case <-w.quit: // abandoned after the drain timeout
+		if rep.held {
+			w.release(nil)
+		}
+	}
 }
 
 // runOn runs f on a handler goroutine that is waiting for work, or on a
@@ -743,6 +773,23 @@ func (w *Worker) fetchUpstream(ctx context.Context, name, id string) (json.RawMe
 		return nil, fmt.Errorf("upstream %s (%s) is %s, without a result", name, id, res.State)
 	}
 	return res.Result, nil
+}
+
+// describe returns the failure message (clipped to what the server keeps)
+// and the retryability of err, the error a handler of t returned. err's
+// methods are the user's code: an Error, Unwrap or As method that panics
+// (a nil *T returned as an error, whose Error reads a field, is the usual
+// case) fails the attempt, retryable, as a panic in the handler does,
+// instead of crashing the worker.
+func (w *Worker) describe(t *Task, err error) (msg string, retryable bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error("handler error panicked", slog.String(attrKind, t.kind), slog.String(attrExecution, t.id),
+				slog.String("type", fmt.Sprintf("%T", err)), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			msg, retryable = clip(fmt.Sprintf("handler returned an error of type %T whose methods panicked: %v", err, p), messageMaxBytes), true
+		}
+	}()
+	return clip(err.Error(), messageMaxBytes), !IsPermanent(err)
 }
 
 // call runs h, turning a panic into a *PanicError.
