@@ -149,7 +149,7 @@ local BLOCK_ELIGIBILITY = {
 -- ARGV[3]  detail (human-readable)
 -- ARGV[4]  recheck delay, ms: the blocked index score is now + delay, and
 --          the unblock scanner looks at entries whose score has passed
--- Reply: {1, public_state}
+-- Reply: {1, 'blocked'}
 --        {0, 'not_found'}
 --        {0, 'wrong_state', public_state}  (not eligible now)
 --        {0, 'invalid', 'reason' | 'delay', message} (nothing written)

@@ -226,15 +226,16 @@ end
 --          (a grant the worker never received)
 -- Reply: {1, public_state}
 --        {0, 'not_found'}
---        {0, 'wrong_state', public_state}  (not active)
---        {0, 'stale_lease', reason, public_state}  (fenced: another lease;
---        or its lease expired, attempt timed out or deadline passed, and
---        the call applied that limit instead)
+--        {0, 'wrong_state', public_state}  (not active; without a lease)
+--        {0, 'stale_lease', reason, public_state[, retry due]}  (fenced:
+--        not active (not_active: the worker lost it, as a late report of
+--        the lease is told), another lease; or its lease expired, attempt
+--        timed out or deadline passed, and the call applied that limit
+--        instead)
 local function ff_revoke_lease(keys, argv)
   local p = part(keys[1])
   local c = read_core(p, argv[1])
   if not c then return refuse('not_found') end
-  if not is(c.state, 'active') then return refuse('wrong_state', public_of(c.state)) end
   local now = now_ms()
   if argv[3] then
     local why = lease_check(c, argv[3], argv[4], now)
@@ -245,6 +246,8 @@ local function ff_revoke_lease(keys, argv)
       flush(p)
       return r
     end
+  elseif not is(c.state, 'active') then
+    return refuse('wrong_state', public_of(c.state))
   end
   local reason = argv[2]
   if reason == '' then reason = 'lease revoked' end

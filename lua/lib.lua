@@ -699,15 +699,15 @@ local function after_attempt(p, c, outcome, message, now, charge, retryable, fra
     af, av, 'charged_attempts', itoa(charged), 'last_error', err), now + delay
 end
 
--- lease_check returns nil when the lease (id, epoch) is the current,
--- unexpired lease of c and neither the attempt's timeout nor the
--- execution's deadline has passed, else the refusal reason: not_active,
--- lease_mismatch, or one of OVERDUE (end_overdue applies it).
-local function lease_check(c, lease_id, epoch, now)
-  if not is(c.state, 'active') then return 'not_active' end
-  if c.lease_id ~= lease_id or c.lease_epoch ~= epoch then return 'lease_mismatch' end
-  -- A limit that passed ends the attempt whether or not its scanner came
-  -- by yet: the first of them to pass, as an instant scanner would have.
+-- overdue returns the first of the limits of active execution c that
+-- passed by now: lease_expired, attempt_timed_out or deadline_passed (one
+-- of OVERDUE, which end_overdue applies), or nil when none did. A limit
+-- that passed ends the attempt whether or not its scanner came by yet,
+-- and when several passed, the first to pass decides (on a tie the lease,
+-- then the timeout), as scanners running at every instant would have: a
+-- worker's fenced call (lease_check) and each scanner (scanner.lua) apply
+-- that one, whichever of them comes first.
+local function overdue(c, now)
   local why, at = nil, num(c.lease_expires_at)
   if at <= now then why = 'lease_expired' end
   if num(c.attempt_timeout_ms) > 0 then
@@ -717,6 +717,16 @@ local function lease_check(c, lease_id, epoch, now)
   local dl = num(c.deadline_at)
   if dl > 0 and dl <= now and (not why or dl < at) then why = 'deadline_passed' end
   return why
+end
+
+-- lease_check returns nil when the lease (id, epoch) is the current,
+-- unexpired lease of c and neither the attempt's timeout nor the
+-- execution's deadline has passed, else the refusal reason: not_active,
+-- lease_mismatch, or the first limit that passed (overdue).
+local function lease_check(c, lease_id, epoch, now)
+  if not is(c.state, 'active') then return 'not_active' end
+  if c.lease_id ~= lease_id or c.lease_epoch ~= epoch then return 'lease_mismatch' end
+  return overdue(c, now)
 end
 
 -- expire_lease applies the lease-expiry transition: the interrupted attempt
@@ -750,9 +760,10 @@ local function expire_deadline(p, c, now)
 end
 
 -- end_overdue applies to active execution c the transition of the limit
--- lease_check found passed (why): what the lease, timeout or deadline
+-- overdue found passed first (why): what the lease, timeout or deadline
 -- scanner would have done. jitter is the retry jitter fraction of a
--- timeout. Returns the public state.
+-- timeout. Returns the public state (and, for a lease expiry or a
+-- timeout, the retry due time: 0 when eligible now or terminal).
 local function end_overdue(p, c, why, now, jitter)
   if why == 'lease_expired' then return expire_lease(p, c, now) end
   if why == 'attempt_timed_out' then

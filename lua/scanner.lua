@@ -36,17 +36,36 @@ local function sweep(keys, argv, index, at, act)
   return ok(n, #list >= limit and 1 or 0)
 end
 
--- ff_expire_leases: requeue (or fail) executions whose lease expired.
+-- first_overdue returns the act of a sweep over an index of running
+-- executions whose own limit is own (a reason of OVERDUE): it applies the
+-- first limit of the execution that passed (overdue), which is own unless
+-- another passed before it (a lease that expired before the attempt timed
+-- out makes a reclaim, not a timeout), so that the outcome does not depend
+-- on which scanner, or which fenced call of the worker, comes first. The
+-- transition leaves the indexes of the running attempt (leases, timeouts),
+-- and deadlines when it ends the execution. seed is the scanner's jitter
+-- seed (a timeout's retry backoff).
+local function first_overdue(own, seed)
+  return function(p, c, now, i)
+    end_overdue(p, c, overdue(c, now) or own, now, jitter_frac(seed, i))
+  end
+end
+
+-- ff_expire_leases: requeue (or fail) executions whose lease expired;
+-- one whose attempt timeout or deadline passed before it is timed out or
+-- expired instead.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit
+-- ARGV[2]  jitter seed
 local function ff_expire_leases(keys, argv)
   return sweep(keys, argv, 'leases', function(c)
     return is(c.state, 'active') and num(c.lease_expires_at) or nil
-  end, expire_lease)
+  end, first_overdue('lease_expired', argv[2]))
 end
 
 -- ff_timeout_attempts: fail running attempts whose attempt timeout passed;
--- they are retried per the policy.
+-- they are retried per the policy. One whose lease expired or deadline
+-- passed before the timeout is reclaimed or expired instead.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit
 -- ARGV[2]  jitter seed
@@ -55,19 +74,31 @@ local function ff_timeout_attempts(keys, argv)
     if not is(c.state, 'active') then return nil end -- stale: no need to read more
     local deadline = num(more(c).attempt_deadline_at)
     return deadline ~= 0 and deadline or nil
-  end, function(p, c, now, i)
-    after_attempt(p, c, 'timed_out', 'attempt timed out', now, true, true, jitter_frac(argv[2], i))
-  end)
+  end, first_overdue('attempt_timed_out', argv[2]))
 end
 
 -- ff_expire_deadlines: end executions whose execution deadline passed, in
--- any non-terminal state, with outcome expired.
+-- any non-terminal state, with outcome expired. A running attempt whose
+-- lease expired or timeout passed before the deadline ends as that limit
+-- makes it end first (reclaim, retry or failure, as its scanner would
+-- have), then the execution expires unless that ended it.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit
+-- ARGV[2]  jitter seed
 local function ff_expire_deadlines(keys, argv)
   return sweep(keys, argv, 'deadlines', function(c)
     return not is(c.state, 'terminal') and c.deadline_at ~= '' and num(c.deadline_at) or nil
-  end, expire_deadline)
+  end, function(p, c, now, i)
+    if is(c.state, 'active') then
+      local why = overdue(c, now) or 'deadline_passed'
+      if why ~= 'deadline_passed' then
+        end_overdue(p, c, why, now, jitter_frac(argv[2], i))
+        c = read_core(p, c.u) -- what the end of the attempt left
+        if is(c.state, 'terminal') then return end
+      end
+    end
+    expire_deadline(p, c, now)
+  end)
 end
 
 -- lanes_due hands act(key, u, lane) every member due at `at` of the index

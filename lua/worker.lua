@@ -292,8 +292,10 @@ end
 --        member's input when a reference is a deferred key
 --        ("<quota id>?<key path>", settled by ff_resolve_quotas).
 --        {0, 'invalid', 'claim', message}: a max, lease duration or lease
---        id prefix missing or not a number, or lanes that do not match the
---        KEYS (nothing written: checked before the first write).
+--        id prefix missing or not a number, a count of breached budgets or
+--        of admissions that is not a whole number or that the arguments
+--        do not cover, or lanes that do not match the KEYS (nothing
+--        written: checked before the first write).
 local function ff_claim(keys, argv)
   local max = tonumber(argv[4])
   local ttl = tonumber(argv[5])
@@ -303,17 +305,23 @@ local function ff_claim(keys, argv)
   if not max or not ttl or not argv[6] then
     return refuse('invalid', 'claim', 'max, lease duration and lease id prefix are required')
   end
+  -- The counts bound the loops below: whole, not negative, and covered by
+  -- the arguments with at least one lane after them.
+  local nbud = tonumber(argv[9])
+  local nadm = nbud and nbud >= 0 and nbud == math.floor(nbud) and tonumber(argv[10 + 3 * nbud])
+  if not nadm or nadm < 0 or nadm ~= math.floor(nadm) or #argv < 11 + 3 * (nbud + nadm) then
+    return refuse('invalid', 'claim', 'the budget and admission counts must be whole and match the arguments')
+  end
   local p = part(keys[1])
   local have = token_set(argv[3])
   local kinds = kind_set(argv[8])
   local breached = {}
   local ai = 10
-  for _ = 1, tonumber(argv[9]) do
+  for _ = 1, nbud do
     breached[argv[ai]] = {argv[ai + 1], argv[ai + 2]}
     ai = ai + 3
   end
   local admitted, admitted_list = {}, {}
-  local nadm = tonumber(argv[ai])
   ai = ai + 1
   for _ = 1, nadm do
     admitted[argv[ai]] = {tonumber(argv[ai + 1]), argv[ai + 2]}

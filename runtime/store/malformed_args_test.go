@@ -145,6 +145,34 @@ func TestMalformedClaimBadTTLWritesNothing(t *testing.T) {
 	e.check(x2.ID)
 }
 
+// ff_claim: the counts of breached budgets and of admissions bound the
+// loops that read them; one that is not a whole number, or that the
+// arguments do not cover, is refused before anything is read or written.
+func TestMalformedClaimCountsRefused(t *testing.T) {
+	t.Parallel()
+	e := onePartition(t)
+	x := e.create(CreateRequest{})
+	k := e.s.k
+	keys := []string{k.anchor(0), k.leases(0), k.timeouts(0),
+		k.lane(0, "default", "default", indexEligible), k.lane(0, "default", "default", indexBlocked)}
+	head := []string{worker1.WorkerID, worker1.InstanceID, "", "1", "60000", "p", "*", ""}
+	for _, tc := range []struct {
+		name string
+		tail []string
+	}{
+		{"a breached-budget count that is no number", []string{"some", "0", "default"}},
+		{"an admission count that is no number", []string{"0", "few", "default"}},
+		{"a negative breached-budget count", []string{"-1", "0", "default"}},
+		{"a fractional admission count", []string{"0", "0.5", "default"}},
+		{"a breached-budget count past the arguments", []string{"2", "b", "block", "d", "0", "default"}},
+		{"an admission count past the arguments", []string{"0", "3", "u", "1", "t", "default"}},
+	} {
+		args := append(append([]string{}, head...), tc.tail...)
+		e.refusedUnchanged("claim with "+tc.name, call{fn: "ff_claim", partition: 0, keys: keys, args: args}, "claim")
+	}
+	e.wantState(x.ID, StateWaiting)
+}
+
 // ff_block: the record is written before the blocked index score is
 // computed from the recheck delay.
 func TestMalformedBlockBadDelayWritesNothing(t *testing.T) {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -168,5 +169,35 @@ func TestGiveBackAfterTimeout(t *testing.T) {
 	p, _ := x.ID.Partition()
 	if n, err := e.s.TimeoutAttempts(e.ctx, p, 10); err != nil || n.Processed != 0 {
 		t.Fatalf("TimeoutAttempts = %+v, %v; want nothing left", n, err)
+	}
+}
+
+// TestGiveBackOfLostLeaseIsStale: a worker gives back (fenced revoke) a
+// lease it lost meanwhile (the lease scanner requeued the execution, which
+// no other worker claimed yet). Like a late report of the same lease, the
+// give-back is refused with stale_lease not_active, not wrong_state, and
+// changes nothing.
+func TestGiveBackOfLostLeaseIsStale(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	x := e.create(CreateRequest{Retry: RetryPolicy{Attempts: 2}})
+	p, _ := x.ID.Partition()
+	g := e.claim(x.ID, worker1, LeaseTTLMin)
+	time.Sleep(LeaseTTLMin + 50*time.Millisecond)
+	if res, err := e.s.ExpireLeases(e.ctx, p, 10); err != nil || res.Processed != 1 {
+		t.Fatalf("ExpireLeases = %+v, %v", res, err)
+	}
+	e.wantState(x.ID, StateWaiting)
+	wantLeaseErr(t, "late Complete", e.s.Complete(e.ctx, g.Lease, nil), LeaseReasonNotActive, StateWaiting)
+	_, err := e.s.RevokeLeaseOf(e.ctx, g.Lease, "shutdown")
+	wantLeaseErr(t, "late RevokeLeaseOf", err, LeaseReasonNotActive, StateWaiting)
+	w := e.wantState(x.ID, StateWaiting)
+	if w.Reclaims != 1 || len(w.Attempts) != 1 || w.Attempts[0].Outcome != AttemptLeaseExpired {
+		t.Fatalf("reclaims %d, attempts %+v; want the one lease expiry only", w.Reclaims, w.Attempts)
+	}
+	// Without a lease (an operator's revoke) it stays wrong_state.
+	var se *StateError
+	if _, err := e.s.RevokeLease(e.ctx, x.ID, "operator"); !errors.As(err, &se) || se.State != StateWaiting {
+		t.Fatalf("RevokeLease of a waiting execution = %v, want a *StateError (waiting)", err)
 	}
 }

@@ -31,9 +31,11 @@ func (s *Store) scan(ctx context.Context, fn string, partition, limit int, extra
 // expired: the attempt ends as lease_expired without being charged to the
 // retry policy; the execution is eligible again at once (its next attempt
 // is a reclaim) until its reclaims exceed its max_reclaims, then it fails
-// with reason reclaims_exhausted.
+// with reason reclaims_exhausted. An attempt whose timeout or execution
+// deadline passed before its lease expired is timed out or expired
+// instead: the first limit to pass decides, whichever scanner comes first.
 func (s *Store) ExpireLeases(ctx context.Context, partition, limit int) (ScanResult, error) {
-	return s.scan(ctx, "ff_expire_leases", partition, limit)
+	return s.scan(ctx, "ff_expire_leases", partition, limit, jitterSeed())
 }
 
 // PromoteDelayed makes up to limit due delayed executions of partition
@@ -43,16 +45,25 @@ func (s *Store) PromoteDelayed(ctx context.Context, partition, limit int) (ScanR
 }
 
 // TimeoutAttempts fails up to limit running attempts of partition whose
-// attempt timeout passed; they are retried per the policy.
+// attempt timeout passed; they are retried per the policy. An attempt
+// whose lease expired or execution deadline passed before its timeout is
+// reclaimed or expired instead, as ExpireLeases and ExpireDeadlines would
+// have done.
 func (s *Store) TimeoutAttempts(ctx context.Context, partition, limit int) (ScanResult, error) {
-	return s.scan(ctx, "ff_timeout_attempts", partition, limit, strconv.Itoa(rand.IntN(1_000_000_000)))
+	return s.scan(ctx, "ff_timeout_attempts", partition, limit, jitterSeed())
 }
 
 // ExpireDeadlines ends up to limit executions of partition whose execution
-// deadline passed, with outcome expired, whatever their state.
+// deadline passed, with outcome expired, whatever their state. A running
+// attempt whose lease expired or timeout passed before the deadline first
+// ends as that limit ends it (reclaim, retry or failure); the execution
+// then expires unless that ended it.
 func (s *Store) ExpireDeadlines(ctx context.Context, partition, limit int) (ScanResult, error) {
-	return s.scan(ctx, "ff_expire_deadlines", partition, limit)
+	return s.scan(ctx, "ff_expire_deadlines", partition, limit, jitterSeed())
 }
+
+// jitterSeed returns a random seed of the retry jitter of a call.
+func jitterSeed() string { return strconv.Itoa(rand.IntN(1_000_000_000)) }
 
 // PurgeTerminal deletes executions of partition that have been terminal
 // for longer than age, with every key and index entry, then flow runs that
