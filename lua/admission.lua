@@ -34,6 +34,90 @@ local function ff_worker_heartbeat(keys, argv)
   return ok(status, expires)
 end
 
+-- ff_worker_sweep: drop the expired instances of a namespace's worker
+-- registry (the retention scanner, for namespaces no heartbeat comes to
+-- any more). The ZSET goes with its last entry, so a namespace without a
+-- connected worker has no registry key left; the store then drops it from
+-- <prefix>ff:namespaces (Store.PruneNamespaces). The instances' hashes
+-- expire on their own.
+-- KEYS[1]  <prefix>ff:{w:<ns>}:workers   ZSET instance -> expiry ms
+-- Reply: {1, connected instances left}
+local function ff_worker_sweep(keys)
+  redis.call('ZREMRANGEBYSCORE', keys[1], '-inf', ts(now_ms()))
+  return ok(redis.call('ZCARD', keys[1]))
+end
+
+-- ff_prune_lanes: drop from the partition's lane set (the anchor) the
+-- lanes that hold nothing, so that what walks it (the scanners, listings)
+-- costs what is in use, not every lane ever used. A lane holds nothing
+-- when every index of it is empty and no execution of it runs (a running
+-- execution is in no lane index, only in B:leases, and comes back to one
+-- when its attempt ends). Everything that puts an execution in a lane
+-- index without it running before (a creation, a staging) adds the lane
+-- to the set again, and this call is atomic, so a lane is never missing
+-- while it holds something. The set is walked with SSCAN, about limit
+-- members a call, from where the last call stopped (B:lanes:sweep, the
+-- cursor; deleted at the end of a pass). The running executions are read
+-- only when an empty lane was found, and not at all on a partition with
+-- more than PRUNE_RUNNING_MAX of them: its empty lanes wait for a quieter
+-- pass.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  limit (about how many lanes a call looks at, 1..1000)
+-- Reply: {1, lanes dropped, more}: more = the pass is not over and this
+--        call dropped some (more may follow)
+--        {0, 'invalid', 'limit', message} (nothing written)
+local LANE_INDEXES = {'eligible', 'delayed', 'pending', 'blocked', 'blocked_budget', 'blocked_quota', 'terminal'}
+-- PRUNE_RUNNING_MAX bounds the running executions a call reads (one HMGET
+-- each, a few microseconds, in one atomic call).
+local PRUNE_RUNNING_MAX = 2000
+
+local function ff_prune_lanes(keys, argv)
+  local limit = tonumber(argv[1])
+  if not limit or limit ~= math.floor(limit) or limit < 1 or limit > 1000 then
+    return refuse('invalid', 'limit', 'not an integer in 1..1000: ' .. tostring(argv[1]))
+  end
+  local p = part(keys[1])
+  local sweep = p.base .. ':lanes:sweep'
+  local from = redis.call('GET', sweep)
+  if not from or not string.match(from, '^%d+$') then from = '0' end
+  local r = redis.call('SSCAN', keys[1], from, 'COUNT', itoa(limit))
+  local empty, n = {}, 0
+  for _, m in ipairs(r[2]) do
+    local ns, lane = string.match(m, '^([^:]+):(.+)$')
+    if ns then
+      local q, ks = p.base .. ':q:' .. ns .. ':' .. lane .. ':', {}
+      for i, index in ipairs(LANE_INDEXES) do ks[i] = q .. index end
+      if redis.call('EXISTS', unpack(ks)) == 0 then
+        empty[m] = true
+        n = n + 1
+      end
+    end
+  end
+  local dropped = 0
+  if n > 0 then
+    local running = redis.call('ZCARD', p.leases)
+    if running <= PRUNE_RUNNING_MAX then
+      if running > 0 then
+        for _, u in ipairs(redis.call('ZRANGE', p.leases, 0, -1)) do
+          local f = redis.call('HMGET', p.xp .. u, 'ns', 'lane')
+          if f[1] and f[2] then empty[f[1] .. ':' .. f[2]] = nil end
+        end
+      end
+      local list = {}
+      for m in pairs(empty) do list[#list + 1] = m end
+      call_all('SREM', keys[1], list)
+      dropped = #list
+    end
+  end
+  local cursor = r[1]
+  if cursor ~= '0' then
+    redis.call('SET', sweep, cursor)
+  elseif from ~= '0' then
+    redis.call('DEL', sweep) -- the end of the pass: the next starts again
+  end
+  return ok(dropped, (cursor ~= '0' and dropped > 0) and 1 or 0)
+end
+
 -- ff_unblock_route: make executions waiting for a capable worker eligible
 -- again when the namespace's connected workers now cover them.
 -- KEYS[1]  partition anchor
@@ -219,6 +303,8 @@ local function ff_unblock(keys, argv)
 end
 
 register('ff_worker_heartbeat', ff_worker_heartbeat)
+register('ff_worker_sweep', ff_worker_sweep)
+register('ff_prune_lanes', ff_prune_lanes)
 register('ff_block', ff_block)
 register('ff_unblock', ff_unblock)
 register('ff_unblock_route', ff_unblock_route)

@@ -351,7 +351,7 @@ type NamespaceOptions struct {
 	WithoutLanes bool   // leave the lanes' counts out (the bulk of the cost)
 }
 
-// Namespaces sums up every namespace that has lanes or had a worker: the
+// Namespaces sums up every namespace that has lanes or workers: the
 // flow runs kept, the connected workers and each lane's counts.
 func (c *Client) Namespaces(ctx context.Context, o NamespaceOptions) (*wire.NamespaceList, error) {
 	q := url.Values{}

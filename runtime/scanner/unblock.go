@@ -91,6 +91,7 @@ func NewUnblock(cfg UnblockConfig) (*Unblock, error) {
 		if err != nil {
 			return errors.Join(berr, err)
 		}
+		u.cursor.KeepNamespaces(namespaces) // nothing kept of namespaces gone
 		errs := []error{berr}
 		for _, ns := range namespaces {
 			union, err := cfg.Store.CapabilityUnion(ctx, ns)

@@ -15,8 +15,9 @@ import (
 // parkLog logs (info) every execution that admission parked — waiting for a
 // budget, a quota or a capable worker — once, with the reason and the
 // human-readable detail, and when it leaves the blocked state. It reads
-// the blocked executions of every namespace that had workers (and the
-// default namespace) once per interval, at most parkLogPage per namespace.
+// the blocked executions of every namespace with lanes or workers (and the
+// default namespace) once per interval, at most parkLogPage per namespace:
+// the blocked ones of a namespace whose workers all left are still parked.
 type parkLog struct {
 	loop
 	st  *store.Store
@@ -38,7 +39,7 @@ func newParkLog(st *store.Store, log *slog.Logger, interval time.Duration) *park
 }
 
 func (p *parkLog) tick(ctx context.Context) {
-	nss, err := p.st.Namespaces(ctx)
+	nss, err := p.st.KnownNamespaces(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.DebugContext(ctx, "park log: list namespaces", slog.Any("error", err))

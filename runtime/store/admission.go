@@ -361,6 +361,36 @@ func (c *UnblockCursor) setRouteLap(g routeGroup, lane string, l lap) {
 	c.lanes[g][lane] = l
 }
 
+// KeepNamespaces forgets where the passes left off in the route-blocked
+// indexes of every namespace but those of names (the unblock scanner
+// passes its tick's namespaces), so that the cursor keeps nothing of a
+// namespace gone (PruneNamespaces).
+func (c *UnblockCursor) KeepNamespaces(names []string) {
+	if c == nil {
+		return
+	}
+	for g := range c.lanes {
+		if !slices.Contains(names, g.namespace) {
+			delete(c.lanes, g)
+		}
+	}
+}
+
+// keepIndexes forgets where the passes left off in the indexes whose key
+// starts with prefix (those of a partition) but the keys of keep (its
+// indexes read now), so that the cursor keeps nothing of a lane gone
+// (PruneLanes).
+func (c *UnblockCursor) keepIndexes(prefix string, keep map[string]bool) {
+	if c == nil {
+		return
+	}
+	for key := range c.offsets {
+		if strings.HasPrefix(key, prefix) && !keep[key] {
+			delete(c.offsets, key)
+		}
+	}
+}
+
 // QuotaRoom is the quota room of one unblock pass over the flow
 // partitions: how many more admissions each quota subject has room for.
 // UnblockAdmission reads a subject's room when the pass first meets it and
@@ -425,6 +455,13 @@ func (s *Store) UnblockAdmission(ctx context.Context, req AdmissionUnblock) (Sca
 			sources = append(sources, source{ns, lane, indexBlockedBudget, WaitingForBudget},
 				source{ns, lane, indexBlockedQuota, WaitingForQuota})
 		}
+	}
+	if c := req.Cursor; c != nil && len(c.offsets) > 0 {
+		current := make(map[string]bool, len(sources))
+		for _, src := range sources {
+			current[s.k.lane(p, src.ns, src.lane, src.index)] = true
+		}
+		c.keepIndexes(s.k.base(p)+":q:", current)
 	}
 	if len(sources) > 0 {
 		// When the sources outnumber what the limit covers, each gets its

@@ -11,7 +11,9 @@ import (
 //	<prefix>ff:config                    HASH   deployment settings (partition counts; limits_indexed:
 //	                                            the budget and quota indexes were backfilled)
 //	<prefix>ff:limits_backfill           STRING the lock of a backfill pass (PX)
-//	B:lanes                              SET    "<ns>:<lane>" pairs seen on the partition
+//	B:lanes                              SET    "<ns>:<lane>" pairs of the lanes holding work on the
+//	                                            partition (ff_prune_lanes drops those left empty)
+//	B:lanes:sweep                        STRING the SSCAN cursor of ff_prune_lanes' pass
 //	B:x:<uuid>                           HASH   execution record, payload, result and
 //	                                            attempt history ("att:<n>", "att:<n>:end")
 //	B:idem:<ns>:<key>                    STRING idempotency key -> uuid (PX)
@@ -38,7 +40,8 @@ import (
 //	B:usagefence:<uuid>:<dedup key>      STRING a usage report the fence accepted (PX, ff_usage_fence)
 //	<prefix>ff:{w:<ns>}:workers          ZSET   connected worker instances; score = expiry ms
 //	<prefix>ff:{w:<ns>}:worker:<inst>    HASH   worker id, lanes, capabilities, times (PEXPIREAT)
-//	<prefix>ff:namespaces                SET    namespaces that had workers (unblock scanner)
+//	<prefix>ff:namespaces                SET    namespaces with connected workers (unblock scanner;
+//	                                            PruneNamespaces drops those without)
 //	<prefix>ff:ui:revoked:<id>           STRING a console session signed out of (PXAT its expiry)
 
 // Index names within a lane.

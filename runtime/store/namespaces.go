@@ -14,9 +14,10 @@ import (
 // runs it keeps and its connected workers.
 type NamespaceSummary struct {
 	Name string
-	// Lanes are the namespace's lanes that ever held an execution, by
-	// name, with their counts summed over the flow partitions (nil when
-	// not asked for).
+	// Lanes are the namespace's lanes that hold an execution (and those
+	// left empty since the retention scanner last pruned the lanes, with
+	// zero counts), by name, with their counts summed over the flow
+	// partitions (nil when not asked for).
 	Lanes []LaneStats
 	// Runs counts the flow runs kept (running, or ended and not yet
 	// deleted by retention).
@@ -35,8 +36,8 @@ type NamespaceOptions struct {
 	Lanes bool
 }
 
-// NamespaceSummaries returns every namespace that has lanes (an execution
-// or a flow run was created in it) or had a worker, by name (or only
+// NamespaceSummaries returns every namespace that has lanes (see
+// PruneLanes) or connected workers (see PruneNamespaces), by name (or only
 // o.Namespace). Each figure is read by its own command: not one atomic
 // picture. It costs the partitions' lane sets, then in one pipelined
 // round a count per namespace and partition (runs) and per namespace
@@ -133,4 +134,34 @@ func (s *Store) NamespaceSummaries(ctx context.Context, o NamespaceOptions) ([]N
 		slices.SortFunc(out[i].Lanes, func(a, b LaneStats) int { return cmp.Compare(a.Lane, b.Lane) })
 	}
 	return out, nil
+}
+
+// PruneLanes drops from flow partition p's lane set the lanes that hold
+// nothing (ff_prune_lanes): every index of the lane empty and no execution
+// of it running. The lane set is what the scanners, the listings and the
+// namespace summaries walk, so without it their cost would grow with every
+// lane ever used; a lane used again is added back by the call that uses
+// it. Each call looks at about limit lanes, from where the last call
+// stopped; Processed counts the lanes dropped, and More is set when the
+// pass is not over and this call dropped some. The retention scanner
+// calls it after each partition's purge.
+func (s *Store) PruneLanes(ctx context.Context, partition, limit int) (ScanResult, error) {
+	return s.scan(ctx, "ff_prune_lanes", partition, limit)
+}
+
+// KnownNamespaces returns, sorted, the namespaces NamespaceSummaries
+// lists (those with lanes or connected workers) without their figures: one
+// pipelined read of the partitions' lane sets and the namespace set. A
+// namespace whose workers all left stays known while its lanes hold
+// something (its blocked executions, say).
+func (s *Store) KnownNamespaces(ctx context.Context) ([]string, error) {
+	lanes, names, err := s.lanesAndNamespaces(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: namespaces: %w", err)
+	}
+	for _, l := range lanes {
+		names = append(names, l.ns)
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
 }

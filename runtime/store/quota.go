@@ -666,12 +666,18 @@ func (s *Store) DrainQuotaReleases(ctx context.Context, p, limit int) (ScanResul
 // must exceed the time between AdmitQuota and the Claim that uses it
 // (milliseconds in practice).
 //
-// Each call checks up to limit due slots, the subjects whose oldest due
-// slot is oldest first, so slots of long-running attempts never hide a
-// leaked one behind them. It returns the slots freed; More is set when due
-// slots were left unchecked. Subjects that hold no slot and have an empty
-// window and no pause are forgotten (ff_quota_forget), so keyed quotas do not
-// accumulate key values.
+// Each call looks at about limit subjects of the partition (SSCAN), from
+// where the last call's walk stopped (<prefix>ff:{q:K}:subjects:sweep, the
+// cursor, deleted at the end of a pass), so its cost follows its limit, not
+// the key values seen. It checks up to limit of their due slots, the
+// subjects whose oldest due slot is oldest first, so slots of long-running
+// attempts never hide a leaked one behind them: while due slots of the
+// subjects looked at are left unchecked, the walk stays where it is. It
+// returns the slots freed; More is set when due slots were left unchecked,
+// or when the pass is not over and the call forgot subjects. Subjects of
+// the call that hold no slot and have an empty window and no pause are
+// forgotten (ff_quota_forget), so keyed quotas do not accumulate key
+// values. A leaked slot is found within a pass over the subjects.
 func (s *Store) ReconcileQuotaSlots(ctx context.Context, q int, grace time.Duration, limit int) (ScanResult, error) {
 	if q < 0 || q >= s.cfg.QuotaPartitions {
 		return ScanResult{}, invalid("partition", "%d is outside 0..%d", q, s.cfg.QuotaPartitions-1)
@@ -679,14 +685,43 @@ func (s *Store) ReconcileQuotaSlots(ctx context.Context, q int, grace time.Durat
 	if limit < 1 || limit > ScanLimitMax {
 		return ScanResult{}, invalid("limit", "%d is outside 1..%d", limit, ScanLimitMax)
 	}
-	resps := s.c.DoMulti(ctx, s.c.B().Smembers().Key(s.k.subjects(q)).Build(), s.c.B().Time().Build())
-	subjects, err := resps[0].AsStrSlice()
+	sweep := s.k.subjects(q) + ":sweep"
+	resps := s.c.DoMulti(ctx, s.c.B().Get().Key(sweep).Build(), s.c.B().Time().Build())
+	from, err := resps[0].ToString()
+	if valkey.IsValkeyNil(err) {
+		from, err = "0", nil
+	}
 	if err != nil {
-		return ScanResult{}, fmt.Errorf("store: read quota subjects: %w", err)
+		return ScanResult{}, fmt.Errorf("store: read quota subject cursor: %w", err)
+	}
+	cursor, err := strconv.ParseUint(from, 10, 64)
+	if err != nil {
+		cursor, from = 0, "0" // not a cursor: a new pass
 	}
 	now, err := timeOf(resps[1])
 	if err != nil {
 		return ScanResult{}, err
+	}
+	scan, err := s.c.Do(ctx, s.c.B().Sscan().Key(s.k.subjects(q)).Cursor(cursor).Count(int64(limit)).Build()).AsScanEntry()
+	if err != nil {
+		return ScanResult{}, fmt.Errorf("store: read quota subjects: %w", err)
+	}
+	subjects := scan.Elements
+	next := strconv.FormatUint(scan.Cursor, 10)
+	// advance moves the walk on to the subjects after those of this call.
+	advance := func() error {
+		var err error
+		switch {
+		case next == from:
+		case next != "0":
+			err = s.c.Do(ctx, s.c.B().Set().Key(sweep).Value(next).Build()).Error()
+		default:
+			err = s.c.Do(ctx, s.c.B().Del().Key(sweep).Build()).Error()
+		}
+		if err != nil {
+			return fmt.Errorf("store: move the quota subject cursor: %w", err)
+		}
+		return nil
 	}
 	cutoff := strconv.FormatInt(now-grace.Milliseconds(), 10)
 	// due: a subject with due slots, its oldest slot's score and how many.
@@ -723,13 +758,26 @@ func (s *Store) ReconcileQuotaSlots(ctx context.Context, q int, grace time.Durat
 			}
 		}
 	}
+	forgot := false
 	if len(idle) > 0 {
-		if _, err := s.fcall(ctx, call{fn: "ff_quota_forget", keys: []string{s.k.subjects(q)}, args: idle}); err != nil {
+		items, err := s.single(ctx, call{fn: "ff_quota_forget", keys: []string{s.k.subjects(q)}, args: idle}, "", "ff_quota_forget")
+		if err != nil {
+			return ScanResult{}, err
+		}
+		if len(items) > 0 {
+			n, _ := items[0].AsInt64()
+			forgot = n > 0
+		}
+	}
+	if total <= int64(limit) {
+		// Every due slot of these subjects is checked below: the next call
+		// looks at the next ones.
+		if err := advance(); err != nil {
 			return ScanResult{}, err
 		}
 	}
 	if len(dues) == 0 {
-		return ScanResult{}, nil
+		return ScanResult{More: forgot && next != "0"}, nil
 	}
 	slices.SortFunc(dues, func(a, b due) int {
 		return cmp.Or(cmp.Compare(a.oldest, b.oldest), strings.Compare(a.subject, b.subject))
@@ -756,7 +804,7 @@ func (s *Store) ReconcileQuotaSlots(ctx context.Context, q int, grace time.Durat
 		}
 	}
 	if len(slots) == 0 {
-		return ScanResult{}, nil
+		return ScanResult{More: forgot && next != "0"}, nil
 	}
 	cmds := make(valkey.Commands, len(slots))
 	for i, sl := range slots {
@@ -807,7 +855,7 @@ func (s *Store) ReconcileQuotaSlots(ctx context.Context, q int, grace time.Durat
 			}
 		}
 	}
-	return ScanResult{Processed: n, More: total > int64(len(slots))}, nil
+	return ScanResult{Processed: n, More: total > int64(len(slots)) || (forgot && next != "0")}, nil
 }
 
 // quotaKeyFields reads the key field of quotas (nil entry: undefined).

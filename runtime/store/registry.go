@@ -75,6 +75,7 @@ func (s *Store) Heartbeat(ctx context.Context, r Registration) (registered bool,
 	if err != nil {
 		return false, err
 	}
+	// After the registry, never before: PruneNamespaces relies on it.
 	if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.k.namespaces()).Member(w.Namespace).Build()).Error(); err != nil {
 		return false, fmt.Errorf("store: register namespace: %w", err)
 	}
@@ -146,7 +147,9 @@ func (s *Store) CapabilityUnion(ctx context.Context, namespace string) ([]string
 	return slices.Compact(union), nil
 }
 
-// Namespaces returns the namespaces that have had connected workers.
+// Namespaces returns the namespaces with connected workers, and those
+// whose workers all left since PruneNamespaces (the retention scanner)
+// last ran.
 func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
 	ns, err := s.c.Do(ctx, s.c.B().Smembers().Key(s.k.namespaces()).Build()).AsStrSlice()
 	if err != nil {
@@ -154,6 +157,80 @@ func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(ns)
 	return ns, nil
+}
+
+// PruneNamespaces drops from the namespace set (what Namespaces returns,
+// and the unblock scanner walks every second) the namespaces without a
+// connected worker, and their worker registries: each namespace's expired
+// instances leave its {w:<ns>}:workers ZSET (ff_worker_sweep), which goes
+// with its last entry. It returns how many namespaces it dropped. The
+// retention scanner calls it once per tick.
+//
+// The set and a namespace's registry are on different hash slots in a
+// cluster, so this cannot be one atomic call. Its steps come in an order
+// that is safe against a heartbeat of the namespace coming meanwhile
+// (Heartbeat writes the registry, then adds the namespace to the set):
+//
+//  1. every registry is swept; a namespace with a live instance is kept;
+//  2. the others leave the set (SREM);
+//  3. their registries are looked at again (EXISTS), and the namespaces
+//     whose registry exists (a heartbeat came since step 1) are added back.
+//
+// A heartbeat that added its namespace before step 2 wrote its registry
+// before step 2 too, so step 3 sees it; one that adds it after step 2
+// puts it back itself. Either way a namespace with a connected worker
+// ends up in the set; it is missing at most between steps 2 and 3 (an
+// unblock tick then passes it over once), or, when step 3 fails, until
+// its next heartbeat.
+func (s *Store) PruneNamespaces(ctx context.Context) (int, error) {
+	names, err := s.Namespaces(ctx)
+	if err != nil || len(names) == 0 {
+		return 0, err
+	}
+	calls := make([]call, len(names))
+	for i, ns := range names {
+		calls[i] = call{fn: "ff_worker_sweep", keys: []string{s.k.workers(ns)}}
+	}
+	replies, err := s.fcallMany(ctx, calls)
+	if err != nil {
+		return 0, err
+	}
+	var idle []string
+	for i, r := range replies {
+		items, ref, err := envelope(r)
+		if err == nil && (ref != nil || len(items) < 1) {
+			err = fmt.Errorf("malformed reply")
+		}
+		if err != nil {
+			return 0, fmt.Errorf("store: ff_worker_sweep: %w", err)
+		}
+		if live, err := items[0].AsInt64(); err == nil && live == 0 {
+			idle = append(idle, names[i])
+		}
+	}
+	if len(idle) == 0 {
+		return 0, nil
+	}
+	if err := s.c.Do(ctx, s.c.B().Srem().Key(s.k.namespaces()).Member(idle...).Build()).Error(); err != nil {
+		return 0, fmt.Errorf("store: drop namespaces: %w", err)
+	}
+	cmds := make(valkey.Commands, len(idle))
+	for i, ns := range idle {
+		cmds[i] = s.c.B().Exists().Key(s.k.workers(ns)).Build()
+	}
+	var back []string
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		n, err := r.AsInt64()
+		if err != nil || n > 0 {
+			back = append(back, idle[i]) // a heartbeat came (or we cannot tell): keep it
+		}
+	}
+	if len(back) > 0 {
+		if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.k.namespaces()).Member(back...).Build()).Error(); err != nil {
+			return 0, fmt.Errorf("store: keep namespaces: %w", err)
+		}
+	}
+	return len(idle) - len(back), nil
 }
 
 // UnblockRoute looks at up to limit executions of a partition and

@@ -20,7 +20,8 @@ type Stats struct {
 	// Running is the number of executions holding a lease.
 	Running int64
 	// Workers is the number of connected worker instances per namespace
-	// that ever had a worker, sorted by namespace.
+	// with workers (and those whose workers left since PruneNamespaces
+	// last ran), sorted by namespace.
 	Workers []NamespaceWorkers
 }
 
@@ -57,7 +58,7 @@ type laneAt struct {
 }
 
 // lanesAndNamespaces reads, in one pipelined round, the lanes of every
-// flow partition (their lane sets) and the namespaces that had workers,
+// flow partition (their lane sets) and the namespaces with workers,
 // sorted.
 func (s *Store) lanesAndNamespaces(ctx context.Context) ([]laneAt, []string, error) {
 	n := s.cfg.FlowPartitions

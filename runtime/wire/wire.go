@@ -500,8 +500,7 @@ type Health struct {
 }
 
 // NamespaceList answers GET /v1/namespaces: every namespace that has
-// lanes (an execution or a flow run was created in it) or had a worker, by
-// name.
+// lanes (it holds executions or flow runs) or connected workers, by name.
 type NamespaceList struct {
 	Namespaces []Namespace `json:"namespaces"`
 }
