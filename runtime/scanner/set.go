@@ -28,7 +28,7 @@ type SetConfig struct {
 	QuotaReconcileInterval time.Duration
 	QuotaReconcileGrace    time.Duration
 	LibraryInterval        time.Duration
-	CancelResumeInterval   time.Duration
+	RunResumeInterval      time.Duration
 
 	// Observe, when set, is told of every tick of every scanner (metrics).
 	Observe Observer
@@ -46,7 +46,7 @@ type Set struct {
 	QuotaRelease   *QuotaRelease
 	QuotaReconcile *QuotaReconcile
 	Library        *Library
-	CancelResume   *CancelResume
+	RunResume      *RunResume
 }
 
 // NewSet builds every scanner from cfg.
@@ -63,7 +63,7 @@ func NewSet(cfg SetConfig) (*Set, error) {
 	s.QuotaRelease, errs[7] = NewQuotaRelease(QuotaReleaseConfig{Store: cfg.Store, Interval: cfg.QuotaReleaseInterval, Limit: cfg.Limit, Logger: cfg.Logger})
 	s.QuotaReconcile, errs[8] = NewQuotaReconcile(QuotaReconcileConfig{Store: cfg.Store, Interval: cfg.QuotaReconcileInterval, Grace: cfg.QuotaReconcileGrace, Limit: cfg.Limit, Logger: cfg.Logger})
 	s.Library, errs[9] = NewLibrary(LibraryConfig{Store: cfg.Store, Interval: cfg.LibraryInterval, Logger: cfg.Logger})
-	s.CancelResume, errs[10] = NewCancelResume(CancelResumeConfig{Store: cfg.Store, Interval: cfg.CancelResumeInterval, Limit: cfg.Limit, Logger: cfg.Logger})
+	s.RunResume, errs[10] = NewRunResume(RunResumeConfig{Store: cfg.Store, Interval: cfg.RunResumeInterval, Limit: cfg.Limit, Logger: cfg.Logger})
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ type startStopper interface {
 func (s *Set) runners() []*runner {
 	return []*runner{s.LeaseExpiry.runner, s.Delayed.runner, s.AttemptTimeout.runner, s.Deadline.runner, s.Retention.runner,
 		s.Unblock.runner, s.BudgetReset.runner, s.QuotaRelease.runner, s.QuotaReconcile.runner, s.Library.runner,
-		s.CancelResume.runner}
+		s.RunResume.runner}
 }
 
 // Names returns the names of the scanners of the set, as an Observer is
@@ -101,7 +101,7 @@ func (s *Set) Names() []string {
 
 func (s *Set) all() []startStopper {
 	return []startStopper{s.LeaseExpiry, s.Delayed, s.AttemptTimeout, s.Deadline, s.Retention, s.Unblock,
-		s.BudgetReset, s.QuotaRelease, s.QuotaReconcile, s.Library, s.CancelResume}
+		s.BudgetReset, s.QuotaRelease, s.QuotaReconcile, s.Library, s.RunResume}
 }
 
 // Start starts every scanner. It is safe to call twice.

@@ -52,7 +52,7 @@ func TestLeastPrivilegeUser(t *testing.T) {
 		c.Scanners.QuotaRelease = 50 * time.Millisecond
 		c.Scanners.QuotaReconcile = 50 * time.Millisecond
 		c.Scanners.Library = 50 * time.Millisecond
-		c.Scanners.CancelResume = 50 * time.Millisecond
+		c.Scanners.RunResume = 50 * time.Millisecond
 	}
 
 	// Without +info: refused at Open, and the server says why.
@@ -98,7 +98,7 @@ func TestLeastPrivilegeUser(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		m = scrape(t, env, "")
 		ticked := true
-		for _, sc := range []string{"lease_expiry", "delayed", "attempt_timeout", "deadline", "retention", "unblock", "budget_reset", "quota_release", "quota_reconcile", "library", "cancel_resume"} {
+		for _, sc := range []string{"lease_expiry", "delayed", "attempt_timeout", "deadline", "retention", "unblock", "budget_reset", "quota_release", "quota_reconcile", "library", "run_resume"} {
 			ticked = ticked && m[`ff_scanner_ticks_total{scanner="`+sc+`"}`] >= 2
 		}
 		if ticked || time.Now().After(deadline) {

@@ -219,7 +219,7 @@ flow two() {
 
 	// Every scanner's counters exist from the start (rate() sees the first
 	// failure), and they count passes (FastScanners tick every 50ms).
-	for _, sc := range []string{"lease_expiry", "delayed", "attempt_timeout", "deadline", "retention", "unblock", "budget_reset", "quota_release", "quota_reconcile", "library", "cancel_resume"} {
+	for _, sc := range []string{"lease_expiry", "delayed", "attempt_timeout", "deadline", "retention", "unblock", "budget_reset", "quota_release", "quota_reconcile", "library", "run_resume"} {
 		for _, f := range []string{"ff_scanner_ticks_total", "ff_scanner_tick_errors_total", "ff_scanner_processed_total"} {
 			if _, ok := m[f+`{scanner="`+sc+`"}`]; !ok {
 				t.Errorf("no series %s{scanner=%q}", f, sc)

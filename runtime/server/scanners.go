@@ -22,7 +22,7 @@ type ScannerConfig struct {
 	QuotaRelease    time.Duration
 	QuotaReconcile  time.Duration
 	Library         time.Duration // record of the library version in use (store.LibraryKeepInterval)
-	CancelResume    time.Duration // run cancels by steps whose caller stopped
+	RunResume       time.Duration // run cancels and replays by steps whose caller stopped
 	Schedules       time.Duration // looking for due schedules (ScheduleIntervalDefault)
 	Limit           int           // executions per partition and tick
 }
@@ -45,7 +45,7 @@ func newScanners(st *store.Store, cfg ScannerConfig, log *slog.Logger, met *serv
 		QuotaReleaseInterval:   cfg.QuotaRelease,
 		QuotaReconcileInterval: cfg.QuotaReconcile,
 		LibraryInterval:        cfg.Library,
-		CancelResumeInterval:   cfg.CancelResume,
+		RunResumeInterval:      cfg.RunResume,
 	})
 	if err != nil {
 		return nil, err

@@ -1174,7 +1174,7 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 // them): the first cancels every member that runs or could start, so none
 // starts after it; the others, waiting for their dependencies, follow. A
 // caller that stops between two calls (ctx done, a crash) leaves the rest
-// to the next CancelRun of the run or to ResumeCancels.
+// to the next CancelRun of the run or to ResumeRuns.
 func (s *Store) CancelRun(ctx context.Context, id RunID, reason string) (*Run, error) {
 	p, uuid, err := s.locate(ExecutionID(id))
 	if err != nil {
@@ -1212,31 +1212,49 @@ func cancelReply(items []valkey.ValkeyMessage) (n int64, more, ok bool) {
 	return n, m == 1, err1 == nil && err2 == nil
 }
 
-// ResumeCancels takes the next steps of run cancels whose caller stopped
-// between two calls (see CancelRun): on partition, the runs whose cancel
-// has not moved for age, up to about limit members in all.
-func (s *Store) ResumeCancels(ctx context.Context, partition int, age time.Duration, limit int) (ScanResult, error) {
+// ResumeRuns takes the next steps of run cancels and replays whose caller
+// stopped between two calls (see CancelRun and ReplayRun): on partition,
+// the runs whose cancel or replay has not moved for age, up to about
+// limit members in all.
+func (s *Store) ResumeRuns(ctx context.Context, partition int, age time.Duration, limit int) (ScanResult, error) {
 	if age < 0 {
 		return ScanResult{}, invalid("age", "must not be negative")
 	}
-	return s.scan(ctx, "ff_cancel_resume", partition, limit, ms(age))
+	return s.scan(ctx, "ff_resume_runs", partition, limit, ms(age))
 }
 
 // ReplayRun runs a failed or cancelled run again from its failed members:
 // members that succeeded keep their results; the others go back to pending,
 // or to eligible when the kept members already satisfy their joins (their
 // next attempt is a replay; their retry budget starts again; deadlines are
-// dropped). Replaying a running or succeeded run is a *StateError.
+// dropped). Replaying a running or succeeded run is a *StateError. A
+// replay that resets more than ReplayStepMembers members is applied by
+// several calls, downstream members first (Valkey serves others between
+// them; see spec/runtime.md, Replay); a caller that stops between two
+// leaves the rest to the next ReplayRun of the run or to ResumeRuns.
 func (s *Store) ReplayRun(ctx context.Context, id RunID) (*Run, error) {
 	p, uuid, err := s.locate(ExecutionID(id))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.single(ctx, call{fn: "ff_replay_run", partition: p, args: []string{uuid}}, ExecutionID(id), "replay"); err != nil {
-		if se := (*StateError)(nil); errors.As(err, &se) {
-			se.Run = true
+	for {
+		items, err := s.single(ctx, call{fn: "ff_replay_run", partition: p, args: []string{uuid}}, ExecutionID(id), "replay")
+		if err != nil {
+			if se := (*StateError)(nil); errors.As(err, &se) {
+				se.Run = true
+			}
+			return nil, err
 		}
-		return nil, err
+		if len(items) < 2 {
+			return nil, fmt.Errorf("store: ff_replay_run: malformed reply")
+		}
+		if more, _ := items[1].AsInt64(); more != 1 {
+			break
+		}
 	}
 	return s.GetRun(ctx, id)
 }
+
+// ReplayStepMembers is how many of its decisions a replay applies in one
+// call at most (Lua: REPLAY_STEP).
+const ReplayStepMembers = 500

@@ -82,7 +82,7 @@ func (e *env) wantCancelledWhole(id RunID, reason string) {
 // nothing can be claimed, and a member whose deadline passes before its
 // step ends expired without firing its `on failure` compensation. A
 // caller that stopped after the first call has the rest done by
-// ResumeCancels, with the first call's reason.
+// ResumeRuns, with the first call's reason.
 func TestFlowCancelLargeRunInSteps(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -122,15 +122,15 @@ func TestFlowCancelLargeRunInSteps(t *testing.T) {
 		t.Fatalf("claimed %v: an expiry fired a compensation of a cancelling run", grantIDs(g))
 	}
 
-	// Too recent for ResumeCancels with an age: left to its caller.
-	if res, err := e.s.ResumeCancels(e.ctx, p, time.Hour, ScanLimitMax); err != nil || res.Processed != 0 {
-		t.Fatalf("ResumeCancels(age 1h) = %+v, %v, want nothing done", res, err)
+	// Too recent for ResumeRuns with an age: left to its caller.
+	if res, err := e.s.ResumeRuns(e.ctx, p, time.Hour, ScanLimitMax); err != nil || res.Processed != 0 {
+		t.Fatalf("ResumeRuns(age 1h) = %+v, %v, want nothing done", res, err)
 	}
 	for i := 0; ; i++ {
 		if i == 20 {
-			t.Fatal("ResumeCancels did not end the run in 20 calls")
+			t.Fatal("ResumeRuns did not end the run in 20 calls")
 		}
-		if _, err := e.s.ResumeCancels(e.ctx, p, 0, ScanLimitMax); err != nil {
+		if _, err := e.s.ResumeRuns(e.ctx, p, 0, ScanLimitMax); err != nil {
 			t.Fatal(err)
 		}
 		if e.run(r.ID).State != RunRunning {
@@ -153,8 +153,8 @@ func TestFlowCancelLargeRunInSteps(t *testing.T) {
 	if _, ok := e.runRecord(r.ID)["cancel_cursor"]; ok {
 		t.Fatal("the run record keeps cancel_cursor after the cancel ended")
 	}
-	if res, err := e.s.ResumeCancels(e.ctx, p, 0, ScanLimitMax); err != nil || res.Processed != 0 || res.More {
-		t.Fatalf("ResumeCancels after the end = %+v, %v", res, err)
+	if res, err := e.s.ResumeRuns(e.ctx, p, 0, ScanLimitMax); err != nil || res.Processed != 0 || res.More {
+		t.Fatalf("ResumeRuns after the end = %+v, %v", res, err)
 	}
 }
 
@@ -206,12 +206,12 @@ func TestFlowCancelRunsSteps(t *testing.T) {
 	}
 }
 
-// ff_cancel_resume refuses a malformed limit or age and writes nothing.
-func TestFlowCancelResumeMalformedArgs(t *testing.T) {
+// ff_resume_runs refuses a malformed limit or age and writes nothing.
+func TestFlowRunResumeMalformedArgs(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.stage(bigCancelFlow(CancelStepMembers, 0, 0), "")
-	e.refusedUnchanged("ff_cancel_resume limit x", call{fn: "ff_cancel_resume", partition: 0, args: []string{"x", "0"}}, "resume")
-	e.refusedUnchanged("ff_cancel_resume age x", call{fn: "ff_cancel_resume", partition: 0, args: []string{"10", "x"}}, "resume")
-	e.refusedUnchanged("ff_cancel_resume limit 0", call{fn: "ff_cancel_resume", partition: 0, args: []string{"0", "0"}}, "resume")
+	e.refusedUnchanged("ff_resume_runs limit x", call{fn: "ff_resume_runs", partition: 0, args: []string{"x", "0"}}, "resume")
+	e.refusedUnchanged("ff_resume_runs age x", call{fn: "ff_resume_runs", partition: 0, args: []string{"10", "x"}}, "resume")
+	e.refusedUnchanged("ff_resume_runs limit 0", call{fn: "ff_resume_runs", partition: 0, args: []string{"0", "0"}}, "resume")
 }

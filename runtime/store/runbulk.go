@@ -53,30 +53,44 @@ func (s *Store) CancelRuns(ctx context.Context, ids []RunID, reason string) (can
 	return cancelled, errs
 }
 
-// ReplayRuns replays runs as ReplayRun does, in one pipelined round trip:
-// each run's replay is its own atomic call. errs[i] is nil when ids[i] was
-// replayed, else why not (a *StateError with Run set for a run that is
-// running or succeeded, or whose members retention deleted; ErrNotFound).
+// ReplayRuns replays runs as ReplayRun does, a pipelined round trip per
+// step: each step of each run's replay is its own atomic call, and a
+// replay of more than ReplayStepMembers members takes several. errs[i] is
+// nil when ids[i] was replayed, else why not (a *StateError with Run set
+// for a run that is running or succeeded, or whose members retention
+// deleted; ErrNotFound).
 func (s *Store) ReplayRuns(ctx context.Context, ids []RunID) []error {
 	errs := make([]error, len(ids))
 	calls, at := s.runCalls(ids, errs, func(uuid string) []string { return []string{uuid} }, "ff_replay_run")
-	msgs, cerrs := s.fcallEach(ctx, calls)
-	for j, i := range at {
-		if cerrs[j] != nil {
-			errs[i] = cerrs[j]
-			continue
-		}
-		_, ref, err := envelope(msgs[j])
-		switch {
-		case err != nil:
-			errs[i] = fmt.Errorf("store: ff_replay_run: %w", err)
-		case ref != nil:
-			err := refusalError(ref, ExecutionID(ids[i]), "replay")
-			if se := (*StateError)(nil); errors.As(err, &se) {
-				se.Run = true
+	for len(calls) > 0 {
+		msgs, cerrs := s.fcallEach(ctx, calls)
+		var again []call
+		var againAt []int
+		for j, i := range at {
+			if cerrs[j] != nil {
+				errs[i] = cerrs[j]
+				continue
 			}
-			errs[i] = err
+			items, ref, err := envelope(msgs[j])
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("store: ff_replay_run: %w", err)
+			case ref != nil:
+				err := refusalError(ref, ExecutionID(ids[i]), "replay")
+				if se := (*StateError)(nil); errors.As(err, &se) {
+					se.Run = true
+				}
+				errs[i] = err
+			case len(items) < 2:
+				errs[i] = fmt.Errorf("store: ff_replay_run: malformed reply")
+			default:
+				if more, _ := items[1].AsInt64(); more == 1 {
+					again = append(again, calls[j])
+					againAt = append(againAt, i)
+				}
+			}
 		}
+		calls, at = again, againAt
 	}
 	return errs
 }

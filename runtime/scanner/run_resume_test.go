@@ -14,9 +14,9 @@ import (
 )
 
 // A run cancel by steps whose caller stopped after its first step (here:
-// one ff_cancel_run call made by hand) is finished by the cancel-resume
+// one ff_cancel_run call made by hand) is finished by the run-resume
 // scanner: the run ends cancelled with every member cancelled.
-func TestCancelResumeScanner(t *testing.T) {
+func TestRunResumeScanner(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := valkeytest.Client(t, valkeytest.Shared(t))
@@ -49,7 +49,7 @@ func TestCancelResumeScanner(t *testing.T) {
 	if more, _ := reply[3].AsInt64(); more != 1 {
 		t.Fatalf("the first step of a cancel of %d members said done", len(f.Execs))
 	}
-	sc, err := NewCancelResume(CancelResumeConfig{Store: s, Interval: fast, Age: time.Millisecond, Logger: testLogger(t)})
+	sc, err := NewRunResume(RunResumeConfig{Store: s, Interval: fast, Age: time.Millisecond, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,11 +78,11 @@ func TestCancelResumeScanner(t *testing.T) {
 	}
 }
 
-func TestCancelResumeConfigRefused(t *testing.T) {
+func TestRunResumeConfigRefused(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, 1)
-	if _, err := NewCancelResume(CancelResumeConfig{Store: s, Age: time.Microsecond}); err == nil ||
+	if _, err := NewRunResume(RunResumeConfig{Store: s, Age: time.Microsecond}); err == nil ||
 		!strings.Contains(err.Error(), "Config.Age") {
-		t.Fatalf("NewCancelResume(Age 1µs) = %v, want an error naming Config.Age", err)
+		t.Fatalf("NewRunResume(Age 1µs) = %v, want an error naming Config.Age", err)
 	}
 }
