@@ -411,10 +411,11 @@ local function wake(p, ns, lane)
   redis.call('PUBLISH', p.channel, msg)
 end
 
--- The fields every transition reads first (the fence and the indexes).
+-- The fields every transition reads first (the fence, the limits and the
+-- indexes).
 local FENCE_FIELDS = {
   'state', 'ns', 'lane', 'lease_id', 'lease_epoch', 'lease_expires_at', 'attempt_count',
-  'attempt_timeout_ms', 'deadline_at', 'flow_id', 'qheld',
+  'attempt_timeout_ms', 'deadline_at', 'flow_id', 'qheld', 'attempt_deadline_at',
 }
 
 -- The fields transitions that may retry or requeue read on top.
@@ -430,7 +431,7 @@ local MORE_FIELDS = {
 -- lists are spelled out rather than built: each starts with FENCE_FIELDS.
 local FINISH_FIELDS = {
   'state', 'ns', 'lane', 'lease_id', 'lease_epoch', 'lease_expires_at', 'attempt_count',
-  'attempt_timeout_ms', 'deadline_at', 'flow_id', 'qheld',
+  'attempt_timeout_ms', 'deadline_at', 'flow_id', 'qheld', 'attempt_deadline_at',
   'out', 'handled', 'is_result',
 }
 
@@ -494,13 +495,13 @@ local function read_core(p, u, fields)
     return {key = key, u = u,
       state = v[1], ns = v[2] or '', lane = v[3] or '', lease_id = v[4] or '', lease_epoch = v[5] or '',
       lease_expires_at = v[6] or '', attempt_count = v[7] or '', attempt_timeout_ms = v[8] or '',
-      deadline_at = v[9] or '', flow_id = v[10] or '', qheld = v[11] or '',
-      out = v[12] or '', handled = v[13] or '', is_result = v[14] or ''}
+      deadline_at = v[9] or '', flow_id = v[10] or '', qheld = v[11] or '', attempt_deadline_at = v[12] or '',
+      out = v[13] or '', handled = v[14] or '', is_result = v[15] or ''}
   end
   return {key = key, u = u,
     state = v[1], ns = v[2] or '', lane = v[3] or '', lease_id = v[4] or '', lease_epoch = v[5] or '',
     lease_expires_at = v[6] or '', attempt_count = v[7] or '', attempt_timeout_ms = v[8] or '',
-    deadline_at = v[9] or '', flow_id = v[10] or '', qheld = v[11] or ''}
+    deadline_at = v[9] or '', flow_id = v[10] or '', qheld = v[11] or '', attempt_deadline_at = v[12] or ''}
 end
 
 -- split fills c.v with the dimensions of c's state.
@@ -711,7 +712,9 @@ local function overdue(c, now)
   local why, at = nil, num(c.lease_expires_at)
   if at <= now then why = 'lease_expired' end
   if num(c.attempt_timeout_ms) > 0 then
-    local ad = num(more(c).attempt_deadline_at)
+    -- Read with the fence (FENCE_FIELDS, FINISH_FIELDS); a downstream
+    -- record has no attempt running, so none.
+    local ad = num(c.attempt_deadline_at or more(c).attempt_deadline_at)
     if ad > 0 and ad <= now and (not why or ad < at) then why, at = 'attempt_timed_out', ad end
   end
   local dl = num(c.deadline_at)

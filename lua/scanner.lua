@@ -71,8 +71,8 @@ end
 -- ARGV[2]  jitter seed
 local function ff_timeout_attempts(keys, argv)
   return sweep(keys, argv, 'timeouts', function(c)
-    if not is(c.state, 'active') then return nil end -- stale: no need to read more
-    local deadline = num(more(c).attempt_deadline_at)
+    if not is(c.state, 'active') then return nil end -- stale
+    local deadline = num(c.attempt_deadline_at)
     return deadline ~= 0 and deadline or nil
   end, first_overdue('attempt_timed_out', argv[2]))
 end
