@@ -482,7 +482,8 @@ end
 -- key, "<base>:usagefence:<uuid>:<dedup key>" = "<dimension>\t<delta>" for
 -- the dedup lifetime: its retry (the charges failed) passes again even
 -- after the lease ended, so a report the fence accepted is never lost to a
--- retry that comes too late.
+-- retry that comes too late. An execution that counts against no budget
+-- charges nothing: nothing is recorded for it.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  uuid
 -- ARGV[2]  lease id
@@ -518,8 +519,9 @@ local function ff_usage_fence(keys, argv)
     flush(p)
     return r
   end
-  if seen then redis.call('SET', seen, what, 'PX', argv[7]) end
-  return ok(redis.call('HGET', c.key, 'budgets') or '')
+  local budgets = redis.call('HGET', c.key, 'budgets') or ''
+  if seen and budgets ~= '' then redis.call('SET', seen, what, 'PX', argv[7]) end
+  return ok(budgets)
 end
 
 register('ff_budget_upsert', ff_budget_upsert)

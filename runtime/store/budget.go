@@ -17,17 +17,22 @@ import (
 
 // Budget limits and defaults.
 const (
-	// UsageDedupTTL is how long a usage report's dedup key is remembered: a
-	// repeat within it counts once.
+	// UsageDedupTTL is how long the dedup key of a usage report
+	// (ReportUsage, ReportExecutionUsage) is remembered: a repeat within it
+	// counts once. An attempt's reports (ReportAttemptUsage) are
+	// remembered for UsageFenceTTL instead.
 	UsageDedupTTL = 24 * time.Hour
 	// MaxBudgetDimensions bounds the dimensions of one budget.
 	MaxBudgetDimensions = plan.MaxDimensions
 	// MaxResourceIDBytes bounds a budget id or quota id.
 	MaxResourceIDBytes = 256
 	// UsageFenceTTL is how long the fence of a worker's usage report
-	// (ReportAttemptUsage) remembers a report it accepted: a retry of it
-	// with the same dedup key passes again even after the lease ended. It
-	// outlasts the retries of the worker SDK (seconds).
+	// (ReportAttemptUsage) remembers a report it accepted (a retry of it
+	// with the same dedup key passes again even after the lease ended), and
+	// how long each budget it charges remembers its dedup key (a repeat
+	// counts once). It outlasts the retries of the worker SDK (seconds);
+	// a day, as for ReportUsage, kept a key per report and budget for a
+	// day: at 100 reports a second, millions of keys.
 	UsageFenceTTL = 15 * time.Minute
 	// RunBudgetTTL is how long a run-scoped budget is kept after its last
 	// upsert or report (resets, scheduled or not, do not renew it).
@@ -377,6 +382,11 @@ func budgetFrom(id string, defReply, usageReply valkey.ValkeyResult) (*Budget, e
 // counting against the budget (or fails them: on_hard_limit fail). Usage
 // is exact up to math.MaxInt64 and stays there (it saturates).
 func (s *Store) ReportUsage(ctx context.Context, budgetID, dimension string, delta int64, dedupKey string) (UsageResult, error) {
+	return s.reportUsage(ctx, budgetID, dimension, delta, dedupKey, UsageDedupTTL)
+}
+
+// reportUsage is ReportUsage with the dedup key remembered for ttl.
+func (s *Store) reportUsage(ctx context.Context, budgetID, dimension string, delta int64, dedupKey string, ttl time.Duration) (UsageResult, error) {
 	if _, _, _, err := splitResourceID("budget_id", budgetID, true); err != nil {
 		return UsageResult{}, err
 	}
@@ -390,7 +400,7 @@ func (s *Store) ReportUsage(ctx context.Context, budgetID, dimension string, del
 		dedup = s.k.usageDedup(m, budgetID, dedupKey)
 	}
 	msg, err := s.fcall(ctx, call{fn: "ff_budget_report", keys: []string{key, dedup},
-		args: []string{dimension, strconv.FormatInt(delta, 10), ms(UsageDedupTTL)}})
+		args: []string{dimension, strconv.FormatInt(delta, 10), ms(ttl)}})
 	if err != nil {
 		return UsageResult{}, err
 	}
@@ -442,7 +452,7 @@ func (s *Store) ReportExecutionUsage(ctx context.Context, id ExecutionID, dimens
 	if v[0].IsNil() {
 		return nil, fmt.Errorf("%w: execution %s", ErrNotFound, id)
 	}
-	return s.chargeBudgets(ctx, splitList(str(v[1])), dimension, delta, dedupKey)
+	return s.chargeBudgets(ctx, splitList(str(v[1])), dimension, delta, dedupKey, UsageDedupTTL)
 }
 
 // ReportAttemptUsage reports usage of the running attempt that holds lease
@@ -472,15 +482,16 @@ func (s *Store) ReportAttemptUsage(ctx context.Context, lease Lease, dimension s
 	if err != nil {
 		return nil, err
 	}
-	return s.chargeBudgets(ctx, splitList(str(items[0])), dimension, delta, dedupKey)
+	return s.chargeBudgets(ctx, splitList(str(items[0])), dimension, delta, dedupKey, UsageFenceTTL)
 }
 
 // chargeBudgets reports usage to each of budgets that has the dimension,
-// skipping those that do not meter it and those that no longer exist.
-func (s *Store) chargeBudgets(ctx context.Context, budgets []string, dimension string, delta int64, dedupKey string) ([]UsageResult, error) {
+// skipping those that do not meter it and those that no longer exist;
+// each budget remembers dedupKey for ttl.
+func (s *Store) chargeBudgets(ctx context.Context, budgets []string, dimension string, delta int64, dedupKey string, ttl time.Duration) ([]UsageResult, error) {
 	var out []UsageResult
 	for _, b := range budgets {
-		r, err := s.ReportUsage(ctx, b, dimension, delta, dedupKey)
+		r, err := s.reportUsage(ctx, b, dimension, delta, dedupKey, ttl)
 		if err != nil {
 			var ve *ValidationError
 			if errors.As(err, &ve) && ve.Field == "dimension" || errors.Is(err, ErrNotFound) {

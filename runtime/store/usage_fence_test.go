@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -76,5 +77,67 @@ func TestReportAttemptUsageFenced(t *testing.T) {
 	e.wantState(y.ID, StateExpired)
 	if u := used(); u != 5 {
 		t.Fatalf("used %d, want 5", u)
+	}
+}
+
+// An attempt's usage report is remembered as long as the fence needs it:
+// each budget keeps its dedup key for UsageFenceTTL (an operator's report
+// to a budget, for UsageDedupTTL), and an execution that counts against no
+// budget leaves no fence record at all.
+func TestAttemptUsageRememberedForTheFence(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if _, err := e.s.UpsertBudget(e.ctx, BudgetSpec{ID: "default/m", Dimensions: []BudgetDimension{{Name: "n", Hard: 100}}}); err != nil {
+		t.Fatal(err)
+	}
+	ttls := func(substr string) []time.Duration {
+		t.Helper()
+		var out []time.Duration
+		for _, k := range e.keys() {
+			if strings.Contains(k, substr) {
+				ms, err := e.c.Do(e.ctx, e.c.B().Pttl().Key(k).Build()).AsInt64()
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, time.Duration(ms)*time.Millisecond)
+			}
+		}
+		return out
+	}
+	e.create(CreateRequest{Budgets: []string{"m"}})
+	g := e.claimAdm(worker1, 1, time.Minute)
+	if len(g) != 1 {
+		t.Fatalf("granted %v", grantIDs(g))
+	}
+	if _, err := e.s.ReportAttemptUsage(e.ctx, g[0].Lease, "n", 1, "a1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{":usagefence:", ":usagededup:"} {
+		got := ttls(kind)
+		if len(got) != 1 || got[0] <= 0 || got[0] > UsageFenceTTL {
+			t.Fatalf("%s keys' lifetimes %v, want one of at most %s", kind, got, UsageFenceTTL)
+		}
+	}
+	if _, err := e.s.ReportUsage(e.ctx, "default/m", "n", 1, "op1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ttls(":usagededup:"); len(got) != 2 || max(got[0], got[1]) <= UsageFenceTTL {
+		t.Fatalf("dedup keys' lifetimes %v, want the operator's report's past %s", got, UsageFenceTTL)
+	}
+	if err := e.s.Complete(e.ctx, g[0].Lease, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	e.create(CreateRequest{})
+	g = e.claimAdm(worker1, 1, time.Minute)
+	if len(g) != 1 {
+		t.Fatalf("granted %v", grantIDs(g))
+	}
+	before := len(ttls(":usagefence:"))
+	if res, err := e.s.ReportAttemptUsage(e.ctx, g[0].Lease, "n", 1, "b1"); err != nil || len(res) != 0 {
+		t.Fatalf("report of an execution without budgets: %+v, %v", res, err)
+	}
+	if after := len(ttls(":usagefence:")); after != before {
+		t.Fatalf("an execution without budgets left a fence record (%d -> %d)", before, after)
 	}
 }
