@@ -213,15 +213,15 @@ func TestOversizeFlowInputNamesTheLimit(t *testing.T) {
 // TestBearerSchemeIsCaseInsensitive: RFC 7235 auth schemes ignore case.
 func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t, func(c *server.Config) { c.Token = "s3cret" })
+	env := servertest.Start(t, func(c *server.Config) { c.Token = "s3cret-api-token" })
 	for auth, want := range map[string]int{
-		"Bearer s3cret":  200,
-		"bearer s3cret":  200,
-		"BEARER  s3cret": 200,
-		"Bearer S3CRET":  401, // the token itself is exact
-		"Basic s3cret":   401,
-		"bearers3cret":   401,
-		"":               401,
+		"Bearer s3cret-api-token":  200,
+		"bearer s3cret-api-token":  200,
+		"BEARER  s3cret-api-token": 200,
+		"Bearer S3CRET-API-TOKEN":  401, // the token itself is exact
+		"Basic s3cret-api-token":   401,
+		"bearers3cret-api-token":   401,
+		"":                         401,
 	} {
 		if r := do(t, env, "GET", "/v1/executions", auth, ""); r.status != want {
 			t.Errorf("Authorization %q: %d %+v, want %d", auth, r.status, r.err, want)

@@ -9,4 +9,7 @@ const (
 	attrError    = "error"
 	attrDuration = "duration"
 	attrRemote   = "remote"
+	// attrForwardedFor is the X-Forwarded-For header of a request, as
+	// its client sent it.
+	attrForwardedFor = "forwarded_for"
 )

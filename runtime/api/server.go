@@ -1,6 +1,7 @@
 // Package api is ffrun's HTTP API, served through Echo: JSON in and out,
 // stable error codes (wire.Code…), bearer-token auth on every /v1 route,
-// body limits, and the worker protocol (claim, renew, complete, fail).
+// the refusal of browsers' cross-origin writes, body limits, and the
+// worker protocol (claim, renew, complete, fail).
 //
 // The package validates and translates; the work itself is done by a
 // Service (runtime/server wires one over the store and the scheduler).
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -85,8 +87,10 @@ type Config struct {
 	// Metrics, when set, receives the HTTP request metrics and is served
 	// at GET /metrics (behind the bearer token when one is set).
 	Metrics *metrics.Registry
-	// AuthLimiter, when set, slows down and then refuses (429
-	// rate_limited) the failed authentications of one client address.
+	// AuthLimiter, when set, paces the judging of credentials from a
+	// client address that failed too often: its requests with credentials,
+	// right or wrong, wait their turn, or are refused (429 rate_limited)
+	// without being judged when it is too far off.
 	AuthLimiter *authlimit.Limiter
 }
 
@@ -126,7 +130,8 @@ type Server struct {
 	log  *slog.Logger
 	met  *httpMetrics // nil without Config.Metrics
 
-	flows *flows // set by AddFlows: the templates schedules refer to
+	flows   *flows   // set by AddFlows: the templates schedules refer to
+	mounted []string // the prefixes of Mount, which check requests themselves
 
 	unready atomic.Bool // the last /readyz found the service not ready
 }
@@ -151,7 +156,7 @@ func New(cfg Config) (*Server, error) {
 		// Outside the recoverer, so that a panic counts as the 500 it becomes.
 		e.Use(s.met.middleware)
 	}
-	e.Use(s.recoverer, s.requestLog)
+	e.Use(s.recoverer, s.requestLog, crossOrigin(s.mountedPath))
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	if cfg.Metrics != nil {
@@ -199,11 +204,22 @@ func (s *Server) Echo() *echo.Echo { return s.echo }
 // Mount serves h for GET and HEAD of prefix and for GET, HEAD and POST of
 // every path under it (web pages and their forms; other methods are the API's 405),
 // with the API's logging, metrics and panic recovery but not its token
-// check: h does its own. Call it before serving.
+// check nor its refusal of cross-origin requests: h does its own. Call it
+// before serving.
 func (s *Server) Mount(prefix string, h http.Handler) {
+	s.mounted = append(s.mounted, prefix)
 	wrapped := echo.WrapHandler(h)
 	s.echo.Match([]string{http.MethodGet, http.MethodHead}, prefix, wrapped)
 	s.echo.Match([]string{http.MethodGet, http.MethodHead, http.MethodPost}, prefix+"/*", wrapped)
+}
+
+func (s *Server) mountedPath(path string) bool {
+	for _, p := range s.mounted {
+		if under(path, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // V1 returns the /v1 route group, behind the bearer-token check when a
@@ -244,10 +260,15 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			status = asError(err).Status
 		}
-		s.log.DebugContext(req.Context(), "request",
-			slog.String(attrMethod, req.Method), slog.String(attrPath, req.URL.Path),
+		attrs := []slog.Attr{slog.String(attrMethod, req.Method), slog.String(attrPath, req.URL.Path),
 			slog.Int(attrStatus, status), slog.Duration(attrDuration, time.Since(start)),
-			slog.String(attrRemote, c.RealIP()))
+			// The connection's address: a forwarding header is only what
+			// the client claims, logged apart.
+			slog.String(attrRemote, authlimit.Addr(req))}
+		if fwd := req.Header.Values(echo.HeaderXForwardedFor); len(fwd) > 0 {
+			attrs = append(attrs, slog.String(attrForwardedFor, strings.Join(fwd, ", ")))
+		}
+		s.log.LogAttrs(req.Context(), slog.LevelDebug, "request", attrs...)
 		return err
 	}
 }

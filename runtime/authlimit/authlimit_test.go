@@ -1,8 +1,11 @@
 package authlimit
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 )
@@ -12,44 +15,141 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
-func newTest(cfg Config) (*Limiter, *clock) {
-	c := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	l := New(cfg)
+// newTest returns a Limiter on a settable clock whose waits are recorded
+// in *slept, not slept (the clock does not move: as requests arriving
+// together).
+func newTest(cfg Config) (l *Limiter, c *clock, slept *[]time.Duration) {
+	c = &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	l = New(cfg)
 	l.now = c.now
-	return l, c
+	slept = new([]time.Duration)
+	l.sleep = func(_ context.Context, d time.Duration) error {
+		*slept = append(*slept, d)
+		return nil
+	}
+	return l, c, slept
 }
 
-// TestFailedSpacesFailuresPastFree: the first Free failures of an address
-// are answered at once; the next ones one per Interval, each waiting its
-// turn; one whose turn is more than MaxWait off is refused; another
-// address is not affected; a new window starts free again.
-func TestFailedSpacesFailuresPastFree(t *testing.T) {
-	l, c := newTest(Config{Free: 3, Window: time.Minute, Interval: time.Second, MaxWait: 2 * time.Second})
+var secret = NewToken("the-right-token-0123")
+
+// check calls l.Check for addr with got and fails t unless the verdict,
+// retry and wait (the last recorded sleep; -1 = none) are the wanted ones.
+func check(t *testing.T, l *Limiter, slept *[]time.Duration, what, addr, got string, want Verdict, retry, wait time.Duration) {
+	t.Helper()
+	n := len(*slept)
+	v, r, err := l.Check(context.Background(), addr, secret, got)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	w := time.Duration(-1)
+	if len(*slept) > n {
+		w = (*slept)[len(*slept)-1]
+	}
+	if v != want || r != retry || w != wait {
+		t.Fatalf("%s: verdict %d, retry %v, waited %v; want %d, %v, %v", what, v, r, w, want, retry, wait)
+	}
+}
+
+// TestCheckPacesLimitedAddresses: the first Free failures of an address
+// are judged at once; past them the address is limited and each request
+// with credentials, the right ones included, waits its turn (one per
+// Interval) before they are compared; one whose turn is more than MaxWait
+// off is refused without comparing, right token or wrong; another address
+// is not affected; the turns come as time passes; a new window starts
+// free again.
+func TestCheckPacesLimitedAddresses(t *testing.T) {
+	l, c, slept := newTest(Config{Free: 3, Window: time.Minute, Interval: time.Second, MaxWait: 2 * time.Second})
+	const right = "the-right-token-0123"
+	check(t, l, slept, "right token", "a", right, Admitted, 0, -1)
 	for i := range 3 {
-		if wait, ok := l.Failed("a"); wait != 0 || !ok {
-			t.Fatalf("failure %d: wait %v, ok %v; want at once", i+1, wait, ok)
-		}
+		check(t, l, slept, fmt.Sprint("free failure ", i+1), "a", "guess", Rejected, 0, -1)
 	}
-	for i, want := range []time.Duration{0, time.Second, 2 * time.Second} {
-		if wait, ok := l.Failed("a"); wait != want || !ok {
-			t.Fatalf("failure %d past free: wait %v, ok %v; want %v", i+1, wait, ok, want)
-		}
+	for i, wait := range []time.Duration{0, time.Second, 2 * time.Second} {
+		check(t, l, slept, fmt.Sprint("limited failure ", i+1), "a", "guess", Rejected, 0, wait)
 	}
-	if wait, ok := l.Failed("a"); ok || wait != 3*time.Second {
-		t.Fatalf("a failure 3 s off: wait %v, ok %v; want refused", wait, ok)
-	}
-	if wait, ok := l.Failed("b"); wait != 0 || !ok {
-		t.Fatalf("another address: wait %v, ok %v", wait, ok)
-	}
-	// Time passes: the turns come; the window ends.
+	check(t, l, slept, "a guess 3 s off", "a", "guess", Refused, 3*time.Second, -1)
+	check(t, l, slept, "the right token 3 s off", "a", right, Refused, 3*time.Second, -1)
+	check(t, l, slept, "another address", "b", "guess", Rejected, 0, -1)
+	// Time passes: the turns come; the right token waits its turn too.
 	c.t = c.t.Add(10 * time.Second)
-	if wait, ok := l.Failed("a"); wait != 0 || !ok {
-		t.Fatalf("after the turns passed: wait %v, ok %v", wait, ok)
-	}
+	check(t, l, slept, "the right token at its turn", "a", right, Admitted, 0, 0)
+	check(t, l, slept, "a guess after it", "a", "guess", Rejected, 0, time.Second)
 	c.t = c.t.Add(time.Minute)
 	for i := range 3 {
-		if wait, ok := l.Failed("a"); wait != 0 || !ok {
-			t.Fatalf("new window, failure %d: wait %v, ok %v", i+1, wait, ok)
+		check(t, l, slept, fmt.Sprint("new window, failure ", i+1), "a", "guess", Rejected, 0, -1)
+	}
+}
+
+// TestCheckRightTokensLeaveNoTrace: the right credentials of an address
+// that never failed are not remembered (they cannot crowd the guessers out
+// of the bounded table).
+func TestCheckRightTokensLeaveNoTrace(t *testing.T) {
+	l, _, slept := newTest(Config{Addresses: 4})
+	for i := range 100 {
+		check(t, l, slept, "right token", fmt.Sprint(i), "the-right-token-0123", Admitted, 0, -1)
+	}
+	if n := len(l.by); n != 0 {
+		t.Fatalf("%d addresses remembered after right tokens only", n)
+	}
+}
+
+// TestCheckConcurrentGuesses: guesses sent together from one address are
+// judged no faster than one at a time: Free of them, then one per turn.
+func TestCheckConcurrentGuesses(t *testing.T) {
+	l, _, _ := newTest(Config{Free: 3, Interval: time.Hour, MaxWait: time.Millisecond})
+	var mu sync.Mutex
+	count := map[Verdict]int{}
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			v, _, err := l.Check(context.Background(), "a", secret, "guess")
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			count[v]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if count[Rejected] != 4 || count[Refused] != 60 {
+		t.Fatalf("64 guesses together: %d judged, %d refused; want 4 (3 free, 1 turn) and 60", count[Rejected], count[Refused])
+	}
+}
+
+// TestCheckWaitEndsWithTheRequest: a request that goes away while it
+// waits its turn is not judged.
+func TestCheckWaitEndsWithTheRequest(t *testing.T) {
+	l := New(Config{Free: 1, Interval: time.Hour, MaxWait: 2 * time.Hour})
+	ctx := context.Background()
+	l.Check(ctx, "a", secret, "guess")
+	l.Check(ctx, "a", secret, "guess") // its turn now; the next an hour off
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if v, _, err := l.Check(ctx, "a", secret, "the-right-token-0123"); !errors.Is(err, context.DeadlineExceeded) || v == Admitted {
+		t.Fatalf("a request that went away while it waited: %d, %v", v, err)
+	}
+}
+
+// TestCheckNilLimiter: without a limiter, credentials are compared at once.
+func TestCheckNilLimiter(t *testing.T) {
+	var l *Limiter
+	for got, want := range map[string]Verdict{"the-right-token-0123": Admitted, "guess": Rejected, "": Rejected} {
+		if v, _, err := l.Check(context.Background(), "a", secret, got); v != want || err != nil {
+			t.Errorf("%q: %d, %v; want %d", got, v, err, want)
+		}
+	}
+}
+
+// TestTokenMatches: only the secret itself matches; prefixes, extensions
+// and other cases do not.
+func TestTokenMatches(t *testing.T) {
+	for got, want := range map[string]bool{
+		"the-right-token-0123": true, "the-right-token-012": false, "the-right-token-01234": false,
+		"THE-RIGHT-TOKEN-0123": false, "": false,
+	} {
+		if secret.Matches(got) != want {
+			t.Errorf("Matches(%q) = %v", got, !want)
 		}
 	}
 }
@@ -57,17 +157,18 @@ func TestFailedSpacesFailuresPastFree(t *testing.T) {
 // TestAddressesBounded: past Addresses, addresses whose window ended are
 // forgotten, then all of them.
 func TestAddressesBounded(t *testing.T) {
-	l, c := newTest(Config{Free: 1, Addresses: 4})
+	l, c, _ := newTest(Config{Free: 1, Addresses: 4})
+	ctx := context.Background()
 	for i := range 4 {
-		l.Failed(fmt.Sprint(i))
+		l.Check(ctx, fmt.Sprint(i), secret, "guess")
 	}
 	c.t = c.t.Add(2 * WindowDefault)
-	l.Failed("new")
+	l.Check(ctx, "new", secret, "guess")
 	if n := len(l.by); n != 1 {
 		t.Fatalf("%d addresses remembered after the windows ended; want 1", n)
 	}
 	for i := range 10 {
-		l.Failed(fmt.Sprint("x", i))
+		l.Check(ctx, fmt.Sprint("x", i), secret, "guess")
 	}
 	if n := len(l.by); n > 4 {
 		t.Fatalf("%d addresses remembered; the bound is 4", n)

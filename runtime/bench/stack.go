@@ -21,7 +21,7 @@ import (
 
 // benchToken is the API token of every benchmark server: auth is on, as
 // in production.
-const benchToken = "ffbench-token"
+const benchToken = "ffbench-token-0123"
 
 // stackConfig says how to start a stack.
 type stackConfig struct {

@@ -18,7 +18,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"encoding/base64"
 	"errors"
@@ -67,8 +66,9 @@ type Config struct {
 	// every ffrun sharing the token; nil = a sign-out only drops the
 	// browser's cookie.
 	Revoked Revocations
-	// AuthLimiter, when set, slows down and then refuses the wrong tokens
-	// of one address at sign-in (the API's limiter: they count together).
+	// AuthLimiter, when set, paces the sign-ins of an address that failed
+	// too often, and refuses them past its wait (the API's limiter: they
+	// count together); nil = sign-ins are judged at once.
 	AuthLimiter *authlimit.Limiter
 }
 
@@ -86,7 +86,8 @@ type Dashboard struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 	h     http.Handler
-	key   []byte // signs sessions; derived from the token
+	key   []byte          // signs sessions; derived from the token
+	token authlimit.Token // the token, to compare sign-ins with
 }
 
 // New builds the console.
@@ -108,6 +109,7 @@ func New(cfg Config) (*Dashboard, error) {
 		m := hmac.New(sha256.New, []byte(cfg.Token))
 		m.Write([]byte("ffrun console session key"))
 		d.key = m.Sum(nil)
+		d.token = authlimit.NewToken(cfg.Token)
 	}
 	pages, err := parsePages()
 	if err != nil {
@@ -362,8 +364,9 @@ func section(path string) string {
 
 const sessionCookie = "ff_session"
 
-// session returns the valid session of r: its id (the HMAC, which names it
-// in Config.Revoked) and expiry.
+// session returns the valid session of r: its id (the HMAC as the cookie
+// was issued with it, its only accepted spelling, which names it in
+// Config.Revoked) and expiry.
 func (d *Dashboard) session(r *http.Request) (id string, exp time.Time, ok bool) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
@@ -373,8 +376,11 @@ func (d *Dashboard) session(r *http.Request) (id string, exp time.Time, ok bool)
 	if len(parts) != 3 {
 		return "", time.Time{}, false
 	}
-	got, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err != nil || !hmac.Equal(got, d.sign(parts[0]+"."+parts[1])) {
+	// One spelling only: a lenient decoder would take others of the same
+	// signature (the unused bits of the last character, line breaks), each
+	// naming a session that no sign-out revoked.
+	got, err := base64.RawURLEncoding.Strict().DecodeString(parts[2])
+	if err != nil || base64.RawURLEncoding.EncodeToString(got) != parts[2] || !hmac.Equal(got, d.sign(parts[0]+"."+parts[1])) {
 		return "", time.Time{}, false
 	}
 	unix, err := strconv.ParseInt(parts[0], 10, 64)
@@ -458,18 +464,21 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.FormValue("next"))
-	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(r.FormValue("token"))), []byte(d.cfg.Token)) != 1 {
+	// Judged at the pace of the API's limiter, right or wrong (see
+	// authlimit): while the address is limited, the sign-in waits its turn
+	// or is refused without the token being compared.
+	v, retry, err := d.cfg.AuthLimiter.Check(r.Context(), authlimit.Addr(r), d.token, strings.TrimSpace(r.FormValue("token")))
+	switch {
+	case err != nil:
+		d.log.DebugContext(r.Context(), "console sign-in abandoned", slog.Any("err", err))
+		return
+	case v == authlimit.Refused:
+		ae := api.AuthRefused(w.Header(), retry)
+		d.render(w, r, http.StatusTooManyRequests, &view{page: "login", title: "Sign in",
+			data: loginData{Next: next, Error: "Too many wrong tokens from this address: " + strings.TrimPrefix(ae.Message, "too many failed authentications from this address: ") + "."}})
+		return
+	case v != authlimit.Admitted:
 		d.log.WarnContext(r.Context(), "console sign-in refused", slog.String("remote", r.RemoteAddr))
-		if lim := d.cfg.AuthLimiter; lim != nil {
-			wait, ok := lim.Failed(authlimit.Addr(r))
-			if !ok {
-				ae := api.AuthRefused(w.Header(), wait)
-				d.render(w, r, http.StatusTooManyRequests, &view{page: "login", title: "Sign in",
-					data: loginData{Next: next, Error: "Too many wrong tokens from this address: " + strings.TrimPrefix(ae.Message, "too many failed authentications from this address: ") + "."}})
-				return
-			}
-			authlimit.Sleep(r.Context(), wait)
-		}
 		d.render(w, r, http.StatusUnauthorized, &view{page: "login", title: "Sign in",
 			data: loginData{Next: next, Error: "That is not ffrun's API token (FF_API_TOKEN)."}})
 		return

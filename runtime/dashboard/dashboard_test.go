@@ -509,7 +509,7 @@ func TestConsoleCrossSite(t *testing.T) {
 func TestConsoleSignIn(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t, func(c *server.Config) {
-		c.Token = "s3cret-token"
+		c.Token = "s3cret-console-token"
 		c.Templates = compile(t, "pipe.ff", pipeSource)
 	})
 	b := newBrowser(t, env)
@@ -526,7 +526,7 @@ func TestConsoleSignIn(t *testing.T) {
 	b.get("/ui/login?next=%2Fui%2Ftemplates").want(t, http.StatusOK, `name="token"`, `value="/ui/templates"`)
 	b.post("/ui/login", url.Values{"token": {"wrong"}, "next": {"/ui/templates"}}).
 		want(t, http.StatusUnauthorized, "That is not ffrun&#39;s API token")
-	p := b.post("/ui/login", url.Values{"token": {"s3cret-token"}, "next": {"/ui/templates"}})
+	p := b.post("/ui/login", url.Values{"token": {"s3cret-console-token"}, "next": {"/ui/templates"}})
 	p.wantRedirect(t, "/ui/templates")
 	cookie := p.header.Get("Set-Cookie")
 	for _, attr := range []string{"ff_session=", "Path=/ui", "HttpOnly", "SameSite=Lax", "Max-Age=43200"} {
@@ -534,14 +534,14 @@ func TestConsoleSignIn(t *testing.T) {
 			t.Fatalf("session cookie %q lacks %s", cookie, attr)
 		}
 	}
-	if strings.Contains(cookie, "s3cret-token") {
+	if strings.Contains(cookie, "s3cret-console-token") {
 		t.Fatalf("the session cookie holds the token: %q", cookie)
 	}
 	b.get("/ui/templates").want(t, http.StatusOK, `<a href="/ui/templates/pipe">pipe</a>`, "Sign out")
 	startRun(t, b, "pipe", url.Values{"input": {`{"url":"u"}`}})
 	// Behind a proxy that says the browser came over HTTPS, the cookie is
 	// Secure.
-	if c := newBrowser(t, env).do(http.MethodPost, "/ui/login", url.Values{"token": {"s3cret-token"}},
+	if c := newBrowser(t, env).do(http.MethodPost, "/ui/login", url.Values{"token": {"s3cret-console-token"}},
 		map[string]string{"X-Forwarded-Proto": "https"}).header.Get("Set-Cookie"); !strings.Contains(c, "; Secure") {
 		t.Fatalf("session cookie behind an HTTPS proxy: %q", c)
 	}
@@ -555,9 +555,9 @@ func TestConsoleSignIn(t *testing.T) {
 	// A forged signature, and a session of another token, are not sessions.
 	value := strings.TrimPrefix(strings.Split(cookie, ";")[0], "ff_session=")
 	exp, _, _ := strings.Cut(value, ".")
-	other := servertest.Start(t, func(c *server.Config) { c.Token = "another-token" })
+	other := servertest.Start(t, func(c *server.Config) { c.Token = "another-token-0123" })
 	ob := newBrowser(t, other)
-	ob.post("/ui/login", url.Values{"token": {"another-token"}}).wantRedirect(t, "/ui/runs")
+	ob.post("/ui/login", url.Values{"token": {"another-token-0123"}}).wantRedirect(t, "/ui/runs")
 	for _, forged := range []string{exp + ".AAAA", "9999999999." + strings.SplitN(value, ".", 2)[1], "nonsense", ""} {
 		fresh := newBrowser(t, env)
 		fresh.do(http.MethodGet, "/ui/runs", nil, map[string]string{"Cookie": "ff_session=" + forged}).
@@ -573,16 +573,16 @@ func TestConsoleSignIn(t *testing.T) {
 	// A next outside the console goes to the runs.
 	for _, next := range []string{"//evil.example/ui/", "https://evil.example/", "/v1/flows", `/ui/\evil`} {
 		nb := newBrowser(t, env)
-		nb.post("/ui/login", url.Values{"token": {"s3cret-token"}, "next": {next}}).wantRedirect(t, "/ui/runs")
+		nb.post("/ui/login", url.Values{"token": {"s3cret-console-token"}, "next": {next}}).wantRedirect(t, "/ui/runs")
 	}
 	// Signing out ends the session, a copy of its cookie included, on
 	// every ffrun of the token; other sessions go on.
 	second := newBrowser(t, env)
-	second.post("/ui/login", url.Values{"token": {"s3cret-token"}}).wantRedirect(t, "/ui/runs")
+	second.post("/ui/login", url.Values{"token": {"s3cret-console-token"}}).wantRedirect(t, "/ui/runs")
 	b.post("/ui/logout", url.Values{}).wantRedirect(t, "/ui/login")
 	b.get("/ui/runs").wantRedirect(t, "/ui/login?next=%2Fui%2Fruns")
 	sameToken := servertest.Start(t, func(c *server.Config) {
-		c.Token = "s3cret-token"
+		c.Token = "s3cret-console-token"
 		c.KeyPrefix = env.Config.KeyPrefix // one deployment: the same keys
 	})
 	for _, e := range []*servertest.Env{env, sameToken} {

@@ -17,9 +17,9 @@ import (
 // are over, not after.
 func TestConsoleSessionExpires(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t, func(c *server.Config) { c.Token = "s3cret-token"; c.DisableUI = true })
+	env := servertest.Start(t, func(c *server.Config) { c.Token = "s3cret-console-token"; c.DisableUI = true })
 	var offset atomic.Int64
-	d, err := dashboard.New(dashboard.Config{API: env.Server.API(), Token: "s3cret-token",
+	d, err := dashboard.New(dashboard.Config{API: env.Server.API(), Token: "s3cret-console-token",
 		Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func TestConsoleSessionExpires(t *testing.T) {
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
 	b := newBrowser(t, &servertest.Env{URL: srv.URL})
-	b.post("/ui/login", url.Values{"token": {"s3cret-token"}, "next": {"/ui/templates"}}).wantRedirect(t, "/ui/templates")
+	b.post("/ui/login", url.Values{"token": {"s3cret-console-token"}, "next": {"/ui/templates"}}).wantRedirect(t, "/ui/templates")
 	b.get("/ui/templates").want(t, http.StatusOK)
 	offset.Store(int64(dashboard.SessionTTL - time.Minute))
 	b.get("/ui/templates").want(t, http.StatusOK)
@@ -40,9 +40,9 @@ func TestConsoleSessionExpires(t *testing.T) {
 // sign in again; HEAD is answered as GET.
 func TestConsoleValkeyDown(t *testing.T) {
 	t.Parallel()
-	env, stopValkey := servertest.StartOwnValkey(t, func(c *server.Config) { c.Token = "s3cret-token" })
+	env, stopValkey := servertest.StartOwnValkey(t, func(c *server.Config) { c.Token = "s3cret-console-token" })
 	b := newBrowser(t, env)
-	b.post("/ui/login", url.Values{"token": {"s3cret-token"}}).wantRedirect(t, "/ui/runs")
+	b.post("/ui/login", url.Values{"token": {"s3cret-console-token"}}).wantRedirect(t, "/ui/runs")
 	b.get("/ui/runs").want(t, http.StatusOK)
 	if p := b.do(http.MethodHead, "/ui/runs", nil, nil); p.status != http.StatusOK || p.body != "" {
 		t.Fatalf("HEAD /ui/runs: %d, %d bytes", p.status, len(p.body))

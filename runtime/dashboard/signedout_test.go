@@ -14,7 +14,7 @@ import (
 // after the session ended).
 func TestConsoleHeadSignedOut(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t, func(c *server.Config) { c.Token = "s3cret-token" })
+	env := servertest.Start(t, func(c *server.Config) { c.Token = "s3cret-console-token" })
 	b := newBrowser(t, env)
 	get := b.get("/ui/runs")
 	get.wantRedirect(t, "/ui/login?next=%2Fui%2Fruns")

@@ -73,7 +73,7 @@ func startWith(t *testing.T, src string, withWorker bool) *env {
 	if diags.HasErrors() {
 		t.Fatalf("compile: %v", diags)
 	}
-	const token = "t0ken"
+	const token = "ffctl-test-token-0123"
 	srv := servertest.Start(t, func(c *server.Config) {
 		for i := range pkg.Flows {
 			c.Templates = append(c.Templates, &pkg.Flows[i])

@@ -247,7 +247,8 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	fs.Usage = func() {
 		fmt.Fprintf(env.Stderr, "Usage of ffrun %s:\n", name)
 		fs.PrintDefaults()
-		fmt.Fprint(env.Stderr, "\nSecrets, from the environment only (flags show in ps):\n  FF_API_TOKEN        bearer token required on /v1 and /metrics (unset: open, with a warning)\n")
+		fmt.Fprint(env.Stderr, "\nSecrets, from the environment only (flags show in ps):\n  FF_API_TOKEN        bearer token required on /v1 and /metrics, at least 16 bytes (unset: open, with a warning,\n"+
+			"                      to requests addressed to localhost or an IP address only)\n")
 		if !dev {
 			fmt.Fprint(env.Stderr, "  FF_VALKEY_PASSWORD  password of the Valkey server (AUTH)\n  FF_VALKEY_USERNAME  its ACL user (needs FF_VALKEY_PASSWORD)\n")
 			fmt.Fprint(env.Stderr, "\nTLS to Valkey (TLS 1.2+, always verified; not with a unix: address):\n"+
@@ -346,8 +347,10 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	if o.shutdownTimeout < 0 {
 		return fmt.Errorf("%w: --shutdown-timeout %s is negative (0 = the default, %s)", errUsage, o.shutdownTimeout, server.ShutdownTimeoutDefault)
 	}
-	if err := wire.CheckToken(env.Getenv("FF_API_TOKEN")); err != nil {
-		return fmt.Errorf("%w: FF_API_TOKEN: %v", errUsage, err)
+	if tok := env.Getenv("FF_API_TOKEN"); tok != "" {
+		if err := server.CheckToken(tok); err != nil {
+			return fmt.Errorf("%w: FF_API_TOKEN: %v", errUsage, err)
+		}
 	}
 	if o.bodyLimit < 0 || o.bodyLimit > api.BodyLimitMax {
 		return fmt.Errorf("%w: --body-limit %d is outside 0..%d", errUsage, o.bodyLimit, api.BodyLimitMax)

@@ -70,8 +70,8 @@ func TestDevStartsServesAndStopsItsChild(t *testing.T) {
 	data := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r := start(t, []string{"dev", "--data", data}, map[string]string{"FF_LISTEN": "127.0.0.1:0", "FF_API_TOKEN": "tok"})
-	c, err := client.New("http://"+r.api, client.WithToken("tok"))
+	r := start(t, []string{"dev", "--data", data}, map[string]string{"FF_LISTEN": "127.0.0.1:0", "FF_API_TOKEN": "dev-token-0123456789"})
+	c, err := client.New("http://"+r.api, client.WithToken("dev-token-0123456789"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,8 @@ func TestServeWithValkeyPassword(t *testing.T) {
 }
 
 // Durations the scanners or the server would refuse, or ignore, and an API
-// token no request could carry are usage errors before anything starts
+// token no request could carry or too short not to be guessed are usage
+// errors before anything starts
 // (here Valkey is unreachable: the refusal must not wait for it).
 func TestServeRefusesBadSettings(t *testing.T) {
 	for _, c := range []struct {
@@ -333,6 +334,7 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{args: []string{"--shutdown-timeout", "-1s"}, want: "--shutdown-timeout"},
 		{token: "s3cret\n", want: "FF_API_TOKEN: the API token starts or ends with white space"},
 		{token: "s3\x01cret", want: "FF_API_TOKEN: the API token holds a control character"},
+		{token: "fifteen-bytes-a", want: "FF_API_TOKEN: the API token is 15 bytes long: it must be at least 16"},
 	} {
 		t.Setenv("FF_API_TOKEN", c.token)
 		var out bytes.Buffer

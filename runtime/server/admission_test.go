@@ -928,7 +928,7 @@ func TestAdmissionBadInputs(t *testing.T) {
 
 // The admission routes sit behind the bearer token like every /v1 route.
 func TestAdmissionRoutesRequireToken(t *testing.T) {
-	env := startAdmission(t, nil, func(c *server.Config) { c.Token = "s3cret" })
+	env := startAdmission(t, nil, func(c *server.Config) { c.Token = "s3cret-api-token" })
 	routes := []struct{ method, path, body string }{
 		{http.MethodPut, "/v1/budgets", `{"name":"b","dimensions":[{"name":"d"}]}`},
 		{http.MethodGet, "/v1/budgets/default/b", ""},
@@ -949,10 +949,10 @@ func TestAdmissionRoutesRequireToken(t *testing.T) {
 		}
 	}
 	// Nothing was written, and the right token works.
-	if got := rawDo(t, env, http.MethodGet, "/v1/budgets/default/b", "s3cret", "").status; got != http.StatusNotFound {
+	if got := rawDo(t, env, http.MethodGet, "/v1/budgets/default/b", "s3cret-api-token", "").status; got != http.StatusNotFound {
 		t.Errorf("budget after refused requests: %d, want 404", got)
 	}
-	if got := rawDo(t, env, http.MethodPut, "/v1/budgets", "s3cret", routes[0].body).status; got != http.StatusCreated {
+	if got := rawDo(t, env, http.MethodPut, "/v1/budgets", "s3cret-api-token", routes[0].body).status; got != http.StatusCreated {
 		t.Errorf("put with the token: %d, want 201", got)
 	}
 }

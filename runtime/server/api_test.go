@@ -75,7 +75,7 @@ func rawDo(t *testing.T, env *servertest.Env, method, path, token, body string) 
 
 func TestAuth(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t, func(c *server.Config) { c.Token = "s3cret" })
+	env := servertest.Start(t, func(c *server.Config) { c.Token = "s3cret-api-token" })
 	tests := []struct {
 		name, method, path, token string
 		status                    int
@@ -86,18 +86,18 @@ func TestAuth(t *testing.T) {
 		{"missing token", http.MethodGet, "/v1/executions", "", 401, wire.CodeUnauthorized},
 		{"wrong token", http.MethodGet, "/v1/executions", "s3cret2", 401, wire.CodeUnauthorized},
 		{"prefix of token", http.MethodGet, "/v1/executions", "s3c", 401, wire.CodeUnauthorized},
-		{"right token", http.MethodGet, "/v1/executions", "s3cret", 200, ""},
+		{"right token", http.MethodGet, "/v1/executions", "s3cret-api-token", 200, ""},
 		{"unknown route needs token", http.MethodGet, "/v1/nope", "", 401, wire.CodeUnauthorized},
-		{"unknown route with token", http.MethodGet, "/v1/nope", "s3cret", 404, wire.CodeUnknownRoute},
+		{"unknown route with token", http.MethodGet, "/v1/nope", "s3cret-api-token", 404, wire.CodeUnknownRoute},
 		{"claim without token", http.MethodPost, "/v1/worker/claim", "", 401, wire.CodeUnauthorized},
 		{"bare /v1 needs token", http.MethodGet, "/v1", "", 401, wire.CodeUnauthorized},
 		// A token does not turn a wrong method into an unknown route.
-		{"wrong method with token", http.MethodDelete, "/v1/executions", "s3cret", 405, wire.CodeMethodNotAllowed},
-		{"wrong method with token, path parameter", http.MethodGet, "/v1/executions/x/cancel", "s3cret", 405, wire.CodeMethodNotAllowed},
+		{"wrong method with token", http.MethodDelete, "/v1/executions", "s3cret-api-token", 405, wire.CodeMethodNotAllowed},
+		{"wrong method with token, path parameter", http.MethodGet, "/v1/executions/x/cancel", "s3cret-api-token", 405, wire.CodeMethodNotAllowed},
 		{"wrong method without token", http.MethodDelete, "/v1/executions", "", 401, wire.CodeUnauthorized},
-		{"flow route wrong method with token", http.MethodDelete, "/v1/flows", "s3cret", 405, wire.CodeMethodNotAllowed},
+		{"flow route wrong method with token", http.MethodDelete, "/v1/flows", "s3cret-api-token", 405, wire.CodeMethodNotAllowed},
 		{"metrics needs token", http.MethodGet, "/metrics", "", 401, wire.CodeUnauthorized},
-		{"metrics with token", http.MethodGet, "/metrics", "s3cret", 200, ""},
+		{"metrics with token", http.MethodGet, "/metrics", "s3cret-api-token", 200, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,7 +108,7 @@ func TestAuth(t *testing.T) {
 		})
 	}
 	// The Go client carries the token.
-	c, err := client.New(env.URL, client.WithToken("s3cret"))
+	c, err := client.New(env.URL, client.WithToken("s3cret-api-token"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestLibraryReloadedAfterFlush(t *testing.T) {
 // behind the token and answers errors in the envelope.
 func TestExtraRoutesShareAuthAndErrors(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t, func(c *server.Config) { c.Token = "tok" })
+	env := servertest.Start(t, func(c *server.Config) { c.Token = "metrics-token-0123" })
 	env.Server.API().V1().POST("/echo", func(c echo.Context) error {
 		var body struct {
 			N int `json:"n"`
@@ -275,10 +275,10 @@ func TestExtraRoutesShareAuthAndErrors(t *testing.T) {
 	if r := rawDo(t, env, "POST", "/v1/echo", "", `{"n":1}`); r.status != 401 {
 		t.Fatalf("without token: %d %s", r.status, r.body)
 	}
-	if r := rawDo(t, env, "POST", "/v1/echo", "tok", `{"n":1,"m":2}`); r.status != 400 || r.err.Code != wire.CodeUnknownField {
+	if r := rawDo(t, env, "POST", "/v1/echo", "metrics-token-0123", `{"n":1,"m":2}`); r.status != 400 || r.err.Code != wire.CodeUnknownField {
 		t.Fatalf("unknown field: %d %s", r.status, r.body)
 	}
-	if r := rawDo(t, env, "POST", "/v1/echo", "tok", `{"n":7}`); r.status != 200 || r.body != "{\"n\":7}\n" {
+	if r := rawDo(t, env, "POST", "/v1/echo", "metrics-token-0123", `{"n":7}`); r.status != 200 || r.body != "{\"n\":7}\n" {
 		t.Fatalf("ok: %d %q", r.status, r.body)
 	}
 }

@@ -13,7 +13,7 @@ import (
 // instance, guardPrefix, against paths Echo routes apart from URL.Path.)
 func TestTokenGuardsEverySpellingOfV1(t *testing.T) {
 	t.Parallel()
-	e := servertest.Start(t, func(c *server.Config) { c.Token = "s3cret-token" })
+	e := servertest.Start(t, func(c *server.Config) { c.Token = "s3cret-console-token" })
 	for _, r := range []struct{ method, path string }{
 		{"GET", "/v1/executions"},
 		{"GET", "/v1/executions/"},

@@ -28,3 +28,20 @@ func TestOpenRefusesTokenWithLineBreak(t *testing.T) {
 		t.Fatalf("Open = %v, want the token and why named", err)
 	}
 }
+
+// A token shorter than server.TokenMinBytes could be guessed despite the
+// authlimit's pace: Open refuses it, saying why.
+func TestOpenRefusesShortToken(t *testing.T) {
+	t.Parallel()
+	srv, err := server.Open(context.Background(), server.Config{
+		ValkeyAddr: valkeytest.Shared(t), KeyPrefix: valkeytest.Prefix(t), Token: "fifteen-bytes-a",
+		DisableScanners: true, ShutdownTimeout: 5 * time.Second,
+	})
+	if err == nil {
+		srv.Close()
+		t.Fatal("Open took a token of 15 bytes")
+	}
+	if !strings.Contains(err.Error(), "FF_API_TOKEN") || !strings.Contains(err.Error(), "at least 16") {
+		t.Fatalf("Open = %v, want the token and why named", err)
+	}
+}

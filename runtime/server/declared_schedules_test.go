@@ -25,7 +25,7 @@ func TestDeclaredScheduleRegistered(t *testing.T) {
 	var logs servertest.LogBuffer
 	declared := plan.Schedule{Name: "tick", Flow: "two", Cron: "@every 1s", Input: json.RawMessage(`{"s":"day {{fire_date}}"}`)}
 	a := servertest.Start(t, func(c *server.Config) {
-		c.Token = "declared-token"
+		c.Token = "declared-token-0123"
 		c.Templates = []*plan.Flow{twoStep()}
 		c.Schedules = []plan.Schedule{declared}
 		c.Scanners.Schedules = 50 * time.Millisecond
@@ -117,7 +117,7 @@ func TestDeclaredScheduleRegistered(t *testing.T) {
 func TestDeclaredScheduleRefused(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t, func(c *server.Config) {
-		c.Token = "declared-token"
+		c.Token = "declared-token-0123"
 		c.Templates = []*plan.Flow{twoStep()}
 		c.DisableScanners = true
 	})

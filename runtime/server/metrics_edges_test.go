@@ -54,13 +54,13 @@ func TestMetricsScrapeAnswersWhileValkeyHangs(t *testing.T) {
 // handler whose pattern ("/v1/*") must not become a series of its own.
 func TestMetricsUnknownV1PathCountsAsUnmatched(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t, func(c *server.Config) { c.Token = "tok" })
+	env := servertest.Start(t, func(c *server.Config) { c.Token = "metrics-token-0123" })
 	for _, p := range []string{"/v1/nope", "/v1/executions/x/nope"} {
-		if r := rawDo(t, env, "GET", p, "tok", ""); r.status != 404 {
+		if r := rawDo(t, env, "GET", p, "metrics-token-0123", ""); r.status != 404 {
 			t.Fatalf("GET %s: %d %s", p, r.status, r.body)
 		}
 	}
-	m := scrape(t, env, "tok")
+	m := scrape(t, env, "metrics-token-0123")
 	if got := m[`ff_http_requests_total{method="GET",route="unmatched",code="404"}`]; got != 2 {
 		var routes []string
 		for series := range m {
@@ -77,15 +77,15 @@ func TestMetricsUnknownV1PathCountsAsUnmatched(t *testing.T) {
 // counts requests answered by method, route pattern and code).
 func TestMetricsCounts405And413(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t, func(c *server.Config) { c.Token = "tok"; c.BodyLimit = 1024 })
-	if r := rawDo(t, env, "DELETE", "/v1/worker/claim", "tok", ""); r.status != 405 {
+	env := servertest.Start(t, func(c *server.Config) { c.Token = "metrics-token-0123"; c.BodyLimit = 1024 })
+	if r := rawDo(t, env, "DELETE", "/v1/worker/claim", "metrics-token-0123", ""); r.status != 405 {
 		t.Fatalf("DELETE /v1/worker/claim: %d %s", r.status, r.body)
 	}
 	big := `{"kind":"k","input":"` + strings.Repeat("x", 4096) + `"}`
-	if r := rawDo(t, env, "POST", "/v1/executions", "tok", big); r.status != 413 {
+	if r := rawDo(t, env, "POST", "/v1/executions", "metrics-token-0123", big); r.status != 413 {
 		t.Fatalf("POST /v1/executions over the body limit: %d %s", r.status, r.body)
 	}
-	m := scrape(t, env, "tok")
+	m := scrape(t, env, "metrics-token-0123")
 	for series, want := range map[string]float64{
 		`ff_http_requests_total{method="DELETE",route="/v1/worker/claim",code="405"}`: 1,
 		`ff_http_requests_total{method="POST",route="/v1/executions",code="413"}`:     1,

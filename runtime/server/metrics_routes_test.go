@@ -14,14 +14,14 @@ import (
 // labels: no path text becomes a label.
 func TestMetricsRouteLabels(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t, func(c *server.Config) { c.Token = "tok" })
+	env := servertest.Start(t, func(c *server.Config) { c.Token = "metrics-token-0123" })
 	for _, p := range []string{"/v1/nope-a", "/v1/nope-b/x", "/nope-c", "/ui/nope-d/x"} {
-		for _, tok := range []string{"", "tok", "wrong"} {
+		for _, tok := range []string{"", "metrics-token-0123", "wrong"} {
 			rawDo(t, env, "GET", p, tok, "")
 			rawDo(t, env, "PROPFIND", p, tok, "")
 		}
 	}
-	m := scrape(t, env, "tok")
+	m := scrape(t, env, "metrics-token-0123")
 	var series []string
 	for s := range m {
 		if strings.HasPrefix(s, "ff_http_requests_total{") {

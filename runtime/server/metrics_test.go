@@ -82,7 +82,7 @@ func scrape(t *testing.T, env *servertest.Env, token string) map[string]float64 
 
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t, func(c *server.Config) { c.Token = "tok" })
+	env := servertest.Start(t, func(c *server.Config) { c.Token = "metrics-token-0123" })
 	ctx := ctxT(t)
 	c := env.Client
 
@@ -129,7 +129,7 @@ flow two() {
 		t.Fatalf("second complete: %+v, %v", res, err)
 	}
 
-	m := scrape(t, env, "tok")
+	m := scrape(t, env, "metrics-token-0123")
 	for series, want := range map[string]float64{
 		`ff_valkey_up`: 1,
 		`ff_executions{namespace="default",lane="m1",state="eligible"}`:       1,
@@ -176,7 +176,7 @@ flow two() {
 	if err := vc.Do(ctx, vc.B().Sadd().Key(env.Config.KeyPrefix+"ff:{fp:0}:lanes").Member("default:ghost").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	for series := range scrape(t, env, "tok") {
+	for series := range scrape(t, env, "metrics-token-0123") {
 		if strings.Contains(series, `lane="ghost"`) {
 			t.Errorf("series %s of a lane with nothing in it", series)
 		}
@@ -185,10 +185,10 @@ flow two() {
 	// An unknown path counts as one series, not one per path; ids never
 	// become label values.
 	for _, p := range []string{"/nope/1", "/nope/2"} {
-		rawDo(t, env, "GET", p, "tok", "")
+		rawDo(t, env, "GET", p, "metrics-token-0123", "")
 	}
-	rawDo(t, env, "GET", "/v1/executions/"+tasks[0].ExecutionID, "tok", "")
-	m = scrape(t, env, "tok")
+	rawDo(t, env, "GET", "/v1/executions/"+tasks[0].ExecutionID, "metrics-token-0123", "")
+	m = scrape(t, env, "metrics-token-0123")
 	if got := m[`ff_http_requests_total{method="GET",route="unmatched",code="404"}`]; got != 2 {
 		t.Errorf("unmatched 404s = %v, want 2", got)
 	}
@@ -209,7 +209,7 @@ flow two() {
 	if _, err := run.Result(ctx); err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	m = scrape(t, env, "tok")
+	m = scrape(t, env, "metrics-token-0123")
 	if got := m[`ff_tasks_granted_total{how="handoff"}`]; got != 1 {
 		t.Errorf("hand-off grants = %v, want 1 (b with a's completion)", got)
 	}
@@ -228,7 +228,7 @@ flow two() {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		m = scrape(t, env, "tok")
+		m = scrape(t, env, "metrics-token-0123")
 		if m[`ff_scanner_ticks_total{scanner="lease_expiry"}`] > 0 && m[`ff_scanner_ticks_total{scanner="delayed"}`] > 0 {
 			break
 		}

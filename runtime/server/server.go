@@ -41,7 +41,7 @@ type Config struct {
 	ValkeyPassword string        // AUTH password, if any
 	KeyPrefix      string        // prefix of every key (tests, shared servers)
 	FlowPartitions int           // 0 = store default; fixed for the life of the data
-	Token          string        // bearer token of /v1; empty = open (logged loudly)
+	Token          string        // bearer token of /v1, at least TokenMinBytes; empty = open (logged loudly; then only requests to localhost or an IP address are served)
 	LeaseDefault   time.Duration // lease of claims that name none; 0 = 30s
 	BodyLimit      int64         // overrides per-route body limits when > 0
 	// ValkeyTLS, when set, makes the connections to Valkey TLS ones, to
@@ -76,10 +76,12 @@ type Config struct {
 	// DisableUI serves no web console; by default it is at /ui/
 	// (package dashboard), behind the same token as the API.
 	DisableUI bool
-	// AuthLimit bounds the failed authentications of one client address
-	// (wrong bearer tokens, wrong tokens at the console's sign-in, counted
-	// together): zero fields take authlimit's defaults (10 a minute at
-	// once, then one a second, refused with 429 past a 10 s wait).
+	// AuthLimit paces the judging of credentials from one client address
+	// that failed too often (wrong bearer tokens, wrong tokens at the
+	// console's sign-in, counted together): zero fields take authlimit's
+	// defaults (10 failures a minute judged at once; past them every
+	// request with credentials, right or wrong, judged one a second, and
+	// refused with 429 unjudged past a 10 s wait).
 	AuthLimit authlimit.Config
 
 	// Scanners tunes the background scanners; zero values take defaults.
@@ -112,7 +114,7 @@ func (c Config) validate() error {
 	}
 	if c.Token != "" {
 		// Before Valkey is reached: ffrun refuses it as it refuses a bad flag.
-		if err := wire.CheckToken(c.Token); err != nil {
+		if err := CheckToken(c.Token); err != nil {
 			return fmt.Errorf("server: Config.Token (FF_API_TOKEN): %w", err)
 		}
 	}
@@ -130,6 +132,24 @@ func (c Config) validate() error {
 	}
 	if c.RunPoll < 0 {
 		return fmt.Errorf("server: Config.RunPoll %s is negative", c.RunPoll)
+	}
+	return nil
+}
+
+// TokenMinBytes is the shortest API token a server accepts.
+const TokenMinBytes = 16
+
+// CheckToken reports why tok cannot be the API token of a server, or nil:
+// it cannot be sent in a header (wire.CheckToken), or it is shorter than
+// TokenMinBytes, too short not to be guessed (the server slows guesses
+// down, it does not stop them).
+func CheckToken(tok string) error {
+	if err := wire.CheckToken(tok); err != nil {
+		return err
+	}
+	if len(tok) < TokenMinBytes {
+		return fmt.Errorf("the API token is %d bytes long: it must be at least %d, so that it cannot be guessed (make one with: openssl rand -hex 32)",
+			len(tok), TokenMinBytes)
 	}
 	return nil
 }
@@ -324,8 +344,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.stopScanners(ctx, s.scanners)
 		return fmt.Errorf("server: start run notices: %w", err)
 	}
+	var handler http.Handler = s.api
+	if s.cfg.Token == "" && ln.Addr().Network() != "unix" { // no browser reaches a Unix socket
+		handler = loopbackHosts(handler, s.log)
+	}
 	hs := &http.Server{
-		Handler:           s.api,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		// A read deadline also cancels a running request's context in
 		// net/http, so it must outlast the longest claim wait.

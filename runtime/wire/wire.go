@@ -22,6 +22,7 @@ const (
 	CodeValidation       = "validation_failed" // 400: a field has a bad value; details.field names it
 	CodePayloadTooLarge  = "payload_too_large" // 413: the body exceeds the route's limit
 	CodeUnauthorized     = "unauthorized"      // 401: missing or wrong bearer token
+	CodeForbidden        = "forbidden"         // 403: a browser's cross-origin write, or, without a token, a request addressed to a host name other than localhost
 	CodeNotFound         = "not_found"         // 404: no such execution
 	CodeUnknownRoute     = "unknown_route"     // 404: no such route
 	CodeMethodNotAllowed = "method_not_allowed"
