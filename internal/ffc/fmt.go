@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/flowfabric/ff/compiler"
 	"github.com/flowfabric/ff/dsl"
@@ -16,7 +19,7 @@ import (
 // -l and -d report the files that are not formatted, for CI. Without
 // paths it formats standard input to standard output (for editors).
 func runFmt(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("fmt", "[-l] [-d] [-w] [FILE|DIR...]", stderr)
+	fs := newFlags("fmt", "[-l] [-d] [-w] [FILE|DIR|DIR/...]", stderr)
 	list := fs.Bool("l", false, "list the files whose formatting differs (exit 1 if any, unless -w)")
 	diff := fs.Bool("d", false, "print the changes formatting makes as a unified diff (exit 1 if any, unless -w)")
 	write := fs.Bool("w", false, "rewrite the files that are not formatted, in place")
@@ -42,7 +45,12 @@ func runFmt(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	srcs, diags := compiler.ReadSources(fs.Args()...)
+	paths, err := expandTrees(fs.Args())
+	if err != nil {
+		fmt.Fprintf(stderr, "ffc fmt: %v\n", err)
+		return exitError
+	}
+	srcs, diags := compiler.ReadSources(paths...)
 	_ = diags.Format(stderr)
 	failed := diags.HasErrors()
 	changed := false
@@ -59,6 +67,59 @@ func runFmt(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// expandTrees replaces each path of the form DIR/... (the go tool's
+// pattern; ./... for the current directory) by DIR and every directory
+// below it that holds .ff files, in walk order, leaving out directories
+// the go tool leaves out (names starting with "." or "_", and testdata,
+// where files are often unformatted on purpose). A tree without .ff files
+// is an error. Other paths are kept as they are.
+func expandTrees(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		root, ok := strings.CutSuffix(p, "/...")
+		if !ok && p != "..." {
+			out = append(out, p)
+			continue
+		}
+		switch {
+		case !ok:
+			root = "." // "..."
+		case root == "":
+			root = "/" // "/..."
+		}
+		n := len(out)
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() {
+				return nil
+			}
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			ff, err := filepath.Glob(filepath.Join(path, "*.ff"))
+			if err != nil {
+				return err
+			}
+			for _, f := range ff {
+				if base := filepath.Base(f); !strings.HasPrefix(base, ".") && !strings.HasPrefix(base, "_") {
+					out = append(out, path)
+					break
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(out) == n {
+			return nil, fmt.Errorf("%s: no .ff files in %s or below it", p, root)
+		}
+	}
+	return out, nil
 }
 
 // fmtMode says what fmtOne does with a file.

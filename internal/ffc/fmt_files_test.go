@@ -117,3 +117,38 @@ func TestFmtDiffSpaceInPathPatch(t *testing.T) {
 		t.Fatalf("patched file = %q, want %q", got, want)
 	}
 }
+
+// DIR/... formats every directory below DIR that holds .ff files, as the
+// go tool's pattern does, leaving out testdata and directories whose names
+// start with "." or "_"; a tree without .ff files is an error.
+func TestFmtTree(t *testing.T) {
+	dir := t.TempDir()
+	messy := "package a\nflow f() {\nresult x\n}\n"
+	for _, f := range []string{"top.ff", "a/b/deep.ff", "testdata/skip.ff", ".hidden/skip.ff", "_old/skip.ff", "a/.#lock.ff"} {
+		path := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(messy), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := Run([]string{"fmt", "-l", dir + "/..."}, strings.NewReader(""), &stdout, &stderr); code != exitError {
+		t.Fatalf("ffc fmt -l DIR/...: exit %d, want %d; stderr %s", code, exitError, &stderr)
+	}
+	want := filepath.Join(dir, "top.ff") + "\n" + filepath.Join(dir, "a", "b", "deep.ff") + "\n"
+	if stdout.String() != want {
+		t.Fatalf("ffc fmt -l DIR/... listed\n%s\nwant\n%s(stderr %s)", &stdout, want, &stderr)
+	}
+	stdout.Reset()
+	if code := Run([]string{"fmt", "-l", filepath.Join(dir, "testdata") + "/..."}, strings.NewReader(""), &stdout, &stderr); code != exitError {
+		t.Fatalf("ffc fmt -l testdata/...: exit %d, want %d (a tree named is walked, its own name is not checked)", code, exitError)
+	}
+	stderr.Reset()
+	empty := t.TempDir()
+	if code := Run([]string{"fmt", "-l", empty + "/..."}, strings.NewReader(""), &stdout, &stderr); code != exitError ||
+		!strings.Contains(stderr.String(), "no .ff files") {
+		t.Fatalf("ffc fmt -l EMPTY/...: exit %d, stderr %q; want an error saying there are no .ff files", code, &stderr)
+	}
+}
