@@ -4,35 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/store"
-	"github.com/valkey-io/valkey-go"
 )
-
-// commandCalls sums the calls of INFO commandstats (commands run inside
-// functions included), leaving out INFO, PING and HELLO.
-func commandCalls(t testing.TB, c valkey.Client) int64 {
-	t.Helper()
-	info, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok || name == "cmdstat_info" || name == "cmdstat_ping" || name == "cmdstat_hello" {
-			continue
-		}
-		v, _, _ := strings.Cut(rest, ",")
-		k, _ := strconv.ParseInt(v, 10, 64)
-		n += k
-	}
-	return n
-}
 
 // The cost of a scanner tick on an idle deployment does not grow with the
 // lanes and namespaces seen since it began: the retention scanner drops
@@ -58,15 +35,15 @@ func TestIdleTickCostDoesNotGrowWithLanesAndNamespacesSeen(t *testing.T) {
 	}
 	cost := func() (int64, int64) {
 		t.Helper()
-		a := commandCalls(t, c)
+		a := valkeytest.CommandCalls(t, c)
 		if _, _, err := unblock.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
-		b := commandCalls(t, c)
+		b := valkeytest.CommandCalls(t, c)
 		if _, _, err := delayed.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
-		return b - a, commandCalls(t, c) - b
+		return b - a, valkeytest.CommandCalls(t, c) - b
 	}
 	for i := range 4 {
 		runOneOff(t, s, "default", "default", i)

@@ -1176,21 +1176,8 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 // caller that stops between two calls (ctx done, a crash) leaves the rest
 // to the next CancelRun of the run or to ResumeRuns.
 func (s *Store) CancelRun(ctx context.Context, id RunID, reason string) (*Run, error) {
-	p, uuid, err := s.locate(ExecutionID(id))
-	if err != nil {
-		return nil, err
-	}
-	args := []string{uuid, clip(reason, MaxErrorBytes)}
-	for {
-		items, err := s.single(ctx, call{fn: "ff_cancel_run", partition: p, args: args}, ExecutionID(id), "cancel")
-		if err != nil {
-			return nil, err
-		}
-		if _, more, ok := cancelReply(items); !ok {
-			return nil, fmt.Errorf("store: ff_cancel_run: malformed reply")
-		} else if !more {
-			break
-		}
+	if _, errs := s.CancelRuns(ctx, []RunID{id}, reason); errs[0] != nil {
+		return nil, errs[0]
 	}
 	return s.GetRun(ctx, id)
 }
@@ -1233,24 +1220,8 @@ func (s *Store) ResumeRuns(ctx context.Context, partition int, age time.Duration
 // them; see spec/runtime.md, Replay); a caller that stops between two
 // leaves the rest to the next ReplayRun of the run or to ResumeRuns.
 func (s *Store) ReplayRun(ctx context.Context, id RunID) (*Run, error) {
-	p, uuid, err := s.locate(ExecutionID(id))
-	if err != nil {
-		return nil, err
-	}
-	for {
-		items, err := s.single(ctx, call{fn: "ff_replay_run", partition: p, args: []string{uuid}}, ExecutionID(id), "replay")
-		if err != nil {
-			if se := (*StateError)(nil); errors.As(err, &se) {
-				se.Run = true
-			}
-			return nil, err
-		}
-		if len(items) < 2 {
-			return nil, fmt.Errorf("store: ff_replay_run: malformed reply")
-		}
-		if more, _ := items[1].AsInt64(); more != 1 {
-			break
-		}
+	if errs := s.ReplayRuns(ctx, []RunID{id}); errs[0] != nil {
+		return nil, errs[0]
 	}
 	return s.GetRun(ctx, id)
 }

@@ -3,35 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 )
-
-// commandCalls sums the calls of INFO commandstats of the server c talks
-// to (commands run inside functions included), INFO, PING and HELLO left
-// out.
-func commandCalls(t testing.TB, e *env) int64 {
-	t.Helper()
-	info, err := e.c.Do(e.ctx, e.c.B().Info().Section("commandstats").Build()).ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok || name == "cmdstat_info" || name == "cmdstat_ping" || name == "cmdstat_hello" {
-			continue
-		}
-		v, _, _ := strings.Cut(rest, ",")
-		k, _ := strconv.ParseInt(v, 10, 64)
-		n += k
-	}
-	return n
-}
 
 // A keyed quota with a rate (per-user rate limiting: a new key value per
 // user, a window of a minute or an hour) keeps each key value's subject in
@@ -69,11 +45,11 @@ func TestReconcileCostFollowsItsLimit(t *testing.T) {
 		if err := s.releaseMany(e.ctx, held, false); err != nil { // the attempts ended
 			t.Fatal(err)
 		}
-		before := commandCalls(t, e)
+		before := valkeytest.CommandCalls(t, e.c)
 		if _, err := s.ReconcileQuotaSlots(e.ctx, q, 30*time.Second, limit); err != nil {
 			t.Fatal(err)
 		}
-		return commandCalls(t, e) - before
+		return valkeytest.CommandCalls(t, e.c) - before
 	}
 	small := cost(50)
 	large := cost(3000)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/valkey-io/valkey-go"
 )
 
 // CancelRuns cancels runs as CancelRun does, a pipelined round trip per
@@ -17,39 +19,19 @@ func (s *Store) CancelRuns(ctx context.Context, ids []RunID, reason string) (can
 	cancelled = make([]bool, len(ids))
 	errs = make([]error, len(ids))
 	calls, at := s.runCalls(ids, errs, func(uuid string) []string { return []string{uuid, clip(reason, MaxErrorBytes)} }, "ff_cancel_run")
-	for len(calls) > 0 {
-		msgs, cerrs := s.fcallEach(ctx, calls)
-		var again []call
-		var againAt []int
-		for j, i := range at {
-			if cerrs[j] != nil {
-				errs[i] = cerrs[j]
-				continue
-			}
-			items, ref, err := envelope(msgs[j])
-			if err != nil {
-				errs[i] = fmt.Errorf("store: ff_cancel_run: %w", err)
-				continue
-			}
-			if ref != nil {
-				errs[i] = refusalError(ref, ExecutionID(ids[i]), "cancel")
-				continue
-			}
-			// A running run has members to cancel; one that had ended
-			// answers its state and none.
-			n, more, ok := cancelReply(items)
-			if !ok {
-				errs[i] = fmt.Errorf("store: ff_cancel_run: malformed reply")
-				continue
-			}
-			cancelled[i] = cancelled[i] || n > 0
-			if more {
-				again = append(again, calls[j])
-				againAt = append(againAt, i)
-			}
+	s.runSteps(ctx, calls, at, errs, func(i int, items []valkey.ValkeyMessage, ref *refusal) (bool, error) {
+		if ref != nil {
+			return false, refusalError(ref, ExecutionID(ids[i]), "cancel")
 		}
-		calls, at = again, againAt
-	}
+		// A running run has members to cancel; one that had ended answers
+		// its state and none.
+		n, more, ok := cancelReply(items)
+		if !ok {
+			return false, errMalformed
+		}
+		cancelled[i] = cancelled[i] || n > 0
+		return more, nil
+	})
 	return cancelled, errs
 }
 
@@ -62,6 +44,33 @@ func (s *Store) CancelRuns(ctx context.Context, ids []RunID, reason string) (can
 func (s *Store) ReplayRuns(ctx context.Context, ids []RunID) []error {
 	errs := make([]error, len(ids))
 	calls, at := s.runCalls(ids, errs, func(uuid string) []string { return []string{uuid} }, "ff_replay_run")
+	s.runSteps(ctx, calls, at, errs, func(i int, items []valkey.ValkeyMessage, ref *refusal) (bool, error) {
+		if ref != nil {
+			err := refusalError(ref, ExecutionID(ids[i]), "replay")
+			if se := (*StateError)(nil); errors.As(err, &se) {
+				se.Run = true
+			}
+			return false, err
+		}
+		if len(items) < 2 {
+			return false, errMalformed
+		}
+		more, _ := items[1].AsInt64()
+		return more == 1, nil
+	})
+	return errs
+}
+
+// errMalformed is what a step's reader says of a reply of the wrong shape.
+var errMalformed = errors.New("malformed reply")
+
+// runSteps makes calls (calls[j] for ids[at[j]]) in pipelined rounds until
+// each is done: step reads the reply of the call for id i (the refusal,
+// if it was refused) and says whether the call must be made again (a
+// run's cancel or replay by steps), or why it failed (set in errs[i],
+// with a transport error).
+func (s *Store) runSteps(ctx context.Context, calls []call, at []int, errs []error,
+	step func(i int, items []valkey.ValkeyMessage, ref *refusal) (more bool, err error)) {
 	for len(calls) > 0 {
 		msgs, cerrs := s.fcallEach(ctx, calls)
 		var again []call
@@ -72,27 +81,23 @@ func (s *Store) ReplayRuns(ctx context.Context, ids []RunID) []error {
 				continue
 			}
 			items, ref, err := envelope(msgs[j])
+			if err != nil {
+				errs[i] = fmt.Errorf("store: %s: %w", calls[j].fn, err)
+				continue
+			}
+			more, err := step(i, items, ref)
 			switch {
+			case errors.Is(err, errMalformed):
+				errs[i] = fmt.Errorf("store: %s: %w", calls[j].fn, err)
 			case err != nil:
-				errs[i] = fmt.Errorf("store: ff_replay_run: %w", err)
-			case ref != nil:
-				err := refusalError(ref, ExecutionID(ids[i]), "replay")
-				if se := (*StateError)(nil); errors.As(err, &se) {
-					se.Run = true
-				}
-				errs[i] = err
-			case len(items) < 2:
-				errs[i] = fmt.Errorf("store: ff_replay_run: malformed reply")
-			default:
-				if more, _ := items[1].AsInt64(); more == 1 {
-					again = append(again, calls[j])
-					againAt = append(againAt, i)
-				}
+				errs[i] = err // a refusal, as the step typed it
+			case more:
+				again = append(again, calls[j])
+				againAt = append(againAt, i)
 			}
 		}
 		calls, at = again, againAt
 	}
-	return errs
 }
 
 // runCalls builds one call of fn per run id; an id that names no

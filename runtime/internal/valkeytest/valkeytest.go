@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,4 +124,28 @@ func Flush(ctx context.Context, c valkey.Client) error {
 		return err
 	}
 	return c.Do(ctx, c.B().FunctionFlush().Build()).Error()
+}
+
+// CommandCalls sums the calls of INFO commandstats of the server c talks
+// to (commands run inside functions included), leaving out INFO, PING and
+// HELLO: the difference of two readings is what was run between them. The
+// counts are the server's, for every client: read them on a server from
+// Start, not the shared one.
+func CommandCalls(t testing.TB, c valkey.Client) int64 {
+	t.Helper()
+	info, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		t.Fatalf("valkeytest: INFO commandstats: %v", err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok || name == "cmdstat_info" || name == "cmdstat_ping" || name == "cmdstat_hello" {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		k, _ := strconv.ParseInt(v, 10, 64)
+		n += k
+	}
+	return n
 }
