@@ -52,15 +52,38 @@ func (s *Store) reloadLibrary(ctx context.Context) error {
 	if err != nil || !loaded {
 		return err
 	}
-	if err := s.checkPartitions(ctx); err != nil {
+	if err := s.restorePartitions(ctx); err != nil {
 		// Another process stored other counts in the moment since the
-		// restart: both now place work on different partition sets.
+		// restart (both now place work on different partition sets), or
+		// Valkey did not answer.
 		s.log.ErrorContext(ctx, "after reloading the functions library", slog.Any("error", err))
 	}
 	if f := s.cfg.LibraryReloaded; f != nil {
 		f()
 	}
 	return nil
+}
+
+// restorePartitions stores the partition counts again after the library
+// was reloaded (checkPartitions), asking again with a backoff for about 3
+// s while the call fails otherwise than with ErrPartitionMismatch: right
+// after a restart, each of the client's pipelined connections fails the
+// first command given to it (EOF) before it redials, and counts not
+// stored would let a process with other counts open beside this one.
+func (s *Store) restorePartitions(ctx context.Context) error {
+	wait := 10 * time.Millisecond
+	for try := 1; ; try++ {
+		err := s.checkPartitions(ctx)
+		if err == nil || errors.Is(err, ErrPartitionMismatch) || try == 9 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
 }
 
 // loadLibrary is ensureLibrary, reporting whether it loaded the library on
