@@ -118,8 +118,16 @@ end
 -- process, which answers its own waiting result requests from it, then
 -- publishes the notice for the others.
 local function finish_run(p, runkey, run, now)
-  local r = redis.call('HMGET', runkey, 'cancelling', 'result_node', 'unhandled', 'cancelled', 'result_outcome')
+  local r = redis.call('HMGET', runkey, 'cancelling', 'result_node', 'unhandled', 'cancelled', 'result_outcome',
+    'cancel_cursor')
   local state, result_outcome = nil, r[5] or ''
+  if r[6] then
+    -- Ended while cancelled by steps (the last member's end, or one's
+    -- deadline between steps): nothing of the stepping stays.
+    zrem(p, p.base .. ':runs:cancelling', run)
+    redis.call('HDEL', runkey, 'cancel_cursor')
+    redis.call('DEL', runkey .. ':replay_dropped')
+  end
   if r[2] and r[2] ~= '' and result_outcome == '' then
     -- A run staged before members carried is_result: its result exec's
     -- end was not recorded; its record tells.
@@ -557,7 +565,9 @@ end
 -- cancel_step cancels the members of a cancelling run found by the next
 -- step of a scan of its node map, from the cursor the last step recorded
 -- (cancel_cursor), up to about limit of them, and records where the next
--- step starts. Returns the members cancelled.
+-- step starts. Returns the members cancelled, the entries looked at, and
+-- whether the scan is over (it came back to cursor 0: every member was
+-- seen).
 local function cancel_step(p, runkey, cursor, reason, limit, now)
   local r = redis.call('HSCAN', runkey .. ':nodes', cursor, 'COUNT', itoa(limit))
   local n = 0
@@ -569,10 +579,8 @@ local function cancel_step(p, runkey, cursor, reason, limit, now)
       n = n + 1
     end
   end
-  -- A scan that came back to cursor 0 has seen every member; the last
-  -- one's end ended the run (finish_run).
   if r[1] ~= '0' then redis.call('HSET', runkey, 'cancel_cursor', r[1]) end
-  return n, r[1] == '0'
+  return n, #entries / 2, r[1] == '0'
 end
 
 -- cancel_ended ends a cancelling run every member of which was seen
@@ -584,24 +592,73 @@ local function cancel_ended(p, run, runkey, now)
   end
 end
 
--- cancel_run cancels run: its first call marks it cancelling and cancels
--- its live members (cancel_live), a run of up to limit members whole; each
--- call then takes one step (cancel_step). Edges are not decided while the
--- run is cancelling, so every member ends cancelled. Returns the run's
--- state, the members cancelled, and whether another call is needed. A run
--- being cancelled by steps is listed in B:runs:cancelling (score: when its
--- cancel began) until it ends, for ff_resume_runs to finish what a
--- caller left.
-local function cancel_run(p, run, reason, limit, now)
-  local runkey = p.base .. ':f:' .. run
-  local r = redis.call('HMGET', runkey, 'state', 'cancelling', 'cancel_cursor', 'cancel_reason', 'total')
-  if r[1] ~= 'running' then
-    if r[3] then
-      -- Ended between two steps (a member's deadline passed).
-      zrem(p, p.base .. ':runs:cancelling', run)
-      redis.call('HDEL', runkey, 'cancel_cursor')
+-- uncount_dropped settles, up to limit of them, the decisions of a replay
+-- by steps that a cancel stopped (B:f:<uuid>:replay_dropped, see
+-- cancel_run): the replay's first call counted every member it would reset
+-- as left to run and every member it would turn skipped as skipped; those
+-- it never reached kept how they had ended, and are counted so (left one
+-- less, and their outcome's counter). Returns the entries settled and
+-- whether some are left.
+local function uncount_dropped(p, run, runkey, limit, now)
+  local list = runkey .. ':replay_dropped'
+  local entries = redis.call('LPOP', list, itoa(limit))
+  if not entries then return 0, false end
+  local left, counts = 0, {}
+  for _, e in ipairs(entries) do
+    local kind, u = string.match(e, '^(%a)\t([^\t]+)\t')
+    local v = u and redis.call('HMGET', p.xp .. u, 'state', 'handled')
+    if v and v[1] and is(v[1], 'terminal') then
+      local outcome = vec(v[1]).outcome or ''
+      local counter = RUN_COUNTER[outcome]
+      if kind == 's' then
+        counts.skipped = (counts.skipped or 0) - 1
+      else
+        left = left - 1
+      end
+      if counter then
+        counts[counter] = (counts[counter] or 0) + 1
+        if counter == 'failed' and v[2] ~= '1' then counts.unhandled = (counts.unhandled or 0) + 1 end
+      end
     end
-    return r[1], 0, false
+  end
+  for field, d in pairs(counts) do
+    if d ~= 0 then redis.call('HINCRBY', runkey, field, d) end
+  end
+  if left ~= 0 and redis.call('HINCRBY', runkey, 'left', left) == 0 then
+    finish_run(p, runkey, run, now)
+  end
+  return #entries, redis.call('EXISTS', list) == 1
+end
+
+-- cancel_run cancels run. A call that starts the cancel (the run was not
+-- cancelling) marks it cancelling and cancels its live members
+-- (cancel_live), a run of up to limit members whole; each call then takes
+-- one step: the decisions of a replay by steps it stopped (uncount_dropped),
+-- then the scan (cancel_step). Edges are not decided while the run is
+-- cancelling, so every member ends cancelled (or, by its deadline between
+-- steps, expired). A run being cancelled by steps is listed in
+-- B:runs:cancelling (score: its last step's time) until it ends, for
+-- ff_resume_runs to finish what a caller left. With only_go_on (a caller
+-- going on with a cancel it started, whose run's replays count was gen;
+-- ff_resume_runs, whose gen is nil), a run that is not being cancelled any
+-- more (it ended, or was replayed since) is left alone. Returns the run's
+-- state (false when it is gone), the members cancelled, the entries looked
+-- at, whether another call is needed, the run's replays count (the
+-- generation a caller going on passes), and whether the run was running
+-- when this call came.
+local function cancel_run(p, run, reason, limit, now, only_go_on, gen)
+  local runkey = p.base .. ':f:' .. run
+  local r = redis.call('HMGET', runkey, 'state', 'cancelling', 'cancel_cursor', 'cancel_reason', 'total', 'replays')
+  local replays = r[6] or '0'
+  local going = r[1] == 'running' and r[2] == '1' and (gen == nil or gen == replays)
+  if r[1] ~= 'running' or (only_go_on and not going) then
+    if r[3] or not r[1] then
+      -- Ended between two steps, gone, or replayed since: nothing of the
+      -- stepping stays.
+      zrem(p, p.base .. ':runs:cancelling', run)
+      if r[1] then redis.call('HDEL', runkey, 'cancel_cursor') end
+    end
+    return r[1], 0, 0, false, replays, false
   end
   p.cancelling = true
   local n = 0
@@ -609,9 +666,14 @@ local function cancel_run(p, run, reason, limit, now)
   if r[2] ~= '1' then
     reason = clip(reason)
     -- A replay by steps under way ends here: what it did not reset yet
-    -- stays as it ended.
-    if redis.call('DEL', runkey .. ':replay') == 1 then zrem(p, p.base .. ':runs:replaying', run) end
-    if num(r[5]) <= limit then
+    -- stays as it ended, and is counted so by the steps.
+    local dropped = false
+    if redis.call('EXISTS', runkey .. ':replay') == 1 then
+      redis.call('RENAME', runkey .. ':replay', runkey .. ':replay_dropped')
+      zrem(p, p.base .. ':runs:replaying', run)
+      dropped = true
+    end
+    if num(r[5]) <= limit and not dropped then
       -- A small run: every member in this call.
       redis.call('HSET', runkey, 'cancelling', '1', 'cancel_reason', reason)
       for _, u in ipairs(redis.call('HVALS', runkey .. ':nodes')) do
@@ -623,7 +685,7 @@ local function cancel_run(p, run, reason, limit, now)
       end
       cancel_ended(p, run, runkey, now)
       p.cancelling = false
-      return redis.call('HGET', runkey, 'state'), n, false
+      return redis.call('HGET', runkey, 'state'), n, num(r[5]), false, replays, true
     end
     n = cancel_live(p, run, runkey, reason, now)
     cursor = '0'
@@ -633,11 +695,14 @@ local function cancel_run(p, run, reason, limit, now)
     -- were all cancelled by that call.
     cursor = cursor or '0'
   end
+  local looked = 0
+  local settled, unsettled = uncount_dropped(p, run, runkey, limit, now)
+  looked = looked + settled
   local state = redis.call('HGET', runkey, 'state')
-  if state == 'running' then
-    local k, seen_all = cancel_step(p, runkey, cursor, reason, limit, now)
-    n = n + k
-    if seen_all then cancel_ended(p, run, runkey, now) end
+  if state == 'running' and looked < limit then
+    local k, seen, over = cancel_step(p, runkey, cursor, reason, limit - looked, now)
+    n, looked = n + k, looked + seen
+    if over and not unsettled then cancel_ended(p, run, runkey, now) end
     state = redis.call('HGET', runkey, 'state')
   end
   p.cancelling = false
@@ -648,7 +713,7 @@ local function cancel_run(p, run, reason, limit, now)
     zrem(p, p.base .. ':runs:cancelling', run)
     redis.call('HDEL', runkey, 'cancel_cursor')
   end
-  return state, n, state == 'running'
+  return state, n, looked, state == 'running', replays, true
 end
 
 -- ff_cancel_run: cancel a run's members, every non-terminal one; the run
@@ -656,22 +721,30 @@ end
 -- resolved while the run is cancelling. A run of more than CANCEL_STEP
 -- members is cancelled by steps, a call each (see cancel_run): the first
 -- cancels those that run or could start, so none starts once it returns;
--- the caller repeats the call while the reply says more. The reason of
--- the first call is the reason of every member.
+-- the caller calls again while the reply says more, passing the
+-- generation the first reply gave, so that its later calls only go on
+-- with its own cancel (not one of a run ended and replayed since). A new
+-- cancel of a run whose cancel is under way takes its next step. The
+-- reason of the first call is the reason of every member.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  run uuid
 -- ARGV[2]  reason
+-- ARGV[3]  generation: '' (a new cancel) or what the first reply gave (a
+--          caller going on)
 -- Reply: {1, run state, members cancelled by this call, more (1: call
---        again; 0: done)} | {0, 'not_found'}
+--        again; 0: done), generation, running (1: the run was running
+--        when the call came: this cancel stops it)} | {0, 'not_found'}
 local function ff_cancel_run(keys, argv)
   local p = part(keys[1])
   local run = argv[1]
   if redis.call('EXISTS', p.base .. ':f:' .. run) == 0 then return refuse('not_found') end
   local reason = argv[2]
   if reason == nil or reason == '' then reason = 'run cancelled' end
-  local state, n, more = cancel_run(p, run, reason, CANCEL_STEP, now_ms())
+  local gen = argv[3]
+  if gen == '' then gen = nil end
+  local state, n, _, more, replays, running = cancel_run(p, run, reason, CANCEL_STEP, now_ms(), gen ~= nil, gen)
   flush(p)
-  return ok(state, n, more and 1 or 0)
+  return ok(state, n, more and 1 or 0, replays, running and 1 or 0)
 end
 
 -- A run replay applies its decisions to at most REPLAY_STEP members in
@@ -788,9 +861,9 @@ local function ff_resume_runs(keys, argv)
   local n, spent = 0, 0
   for _, run in ipairs(due(p.base .. ':runs:cancelling', now - age, limit)) do
     if spent >= limit then break end
-    local _, k = cancel_run(p, run, '', math.max(limit - spent, 1), now)
+    local _, k, looked = cancel_run(p, run, '', math.max(limit - spent, 1), now, true)
     n = n + k
-    spent = spent + math.max(k, 1)
+    spent = spent + math.max(looked, 1)
   end
   if spent < limit then
     for _, run in ipairs(due(p.base .. ':runs:replaying', now - age, limit - spent)) do
@@ -825,11 +898,18 @@ end
 -- the last step: its downstream members were reset by an earlier step or
 -- earlier in the same one, so its edges are decided as in any run. A call
 -- on a running run whose replay has steps left takes the next step.
+-- The caller calls again while the reply says more, passing the
+-- generation the first reply gave (the run's replays count), so that its
+-- later calls only go on with its own replay: one that another caller
+-- finished, a cancel stopped or another replay followed is done, never
+-- started again.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  run uuid
--- Reply: {1, members reset, more} (members reset 0: no member runs again,
---        but cancelled ones became skipped and the run ended again, or
---        will with the last step; more 1: call again) | {0, 'not_found'} |
+-- ARGV[2]  generation: '' (a new replay) or what the first reply gave
+-- Reply: {1, members reset, more, generation} (members reset 0: no member
+--        runs again, but cancelled ones became skipped and the run ended
+--        again, or will with the last step; a later step also answers 0;
+--        more 1: call again) | {0, 'not_found'} |
 --        {0, 'wrong_state', run state} | {0, 'wrong_state', run state,
 --        'nothing_to_replay'} (a failed or cancelled run none of whose
 --        members would run again or change: the members that succeeded
@@ -840,13 +920,25 @@ local function ff_replay_run(keys, argv)
   local p = part(keys[1])
   local run = argv[1]
   local runkey = p.base .. ':f:' .. run
-  local r = redis.call('HMGET', runkey, 'state', 'total', 'result_node')
+  local r = redis.call('HMGET', runkey, 'state', 'total', 'result_node', 'replays')
   if not r[1] then return refuse('not_found') end
   local now = now_ms()
-  if r[1] == 'running' and redis.call('EXISTS', runkey .. ':replay') == 1 then
-    local _, more = replay_step(p, run, runkey, REPLAY_STEP, now)
+  local replays = r[4] or '0'
+  local gen = argv[2]
+  if gen == '' then gen = nil end
+  local under_way = r[1] == 'running' and redis.call('EXISTS', runkey .. ':replay') == 1
+  if gen or under_way then
+    -- A caller going on with the replay it started (generation gen), or a
+    -- new replay of a run whose replay by steps is under way: the next
+    -- step. A replay that ended (another caller took its last step), was
+    -- stopped by a cancel or followed by another replay has none: done.
+    local more = false
+    if under_way and (gen == nil or gen == replays) then
+      local _, m = replay_step(p, run, runkey, REPLAY_STEP, now)
+      more = m
+    end
     flush(p)
-    return ok(0, more and 1 or 0)
+    return ok(0, more and 1 or 0, replays)
   end
   if r[1] ~= 'failed' and r[1] ~= 'cancelled' then return refuse('wrong_state', r[1]) end
   local members = {}
@@ -1019,7 +1111,7 @@ local function ff_replay_run(keys, argv)
   redis.call('HSET', runkey, 'state', 'running', 'left', itoa(num(r[2]) - succeeded - skipped),
     'failed', '0', 'skipped', itoa(skipped), 'cancelled', '0', 'unhandled', '0', 'cancelling', '', 'cancel_reason', '',
     'result_outcome', kept[r[3]] and 'success' or '', 'ended_at', '', 'updated_at', ts(now), 'replayed_at', ts(now))
-  redis.call('HINCRBY', runkey, 'replays', 1)
+  replays = itoa(redis.call('HINCRBY', runkey, 'replays', 1))
   redis.call('HDEL', runkey, 'done', 'succeeded') -- of a run staged before `left`
   if reset > 0 or stepping then
     zrem(p, p.base .. ':runs:ended', run)
@@ -1027,7 +1119,7 @@ local function ff_replay_run(keys, argv)
     finish_run(p, runkey, run, now) -- every member has ended
   end
   flush(p)
-  return ok(reset, stepping and 1 or 0)
+  return ok(reset, stepping and 1 or 0, replays)
 end
 
 -- ff_run_outcome: what a run's result needs, in one call: the run record

@@ -42,8 +42,8 @@ func TestRunResumeScanner(t *testing.T) {
 	}
 	anchor := prefix + "ff:{fp:" + p + "}:lanes"
 	reply, err := c.Do(ctx, c.B().Fcall().Function(lua.Function("ff_cancel_run")).Numkeys(1).Key(anchor).
-		Arg(uuid, "left halfway").Build()).ToArray()
-	if err != nil || len(reply) != 4 {
+		Arg(uuid, "left halfway", "").Build()).ToArray()
+	if err != nil || len(reply) != 6 {
 		t.Fatalf("ff_cancel_run = %v, %v", reply, err)
 	}
 	if more, _ := reply[3].AsInt64(); more != 1 {

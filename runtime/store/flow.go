@@ -1188,17 +1188,6 @@ func (s *Store) CancelRun(ctx context.Context, id RunID, reason string) (*Run, e
 // other client for about a quarter of a second.
 const CancelStepMembers = 500
 
-// cancelReply reads ff_cancel_run's reply: {state, members cancelled,
-// more}.
-func cancelReply(items []valkey.ValkeyMessage) (n int64, more, ok bool) {
-	if len(items) < 3 {
-		return 0, false, false
-	}
-	n, err1 := items[1].AsInt64()
-	m, err2 := items[2].AsInt64()
-	return n, m == 1, err1 == nil && err2 == nil
-}
-
 // ResumeRuns takes the next steps of run cancels and replays whose caller
 // stopped between two calls (see CancelRun and ReplayRun): on partition,
 // the runs whose cancel or replay has not moved for age, up to about

@@ -18,19 +18,29 @@ import (
 func (s *Store) CancelRuns(ctx context.Context, ids []RunID, reason string) (cancelled []bool, errs []error) {
 	cancelled = make([]bool, len(ids))
 	errs = make([]error, len(ids))
-	calls, at := s.runCalls(ids, errs, func(uuid string) []string { return []string{uuid, clip(reason, MaxErrorBytes)} }, "ff_cancel_run")
-	s.runSteps(ctx, calls, at, errs, func(i int, items []valkey.ValkeyMessage, ref *refusal) (bool, error) {
+	calls, at := s.runCalls(ids, errs, func(uuid string) []string { return []string{uuid, clip(reason, MaxErrorBytes), ""} }, "ff_cancel_run")
+	s.runSteps(ctx, calls, at, errs, func(i int, c *call, items []valkey.ValkeyMessage, ref *refusal) (bool, error) {
 		if ref != nil {
 			return false, refusalError(ref, ExecutionID(ids[i]), "cancel")
 		}
-		// A running run has members to cancel; one that had ended answers
-		// its state and none.
-		n, more, ok := cancelReply(items)
-		if !ok {
+		// {state, members cancelled, more, generation, running}: the
+		// first reply says whether the run was running (this cancel stops
+		// it); the calls going on pass its generation, so that they only
+		// go on with this cancel.
+		if len(items) < 5 {
 			return false, errMalformed
 		}
-		cancelled[i] = cancelled[i] || n > 0
-		return more, nil
+		more, _ := items[2].AsInt64()
+		if c.args[2] == "" {
+			running, _ := items[4].AsInt64()
+			cancelled[i] = running == 1
+			gen, err := items[3].ToString()
+			if err != nil {
+				return false, errMalformed
+			}
+			c.args = []string{c.args[0], c.args[1], gen}
+		}
+		return more == 1, nil
 	})
 	return cancelled, errs
 }
@@ -43,8 +53,8 @@ func (s *Store) CancelRuns(ctx context.Context, ids []RunID, reason string) (can
 // deleted; ErrNotFound).
 func (s *Store) ReplayRuns(ctx context.Context, ids []RunID) []error {
 	errs := make([]error, len(ids))
-	calls, at := s.runCalls(ids, errs, func(uuid string) []string { return []string{uuid} }, "ff_replay_run")
-	s.runSteps(ctx, calls, at, errs, func(i int, items []valkey.ValkeyMessage, ref *refusal) (bool, error) {
+	calls, at := s.runCalls(ids, errs, func(uuid string) []string { return []string{uuid, ""} }, "ff_replay_run")
+	s.runSteps(ctx, calls, at, errs, func(i int, c *call, items []valkey.ValkeyMessage, ref *refusal) (bool, error) {
 		if ref != nil {
 			err := refusalError(ref, ExecutionID(ids[i]), "replay")
 			if se := (*StateError)(nil); errors.As(err, &se) {
@@ -52,10 +62,20 @@ func (s *Store) ReplayRuns(ctx context.Context, ids []RunID) []error {
 			}
 			return false, err
 		}
-		if len(items) < 2 {
+		// {members reset, more, generation}: the calls going on pass the
+		// first reply's generation, so that they only go on with this
+		// replay (one another caller finished or a cancel stopped is done).
+		if len(items) < 3 {
 			return false, errMalformed
 		}
 		more, _ := items[1].AsInt64()
+		if c.args[1] == "" {
+			gen, err := items[2].ToString()
+			if err != nil {
+				return false, errMalformed
+			}
+			c.args = []string{c.args[0], gen}
+		}
 		return more == 1, nil
 	})
 	return errs
@@ -65,12 +85,12 @@ func (s *Store) ReplayRuns(ctx context.Context, ids []RunID) []error {
 var errMalformed = errors.New("malformed reply")
 
 // runSteps makes calls (calls[j] for ids[at[j]]) in pipelined rounds until
-// each is done: step reads the reply of the call for id i (the refusal,
-// if it was refused) and says whether the call must be made again (a
-// run's cancel or replay by steps), or why it failed (set in errs[i],
-// with a transport error).
+// each is done: step reads the reply of call c for id i (the refusal, if
+// it was refused) and says whether c must be made again (a run's cancel
+// or replay by steps; step may change its arguments for that), or why it
+// failed (set in errs[i], with a transport error).
 func (s *Store) runSteps(ctx context.Context, calls []call, at []int, errs []error,
-	step func(i int, items []valkey.ValkeyMessage, ref *refusal) (more bool, err error)) {
+	step func(i int, c *call, items []valkey.ValkeyMessage, ref *refusal) (more bool, err error)) {
 	for len(calls) > 0 {
 		msgs, cerrs := s.fcallEach(ctx, calls)
 		var again []call
@@ -85,7 +105,7 @@ func (s *Store) runSteps(ctx context.Context, calls []call, at []int, errs []err
 				errs[i] = fmt.Errorf("store: %s: %w", calls[j].fn, err)
 				continue
 			}
-			more, err := step(i, items, ref)
+			more, err := step(i, &calls[j], items, ref)
 			switch {
 			case errors.Is(err, errMalformed):
 				errs[i] = fmt.Errorf("store: %s: %w", calls[j].fn, err)
