@@ -6,7 +6,10 @@
 --   <def>:usage                      HASH dimension -> usage
 --   <prefix>ff:{b:M}:breached        HASH id -> "<on_hard_limit>\t<dim>\t<usage>\t<hard>"
 --                                    (budgets at a hard limit; the scheduler
---                                    reads it once per scan cycle)
+--                                    caches it, see breached_moved)
+--   <prefix>ff:{b:M}:breached:version STRING a counter: bumped by every
+--                                    change of the breached hash but a
+--                                    rewrite of the usage it records
 --   <prefix>ff:{b:M}:resets          ZSET id -> next scheduled reset ms
 --   <prefix>ff:{b:M}:budgets         ZSET the ids of the partition's budgets,
 --                                    score 0 (the index, below)
@@ -171,10 +174,32 @@ local function budget_keys(def)
     index = base .. ':budgets', base = base, id = id}
 end
 
+-- breached_moved bumps the version of the breached hash of base (a budget
+-- partition's base key): every call that adds a budget to the hash,
+-- removes one, or may change what it says of one but its usage calls it,
+-- in the same call. The scheduler claims with a copy of the hash and
+-- reads it again only when the version moved (or the copy is a second
+-- old: Store.BreachVersion, scheduler admission), so a budget reaching its
+-- hard limit is known to the next claim, as when every claim read the
+-- hash. A report that only rewrites the usage of a budget already there
+-- does not bump it: the detail it gives blocked executions is a second
+-- late at worst.
+local function breached_moved(base)
+  redis.call('INCR', base .. ':breached:version')
+end
+
+-- breached_drop removes budget k from its partition's breached hash.
+local function breached_drop(k)
+  if redis.call('HDEL', k.breached, k.id) == 1 then breached_moved(k.base) end
+end
+
 -- budget_refresh recomputes whether budget k is at a hard limit (any
 -- dimension with a hard limit whose usage reached it) and records it in
--- the partition's breached hash. Returns the breached dimension or nil.
-local function budget_refresh(k)
+-- the partition's breached hash. defined says the definition may have
+-- changed (an upsert): the entry's on_hard_limit may be another, so the
+-- version moves even when the budget was there already. Returns the
+-- breached dimension or nil.
+local function budget_refresh(k, defined)
   local v = redis.call('HMGET', k.def, 'dims', 'on_hard_limit')
   local dims, mode = v[1] or '', v[2] or 'block'
   for dim in string.gmatch(dims, '[^,]+') do
@@ -182,12 +207,13 @@ local function budget_refresh(k)
     if hard ~= '0' then
       local used = uval(redis.call('HGET', k.usage, dim))
       if ucmp(used, hard) >= 0 then
-        redis.call('HSET', k.breached, k.id, mode .. '\t' .. dim .. '\t' .. used .. '\t' .. hard)
+        local added = redis.call('HSET', k.breached, k.id, mode .. '\t' .. dim .. '\t' .. used .. '\t' .. hard)
+        if added == 1 or defined then breached_moved(k.base) end
         return dim
       end
     end
   end
-  redis.call('HDEL', k.breached, k.id)
+  breached_drop(k)
   return nil
 end
 
@@ -327,7 +353,7 @@ local function ff_budget_upsert(keys, argv)
     redis.call('HDEL', k.def, 'next_reset_at')
     redis.call('ZREM', k.resets, k.id)
   end
-  budget_refresh(k)
+  budget_refresh(k, true)
   budget_touch(k)
   return ok(existed and 'updated' or 'created')
 end
@@ -390,7 +416,7 @@ local function ff_budget_report(keys, argv)
   if hard ~= '0' and ucmp(after, hard) >= 0 then
     -- At or past the limit: the breached entry (and so the detail of what
     -- it blocks) says the usage as it is now, not as it was when crossed.
-    budget_refresh(k)
+    budget_refresh(k, false)
   end
   if keys[2] ~= keys[1] then
     redis.call('SET', keys[2], '1', 'PX', argv[3])
@@ -411,7 +437,7 @@ local function budget_reset(k, now)
     redis.call('HSET', k.def, 'next_reset_at', ts(now + reset))
     redis.call('ZADD', k.resets, ts(now + reset), k.id)
   end
-  redis.call('HDEL', k.breached, k.id)
+  breached_drop(k)
 end
 
 -- ff_budget_reset: reset a budget now (API).
@@ -457,7 +483,7 @@ local function ff_budget_resets(keys, argv)
   local sample = redis.call('HRANDFIELD', base .. ':breached', 10)
   for _, id in ipairs(sample) do
     if redis.call('EXISTS', base .. ':budget:' .. id) == 0 then
-      redis.call('HDEL', base .. ':breached', id)
+      breached_drop(budget_keys(base .. ':budget:' .. id))
     end
   end
   local sweep = base .. ':budgets:sweep'
@@ -470,6 +496,29 @@ local function ff_budget_resets(keys, argv)
     redis.call('DEL', sweep) -- the end: the next sweep starts again
   end
   return ok(n, #list >= limit and 1 or 0)
+end
+
+-- ff_budget_delete: delete a run-scoped budget whose run retention
+-- deleted (Store.PurgeTerminal): its definition, usage, breached entry,
+-- scheduled reset and index entry. Nothing can count against it any more
+-- (its run's members are gone with the run, and a deleted run is never
+-- replayed), so it stops costing the readers of the breached hash at
+-- once rather than when its lifetime ends (RunBudgetTTL after its last
+-- report). Its usage dedup keys expire on their own.
+-- KEYS[1]  <prefix>ff:{b:M}:budget:<id>
+-- Reply: {1, 1 | 0 (there was no such budget)}
+--        {0, 'invalid', 'id', message} (not a run-scoped id; nothing
+--        written)
+local function ff_budget_delete(keys, argv)
+  local k = budget_keys(keys[1])
+  if not k.id or not string.find(k.id, '@', 1, true) then
+    return refuse('invalid', 'id', 'only a run-scoped budget is deleted with its run')
+  end
+  local n = redis.call('DEL', k.def, k.usage)
+  breached_drop(k)
+  redis.call('ZREM', k.resets, k.id)
+  redis.call('ZREM', k.index, k.id)
+  return ok(n > 0 and 1 or 0)
 end
 
 -- ff_usage_fence: the fence of a worker's usage report, on the execution's
@@ -528,6 +577,7 @@ register('ff_budget_upsert', ff_budget_upsert)
 register('ff_budget_report', ff_budget_report)
 register('ff_budget_reset', ff_budget_reset)
 register('ff_budget_resets', ff_budget_resets)
+register('ff_budget_delete', ff_budget_delete)
 register('ff_usage_fence', ff_usage_fence)
 register('ff_limit_list', ff_limit_list)
 register('ff_limit_index', ff_limit_index)

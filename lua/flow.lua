@@ -456,6 +456,8 @@ end
 -- ARGV[10..] m groups of name, uuid, lane, priority, deps_total, deadline
 --          ms ('0' = none; it runs from the commit, when the run comes to
 --          exist, not from the chunk's writing)
+-- The staged members it deletes (below) go as drop_staged deletes them:
+-- up to STAGED_DROP_STEP in this call, the rest by retention.
 -- Reply: {1, 'created', now} | {1, 'duplicate', run uuid} (the staged
 --        members are deleted) | {1, 'released'} (as in ff_stage_flow; the
 --        staging is kept for the next commit) | {0, 'idempotency_conflict', flow, run
@@ -483,7 +485,7 @@ local function ff_commit_flow(keys, argv)
   if redis.call('ZSCORE', p.base .. ':staging', run) == false then return refuse('not_found') end
   local first, ik, other = duplicate_run(p, ns, argv[5], argv[3])
   if first then
-    drop_staged(p, run)
+    drop_staged(p, run, STAGED_DROP_STEP, now_ms())
     if other then return refuse('idempotency_conflict', other, first) end
     return ok('duplicate', first)
   end
@@ -493,7 +495,7 @@ local function ff_commit_flow(keys, argv)
   -- own members. Such a run must not become visible with members that
   -- have no record.
   if redis.call('SCARD', p.base .. ':f:' .. run .. ':staged') ~= m then
-    drop_staged(p, run)
+    drop_staged(p, run, STAGED_DROP_STEP, now_ms())
     return refuse('staging_expired')
   end
   local now = now_ms()

@@ -789,18 +789,34 @@ local function stale_refusal(p, c, why, now, seed, i)
   return refuse('stale_lease', why, public_of(c.state))
 end
 
--- drop_staged deletes the members of a flow run staged in chunks and never
--- committed (see ff_stage_chunk), and forgets the staging.
-local function drop_staged(p, run)
+-- STAGED_DROP_STEP is how many staged members a commit that drops its
+-- staging (duplicate, conflict, staging_expired) deletes itself: the rest
+-- are left to retention, which deletes about its limit per call.
+local STAGED_DROP_STEP = 1000
+
+-- drop_staged deletes members of a flow run staged in chunks and never
+-- committed (see ff_stage_chunk): up to max of them (at least one), so
+-- that no call grows with the staging (a run has up to 10,000 members:
+-- deleted in one call, 20,000 took over 100 ms). Each goes from the
+-- staged set with its record, so the set lists exactly the records left.
+-- A staging with members left stays in B:staging, due now, until its set
+-- is empty: retention (ff_purge_terminal) deletes the rest, and a commit
+-- arriving meanwhile finds the set short and refuses (staging_expired)
+-- rather than make the run visible without them, then not_found once the
+-- set is gone. now is the call's clock. Returns the members deleted.
+local function drop_staged(p, run, max, now)
   local set = p.base .. ':f:' .. run .. ':staged'
-  local members = redis.call('SMEMBERS', set)
+  local members = redis.call('SPOP', set, itoa(math.max(max, 1)))
   for i = 1, #members, UNPACK_MAX do
     local batch = {}
     for j = i, math.min(i + UNPACK_MAX - 1, #members) do batch[#batch + 1] = p.xp .. members[j] end
     redis.call('DEL', unpack(batch))
   end
-  redis.call('DEL', set)
-  redis.call('ZREM', p.base .. ':staging', run)
+  if redis.call('EXISTS', set) == 1 then
+    redis.call('ZADD', p.base .. ':staging', ts(now), run)
+  else
+    redis.call('ZREM', p.base .. ':staging', run)
+  end
   return #members
 end
 

@@ -142,8 +142,12 @@ end
 -- replay its outcome, until the run is deleted. One due in its lane's
 -- terminal index while its run is kept is seen again an age later.
 -- KEYS[1]  partition anchor
--- ARGV[1]  limit (index entries and members looked at)
+-- ARGV[1]  limit (index entries, members and staged members looked at)
 -- ARGV[2]  age, ms
+-- Reply: {1, executions deleted, more, {budget id...}}: the ids of the
+--        run-scoped budgets of the deleted runs that the members deleted
+--        (or looked at) in this call name; the same id may come again in
+--        a later call, while the run's members are drained
 local function ff_purge_terminal(keys, argv)
   local p = part(keys[1])
   local limit = tonumber(argv[1])
@@ -157,6 +161,20 @@ local function ff_purge_terminal(keys, argv)
   -- deleted; its members then go as the limit allows, over several calls
   -- for a large run (B:runs:purging lists the runs whose members are left).
   local purging = p.base .. ':runs:purging'
+  -- The run-scoped budgets of the runs deleted, as their members name
+  -- them: the reply carries them, and the store deletes them (budgets
+  -- live on other hash slots; see Store.PurgeTerminal).
+  local budgets, listed = {}, {}
+  local function run_budgets(run, ids)
+    if not ids or ids == '' then return end
+    local own = '.' .. run
+    for id in string.gmatch(ids, '[^,]+') do
+      if not listed[id] and string.find(id, '@', 1, true) and string.sub(id, -#own) == own then
+        listed[id] = true
+        budgets[#budgets + 1] = id
+      end
+    end
+  end
   -- drain deletes members of a run being deleted, at least one and up to
   -- the limit, and reports whether none is left.
   local function drain(run)
@@ -168,7 +186,8 @@ local function ff_purge_terminal(keys, argv)
     for i = 1, #batch, 2 do
       local u = batch[i + 1]
       local ck = core_key(p, u)
-      local v = redis.call('HMGET', ck, 'state', 'ns', 'lane')
+      local v = redis.call('HMGET', ck, 'state', 'ns', 'lane', 'budgets')
+      run_budgets(run, v[4])
       if is(v[1], 'terminal') then
         redis.call('DEL', ck)
         zrem(p, lane_key(p, v[2], v[3], 'terminal'), u)
@@ -225,15 +244,17 @@ local function ff_purge_terminal(keys, argv)
       n = n + 1
     end
   end)
-  -- Stagings of large runs never committed (a crashed stager): their
-  -- members go.
+  -- Stagings of large runs never committed (a stager that crashed or gave
+  -- up): their members go, as the limit allows (each counts, as a purged
+  -- run's members do); a staging stays listed until its last is gone.
   if seen < limit then
-    local stale = due(p.base .. ':staging', now, limit - seen)
-    seen = seen + #stale
-    for _, run in ipairs(stale) do drop_staged(p, run) end
+    for _, run in ipairs(due(p.base .. ':staging', now, limit - seen)) do
+      if seen >= limit then break end
+      seen = seen + 1 + drop_staged(p, run, limit - seen - 1, now)
+    end
   end
   flush(p)
-  return ok(n, seen >= limit and 1 or 0)
+  return ok(n, seen >= limit and 1 or 0, budgets)
 end
 
 register('ff_expire_leases', ff_expire_leases)

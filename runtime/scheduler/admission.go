@@ -25,12 +25,26 @@ type unionEntry struct {
 	at   time.Time
 }
 
+// breachEntry is the cached set of budgets at a hard limit.
+type breachEntry struct {
+	set store.BreachSet
+	at  time.Time // when it was read; zero: never
+}
+
+// BreachMaxAge is how long the scheduler claims with a set of budgets at
+// a hard limit whose version has not moved before reading it again: the
+// version moves when a budget reaches or leaves its hard limit, not when
+// a run starts running again (a replay) or only the usage changes, so a
+// replayed run's budget at its limit is known to claims within it, and
+// the detail given to executions it blocks is that late at most.
+const BreachMaxAge = time.Second
+
 // admission reads the admission state of one scan cycle. The budget read
 // fails closed (an error means no claim: granting with an unknown budget
 // state could overspend); the capability union fails open (an error turns
 // route blocking off, so nothing is parked on a guess).
 func (s *Scheduler) admission(ctx context.Context, req Request) (*admission, error) {
-	breached, err := s.cfg.Store.BreachedBudgets(ctx)
+	breached, err := s.breached(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read budgets at hard limit (not claiming): %w", err)
 	}
@@ -48,6 +62,42 @@ func (s *Scheduler) admission(ctx context.Context, req Request) (*admission, err
 	return a, nil
 }
 
+// breached returns the budgets at a hard limit a scan cycle claims with.
+// Reading them all (Store.ClaimBreaches: every budget partition's breached
+// hash, and the state of the runs of run-scoped ones) on every cycle made
+// each claim's cost grow with the budgets at their limit; the set is
+// cached instead, and each cycle reads only its version (one small GET per
+// budget partition): a budget that reached its limit since the set was
+// read moves the version, so the cycle reads the set again, and the next
+// claim knows it as before. The set is read again anyway once it is
+// BreachMaxAge old. Any read error fails the cycle (fail closed): a cached
+// set is never used without its version checked.
+func (s *Scheduler) breached(ctx context.Context) ([]store.BudgetBreach, error) {
+	s.breachMu.Lock()
+	e := s.breach
+	s.breachMu.Unlock()
+	if !e.at.IsZero() && time.Since(e.at) < BreachMaxAge {
+		v, err := s.cfg.Store.BreachVersion(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if v == e.set.Version {
+			return e.set.Breaches, nil
+		}
+	}
+	at := time.Now()
+	set, err := s.cfg.Store.ClaimBreaches(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.breachMu.Lock()
+	if at.After(s.breach.at) {
+		s.breach = breachEntry{set: set, at: at}
+	}
+	s.breachMu.Unlock()
+	return set.Breaches, nil
+}
+
 // union returns the namespace's capability union, cached for UnionTTL.
 func (s *Scheduler) union(ctx context.Context, ns string) ([]string, error) {
 	s.unionMu.Lock()
@@ -60,19 +110,61 @@ func (s *Scheduler) union(ctx context.Context, ns string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.unionMu.Lock()
-	s.unions[ns] = unionEntry{caps: caps, at: time.Now()}
-	s.unionMu.Unlock()
-	return caps, nil
+	return s.keepUnion(ns, caps), nil
 }
 
-// InvalidateCapabilities drops the cached capability union of a namespace:
-// call it when a worker connects there, so that claims stop parking what
-// the new worker can run.
-func (s *Scheduler) InvalidateCapabilities(ns string) {
+// keepUnion caches caps, just read, as the union of ns and returns what
+// is kept: caps, with those of an entry still fresh (a connect merged
+// into it while the union was read) added.
+func (s *Scheduler) keepUnion(ns string, caps []string) []string {
 	s.unionMu.Lock()
-	delete(s.unions, ns)
+	defer s.unionMu.Unlock()
+	if e, ok := s.unions[ns]; ok && time.Since(e.at) < s.cfg.UnionTTL {
+		caps = merge(caps, e.caps)
+	}
+	s.unions[ns] = unionEntry{caps: caps, at: time.Now()}
+	return caps
+}
+
+// merge returns the sorted union of union (sorted, without repeats) and
+// caps; union itself when it has them all.
+func merge(union, caps []string) []string {
+	for i, c := range caps {
+		if !slices.Contains(union, c) {
+			out := append(slices.Clone(union), caps[i:]...)
+			slices.Sort(out)
+			return slices.Compact(out)
+		}
+	}
+	return union
+}
+
+// Connected adds the capabilities of a worker instance that just connected
+// to namespace ns (and is listed already) to the namespace's capability
+// union, so that claims stop parking what it can run. It returns the union
+// with them, and whether they added some the union lacked: only then can
+// executions parked for a capable worker have become runnable. A connect
+// only adds; instances that leave drop out when the union is read again,
+// UnionTTL after the last read, so a fleet connecting costs one read of
+// the registry per UnionTTL, not one per instance. Without a fresh union
+// it reads it, and reports an addition when the instance has capabilities.
+func (s *Scheduler) Connected(ctx context.Context, ns string, caps []string) ([]string, bool, error) {
+	s.unionMu.Lock()
+	if e, ok := s.unions[ns]; ok && time.Since(e.at) < s.cfg.UnionTTL {
+		union := merge(e.caps, caps)
+		added := len(union) > len(e.caps)
+		if added {
+			s.unions[ns] = unionEntry{caps: union, at: e.at} // expires on time: leavers drop out
+		}
+		s.unionMu.Unlock()
+		return union, added, nil
+	}
 	s.unionMu.Unlock()
+	union, err := s.cfg.Store.CapabilityUnion(ctx, ns)
+	if err != nil {
+		return nil, false, err
+	}
+	return s.keepUnion(ns, union), len(caps) > 0, nil
 }
 
 // startFor returns where a worker instance's next scan of g starts: where

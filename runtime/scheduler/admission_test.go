@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,18 +19,27 @@ import (
 type faultStore struct {
 	*store.Store
 	budgetErr, unionErr atomic.Bool
-	budgetReads         atomic.Int64
+	budgetReads         atomic.Int64 // ClaimBreaches
+	versionReads        atomic.Int64 // BreachVersion
 	claims              atomic.Int64
 }
 
 var errInjected = errors.New("injected transport error")
 
-func (f *faultStore) BreachedBudgets(ctx context.Context) ([]store.BudgetBreach, error) {
+func (f *faultStore) ClaimBreaches(ctx context.Context) (store.BreachSet, error) {
 	f.budgetReads.Add(1)
 	if f.budgetErr.Load() {
-		return nil, errInjected
+		return store.BreachSet{}, errInjected
 	}
-	return f.Store.BreachedBudgets(ctx)
+	return f.Store.ClaimBreaches(ctx)
+}
+
+func (f *faultStore) BreachVersion(ctx context.Context) (string, error) {
+	f.versionReads.Add(1)
+	if f.budgetErr.Load() {
+		return "", errInjected
+	}
+	return f.Store.BreachVersion(ctx)
 }
 
 func (f *faultStore) CapabilityUnion(ctx context.Context, ns string) ([]string, error) {
@@ -144,12 +154,14 @@ func TestCapabilityUnionFailsOpen(t *testing.T) {
 	if got.State.Public != store.StateBlocked || got.State.BlockingReason != store.WaitingForCapableWorker {
 		t.Fatalf("with the union known the execution is %s/%s, want blocked/waiting_for_capable_worker", got.State.Public, got.State.BlockingReason)
 	}
-	// A gpu worker connecting, and the cache dropped, lets it run.
+	// A gpu worker connecting, its capabilities added to the union, lets it run.
 	w := store.WorkerIdentity{WorkerID: "g", InstanceID: "g-1", Namespace: "default", Capabilities: []string{"gpu"}}
 	if _, err := fs.Heartbeat(ctx, store.Registration{Worker: w, Lanes: []string{"caps"}}); err != nil {
 		t.Fatal(err)
 	}
-	s.InvalidateCapabilities("default")
+	if union, added, err := s.Connected(ctx, "default", w.Capabilities); err != nil || !added || !slices.Equal(union, []string{"gpu"}) {
+		t.Fatalf("Connected = %v, %v, %v; want [gpu], added", union, added, err)
+	}
 	if _, err := fs.UnblockRoute(ctx, 0, "default", []string{"gpu"}, 10, nil); err != nil {
 		t.Fatal(err)
 	}

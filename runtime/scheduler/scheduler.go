@@ -24,8 +24,9 @@
 // answer with grants, not how far an empty claim looks.
 //
 // Admission (admission.go): every claim call is Store.ClaimAdmitted, with
-// the budgets at a hard limit read once per scan cycle (a read error means
-// no claim: fail closed) and the namespace's capability union (cached
+// the budgets at a hard limit (cached, their version checked once per
+// scan cycle; a read error means no claim: fail closed) and the
+// namespace's capability union (cached
 // briefly; a read error only turns route blocking off: fail open), so a
 // candidate no connected worker can run is parked as
 // waiting_for_capable_worker instead of being passed over on every claim.
@@ -51,8 +52,11 @@ type Store interface {
 	// blocking when the request lists breached budgets).
 	ClaimAdmitted(ctx context.Context, req store.ClaimRequest) ([]store.Grant, error)
 	EligibleCounts(ctx context.Context, namespace string, lanes []string) ([]int64, error)
-	// BreachedBudgets lists the budgets at a hard limit now.
-	BreachedBudgets(ctx context.Context) ([]store.BudgetBreach, error)
+	// ClaimBreaches reads the budgets at a hard limit that claims must
+	// know, with their version; BreachVersion reads the version alone
+	// (admission.go caches the set).
+	ClaimBreaches(ctx context.Context) (store.BreachSet, error)
+	BreachVersion(ctx context.Context) (string, error)
 	// CapabilityUnion is the union of the capabilities of a namespace's
 	// connected workers.
 	CapabilityUnion(ctx context.Context, namespace string) ([]string, error)
@@ -88,7 +92,7 @@ type Config struct {
 	// hint may be before an attempt refreshes it.
 	ResyncInterval time.Duration
 	// UnionTTL is how long a namespace's capability union is reused before
-	// it is read again (InvalidateCapabilities drops it at once).
+	// it is read again (a worker's connect, Connected, adds to it).
 	UnionTTL time.Duration
 	Logger   *slog.Logger
 }
@@ -132,6 +136,9 @@ type Scheduler struct {
 
 	unionMu sync.Mutex
 	unions  map[string]unionEntry // capability union per namespace
+
+	breachMu sync.Mutex
+	breach   breachEntry // the budgets at a hard limit claims are made with
 
 	stopping chan struct{} // closed by Stop: waiting claims return
 	rearmed  func()        // tests only: called after a waiter is re-armed for an attempt

@@ -275,10 +275,13 @@ func (a *admissionService) Heartbeat(ctx context.Context, req wire.WorkerHeartbe
 	return &wire.WorkerHeartbeatResponse{Registered: registered, Unblocked: n}, nil
 }
 
-// register heartbeats a worker instance; a newly listed one drops the
-// scheduler's cached capability union of its namespace and promotes the
-// namespace's executions waiting for a capable worker that the
-// namespace's workers now cover (never another namespace's).
+// register heartbeats a worker instance; a newly listed one adds its
+// capabilities to the scheduler's capability union of its namespace and,
+// when that added some, promotes the namespace's executions waiting for a
+// capable worker that the union now covers (never another namespace's).
+// A connect that adds nothing (the common case: another instance of a
+// worker already connected) reads nothing more: nothing parked for a
+// capability became runnable.
 func (a *admissionService) register(ctx context.Context, r store.Registration) (bool, int, error) {
 	w := r.Worker
 	registered, err := a.st.Heartbeat(ctx, r)
@@ -291,22 +294,23 @@ func (a *admissionService) register(ctx context.Context, r store.Registration) (
 	if !registered {
 		return false, 0, nil
 	}
-	a.sched.InvalidateCapabilities(w.Namespace)
-	union, err := a.st.CapabilityUnion(ctx, w.Namespace)
+	union, added, err := a.sched.Connected(ctx, w.Namespace, w.Capabilities)
 	if err != nil {
 		a.log.WarnContext(ctx, "worker connected; capability union unavailable, the unblock scanner promotes its work",
 			slog.String("namespace", w.Namespace), slog.Any("error", err))
 		return true, 0, nil
 	}
 	n := 0
-	for p := range a.st.FlowPartitions() {
-		r, err := a.st.UnblockRoute(ctx, p, w.Namespace, union, unblockOnConnectLimit, nil) // from the head of each lane
-		if err != nil {
-			a.log.WarnContext(ctx, "unblock on connect failed; the unblock scanner retries",
-				slog.Int("partition", p), slog.Any("error", err))
-			continue
+	if added {
+		for p := range a.st.FlowPartitions() {
+			r, err := a.st.UnblockRoute(ctx, p, w.Namespace, union, unblockOnConnectLimit, nil) // from the head of each lane
+			if err != nil {
+				a.log.WarnContext(ctx, "unblock on connect failed; the unblock scanner retries",
+					slog.Int("partition", p), slog.Any("error", err))
+				continue
+			}
+			n += r.Processed
 		}
-		n += r.Processed
 	}
 	a.log.InfoContext(ctx, "worker connected", slog.String("namespace", w.Namespace), slog.String("worker_id", w.WorkerID),
 		slog.String("instance_id", w.InstanceID), slog.Any("capabilities", w.Capabilities), slog.Any("lanes", r.Lanes),

@@ -89,10 +89,11 @@ func (f *flowService) GetRun(ctx context.Context, id string) (*wire.FlowRun, err
 	}
 	w := toFlowRun(run, true)
 	w.Input = rawJSON(run.Input)
+	hints := f.hints.namespace(ctx, run.Namespace) // the registry is read for the first waiting member
 	for i, n := range run.Nodes {
 		// toFlowRun keeps the order of run.Nodes.
 		if n.State.Public == store.StateWaiting && w.Execs[i].Blocked == "" {
-			w.Execs[i].Blocked = f.hints.hint(ctx, run.Namespace, n.Lane, n.Kind, n.RequiredCapabilities)
+			w.Execs[i].Blocked = hints.hint(n.Lane, n.Kind, n.RequiredCapabilities)
 		}
 	}
 	return &w, nil

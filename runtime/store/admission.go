@@ -23,9 +23,10 @@ type Candidate struct {
 // ClaimAdmitted is the claim of the scheduler's grant cycle with budget and
 // quota admission (spec/runtime.md, "Admission"):
 //
-//  1. req.BreachedBudgets (BreachedBudgets, cached per scan cycle) makes
-//     the claim block — or fail, with on_hard_limit fail — candidates that
-//     count against a budget at a hard limit;
+//  1. req.BreachedBudgets (ClaimBreaches, which the scheduler caches and
+//     checks once per scan cycle by its version) makes the claim block —
+//     or fail, with on_hard_limit fail — candidates that count against a
+//     budget at a hard limit;
 //  2. a first ff_claim grants candidates without quotas and returns those
 //     with quotas untouched;
 //  3. each of their quota subjects is admitted (AdmitQuota, pipelined); a

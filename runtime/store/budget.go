@@ -85,12 +85,12 @@ func breachedOn(p int, list []BudgetBreach) []BudgetBreach {
 // budget id (RunBudgetID: "<ns>/<name>@<partition>.<uuid>"), and false for
 // a shared budget (or an id it cannot read).
 func runBudgetPartition(id string) (int, bool) {
-	_, run, ok := strings.Cut(id, "@")
+	run, ok := budgetRun(id)
 	if !ok {
 		return 0, false
 	}
-	p, _, err := splitID(run)
-	return p, err == nil
+	p, _, _ := splitID(string(run))
+	return p, true
 }
 
 // BudgetSpecFromPlan converts a declared budget of namespace ns; run is the
@@ -543,20 +543,146 @@ func (s *Store) ResetDueBudgets(ctx context.Context, m, limit int) (ScanResult, 
 }
 
 // BreachedBudgets returns every budget at a hard limit, sorted by id: one
-// pipelined read of every budget partition. The scheduler reads it once
-// per scan cycle and passes it to ClaimRequest.BreachedBudgets. An error
-// means the state is unknown: the caller must not grant executions that
-// count against budgets (fail closed).
+// pipelined read of every budget partition. The unblock scanner reads it
+// once per tick (UnblockAdmission); claims are made with ClaimBreaches.
+// An error means the state is unknown: the caller must not grant, nor
+// unblock, executions that count against budgets (fail closed).
 func (s *Store) BreachedBudgets(ctx context.Context) ([]BudgetBreach, error) {
+	out, _, err := s.readBreached(ctx, false)
+	return out, err
+}
+
+// BreachSet is the budget state a claim is made with (ClaimBreaches).
+type BreachSet struct {
+	// Breaches are the budgets at a hard limit that may count against an
+	// execution a claim can grant, sorted by id: every shared budget's,
+	// and a run-scoped budget's while its run is running.
+	Breaches []BudgetBreach
+	// Version is the version of the breached hashes the set was read from
+	// (see BreachVersion).
+	Version string
+}
+
+// ClaimBreaches reads the budgets at a hard limit that a claim must know
+// (one pipelined read of every budget partition, then of the state of the
+// runs of the run-scoped ones): BreachedBudgets without the run-scoped
+// budgets of runs that are not running. A run's budget counts only
+// against the run's members (RunBudgetID), and a run that ended (or was
+// deleted, or is not staged yet) has none that a claim can grant, so its
+// breaches would only make every claim of its partition longer: a
+// deployment whose runs end at their cost cap would otherwise send the
+// breaches of every such run until retention deletes it. A run that
+// comes (back) to run after the read, a replay or a staging, has its
+// breaches in the next set; the scheduler reads one at least every
+// second (scheduler admission). An error means the state is unknown: the
+// caller must not claim (fail closed).
+func (s *Store) ClaimBreaches(ctx context.Context) (BreachSet, error) {
+	all, version, err := s.readBreached(ctx, true)
+	if err != nil {
+		return BreachSet{}, err
+	}
+	var runs []RunID
+	at := map[RunID]int{}
+	for _, b := range all {
+		if run, ok := budgetRun(b.BudgetID); ok {
+			if _, seen := at[run]; !seen {
+				at[run] = len(runs)
+				runs = append(runs, run)
+			}
+		}
+	}
+	if len(runs) == 0 {
+		return BreachSet{Breaches: all, Version: version}, nil
+	}
+	states, err := s.RunStates(ctx, runs)
+	if err != nil {
+		return BreachSet{}, fmt.Errorf("store: read the runs of breached budgets: %w", err)
+	}
+	out := make([]BudgetBreach, 0, len(all))
+	for _, b := range all {
+		if run, ok := budgetRun(b.BudgetID); ok {
+			switch states[at[run]] {
+			case "", RunSucceeded, RunFailed, RunCancelled:
+				continue // not running: nothing of it can be claimed
+			}
+		}
+		out = append(out, b)
+	}
+	return BreachSet{Breaches: out, Version: version}, nil
+}
+
+// budgetRun returns the run of run-scoped budget id, and false for a
+// shared budget or an id whose run it cannot read (such a breach is kept
+// wherever it is sent).
+func budgetRun(id string) (RunID, bool) {
+	_, run, ok := strings.Cut(id, "@")
+	if !ok {
+		return "", false
+	}
+	if _, _, err := splitID(run); err != nil {
+		return "", false
+	}
+	return RunID(run), true
+}
+
+// BreachVersion returns the version of the budgets at a hard limit (one
+// pipelined GET per budget partition): it changes whenever a budget
+// reaches or leaves its hard limit, or an upsert rewrites one at its limit
+// (its on_hard_limit may change), but not when a report only rewrites the
+// usage of one there. When it equals the Version of a BreachSet, no budget
+// reached or left its hard limit since that set was read. An error means
+// the state is unknown (fail closed).
+func (s *Store) BreachVersion(ctx context.Context) (string, error) {
 	cmds := make(valkey.Commands, s.cfg.BudgetPartitions)
 	for m := range cmds {
-		cmds[m] = s.c.B().Hgetall().Key(s.k.breached(m)).Build()
+		cmds[m] = s.c.B().Get().Key(s.breachedVersion(m)).Build()
 	}
+	return s.versionOf(s.c.DoMulti(ctx, cmds...), 1)
+}
+
+// breachedVersion is the key of the version of budget partition m's
+// breached hash (lua/budget.lua, breached_moved).
+func (s *Store) breachedVersion(m int) string { return s.k.breached(m) + ":version" }
+
+// versionOf joins the versions of the budget partitions in resps, every
+// step-th reply from the first.
+func (s *Store) versionOf(resps []valkey.ValkeyResult, step int) (string, error) {
+	var b strings.Builder
+	for m := range s.cfg.BudgetPartitions {
+		v, err := resps[m*step].ToString()
+		if err != nil && !valkey.IsValkeyNil(err) {
+			return "", fmt.Errorf("store: read the breached budgets version of partition %d: %w", m, err)
+		}
+		if m > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(v)
+	}
+	return b.String(), nil
+}
+
+// readBreached reads every budget partition's breached hash, sorted by
+// id, and with version the partitions' versions, each read before its
+// hash in the same pipeline (so the version is never newer than the
+// entries read).
+func (s *Store) readBreached(ctx context.Context, version bool) ([]BudgetBreach, string, error) {
+	per := 1
+	if version {
+		per = 2
+	}
+	cmds := make(valkey.Commands, 0, per*s.cfg.BudgetPartitions)
+	for m := range s.cfg.BudgetPartitions {
+		if version {
+			cmds = append(cmds, s.c.B().Get().Key(s.breachedVersion(m)).Build())
+		}
+		cmds = append(cmds, s.c.B().Hgetall().Key(s.k.breached(m)).Build())
+	}
+	resps := s.c.DoMulti(ctx, cmds...)
 	var out []BudgetBreach
-	for m, r := range s.c.DoMulti(ctx, cmds...) {
-		f, err := r.AsStrMap()
+	for m := range s.cfg.BudgetPartitions {
+		f, err := resps[m*per+per-1].AsStrMap()
 		if err != nil {
-			return nil, fmt.Errorf("store: read breached budgets of partition %d: %w", m, err)
+			return nil, "", fmt.Errorf("store: read breached budgets of partition %d: %w", m, err)
 		}
 		for id, v := range f {
 			parts := strings.SplitN(v, "\t", 4)
@@ -568,5 +694,42 @@ func (s *Store) BreachedBudgets(ctx context.Context) ([]BudgetBreach, error) {
 		}
 	}
 	slices.SortFunc(out, func(a, b BudgetBreach) int { return strings.Compare(a.BudgetID, b.BudgetID) })
-	return out, nil
+	if !version {
+		return out, "", nil
+	}
+	v, err := s.versionOf(resps, 2)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, v, nil
+}
+
+// deleteRunBudgets deletes run-scoped budgets whose run retention deleted
+// (ff_budget_delete, pipelined; see PurgeTerminal).
+func (s *Store) deleteRunBudgets(ctx context.Context, ids []string) error {
+	calls := make([]call, 0, len(ids))
+	var of []string
+	for _, id := range ids {
+		if _, ok := budgetRun(id); !ok {
+			continue
+		}
+		calls = append(calls, call{fn: "ff_budget_delete", keys: []string{s.k.budget(s.budgetPart(id), id)}})
+		of = append(of, id)
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	msgs, errs := s.fcallEach(ctx, calls)
+	for i, err := range errs {
+		if err == nil {
+			var ref *refusal
+			if _, ref, err = envelope(msgs[i]); err == nil && ref != nil {
+				err = refusalError(ref, "", "delete budget")
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("store: delete the budget %s of a deleted run: %w", of[i], err)
+		}
+	}
+	return nil
 }

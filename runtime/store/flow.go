@@ -221,6 +221,7 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	chunked := len(members) > StageChunkExecs
 	if chunked {
 		if err := s.writeChunks(ctx, p, id, runUUID, ns, req.Input, members); err != nil {
+			s.abandonStaging(ctx, p, runUUID)
 			return nil, false, err
 		}
 	}
@@ -571,9 +572,34 @@ func (s *Store) writeChunks(ctx context.Context, p int, id RunID, runUUID, ns st
 		if _, err := s.single(ctx, call{fn: "ff_stage_chunk", partition: p, args: args}, ExecutionID(id), "stage"); err != nil {
 			return err
 		}
+		if s.hook != nil {
+			s.hook("chunk", runUUID)
+		}
 	}
 	return nil
 }
+
+// abandonStaging hands the chunks of a staging that will not be committed
+// (writeChunks failed: a transport error, or the caller gave up between
+// two chunks) to retention at once, rather than after StagingTTL: it
+// makes the staging due now (ZADD XX, nothing when no chunk was written),
+// and retention deletes its members about its limit per call. Best
+// effort, and bounded (one command): when it fails, or a chunk still in
+// flight lands after it (registering the staging anew), the members wait
+// out StagingTTL as before. It runs even when ctx is done, for a short
+// while.
+func (s *Store) abandonStaging(ctx context.Context, p int, runUUID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonStagingTimeout)
+	defer cancel()
+	cmd := s.c.B().Zadd().Key(s.k.base(p)+":staging").Xx().ScoreMember().ScoreMember(0, runUUID).Build()
+	if err := s.c.Do(ctx, cmd).Error(); err != nil {
+		s.log.WarnContext(ctx, "store: hand an abandoned staging to retention (its chunks wait out the staging lifetime)",
+			slog.String("run", string(makeID(p, runUUID))), slog.Any("error", err))
+	}
+}
+
+// abandonStagingTimeout bounds abandonStaging.
+const abandonStagingTimeout = 2 * time.Second
 
 // stageCall makes the run visible in one call: ff_stage_flow with every
 // member, or ff_commit_flow for the members writeChunks wrote. held says

@@ -109,6 +109,7 @@ func (k keys) revokedSession(id string) string { return k.prefix + "ff:ui:revoke
 //	<prefix>ff:{b:M}:budget:<id>:usage       HASH   dimension -> usage
 //	<prefix>ff:{b:M}:usagededup:<id>:<key>   STRING usage report dedup (PX)
 //	<prefix>ff:{b:M}:breached                HASH   id -> budget at a hard limit
+//	<prefix>ff:{b:M}:breached:version        STRING moved by every change of breached but a usage rewrite
 //	<prefix>ff:{b:M}:resets                  ZSET   id -> next scheduled reset
 //	<prefix>ff:{b:M}:budgets                 ZSET   ids of the partition's budgets, score 0 (ListBudgets)
 //	<prefix>ff:{b:M}:budgets:sweep           STRING where the index sweep of ff_budget_resets stopped

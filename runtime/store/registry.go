@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,9 +95,9 @@ func (s *Store) serverTime(ctx context.Context) (time.Time, error) {
 	return time.Unix(sec, usec*1000), nil
 }
 
-// Workers returns the connected worker instances of a namespace, by
-// instance id.
-func (s *Store) Workers(ctx context.Context, namespace string) ([]WorkerInfo, error) {
+// liveWorkers returns the ids of the namespace's connected instances (by
+// the server's clock), sorted.
+func (s *Store) liveWorkers(ctx context.Context, namespace string) ([]string, error) {
 	if err := checkName("namespace", namespace); err != nil {
 		return nil, err
 	}
@@ -109,6 +111,16 @@ func (s *Store) Workers(ctx context.Context, namespace string) ([]WorkerInfo, er
 		return nil, fmt.Errorf("store: list workers: %w", err)
 	}
 	slices.Sort(ids)
+	return ids, nil
+}
+
+// Workers returns the connected worker instances of a namespace, by
+// instance id.
+func (s *Store) Workers(ctx context.Context, namespace string) ([]WorkerInfo, error) {
+	ids, err := s.liveWorkers(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
 	cmds := make(valkey.Commands, len(ids))
 	for i, id := range ids {
 		cmds[i] = s.c.B().Hgetall().Key(s.k.worker(namespace, id)).Build()
@@ -131,17 +143,90 @@ func (s *Store) Workers(ctx context.Context, namespace string) ([]WorkerInfo, er
 	return out, nil
 }
 
-// CapabilityUnion returns the sorted union of the capabilities of the
-// namespace's connected workers (for ClaimRequest.NamespaceCapabilities and
-// UnblockRoute).
-func (s *Store) CapabilityUnion(ctx context.Context, namespace string) ([]string, error) {
-	ws, err := s.Workers(ctx, namespace)
+// WorkerProfile is what some of a namespace's connected instances take,
+// alike: the instances of one worker binary, started the same way, share
+// one.
+type WorkerProfile struct {
+	Lanes        []string
+	Capabilities []string // sorted
+	Kinds        []string // sorted; none: not said (any kind)
+	Instances    int      // connected instances with this profile
+}
+
+// WorkerProfiles returns the distinct profiles of the namespace's
+// connected instances (what wait hints need), ordered by capabilities,
+// then lanes, then kinds. It reads only the lanes, capabilities and kinds
+// of each instance, and splits each distinct list once: a fleet of one
+// binary costs its instances' reads and one profile.
+func (s *Store) WorkerProfiles(ctx context.Context, namespace string) ([]WorkerProfile, error) {
+	ids, err := s.liveWorkers(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
+	cmds := make(valkey.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = s.c.B().Hmget().Key(s.k.worker(namespace, id)).Field("lanes", "caps", "kinds").Build()
+	}
+	type raw struct{ caps, lanes, kinds string }
+	count := map[raw]int{}
+	for _, r := range s.c.DoMulti(ctx, cmds...) {
+		f, err := r.ToArray()
+		if err != nil {
+			return nil, fmt.Errorf("store: read worker: %w", err)
+		}
+		if len(f) != 3 {
+			return nil, fmt.Errorf("store: read worker: %d fields, want 3", len(f))
+		}
+		var v [3]string
+		expired := false
+		for j := range f {
+			if v[j], err = f[j].ToString(); valkey.IsValkeyNil(err) {
+				expired = true // every field is written at each heartbeat
+			} else if err != nil {
+				return nil, fmt.Errorf("store: read worker: %w", err)
+			}
+		}
+		if !expired {
+			count[raw{lanes: v[0], caps: v[1], kinds: v[2]}]++
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(count), func(a, b raw) int {
+		return cmp.Or(cmp.Compare(a.caps, b.caps), cmp.Compare(a.lanes, b.lanes), cmp.Compare(a.kinds, b.kinds))
+	})
+	out := make([]WorkerProfile, len(keys))
+	for i, k := range keys {
+		out[i] = WorkerProfile{Lanes: splitList(k.lanes), Capabilities: splitList(k.caps), Kinds: splitList(k.kinds), Instances: count[k]}
+	}
+	return out, nil
+}
+
+// CapabilityUnion returns the sorted union of the capabilities of the
+// namespace's connected workers (for ClaimRequest.NamespaceCapabilities and
+// UnblockRoute). It reads only each instance's capabilities, not its
+// record (whose kinds may run to MaxKinds).
+func (s *Store) CapabilityUnion(ctx context.Context, namespace string) ([]string, error) {
+	ids, err := s.liveWorkers(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	cmds := make(valkey.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = s.c.B().Hget().Key(s.k.worker(namespace, id)).Field("caps").Build()
+	}
+	sets := map[string]bool{} // distinct capability lists, as stored
+	for _, r := range s.c.DoMulti(ctx, cmds...) {
+		caps, err := r.ToString()
+		if valkey.IsValkeyNil(err) {
+			continue // expired meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: read worker: %w", err)
+		}
+		sets[caps] = true
+	}
 	var union []string
-	for _, w := range ws {
-		union = append(union, w.Capabilities...)
+	for caps := range sets {
+		union = append(union, splitList(caps)...)
 	}
 	slices.Sort(union)
 	return slices.Compact(union), nil

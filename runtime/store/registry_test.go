@@ -49,6 +49,45 @@ func TestWorkerRegistry(t *testing.T) {
 	}
 }
 
+// TestWorkerProfilesCollapseInstances: WorkerProfiles gives each distinct
+// (lanes, capabilities, kinds) of the connected instances once, with how
+// many instances have it, ordered by capabilities; expired instances are
+// not in it.
+func TestWorkerProfilesCollapseInstances(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	beat := func(id string, caps, lanes, kinds []string, ttl time.Duration) {
+		t.Helper()
+		w := WorkerIdentity{WorkerID: "w", InstanceID: id, Namespace: "default", Capabilities: caps}
+		if _, err := e.s.Heartbeat(e.ctx, Registration{Worker: w, Lanes: lanes, Kinds: kinds, TTL: ttl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		beat(fmt.Sprintf("svc-%d", i), []string{"gpu"}, []string{"default"}, []string{"b.k", "a.k"}, time.Minute)
+	}
+	beat("any-1", nil, []string{"default", "batch"}, nil, time.Minute)
+	beat("gone-1", []string{"arm"}, []string{"default"}, nil, 100*time.Millisecond)
+	time.Sleep(150 * time.Millisecond) // gone-1 expires
+	ps, err := e.s.WorkerProfiles(e.ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []WorkerProfile{
+		{Lanes: []string{"default", "batch"}, Instances: 1},
+		{Lanes: []string{"default"}, Capabilities: []string{"gpu"}, Kinds: []string{"a.k", "b.k"}, Instances: 3},
+	}
+	if diff := cmp.Diff(want, ps); diff != "" {
+		t.Fatalf("profiles (-want +got):\n%s", diff)
+	}
+	if union, err := e.s.CapabilityUnion(e.ctx, "default"); err != nil || !slices.Equal(union, []string{"gpu"}) {
+		t.Fatalf("union %v, %v; want [gpu]", union, err)
+	}
+	if ps, err := e.s.WorkerProfiles(e.ctx, "nobody"); err != nil || len(ps) != 0 {
+		t.Fatalf("profiles of a namespace without workers: %v, %v", ps, err)
+	}
+}
+
 func TestRouteBlockingAndUnblock(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.FlowPartitions = 1 })

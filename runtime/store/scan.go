@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -68,11 +70,50 @@ func jitterSeed() string { return strconv.Itoa(rand.IntN(1_000_000_000)) }
 // PurgeTerminal deletes executions of partition that have been terminal
 // for longer than age, with every key and index entry, then flow runs that
 // ended longer ago than age, then stagings of large runs never committed
-// whose lifetime passed. limit bounds the entries handled in all three;
-// Processed counts the executions deleted.
+// whose lifetime passed (a staging's members about limit per call: a
+// staging stays listed until they are all gone). limit bounds the entries
+// handled in all three; Processed counts the executions deleted.
+//
+// The run-scoped budgets of the runs it deletes (RunBudgetID) are deleted
+// after, with their breached entries: budgets live on other hash slots
+// than runs, so the call that deletes a run cannot. Deleting them at the
+// run's end instead would be wrong: a failed or cancelled run can be
+// replayed, and its budget must then still stop it; a deleted run never
+// runs again. Until its run is deleted, a budget at its hard limit costs
+// only the readers of the breached hashes (ClaimBreaches leaves it out of
+// claims once its run ended). The cost is bounded: one call per budget the
+// members deleted name, at most a few per run. A failed deletion is
+// logged and leaves the budget to its lifetime (RunBudgetTTL after its
+// last report), as before.
 func (s *Store) PurgeTerminal(ctx context.Context, partition int, age time.Duration, limit int) (ScanResult, error) {
 	if age < 0 {
 		return ScanResult{}, invalid("age", "must not be negative")
 	}
-	return s.scan(ctx, "ff_purge_terminal", partition, limit, ms(age))
+	if partition < 0 || partition >= s.cfg.FlowPartitions {
+		return ScanResult{}, invalid("partition", "%d is outside 0..%d", partition, s.cfg.FlowPartitions-1)
+	}
+	if limit < 1 || limit > ScanLimitMax {
+		return ScanResult{}, invalid("limit", "%d is outside 1..%d", limit, ScanLimitMax)
+	}
+	items, err := s.single(ctx, call{fn: "ff_purge_terminal", partition: partition, args: []string{strconv.Itoa(limit), ms(age)}}, "", "ff_purge_terminal")
+	if err != nil {
+		return ScanResult{}, err
+	}
+	if len(items) < 2 {
+		return ScanResult{}, fmt.Errorf("store: ff_purge_terminal: malformed reply of %d items", len(items))
+	}
+	n, _ := items[0].AsInt64()
+	more, _ := items[1].AsInt64()
+	res := ScanResult{Processed: int(n), More: more == 1}
+	if len(items) > 2 {
+		budgets, err := items[2].AsStrSlice()
+		if err == nil && len(budgets) > 0 {
+			err = s.deleteRunBudgets(ctx, budgets)
+		}
+		if err != nil {
+			s.log.WarnContext(ctx, "store: retention: delete the run-scoped budgets of deleted runs (left to their lifetime)",
+				slog.Int("partition", partition), slog.Any("error", err))
+		}
+	}
+	return res, nil
 }

@@ -114,7 +114,8 @@ type Store struct {
 	// run's id, the first run's for a repeat of its idempotency key),
 	// "stage" right before the call that makes a run visible (id: its
 	// uuid; after the idempotency key was read, and after a large run's
-	// chunks were written), "due" between DueSchedules' read of the due
+	// chunks were written), "chunk" after each chunk of a large run is
+	// written (id: its uuid), "due" between DueSchedules' read of the due
 	// schedules and of their records (id: their names).
 	hook func(point, id string)
 }

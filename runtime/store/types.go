@@ -471,8 +471,8 @@ type ClaimRequest struct {
 	RouteBlocking         bool
 	NamespaceCapabilities []string
 
-	// BreachedBudgets are the budgets at a hard limit (BreachedBudgets,
-	// cached per scan cycle). A candidate counting against one is blocked
+	// BreachedBudgets are the budgets at a hard limit (ClaimBreaches, as
+	// the scheduler caches it). A candidate counting against one is blocked
 	// (waiting_for_budget) or, with on_hard_limit fail, failed, instead of
 	// granted.
 	BreachedBudgets []BudgetBreach
