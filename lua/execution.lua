@@ -83,6 +83,8 @@ local function ff_create(keys, argv)
   end
   if due > 0 then
     redis.call('ZADD', keys[4], ts(due), u)
+    -- The lanes with delayed entries (due_lane), on the anchor's partition.
+    redis.call('ZADD', string.sub(keys[1], 1, -7) .. ':due:delayed', 'LT', ts(due), argv[4] .. ':' .. argv[5])
   else
     redis.call('ZADD', keys[3], ts(eligible_score(priority, now)), u)
     redis.call('PUBLISH', argv[last + 1], argv[last + 2])
@@ -142,6 +144,7 @@ local function ff_create_many(keys, argv)
       end
       if due > 0 then
         zadd(p, lane_key(p, ns, lane, 'delayed'), ts(due), u)
+        due_lane(p, ns, lane, ts(due))
       else
         local ek = lane_key(p, ns, lane, 'eligible')
         local score = scores[priority]

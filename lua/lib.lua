@@ -389,11 +389,31 @@ local function call_all(cmd, key, list)
   end
 end
 
+-- due_lane records that lane "<ns>:<lane>" of partition p has a delayed
+-- entry due at score (a string of ms): B:due:delayed lists the lanes with
+-- delayed entries, each scored at or before its earliest one, so that the
+-- promoter reads the lanes with something due, not every lane (flush
+-- writes it, ZADD LT: a score only goes down here; the promoter raises it).
+local function due_lane(p, ns, lane, score)
+  local d = p.due
+  if not d then
+    d = {}
+    p.due = d
+  end
+  local m = ns .. ':' .. lane
+  local old = d[m]
+  if not old or tonumber(score) < tonumber(old) then d[m] = score end
+end
+
 -- flush applies the collected index updates.
 local function flush(p)
   for key, t in pairs(p.rems) do call_all('ZREM', key, t) end
   for key, t in pairs(p.adds) do call_all('ZADD', key, t) end
   p.adds, p.rems = {}, {}
+  if p.due then
+    for m, score in pairs(p.due) do redis.call('ZADD', p.base .. ':due:delayed', 'LT', score, m) end
+    p.due = nil
+  end
 end
 
 -- wake publishes "<partition>:<ns>:<lane>" on "<prefix>ff:wake", once per
@@ -595,6 +615,7 @@ local function to_delayed(p, c, attempt, reason, due, now, ...)
   redis.call('HSET', c.key, 'eligible_at', due_s, 'updated_at', ts(now),
     'state', sv('runnable', 'unowned', 'not_eligible_until_time', reason, 'none', attempt), ...)
   zadd(p, lane_key(p, c.ns, c.lane, 'delayed'), due_s, c.u)
+  due_lane(p, c.ns, c.lane, due_s)
   return 'delayed'
 end
 

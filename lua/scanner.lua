@@ -115,22 +115,67 @@ local function lanes_due(p, index, at, limit, seen, act)
   return seen
 end
 
--- ff_promote_delayed: make due delayed executions eligible.
+-- SEED_LANES is how many members of the lane set one promoter call looks
+-- at to list in B:due:delayed the lanes with delayed entries it lacks
+-- (entries written by a release before the list, or any drift): the
+-- whole set is seen every (lanes / SEED_LANES) calls.
+local SEED_LANES = 16
+
+-- ff_promote_delayed: make due delayed executions eligible: those of the
+-- lanes B:due:delayed says have something due (due_lane), up to the
+-- limit. A lane read to its end is scored at its next entry, or leaves
+-- the list when it has none. Each call also looks at SEED_LANES members
+-- of the lane set (SSCAN from the cursor in B:due:sweep), listing a lane
+-- whose delayed index has entries the list lacks. A call costs about its
+-- limit and SEED_LANES, whatever the lanes of the partition.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit
 local function ff_promote_delayed(keys, argv)
   local p = part(keys[1])
   local limit = tonumber(argv[1])
   local now = now_ms()
-  local n = 0
-  local seen = lanes_due(p, 'delayed', now, limit, 0, function(key, u, l)
-    local c = read_core(p, u)
-    zrem(p, key, u)
-    if c and split(c).eligibility == 'not_eligible_until_time' and c.ns == l[1] and c.lane == l[2] then
-      to_eligible(p, c, c.v.attempt, now)
-      n = n + 1
+  local n, seen = 0, 0
+  local lanes = p.base .. ':due:delayed'
+  for _, m in ipairs(due(lanes, now, limit)) do
+    if seen >= limit then break end
+    local ns, lane = string.match(m, '^([^:]+):(.+)$')
+    if not ns then
+      redis.call('ZREM', lanes, m)
+    else
+      local key = lane_key(p, ns, lane, 'delayed')
+      local room = limit - seen
+      local list = due(key, now, room)
+      seen = seen + math.max(#list, 1)
+      for _, u in ipairs(list) do
+        local c = read_core(p, u)
+        zrem(p, key, u)
+        if c and split(c).eligibility == 'not_eligible_until_time' and c.ns == ns and c.lane == lane then
+          to_eligible(p, c, c.v.attempt, now)
+          n = n + 1
+        end
+      end
+      if #list < room then
+        -- Every due entry was read (they leave at flush): the lane's next
+        -- due time is its first entry after now.
+        local nxt = redis.call('ZRANGEBYSCORE', key, '(' .. ts(now), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
+        if nxt[2] then
+          redis.call('ZADD', lanes, nxt[2], m)
+        else
+          redis.call('ZREM', lanes, m)
+        end
+      end
     end
-  end)
+  end
+  local sweep = p.base .. ':due:sweep'
+  local r = redis.call('SSCAN', p.anchor, redis.call('GET', sweep) or '0', 'COUNT', itoa(SEED_LANES))
+  for _, m in ipairs(r[2]) do
+    local ns, lane = string.match(m, '^([^:]+):(.+)$')
+    if ns then
+      local first = redis.call('ZRANGE', lane_key(p, ns, lane, 'delayed'), '0', '0', 'WITHSCORES')
+      if first[2] then redis.call('ZADD', lanes, 'LT', first[2], m) end
+    end
+  end
+  if r[1] == '0' then redis.call('DEL', sweep) else redis.call('SET', sweep, r[1]) end
   flush(p)
   return ok(n, seen >= limit and 1 or 0)
 end
