@@ -106,7 +106,7 @@ func TestFlowReplayLargeRunInSteps(t *testing.T) {
 func TestFlowReplayStepsAndCancel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	width := 2 * ReplayStepMembers
+	width := ReplayStepMembers + 50
 	whole := e.failedWideRun(width)
 	if _, err := e.s.ReplayRun(e.ctx, whole.ID); err != nil {
 		t.Fatal(err)

@@ -686,6 +686,9 @@ func TestClaimAcrossLanesAndBatch(t *testing.T) {
 	a := e.create(CreateRequest{Lane: "a", Priority: 10})
 	b := e.create(CreateRequest{Lane: "b", Priority: 20})
 	e.create(CreateRequest{Lane: "c", Priority: 30})
+	// Eligible order is priority, then creation time in ms: one created in
+	// the same millisecond as a would tie with it (and go by id).
+	time.Sleep(2 * time.Millisecond)
 	a2 := e.create(CreateRequest{Lane: "a", Priority: 10})
 	g := e.claimAll(worker1, 2, time.Minute, "a", "b")
 	if diff := cmp.Diff([]ExecutionID{b.ID, a.ID}, grantIDs(g)); diff != "" {
