@@ -35,11 +35,21 @@
 local redis = redis
 local string, math, table, tonumber, tostring, unpack, select, ipairs, pairs
 local bound = false
+local GC_PAUSE = 400
 
 local function bind()
   local g = _G
   redis, string, math, table = g.redis, g.string, g.math, g.table
   tonumber, tostring, unpack, select, ipairs, pairs = g.tonumber, g.tostring, g.unpack, g.select, g.ipairs, g.pairs
+  -- The collector starts a cycle when the heap has grown to GC_PAUSE % of
+  -- what the last one left (Lua's default: 200). Each cycle traverses the
+  -- whole library (its code and caches), and the calls allocate fast (a
+  -- hand-off finish builds tables and strings for every member): at 400,
+  -- a hand-off finish runs 2.6 % fewer instructions (scripts/lua-cost.sh),
+  -- for a heap that may reach four times its live size instead of twice
+  -- (a few MB). The setting is the server's functions engine's, shared
+  -- with any other library loaded there.
+  g.collectgarbage('setpause', GC_PAUSE)
   bound = true
 end
 
