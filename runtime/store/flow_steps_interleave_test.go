@@ -331,6 +331,18 @@ func (h *hookClient) DoMulti(ctx context.Context, cmds ...valkey.Completed) []va
 	return resp
 }
 
+// hooked returns a hookClient on e's client that runs its hook after the
+// first reply to fn, and a store of e's keys that talks through it.
+func (e *env) hooked(fn string) (*hookClient, *Store) {
+	e.t.Helper()
+	h := &hookClient{Client: e.c, fn: fn}
+	s, err := Open(e.ctx, Config{Client: h, KeyPrefix: e.prefix, FlowPartitions: 4, Logger: testLogger(e.t)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return h, s
+}
+
 // A ReplayRun by steps during which another caller cancels the run (a
 // cancel stops a replay by steps at once) ends with the run cancelled:
 // its next call goes on only with its own replay (the generation of its
@@ -339,11 +351,7 @@ func TestReplayRunStopsWhenItsRunIsCancelledBetweenSteps(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r := e.failedWideRun(ReplayStepMembers + 100)
-	h := &hookClient{Client: e.c, fn: "ff_replay_run"}
-	hs, err := Open(e.ctx, Config{Client: h, KeyPrefix: e.prefix, FlowPartitions: 4, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, hs := e.hooked("ff_replay_run")
 	h.hook = func() {
 		if _, err := e.s.CancelRun(e.ctx, r.ID, "stop the replay"); err != nil {
 			t.Error(err)
@@ -352,7 +360,7 @@ func TestReplayRunStopsWhenItsRunIsCancelledBetweenSteps(t *testing.T) {
 			t.Errorf("run = %s after the concurrent CancelRun", got.State)
 		}
 	}
-	_, err = hs.ReplayRun(e.ctx, r.ID)
+	_, err := hs.ReplayRun(e.ctx, r.ID)
 	got := e.run(r.ID)
 	if got.State != RunCancelled {
 		t.Fatalf("ReplayRun = %v; the run cancelled during its replay's steps is %s, replayed %d times (%d ff_replay_run calls)",
@@ -369,11 +377,7 @@ func TestCancelRunStopsWhenItsRunEndedAndWasReplayed(t *testing.T) {
 	e := newEnv(t)
 	r := e.stage(guardsFlow(2*CancelStepMembers, 200*time.Millisecond), "")
 	p, _, _ := e.s.locate(ExecutionID(r.ID))
-	h := &hookClient{Client: e.c, fn: "ff_cancel_run"}
-	hs, err := Open(e.ctx, Config{Client: h, KeyPrefix: e.prefix, FlowPartitions: 4, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, hs := e.hooked("ff_cancel_run")
 	h.hook = func() {
 		time.Sleep(250 * time.Millisecond)
 		for i := 0; e.runRecord(r.ID)["state"] == string(RunRunning) && i < 20; i++ {
@@ -405,17 +409,13 @@ func TestReplayRunSucceedsWhenAnotherTookItsLastStep(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r := e.failedWideRun(ReplayStepMembers + 100)
-	h := &hookClient{Client: e.c, fn: "ff_replay_run"}
-	hs, err := Open(e.ctx, Config{Client: h, KeyPrefix: e.prefix, FlowPartitions: 4, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, hs := e.hooked("ff_replay_run")
 	h.hook = func() {
 		if _, err := e.s.ReplayRun(e.ctx, r.ID); err != nil {
 			t.Logf("the second ReplayRun: %v", err)
 		}
 	}
-	_, err = hs.ReplayRun(e.ctx, r.ID)
+	_, err := hs.ReplayRun(e.ctx, r.ID)
 	got := e.run(r.ID)
 	if err != nil {
 		t.Fatalf("ReplayRun = %v, though the run it replayed is %s with %d replays and no step left", err, got.State, got.Replays)
