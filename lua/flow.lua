@@ -654,11 +654,11 @@ local function cancel_run(p, run, reason, limit, now, only_go_on, gen)
   local replays = r[6] or '0'
   local going = r[1] == 'running' and r[2] == '1' and (gen == nil or gen == replays)
   if r[1] ~= 'running' or (only_go_on and not going) then
-    if r[3] or not r[1] then
-      -- Ended between two steps, gone, or replayed since: nothing of the
-      -- stepping stays.
+    if r[2] ~= '1' or r[1] ~= 'running' then
+      -- Gone, ended, or running with no cancel under way: an entry left
+      -- in the list is stale (an ended run's end removed its own). A
+      -- cancel under way of another generation keeps its entry and cursor.
       zrem(p, p.base .. ':runs:cancelling', run)
-      if r[1] then redis.call('HDEL', runkey, 'cancel_cursor') end
     end
     return r[1], 0, 0, false, replays, false
   end
@@ -711,10 +711,8 @@ local function cancel_run(p, run, reason, limit, now, only_go_on, gen)
   if state == 'running' then
     -- Seen now: ff_resume_runs leaves it to its caller for a while.
     zadd(p, p.base .. ':runs:cancelling', ts(now), run)
-  else
-    zrem(p, p.base .. ':runs:cancelling', run)
-    redis.call('HDEL', runkey, 'cancel_cursor')
   end
+  -- An ended run's end (finish_run) removed its entry and cursor.
   return state, n, looked, state == 'running', replays, true
 end
 

@@ -609,3 +609,47 @@ func TestResumeRunsReadsAboutItsLimit(t *testing.T) {
 			"far more than about %d members", limit, res, read, limit)
 	}
 }
+
+// A caller going on with an old cancel (its generation from before the
+// run ended and was replayed) while a newer cancel of the run is under way
+// stops, and leaves the newer cancel's cursor and its B:runs:cancelling
+// entry alone: that cancel goes on from where it was, and the run-resume
+// scanner still finds it if its own caller stops.
+func TestStaleCancelContinuationLeavesTheCurrentCancel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r, p := e.endByDeadlinesBetweenSteps(2 * CancelStepMembers)
+	if _, err := e.s.ReplayRun(e.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !e.cancelStep(r.ID, "the second cancel") {
+		t.Fatal("the second cancel ended in one step (the test needs steps left)")
+	}
+	cursor := e.runRecord(r.ID)["cancel_cursor"]
+	_, uuid, _ := e.s.locate(ExecutionID(r.ID))
+	items, err := e.s.single(e.ctx, call{fn: "ff_cancel_run", partition: p, args: []string{uuid, "the first cancel", "0"}}, ExecutionID(r.ID), "cancel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if more, _ := items[2].AsInt64(); more != 0 {
+		t.Fatal("a continuation of the first cancel (generation 0) took a step of the second")
+	}
+	if got := e.runRecord(r.ID)["cancel_cursor"]; got != cursor {
+		t.Fatalf("cancel_cursor = %q after the stale continuation, want the second cancel's %q", got, cursor)
+	}
+	entries, err := e.c.Do(e.ctx, e.c.B().Zrange().Key(e.s.k.base(p)+":runs:cancelling").Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil || len(entries) != 1 || entries[0] != uuid {
+		t.Fatalf("B:runs:cancelling = %v, %v after the stale continuation, want the second cancel's run", entries, err)
+	}
+	for i := 0; e.runRecord(r.ID)["state"] == string(RunRunning); i++ {
+		if i == 20 {
+			t.Fatal("the second cancel did not end")
+		}
+		e.cancelStep(r.ID, "")
+	}
+	for _, n := range e.run(r.ID).Nodes {
+		if n.State.Public == StateCancelled && n.Error != "the second cancel" {
+			t.Fatalf("%s cancelled with %q, want the second cancel's reason", n.Name, n.Error)
+		}
+	}
+}
