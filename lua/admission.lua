@@ -106,6 +106,10 @@ local function ff_prune_lanes(keys, argv)
       local list = {}
       for m in pairs(empty) do list[#list + 1] = m end
       call_all('SREM', keys[1], list)
+      for _, m in ipairs(list) do
+        local ns, lane = string.match(m, '^([^:]+):(.+)$')
+        redis.call('SREM', p.base .. ':route:' .. ns, lane) -- a list left by a namespace without workers
+      end
       dropped = #list
     end
   end
@@ -148,6 +152,18 @@ end
 -- for more than a lap; a stale offset only changes which entries a call
 -- looks at first. more = something was promoted and a lane's read filled its share
 -- (parked executions alone never make the scanner hurry).
+-- The lanes read are those B:route:<ns> lists (every call that parks an
+-- execution in a blocked index lists its lane there: route_lane), so a
+-- call costs the namespace's lanes with something parked, whatever the
+-- other lanes and namespaces of the partition. A lane found empty from
+-- the head (a read from offset 0 to its end that left nothing parked)
+-- leaves the list. Each call also looks at ROUTE_SEED_LANES members of
+-- the lane set (SSCAN from the cursor in B:route:sweep) and lists a lane
+-- of any namespace whose blocked index has entries the list lacks
+-- (parked by a release before the list, or any drift): the whole set is
+-- seen every (lanes / ROUTE_SEED_LANES) calls.
+local ROUTE_SEED_LANES = 32
+
 local function ff_unblock_route(keys, argv)
   local limit = tonumber(argv[1])
   if not limit or limit ~= math.floor(limit) or limit < 1 or limit > 1000 then
@@ -173,10 +189,20 @@ local function ff_unblock_route(keys, argv)
   local union = {}
   for token in string.gmatch(argv[3], '[^,]+') do union[token] = true end
   local now = now_ms()
-  local lanes = {}
-  for _, l in ipairs(lane_list(p)) do
-    if l[1] == ns then lanes[#lanes + 1] = l[2] end
+  -- First the seeding, so that a lane it lists is read at once.
+  local sweep = p.base .. ':route:sweep'
+  local swept = redis.call('GET', sweep)
+  if not swept or not string.match(swept, '^%d+$') then swept = '0' end
+  local r = redis.call('SSCAN', p.anchor, swept, 'COUNT', itoa(ROUTE_SEED_LANES))
+  for _, m in ipairs(r[2]) do
+    local lns, lane = string.match(m, '^([^:]+):(.+)$')
+    if lns and redis.call('EXISTS', p.base .. ':q:' .. m .. ':blocked') == 1 then
+      redis.call('SADD', p.base .. ':route:' .. lns, lane)
+    end
   end
+  if r[1] == '0' then redis.call('DEL', sweep) else redis.call('SET', sweep, r[1]) end
+  local routed = p.base .. ':route:' .. ns
+  local lanes = redis.call('SMEMBERS', routed)
   table.sort(lanes)
   local n, seen, cut, resume = 0, 0, false, {}
   local start = now % math.max(1, #lanes)
@@ -210,6 +236,11 @@ local function ff_unblock_route(keys, argv)
     end
     local noff, nstop = off + stay, stop - (#list - stay)
     if not full or noff == 0 or noff >= nstop then noff, nstop = 0, 0 end -- the next call starts a new lap
+    if off == 0 and not full and stay == 0 then
+      -- Read from the head to the end and nothing stayed: the index is
+      -- empty once flush applies the removals (a later park lists it again).
+      redis.call('SREM', routed, lane)
+    end
     resume[#resume + 1] = lane
     resume[#resume + 1] = noff
     resume[#resume + 1] = nstop
@@ -253,6 +284,7 @@ local function ff_block(keys, argv)
   redis.call('HSET', c.key, 'updated_at', ts(now), 'blocking_detail', clip(argv[3]),
     'state', sv('runnable', 'unowned', elig, argv[2], 'none', c.v.attempt))
   zadd(p, lane_key(p, c.ns, c.lane, RUNNABLE_INDEX[elig]), ts(now + delay), c.u)
+  if elig == 'blocked_by_route' then route_lane(p, c.ns, c.lane) end
   flush(p)
   return ok('blocked')
 end

@@ -874,6 +874,23 @@ local function due(key, now, limit)
   return redis.call('ZRANGEBYSCORE', key, '-inf', ts(now), 'LIMIT', '0', itoa(limit))
 end
 
+-- route_lane records that lane `lane` of namespace ns of partition p has
+-- an entry in its blocked index (blocked_by_route): B:route:<ns> lists
+-- those lanes, so that ff_unblock_route reads the namespace's lanes with
+-- something parked, not every lane of every namespace. Once per lane and
+-- call.
+local function route_lane(p, ns, lane)
+  local seen = p.routed
+  if not seen then
+    seen = {}
+    p.routed = seen
+  end
+  local m = ns .. ':' .. lane
+  if seen[m] then return end
+  seen[m] = true
+  redis.call('SADD', p.base .. ':route:' .. ns, lane)
+end
+
 -- lane_list returns the "<ns>:<lane>" pairs of the partition as
 -- {ns, lane} tables.
 local function lane_list(p)

@@ -410,6 +410,9 @@ local function ff_claim(keys, argv)
             vec(v[1]).attempt))
         zrem(p, eligible, u)
         zadd(p, keys[3 + nlanes + cand.lane], now_s, u)
+        -- The lane's keys are "<base>:q:<ns>:<lane>:…": its namespace.
+        local ns = string.match(string.sub(eligible, #p.base + 4), '^([^:]+):')
+        if ns then route_lane(p, ns, argv[lane0 + cand.lane]) end
       end
     elseif b then
       local c = read_core(p, u)

@@ -14,6 +14,9 @@ import (
 //	B:lanes                              SET    "<ns>:<lane>" pairs of the lanes holding work on the
 //	                                            partition (ff_prune_lanes drops those left empty)
 //	B:lanes:sweep                        STRING the SSCAN cursor of ff_prune_lanes' pass
+//	B:route:<ns>                         SET    lanes of the namespace whose blocked index may hold
+//	                                            entries (the lanes ff_unblock_route reads)
+//	B:route:sweep                        STRING the SSCAN cursor of ff_unblock_route's pass over B:lanes
 //	B:x:<uuid>                           HASH   execution record, payload, result and
 //	                                            attempt history ("att:<n>", "att:<n>:end")
 //	B:idem:<ns>:<key>                    STRING idempotency key -> uuid (PX)
