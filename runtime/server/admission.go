@@ -366,36 +366,40 @@ func (a *admissionService) Workers(ctx context.Context, ns string) (*wire.Worker
 }
 
 // leasesByInstance attributes the namespace's running executions (up to
-// workerLeasesScan of them) to the worker instances holding their leases.
+// workerLeasesScan of them) to the worker instances holding their leases:
+// a page of the listing, then one pipelined read of their holders.
 func (a *admissionService) leasesByInstance(ctx context.Context, ns string) (map[string][]string, bool, error) {
-	out := map[string][]string{}
-	cursor, seen := "", 0
-	for {
-		page, err := a.st.ListExecutions(ctx, store.ListRequest{Namespace: ns, State: store.StateActive, Cursor: cursor, Limit: store.ListLimitMax})
+	var ids []store.ExecutionID
+	truncated := false
+	for cursor := ""; ; {
+		page, err := a.st.ListExecutions(ctx, store.ListRequest{Namespace: ns, State: store.StateActive, Cursor: cursor,
+			Limit: min(store.ListLimitMax, workerLeasesScan+1-len(ids))})
 		if err != nil {
 			return nil, false, mapError(err)
 		}
 		for _, ex := range page.Executions {
-			if seen == workerLeasesScan {
-				return out, true, nil
-			}
-			seen++
-			full, err := a.st.GetExecution(ctx, ex.ID)
-			if err != nil {
-				if errors.Is(err, store.ErrNotFound) {
-					continue
-				}
-				return nil, false, mapError(err)
-			}
-			if full.Lease != nil && full.State.Public == store.StateActive {
-				out[full.Lease.InstanceID] = append(out[full.Lease.InstanceID], string(full.ID))
-			}
+			ids = append(ids, ex.ID)
+		}
+		if len(ids) > workerLeasesScan {
+			ids, truncated = ids[:workerLeasesScan], true
+			break
 		}
 		if page.Cursor == "" {
-			return out, false, nil
+			break
 		}
 		cursor = page.Cursor
 	}
+	holders, err := a.st.LeaseHolders(ctx, ids)
+	if err != nil {
+		return nil, false, mapError(err)
+	}
+	out := map[string][]string{}
+	for _, id := range ids { // in listing order
+		if inst, ok := holders[id]; ok {
+			out[inst] = append(out[inst], string(id))
+		}
+	}
+	return out, truncated, nil
 }
 
 func nonNil(s []string) []string {

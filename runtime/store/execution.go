@@ -366,12 +366,70 @@ func decodeExecution(p int, uuid string, f map[string]string) *Execution {
 			ExpiresAt: fromMs(f["lease_expires_at"]),
 		}
 		if rec, ok := f["att:"+f["attempt_count"]]; ok {
-			if v := strings.SplitN(rec, "\t", 6); len(v) == 6 {
-				e.Lease.WorkerID, e.Lease.InstanceID, e.Lease.AcquiredAt = v[1], v[2], fromMs(v[5])
-			}
+			e.Lease.WorkerID, e.Lease.InstanceID, e.Lease.AcquiredAt, _ = attemptHolder(rec)
 		}
 	}
 	return e
+}
+
+// attemptHolder reads the worker, its instance and the start of an attempt
+// from its record (field "att:<n>").
+func attemptHolder(rec string) (worker, instance string, at time.Time, ok bool) {
+	v := strings.SplitN(rec, "\t", 6)
+	if len(v) != 6 {
+		return "", "", time.Time{}, false
+	}
+	return v[1], v[2], fromMs(v[5]), true
+}
+
+// LeaseHolders returns the worker instance holding the lease of each of ids
+// that runs now (those that do not, or are gone, are left out), in two
+// pipelined rounds of reads whatever the number of ids.
+func (s *Store) LeaseHolders(ctx context.Context, ids []ExecutionID) (map[ExecutionID]string, error) {
+	type at struct {
+		id  ExecutionID
+		key string
+	}
+	var found []at
+	cmds := make(valkey.Commands, 0, len(ids))
+	for _, id := range ids {
+		p, uuid, err := s.locate(id)
+		if err != nil {
+			return nil, err
+		}
+		key := s.k.core(p, uuid)
+		found = append(found, at{id, key})
+		cmds = append(cmds, s.c.B().Hmget().Key(key).Field("state", "attempt_count").Build())
+	}
+	var running []at
+	var attempts valkey.Commands
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		v, err := r.ToArray()
+		if err != nil {
+			return nil, fmt.Errorf("store: read execution %s: %w", found[i].id, err)
+		}
+		st, _ := v[0].ToString()
+		n, _ := v[1].ToString()
+		if st == "" || decodeState(st, "").Lifecycle != LifecycleActive {
+			continue
+		}
+		running = append(running, found[i])
+		attempts = append(attempts, s.c.B().Hget().Key(found[i].key).Field("att:"+n).Build())
+	}
+	out := make(map[ExecutionID]string, len(running))
+	for i, r := range s.c.DoMulti(ctx, attempts...) {
+		rec, err := r.ToString()
+		if valkey.IsValkeyNil(err) {
+			continue // ended and purged meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: read execution %s: %w", running[i].id, err)
+		}
+		if _, instance, _, ok := attemptHolder(rec); ok {
+			out[running[i].id] = instance
+		}
+	}
+	return out, nil
 }
 
 // decodeState splits the record's state field: the seven dimensions
@@ -638,8 +696,10 @@ func decodeCursor(s string) (listCursor, error) {
 const listScanMax = 10 * ListLimitMax
 
 // ListExecutions returns one page of executions of a namespace, optionally
-// filtered by lane and public state. The order is by partition, lane, then
-// index (waiting, delayed, pending, blocked, active, terminal); within an
+// filtered by lane and public state. The order is by partition, then (with
+// no lane filter) the partition's running executions, then lane and index
+// (waiting, delayed, pending, blocked, active with a lane filter,
+// terminal); within an
 // index eligible executions come in claim order, delayed ones by due time,
 // active ones by start, terminal ones newest first. Pages are a live view:
 // executions that move between indexes while paging may be missed or
@@ -700,13 +760,27 @@ func (s *Store) ListExecutions(ctx context.Context, req ListRequest) (*ListPage,
 			lanesByP = append(lanesByP, lanes)
 		}
 	}
+	// Running executions are in their partition's lease index only, which
+	// holds every lane's: without a lane filter it is read once per
+	// partition (lane "", before the lanes), not once per lane.
+	active := slices.Index(indexes, indexActive)
 	var sources []listSource
+	add := func(src listSource) {
+		if req.Cursor == "" || !src.less(cur.src) {
+			sources = append(sources, src)
+		}
+	}
 	for p, lanes := range lanesByP {
+		if len(lanes) == 0 {
+			continue
+		}
+		if active >= 0 && req.Lane == "" {
+			add(listSource{p, "", active})
+		}
 		for _, lane := range lanes {
 			for i := range indexes {
-				src := listSource{p, lane, i}
-				if req.Cursor == "" || !src.less(cur.src) {
-					sources = append(sources, src)
+				if i != active || req.Lane != "" {
+					add(listSource{p, lane, i})
 				}
 			}
 		}
@@ -751,7 +825,7 @@ func (s *Store) ListExecutions(ctx context.Context, req ListRequest) (*ListPage,
 				return nil, err
 			}
 			for _, e := range execs {
-				if indexes[src.index] == indexActive && (e.Namespace != req.Namespace || e.Lane != src.lane) {
+				if indexes[src.index] == indexActive && (e.Namespace != req.Namespace || src.lane != "" && e.Lane != src.lane) {
 					continue
 				}
 				if req.State == "" || e.State.Public == req.State {

@@ -107,3 +107,18 @@ func (m *Monitor) Between(from, to int) []string {
 	}
 	return out
 }
+
+// Lines returns every command recorded between two marks, those of clients
+// and those run inside functions alike, as MONITOR prints them without
+// the timestamp: `[db client] "COMMAND" "arg" …`.
+func (m *Monitor) Lines(from, to int) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, to-from-1)
+	for _, l := range m.lines[from+1 : to] {
+		if _, rest, ok := strings.Cut(l, " "); ok {
+			out = append(out, rest)
+		}
+	}
+	return out
+}
