@@ -30,6 +30,9 @@ type flowService struct {
 	hints  *waitHints
 	notice *runNotices
 	poll   time.Duration // RunPollDefault when 0
+	// bulkMembers bounds the members of one bulk request's runs
+	// (BulkRunMembersDefault when 0).
+	bulkMembers int
 }
 
 func (f *flowService) StageFlow(ctx context.Context, req api.FlowRequest) (*wire.FlowRun, bool, error) {
@@ -238,6 +241,13 @@ func (f *flowService) ListRuns(ctx context.Context, q api.RunListQuery) (*wire.F
 // on from rather than reading the whole index in one request.
 const bulkPagesMax = 20
 
+// BulkRunMembersDefault bounds the members of the runs one bulk cancel or
+// replay acts on (at least one run is, whatever its size): a cancel of
+// 1,000 runs of 10,000 members would take minutes in one request (each
+// run's steps are hundreds of milliseconds of Valkey); the answer's cursor
+// goes on.
+const BulkRunMembersDefault = 50_000
+
 func (f *flowService) CancelRuns(ctx context.Context, q api.RunListQuery, reason string) (*wire.BulkRunsResult, error) {
 	return f.bulk(ctx, q, func(ids []store.RunID) ([]bool, []error) { return f.st.CancelRuns(ctx, ids, reason) })
 }
@@ -261,16 +271,28 @@ func (f *flowService) ReplayRuns(ctx context.Context, q api.RunListQuery) (*wire
 // harmless, the runs no longer match).
 func (f *flowService) bulk(ctx context.Context, q api.RunListQuery, act func([]store.RunID) ([]bool, []error)) (*wire.BulkRunsResult, error) {
 	out := &wire.BulkRunsResult{Runs: []string{}}
-	cursor, listed := q.Cursor, 0
+	cursor, listed, members := q.Cursor, 0, 0
 	for range bulkPagesMax {
 		page, err := f.st.ListRuns(ctx, store.RunListRequest{Namespace: cmp.Or(q.Namespace, plan.DefaultNamespace), Flow: q.Flow,
 			State: store.RunState(q.State), Cursor: cursor, Limit: min(q.Limit-listed, store.ListLimitMax)})
 		if err != nil {
 			return nil, mapError(err)
 		}
-		ids := make([]store.RunID, len(page.Runs))
+		ids := make([]store.RunID, 0, len(page.Runs))
+		full := false // the members' bound was reached
 		for i, r := range page.Runs {
-			ids[i] = r.ID
+			if listed+i > 0 && members+r.Total > cmp.Or(f.bulkMembers, BulkRunMembersDefault) {
+				full = true
+				break
+			}
+			members += r.Total
+			ids = append(ids, r.ID)
+		}
+		if full && len(ids) == 0 {
+			break // cursor: where this page started
+		}
+		if full {
+			page.Cursor = page.CursorAfter(len(ids) - 1)
 		}
 		done, errs := act(ids)
 		for i, id := range ids {
@@ -290,7 +312,7 @@ func (f *flowService) bulk(ctx context.Context, q api.RunListQuery, act func([]s
 		}
 		listed += len(ids)
 		cursor = page.Cursor
-		if cursor == "" || listed >= q.Limit {
+		if cursor == "" || listed >= q.Limit || full {
 			break
 		}
 	}

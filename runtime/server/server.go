@@ -91,6 +91,11 @@ type Config struct {
 
 	ScanMax        int           // claim calls per claim attempt; 0 = scheduler default
 	ResyncInterval time.Duration // scheduler hint resync; 0 = default
+	// BulkRunMembers bounds the members of the runs one bulk cancel or
+	// replay (POST /v1/flows/cancel, /replay) acts on; the answer's cursor
+	// goes on. At least one run is acted on, whatever its size. 0 =
+	// BulkRunMembersDefault.
+	BulkRunMembers int
 	// RunPoll is how often a waiting run result request re-reads the run
 	// when no end notice came; 0 = RunPollDefault.
 	RunPoll         time.Duration
@@ -268,7 +273,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.api = a
-	flows := &flowService{st: st, hints: hints, notice: s.notices, poll: cfg.RunPoll}
+	flows := &flowService{st: st, hints: hints, notice: s.notices, poll: cfg.RunPoll, bulkMembers: cfg.BulkRunMembers}
 	if err := a.AddFlows(flows, cfg.Templates); err != nil {
 		vk.Close()
 		return nil, fmt.Errorf("server: %w", err)

@@ -25,7 +25,12 @@ type RunPage struct {
 	Runs []*Run // newest first; without members, result exec, result or input
 	// Cursor is passed back for the next page; "" when no run is left.
 	Cursor string
+	at     []runPos // where each of Runs is in the listing
 }
+
+// CursorAfter returns the cursor of a page that goes on after Runs[i],
+// for a caller that takes only the page's first i+1 runs.
+func (p *RunPage) CursorAfter(i int) string { return p.at[i].encode() }
 
 // runScanMax bounds how many index entries one ListRuns call looks at: a
 // filter may discard many.
@@ -145,6 +150,7 @@ func (s *Store) ListRuns(ctx context.Context, req RunListRequest) (*RunPage, err
 			page.Cursor = last.encode()
 			if r != nil && (req.Flow == "" || r.Flow == req.Flow) && (req.State == "" || r.State == req.State) {
 				page.Runs = append(page.Runs, r)
+				page.at = append(page.at, batch[i])
 			}
 		}
 	}
