@@ -594,6 +594,20 @@ local function cancel_ended(p, run, runkey, now)
   end
 end
 
+-- decide_drop deletes the state of a replay being decided (decide_step);
+-- with back, the run, which stays as it ended, goes back to B:runs:ended
+-- at its end time. Deciding changes no member: dropped, it leaves the run
+-- as it was.
+local function decide_drop(p, run, runkey, back)
+  redis.call('DEL', runkey .. ':rd', runkey .. ':rq', runkey .. ':rdlist', runkey .. ':rdskip')
+  redis.call('HDEL', runkey, 'deciding')
+  zrem(p, p.base .. ':runs:replaying', run)
+  local ended = redis.call('HGET', runkey, 'ended_at')
+  if back and ended and ended ~= '' then
+    redis.call('ZADD', p.base .. ':runs:ended', ended, run)
+  end
+end
+
 -- uncount_dropped settles, up to limit of them, the decisions of a replay
 -- by steps that a cancel stopped (B:f:<uuid>:replay_dropped, see
 -- cancel_run): the replay's first call counted every member it would reset
@@ -650,10 +664,16 @@ end
 -- when this call came.
 local function cancel_run(p, run, reason, limit, now, only_go_on, gen)
   local runkey = p.base .. ':f:' .. run
-  local r = redis.call('HMGET', runkey, 'state', 'cancelling', 'cancel_cursor', 'cancel_reason', 'total', 'replays')
+  local r = redis.call('HMGET', runkey, 'state', 'cancelling', 'cancel_cursor', 'cancel_reason', 'total', 'replays',
+    'deciding')
   local replays = r[6] or '0'
   local going = r[1] == 'running' and r[2] == '1' and (gen == nil or gen == replays)
   if r[1] ~= 'running' or (only_go_on and not going) then
+    if r[7] == '1' and not only_go_on then
+      -- A replay being decided stops here, before it changed anything:
+      -- the run stays as it ended.
+      decide_drop(p, run, runkey, true)
+    end
     if r[2] ~= '1' or r[1] ~= 'running' then
       -- Gone, ended, or running with no cancel under way: an entry left
       -- in the list is stale (an ended run's end removed its own). A
@@ -843,14 +863,221 @@ local function replay_step(p, run, runkey, limit, now)
 end
 
 -- ff_resume_runs: take the next steps of the run cancels and replays by
+-- A replay of a run of more than REPLAY_STEP members is decided by steps
+-- too (deciding it in one call read and weighed every member: 260 - 430
+-- ms for 10,000 on a slow machine). The run keeps its ended state while
+-- it is decided (its members are ended: nothing changes them), with
+-- 'deciding' = '1' in its record, out of B:runs:ended (retention leaves
+-- it alone) and in B:runs:replaying (ff_resume_runs goes on with it).
+-- A decision needs only the member's own outcome and join and what was
+-- decided about its upstreams, so the members are decided in a
+-- topological order (Kahn's), each once, as replay_decide decides them
+-- all at once:
+--   scan  HSCAN of the node map, about limit members a step: every record
+--         must be there (else 'purged', nothing changed), and the roots
+--         are queued;
+--   walk  members whose upstreams are all decided are popped from the
+--         queue and decided: kept (it succeeded, and no reset upstream
+--         fired it over an edge that held on its outcome, or the kept
+--         ones satisfy its join alone), stays skipped (its join can no
+--         longer hold: applied at once, as it changes nothing that runs)
+--         or runs again (listed, the list built downstream first); then
+--         each of its out-edges updates the downstream's counters (a
+--         member with many out-edges is walked over several steps), and
+--         a downstream whose upstreams are all decided is queued. A step
+--         spends about limit members and edges.
+--   end   the counts make the run running as replay_decide's end does,
+--         and the list becomes the replay's steps (B:f:<uuid>:replay).
+-- Scratch, deleted at the end (or by retention): B:f:<uuid>:rd, a HASH of
+-- per-member counters "<upstreams left> <okc> <done> <consumed>" ('x'
+-- once decided) and of the step's state ('~scan' cursor, '~walk', '~at'
+-- a member whose out-edges are being walked, '~kept', '~stays',
+-- '~reset', '~changes', '~result'); B:f:<uuid>:rq, the LIST of members
+-- ready to decide; B:f:<uuid>:rdlist, the decisions of the members that
+-- run again.
+
+-- decide_counters returns a member's counters in the scratch hash rd:
+-- upstreams not decided yet, okc, done, consumed; nil once decided. A
+-- member seen first gets its upstream count from its record.
+local function decide_counters(p, rd, u)
+  local v = redis.call('HGET', rd, u)
+  if v == 'x' then return nil end
+  if not v then
+    return num(redis.call('HGET', p.xp .. u, 'deps_total')), 0, 0, 0
+  end
+  local a, b, c, d = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$')
+  return tonumber(a), tonumber(b), tonumber(c), tonumber(d)
+end
+
+-- decide_scan takes a step of the scan: the next members of the node map,
+-- about limit; a root is queued once (HSCAN may return a member twice).
+-- Returns 'purged' when a member's record is gone, else whether the scan
+-- is over and the members looked at.
+local function decide_scan(p, runkey, rd, rq, limit)
+  local r = redis.call('HSCAN', runkey .. ':nodes', redis.call('HGET', rd, '~scan') or '0', 'COUNT', itoa(limit))
+  local entries = r[2]
+  for i = 2, #entries, 2 do
+    local u = entries[i]
+    local v = redis.call('HMGET', p.xp .. u, 'state', 'deps_total')
+    if not v[1] then return 'purged' end
+    if num(v[2]) == 0 and redis.call('HSETNX', rd, u, '0 0 0 0') == 1 then
+      redis.call('RPUSH', rq, u)
+    end
+  end
+  if r[1] == '0' then
+    redis.call('HDEL', rd, '~scan')
+    redis.call('HSET', rd, '~walk', '1')
+  else
+    redis.call('HSET', rd, '~scan', r[1])
+  end
+  return r[1] == '0', #entries / 2
+end
+
+-- decide_walk takes a step of the walk, spending about limit members and
+-- edges. Returns 'purged' when a member's record is gone, else whether
+-- the walk is over and what it spent.
+local function decide_walk(p, runkey, rd, rq, result_u, limit)
+  local list = runkey .. ':rdlist'
+  local spent = 0
+  local at = redis.call('HGET', rd, '~at')
+  while spent < limit do
+    local u, status, was, pos, out
+    if at then
+      local spos
+      u, status, was, spos = string.match(at, '^(%S+) (%a) (%a+) (%d+)$')
+      pos = tonumber(spos)
+      out = redis.call('HGET', p.xp .. u, 'out') or ''
+      at = nil
+    else
+      u = redis.call('LPOP', rq)
+      if not u then break end
+      local c = read_replayed(p, u)
+      if not c then return 'purged' end
+      local _, okc, done, consumed = decide_counters(p, rd, u)
+      was = split(c).outcome
+      if was == 'success' and (consumed == 0 or okc >= c.join_need) then
+        status = 'k'
+        redis.call('HINCRBY', rd, '~kept', 1)
+        if u == result_u then redis.call('HSET', rd, '~result', '1') end
+      elseif c.deps_total - (done - okc) < c.join_need then
+        status = 's'
+        redis.call('HINCRBY', rd, '~stays', 1)
+        if was ~= 'skipped' then
+          redis.call('RPUSH', runkey .. ':rdskip', 's\t' .. u .. '\t0\t0')
+          redis.call('HSET', rd, '~changes', '1')
+        end
+      else
+        status = 'a'
+        redis.call('HINCRBY', rd, '~reset', 1)
+        redis.call('LPUSH', list, (okc >= c.join_need and 'e' or 'p') .. '\t' .. u .. '\t' .. itoa(done) .. '\t' .. itoa(okc))
+      end
+      redis.call('HSET', rd, u, 'x')
+      spent = spent + 1
+      out, pos = c.out, 1
+    end
+    while true do
+      local s, e, d, cond = string.find(out, '([^,:]+):(%a+)', pos)
+      if not s then break end
+      if spent >= limit then
+        redis.call('HSET', rd, '~at', u .. ' ' .. status .. ' ' .. was .. ' ' .. itoa(pos))
+        return false, spent
+      end
+      pos = e + 1
+      spent = spent + 1
+      local left, okc, done, consumed = decide_counters(p, rd, d)
+      if left then
+        left = left - 1
+        if status == 'k' then
+          done = done + 1
+          if holds(cond, 'success') then okc = okc + 1 end
+        else
+          if status == 's' then done = done + 1 end
+          if holds(cond, was) then consumed = 1 end
+        end
+        redis.call('HSET', rd, d, itoa(math.max(left, 0)) .. ' ' .. itoa(okc) .. ' ' .. itoa(done) .. ' ' .. itoa(consumed))
+        if left <= 0 then redis.call('RPUSH', rq, d) end
+      end
+    end
+    redis.call('HDEL', rd, '~at')
+  end
+  return redis.call('LLEN', rq) == 0 and redis.call('HEXISTS', rd, '~at') == 0, spent
+end
+
+-- decide_step takes the next step of deciding the replay of run (a step
+-- of the scan or of the walk, about limit members and edges); after the
+-- walk's last it makes the run running with the counts (or ends it again
+-- when only skips changed, or leaves it as it ended when nothing would
+-- change). Returns what it spent, whether another step is needed, and a
+-- refusal ({code, detail...}) when the replay cannot be.
+local function decide_step(p, run, runkey, limit, now)
+  local r = redis.call('HMGET', runkey, 'state', 'total', 'result_node', 'deciding')
+  if r[4] ~= '1' then return 0, false end
+  local rd, rq = runkey .. ':rd', runkey .. ':rq'
+  local replaying = p.base .. ':runs:replaying'
+  if redis.call('HEXISTS', rd, '~walk') == 0 then
+    local done, k = decide_scan(p, runkey, rd, rq, limit)
+    if done == 'purged' then
+      decide_drop(p, run, runkey, true)
+      return 0, false, {'wrong_state', 'purged'}
+    end
+    zadd(p, replaying, ts(now), run) -- seen now: see ff_resume_runs
+    return k, true
+  end
+  local done, k = decide_walk(p, runkey, rd, rq, r[3] or '', limit)
+  if done == 'purged' then
+    decide_drop(p, run, runkey, true)
+    return 0, false, {'wrong_state', 'purged'}
+  end
+  if not done then
+    zadd(p, replaying, ts(now), run)
+    return k, true
+  end
+  -- The skips go to the head of the list, applied first (the run's count
+  -- of members left counts them done already).
+  local list, skips = runkey .. ':rdlist', runkey .. ':rdskip'
+  while k < limit and redis.call('LMOVE', skips, list, 'RIGHT', 'LEFT') do k = k + 1 end
+  if redis.call('EXISTS', skips) == 1 then
+    zadd(p, replaying, ts(now), run)
+    return k, true
+  end
+  local v = redis.call('HMGET', rd, '~kept', '~stays', '~reset', '~changes', '~result')
+  local kept, stays, reset = num(v[1]), num(v[2]), num(v[3])
+  if reset == 0 and v[4] ~= '1' then
+    decide_drop(p, run, runkey, true)
+    return k, false, {'wrong_state', r[1], 'nothing_to_replay'}
+  end
+  redis.call('DEL', rd, rq)
+  redis.call('HDEL', runkey, 'deciding', 'done', 'succeeded')
+  redis.call('HSET', runkey, 'state', 'running', 'left', itoa(num(r[2]) - kept - stays),
+    'failed', '0', 'skipped', itoa(stays), 'cancelled', '0', 'unhandled', '0', 'cancelling', '', 'cancel_reason', '',
+    'result_outcome', v[5] == '1' and 'success' or '', 'ended_at', '', 'updated_at', ts(now), 'replayed_at', ts(now))
+  redis.call('HINCRBY', runkey, 'replays', 1)
+  -- Its decisions (skips first) are applied by steps (replay_step): the
+  -- last ends the run when nothing runs again.
+  redis.call('RENAME', list, runkey .. ':replay')
+  zrem(p, p.base .. ':runs:ended', run)
+  zadd(p, replaying, ts(now), run)
+  return k, true
+end
+
+-- replay_go_on takes the next step of run's replay: of its deciding, or of
+-- applying its decisions (replay_step).
+local function replay_go_on(p, run, runkey, limit, now)
+  if redis.call('HGET', runkey, 'deciding') == '1' then
+    local k, more = decide_step(p, run, runkey, limit, now)
+    return k, more
+  end
+  return replay_step(p, run, runkey, limit, now)
+end
+
 -- steps their callers left (an ffrun that stopped between two steps): the
 -- runs of B:runs:cancelling and of B:runs:replaying whose last step is
 -- older than an age, up to a limit of members in all.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit (members looked at)
 -- ARGV[2]  age, ms
--- Reply: {1, members cancelled or replayed, more (1 when the limit was
---        reached)}
+-- Reply: {1, members cancelled or replayed (and members and edges of
+--        replays being decided), more (1 when the limit was reached)}
 local function ff_resume_runs(keys, argv)
   local limit, age = numv(argv[1]), numv(argv[2])
   if not limit or limit < 1 or not age then
@@ -868,7 +1095,7 @@ local function ff_resume_runs(keys, argv)
   if spent < limit then
     for _, run in ipairs(due(p.base .. ':runs:replaying', now - age, limit - spent)) do
       if spent >= limit then break end
-      local k = replay_step(p, run, p.base .. ':f:' .. run, math.max(limit - spent, 1), now)
+      local k = replay_go_on(p, run, p.base .. ':f:' .. run, math.max(limit - spent, 1), now)
       n = n + k
       spent = spent + math.max(k, 1)
     end
@@ -889,12 +1116,13 @@ end
 -- its deadline is dropped). A member whose join the kept members already
 -- make impossible stays skipped, and so, in turn, do the members that
 -- only it could have fired.
--- A replay of more than REPLAY_STEP decisions goes by steps: its first
--- call decides (reading every member), makes the run running with its
--- counters and lists the decisions, downstream members first (in reverse
--- topological order), in B:f:<uuid>:replay; each later call (the caller
--- repeats while the reply says more) applies the next REPLAY_STEP of them
--- (replay_step). A member made eligible by a step may run and end before
+-- A replay of a run of more than REPLAY_STEP members (or of the step
+-- ARGV[3] says) goes by steps: its first calls decide it (decide_step: the
+-- run keeps its ended state meanwhile), the last of them makes the run
+-- running with its counters and lists the decisions, skips first, then
+-- downstream members first, in B:f:<uuid>:replay; each later call (the
+-- caller repeats while the reply says more) applies the next REPLAY_STEP
+-- of them (replay_step). A member made eligible by a step may run and end before
 -- the last step: its downstream members were reset by an earlier step or
 -- earlier in the same one, so its edges are decided as in any run. A call
 -- on a running run whose replay has steps left takes the next step.
@@ -907,6 +1135,8 @@ end
 -- ARGV[1]  run uuid
 -- ARGV[2]  generation: '' (a new replay) or what the first reply gave
 -- Reply: {1, members reset, more, generation} (members reset 0: no member
+-- ARGV[3]  step (optional, 1..REPLAY_STEP; default REPLAY_STEP): tests
+--          take small runs by steps with it
 --        runs again, but cancelled ones became skipped and the run ended
 --        again, or will with the last step; a later step also answers 0;
 --        more 1: call again) | {0, 'not_found'} |
@@ -918,15 +1148,33 @@ end
 --        outcome is unknown: nothing is changed)
 local function ff_replay_run(keys, argv)
   local p = part(keys[1])
+  local step = REPLAY_STEP
+  if argv[3] and argv[3] ~= '' then
+    step = tonumber(argv[3])
+    if not step or step ~= math.floor(step) or step < 1 or step > REPLAY_STEP then
+      return refuse('invalid', 'step', 'not an integer in 1..' .. REPLAY_STEP .. ': ' .. argv[3])
+    end
+  end
   local run = argv[1]
   local runkey = p.base .. ':f:' .. run
-  local r = redis.call('HMGET', runkey, 'state', 'total', 'result_node', 'replays')
+  local r = redis.call('HMGET', runkey, 'state', 'total', 'result_node', 'replays', 'deciding')
   if not r[1] then return refuse('not_found') end
   local now = now_ms()
   local replays = r[4] or '0'
   local gen = argv[2]
   if gen == '' then gen = nil end
   local under_way = r[1] == 'running' and redis.call('EXISTS', runkey .. ':replay') == 1
+  if r[5] == '1' then
+    -- Being decided: a caller going on with it (its generation is the
+    -- replays count the run will have), or a new replay of the run: the
+    -- next step. A caller of an older replay is done.
+    local deciding = itoa(num(replays) + 1)
+    if gen and gen ~= deciding then return ok(0, 0, replays) end
+    local _, more, refusal = decide_step(p, run, runkey, step, now)
+    flush(p)
+    if refusal then return refuse(unpack(refusal)) end
+    return ok(0, more and 1 or 0, deciding)
+  end
   if gen or under_way then
     -- A caller going on with the replay it started (generation gen), or a
     -- new replay of a run whose replay by steps is under way: the next
@@ -934,7 +1182,7 @@ local function ff_replay_run(keys, argv)
     -- stopped by a cancel or followed by another replay has none: done.
     local more = false
     if under_way and (gen == nil or gen == replays) then
-      local _, m = replay_step(p, run, runkey, REPLAY_STEP, now)
+      local _, m = replay_step(p, run, runkey, step, now)
       more = m
     end
     flush(p)
@@ -942,6 +1190,16 @@ local function ff_replay_run(keys, argv)
   end
   if r[1] ~= 'failed' and r[1] ~= 'cancelled' then return refuse('wrong_state', r[1]) end
   local members = {}
+  if num(r[2]) > step then
+    -- Decided by steps (see decide_step): the first is taken here.
+    redis.call('DEL', runkey .. ':rd', runkey .. ':rq', runkey .. ':rdlist')
+    redis.call('HSET', runkey, 'deciding', '1')
+    zrem(p, p.base .. ':runs:ended', run)
+    local _, more, refusal = decide_step(p, run, runkey, step, now)
+    flush(p)
+    if refusal then return refuse(unpack(refusal)) end
+    return ok(0, more and 1 or 0, itoa(num(replays) + 1))
+  end
   local on = {} -- on[up .. '>' .. down] = condition
   local kept = {}
   for _, u in ipairs(redis.call('HVALS', runkey .. ':nodes')) do
@@ -1094,18 +1352,7 @@ local function ff_replay_run(keys, argv)
     local done, okc = decided(c)
     decisions[#decisions + 1] = {okc >= c.join_need and 'e' or 'p', c, done, okc}
   end
-  local stepping = #decisions > REPLAY_STEP
-  if stepping then
-    local list = {}
-    for i, d in ipairs(decisions) do
-      list[i] = d[1] .. '\t' .. d[2].u .. '\t' .. itoa(d[3]) .. '\t' .. itoa(d[4])
-    end
-    redis.call('DEL', runkey .. ':replay')
-    call_all('RPUSH', runkey .. ':replay', list)
-    zadd(p, p.base .. ':runs:replaying', ts(now), run)
-  else
-    for _, d in ipairs(decisions) do replay_member(p, d[2], d[1], d[3], d[4], now) end
-  end
+  for _, d in ipairs(decisions) do replay_member(p, d[2], d[1], d[3], d[4], now) end
   local succeeded = 0
   for _ in pairs(kept) do succeeded = succeeded + 1 end
   redis.call('HSET', runkey, 'state', 'running', 'left', itoa(num(r[2]) - succeeded - skipped),
@@ -1113,13 +1360,13 @@ local function ff_replay_run(keys, argv)
     'result_outcome', kept[r[3]] and 'success' or '', 'ended_at', '', 'updated_at', ts(now), 'replayed_at', ts(now))
   replays = itoa(redis.call('HINCRBY', runkey, 'replays', 1))
   redis.call('HDEL', runkey, 'done', 'succeeded') -- of a run staged before `left`
-  if reset > 0 or stepping then
+  if reset > 0 then
     zrem(p, p.base .. ':runs:ended', run)
   else
     finish_run(p, runkey, run, now) -- every member has ended
   end
   flush(p)
-  return ok(reset, stepping and 1 or 0, replays)
+  return ok(reset, 0, replays)
 end
 
 -- ff_run_outcome: what a run's result needs, in one call: the run record

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -250,4 +252,77 @@ func BenchmarkFlowPhases(b *testing.B) {
 	b.ReportMetric(finish/n, "finish-µs/exec")
 	b.ReportMetric(plainClaim/n, "plain-claim-µs/task")
 	b.ReportMetric(plainFinish/n, "plain-finish-µs/task")
+}
+
+// BenchmarkFlowReplayLarge replays a cancelled run of 10,000 members (src
+// -> 9,998 members -> sink) and reports the longest single FCALL of the
+// replay and the time of its first call (which decides), from the
+// server's SLOWLOG: what the replay holds Valkey for at once.
+//
+//	go test -run '^$' -bench FlowReplayLarge -benchtime 3x ./runtime/store/
+func BenchmarkFlowReplayLarge(b *testing.B) {
+	ctx := context.Background()
+	c := valkeytest.Client(b, valkeytest.Start(b))
+	s, err := Open(ctx, Config{Client: c, FlowPartitions: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := bigCancelFlow(10_000-2, 0, 0)
+	do := func(cmd valkey.Completed) valkey.ValkeyResult {
+		r := c.Do(ctx, cmd)
+		if err := r.Error(); err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	var first, longest, calls float64
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		r, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Shared: true, Input: []byte(`{}`)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.CancelRun(ctx, r.ID, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		do(c.B().ConfigSet().ParameterValue().ParameterValue("slowlog-log-slower-than", "0").ParameterValue("slowlog-max-len", "100000").Build())
+		do(c.B().SlowlogReset().Build())
+		b.StartTimer()
+		if _, err := s.ReplayRun(ctx, r.ID); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		entries, err := do(c.B().SlowlogGet().Count(100000).Build()).ToArray()
+		if err != nil {
+			b.Fatal(err)
+		}
+		do(c.B().ConfigSet().ParameterValue().ParameterValue("slowlog-log-slower-than", "10000").Build())
+		// Newest first: the replay's first call is the last FCALL listed.
+		var firstUs int64
+		var each []int64
+		for _, e := range entries {
+			v, err := e.ToArray()
+			if err != nil || len(v) < 4 {
+				continue
+			}
+			args, _ := v[3].AsStrSlice()
+			if len(args) < 2 || !strings.EqualFold(args[0], "FCALL") || !strings.HasPrefix(args[1], "ff_replay_run") {
+				continue
+			}
+			us, _ := v[2].AsInt64()
+			firstUs = us
+			longest = max(longest, float64(us))
+			each = append(each, us)
+			calls++
+		}
+		first += float64(firstUs)
+		if os.Getenv("FF_BENCH_CALLS") != "" {
+			slices.Reverse(each)
+			b.Logf("ff_replay_run calls, µs: %v", each)
+		}
+	}
+	b.ReportMetric(first/float64(b.N)/1000, "first-call-ms")
+	b.ReportMetric(longest/1000, "longest-call-ms")
+	b.ReportMetric(calls/float64(b.N), "calls/replay")
 }

@@ -34,22 +34,43 @@ func (e *env) replayStep(id RunID) bool {
 	return more == 1
 }
 
+// replayDecided makes ff_replay_run calls, as replayStep does, until the
+// replay of a run of more than a step's members is decided (the run is
+// running, or ended again) and returns whether the last said more.
+func (e *env) replayDecided(id RunID) bool {
+	e.t.Helper()
+	for range 1000 {
+		more := e.replayStep(id)
+		if e.runRecord(id)["deciding"] != "1" {
+			return more
+		}
+		if !more {
+			e.t.Fatal("a call said done while the replay is being decided")
+		}
+	}
+	e.t.Fatal("the replay is still being decided after 1000 calls")
+	return false
+}
+
 // wantNoSteppingLeft fails while a key of the stepping (a replay's
 // decisions, the runs being cancelled or replayed) is left.
 func (e *env) wantNoSteppingLeft() {
 	e.t.Helper()
 	for _, k := range e.keys() {
-		if strings.HasSuffix(k, ":replay") || strings.HasSuffix(k, ":runs:replaying") || strings.HasSuffix(k, ":runs:cancelling") {
+		if strings.HasSuffix(k, ":replay") || strings.HasSuffix(k, ":runs:replaying") || strings.HasSuffix(k, ":runs:cancelling") ||
+			strings.HasSuffix(k, ":rd") || strings.HasSuffix(k, ":rq") || strings.HasSuffix(k, ":rdlist") || strings.HasSuffix(k, ":rdskip") {
 			e.t.Fatalf("%s is left after the steps ended", k)
 		}
 	}
 }
 
-// A replay of more than a step's decisions goes by steps: the first call
-// decides and makes the run running, later calls reset its members,
-// downstream first, so that members made eligible by a step can run and
-// end before the last step and the run still ends as a replay in one call
-// would. A replay whose caller stopped is finished by ResumeRuns.
+// A replay of a run of more than a step's members goes by steps: the
+// first calls decide (the run keeps its ended state meanwhile, and
+// nothing of it changes) and the last of them makes the run running; later
+// calls reset its members, downstream first, so that members made eligible
+// by a step can run and end before the last step and the run still ends as
+// a replay in one call would. A replay whose caller stopped is finished by
+// ResumeRuns.
 func TestFlowReplayLargeRunInSteps(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -58,8 +79,14 @@ func TestFlowReplayLargeRunInSteps(t *testing.T) {
 	if !e.replayStep(r.ID) {
 		t.Fatal("the first call of a replay of more than a step's decisions said done")
 	}
+	if got := e.run(r.ID); got.State != RunFailed || got.Failed != width {
+		t.Fatalf("after the first call: run %s with %d failed, want it as it ended while the replay is decided", got.State, got.Failed)
+	}
+	if !e.replayDecided(r.ID) {
+		t.Fatal("the call that decided a replay of more than a step's decisions said done")
+	}
 	if got := e.run(r.ID); got.State != RunRunning || got.Done != 1 {
-		t.Fatalf("after the first call: run %s with %d done, want running with src done", got.State, got.Done)
+		t.Fatalf("once decided: run %s with %d done, want running with src done", got.State, got.Done)
 	}
 	if g := e.claimAll(worker1, 10, time.Minute); len(g) != 0 {
 		t.Fatalf("claimed %v before any decision was applied", grantIDs(g))
@@ -118,7 +145,7 @@ func TestFlowReplayStepsAndCancel(t *testing.T) {
 	}
 
 	cut := e.failedWideRun(width)
-	e.replayStep(cut.ID)
+	e.replayDecided(cut.ID)
 	e.replayStep(cut.ID)
 	if _, err := e.s.CancelRun(e.ctx, cut.ID, "enough"); err != nil {
 		t.Fatal(err)

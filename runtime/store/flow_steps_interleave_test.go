@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
+	"github.com/google/go-cmp/cmp"
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/flowfabric/ff/compiler/plan"
@@ -152,11 +153,11 @@ func TestCancelRunsReportsAReplayingRunAsCancelled(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r := e.failedWideRun(ReplayStepMembers + 100)
-	if !e.replayStep(r.ID) {
+	if !e.replayDecided(r.ID) {
 		t.Fatal("the replay went in one call")
 	}
 	if got := e.run(r.ID); got.State != RunRunning {
-		t.Fatalf("run = %s after the replay's first call", got.State)
+		t.Fatalf("run = %s once the replay was decided", got.State)
 	}
 	cancelled, errs := e.s.CancelRuns(e.ctx, []RunID{r.ID}, "bulk")
 	if errs[0] != nil {
@@ -263,8 +264,8 @@ func TestReplayStepsRandomWideDAGs(t *testing.T) {
 			for more := e.replayStep(r.ID); more; more = e.replayStep(r.ID) {
 				steps++
 				e.finishSome(rng, 1+rng.IntN(256), failP)
-				if st := e.runRecord(r.ID)["state"]; st != string(RunRunning) {
-					t.Fatalf("%s: run %s between two replay steps", step, st)
+				if rec := e.runRecord(r.ID); rec["state"] != string(RunRunning) && rec["deciding"] != "1" {
+					t.Fatalf("%s: run %s between two replay steps", step, rec["state"])
 				}
 			}
 			if steps > 0 {
@@ -284,14 +285,16 @@ func TestReplayStepsRandomWideDAGs(t *testing.T) {
 }
 
 // hookClient passes every command to its Client and, after the first
-// reply to an FCALL of function fn (alone or in a pipeline), runs hook
-// once: another client's calls that land between two rounds of the
-// store's own step loop.
+// reply to an FCALL of function fn (alone or in a pipeline) after which
+// when (if set) holds, runs hook once: another client's calls that land
+// between two rounds of the store's own step loop.
 type hookClient struct {
 	valkey.Client
 	fn    string
 	calls int
+	when  func() bool
 	hook  func()
+	fired bool
 }
 
 func (h *hookClient) seen(cmd valkey.Completed) bool {
@@ -304,9 +307,11 @@ func (h *hookClient) after(n int) {
 		return
 	}
 	h.calls += n
-	if h.calls == n && h.hook != nil {
-		h.hook()
+	if h.hook == nil || h.fired || h.when != nil && !h.when() {
+		return
 	}
+	h.fired = true
+	h.hook()
 }
 
 func (h *hookClient) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
@@ -352,6 +357,7 @@ func TestReplayRunStopsWhenItsRunIsCancelledBetweenSteps(t *testing.T) {
 	e := newEnv(t)
 	r := e.failedWideRun(ReplayStepMembers + 100)
 	h, hs := e.hooked("ff_replay_run")
+	h.when = func() bool { return e.runRecord(r.ID)["state"] == string(RunRunning) } // decided
 	h.hook = func() {
 		if _, err := e.s.CancelRun(e.ctx, r.ID, "stop the replay"); err != nil {
 			t.Error(err)
@@ -365,6 +371,38 @@ func TestReplayRunStopsWhenItsRunIsCancelledBetweenSteps(t *testing.T) {
 	if got.State != RunCancelled {
 		t.Fatalf("ReplayRun = %v; the run cancelled during its replay's steps is %s, replayed %d times (%d ff_replay_run calls)",
 			err, got.State, got.Replays, h.calls)
+	}
+}
+
+// A cancel that lands while a replay is being decided stops it before
+// it changed anything: the run stays as it ended, with nothing of the
+// deciding left, and the replay's next call (its generation) does not
+// start it again.
+func TestReplayRunStopsWhenCancelledWhileDecided(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.failedWideRun(ReplayStepMembers + 100)
+	before := e.replayView(r.ID, true)
+	h, hs := e.hooked("ff_replay_run")
+	h.hook = func() { // after the first call: deciding
+		if e.runRecord(r.ID)["deciding"] != "1" {
+			t.Error("the replay's first call did not start deciding it")
+		}
+		got, err := e.s.CancelRun(e.ctx, r.ID, "stop the replay")
+		if err != nil || got.State != RunFailed {
+			t.Errorf("CancelRun while the replay is decided = %+v, %v; want the run as it ended", got, err)
+		}
+	}
+	if _, err := hs.ReplayRun(e.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, e.replayView(r.ID, true)); diff != "" {
+		t.Fatalf("the run after a replay cancelled while decided (-before +after):\n%s", diff)
+	}
+	e.wantNoSteppingLeft()
+	p, uuid, _ := e.s.locate(ExecutionID(r.ID))
+	if _, err := e.c.Do(e.ctx, e.c.B().Zscore().Key(e.s.k.base(p)+":runs:ended").Member(uuid).Build()).AsFloat64(); err != nil {
+		t.Fatalf("the run is not back in B:runs:ended (retention would keep it for ever): %v", err)
 	}
 }
 
@@ -430,7 +468,7 @@ func TestCancelDuringReplayStepsKeepsCountersTrue(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r := e.failedWideRun(ReplayStepMembers + 100)
-	e.replayStep(r.ID)
+	e.replayDecided(r.ID)
 	e.replayStep(r.ID)
 	if _, err := e.s.CancelRun(e.ctx, r.ID, "enough"); err != nil {
 		t.Fatal(err)

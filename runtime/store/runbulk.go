@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/valkey-io/valkey-go"
 )
@@ -53,7 +54,11 @@ func (s *Store) CancelRuns(ctx context.Context, ids []RunID, reason string) (can
 // deleted; ErrNotFound).
 func (s *Store) ReplayRuns(ctx context.Context, ids []RunID) []error {
 	errs := make([]error, len(ids))
-	calls, at := s.runCalls(ids, errs, func(uuid string) []string { return []string{uuid, ""} }, "ff_replay_run")
+	step := ""
+	if s.replayStep > 0 {
+		step = strconv.Itoa(s.replayStep)
+	}
+	calls, at := s.runCalls(ids, errs, func(uuid string) []string { return []string{uuid, "", step} }, "ff_replay_run")
 	s.runSteps(ctx, calls, at, errs, func(i int, c *call, items []valkey.ValkeyMessage, ref *refusal) (bool, error) {
 		if ref != nil {
 			err := refusalError(ref, ExecutionID(ids[i]), "replay")
@@ -74,7 +79,7 @@ func (s *Store) ReplayRuns(ctx context.Context, ids []RunID) []error {
 			if err != nil {
 				return false, errMalformed
 			}
-			c.args = []string{c.args[0], gen}
+			c.args = []string{c.args[0], gen, step}
 		}
 		return more == 1, nil
 	})

@@ -109,6 +109,11 @@ type Store struct {
 		done   sync.WaitGroup
 	}
 
+	// replayStep, set by tests only, is the step of ff_replay_run (its
+	// REPLAY_STEP when 0): small steps decide and apply small runs'
+	// replays by steps.
+	replayStep int
+
 	// hook, set by tests only, runs at points of staging a run:
 	// "resources" before budgets and quotas are created for a run (id: the
 	// run's id, the first run's for a repeat of its idempotency key),
