@@ -85,6 +85,9 @@ func (m *httpMetrics) reported(report string, res []wire.LeaseResult) {
 // (Echo's router gives patterns only).
 func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if uncounted(c.Request().Context()) {
+			return next(c)
+		}
 		start := time.Now()
 		m.inFlight.Add(1)
 		// Deferred: a handler that panics with http.ErrAbortHandler (which
@@ -107,6 +110,25 @@ func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		m.duration.Observe(time.Since(start).Seconds(), method, route)
 		return err
 	}
+}
+
+// uncountedKey is the context key of Uncounted.
+type uncountedKey struct{}
+
+// Uncounted returns ctx marked so that a request made with it through the
+// API's handler in process (client.HandlerTransport) is answered as any
+// other but left out of the HTTP metrics (ff_http_requests_total,
+// ff_http_request_duration_seconds, ff_http_requests_in_flight), which
+// count what clients ask: for the server's own calls, such as the
+// registration of declared schedules at start. A context cannot cross the
+// network, so no client can hide its requests with it.
+func Uncounted(ctx context.Context) context.Context {
+	return context.WithValue(ctx, uncountedKey{}, true)
+}
+
+func uncounted(ctx context.Context) bool {
+	v, _ := ctx.Value(uncountedKey{}).(bool)
+	return v
 }
 
 // methodLabel bounds the method label to the standard methods: a client

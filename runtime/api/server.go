@@ -134,6 +134,7 @@ type Server struct {
 	mounted []string // the prefixes of Mount, which check requests themselves
 
 	unready atomic.Bool // the last /readyz found the service not ready
+	outage  outageLog   // a 503 unavailable was logged; no request succeeded since
 }
 
 // New builds the API server.
@@ -149,14 +150,14 @@ func New(cfg Config) (*Server, error) {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	e.HTTPErrorHandler = errorHandler(s.log)
+	e.HTTPErrorHandler = errorHandler(s.log, &s.outage)
 	e.JSONSerializer = plainJSON{}
 	if cfg.Metrics != nil {
 		s.met = newHTTPMetrics(cfg.Metrics)
 		// Outside the recoverer, so that a panic counts as the 500 it becomes.
 		e.Use(s.met.middleware)
 	}
-	e.Use(s.recoverer, s.requestLog, crossOrigin(s.mountedPath))
+	e.Use(s.recoverer, s.requestLog, s.endOutage, crossOrigin(s.mountedPath))
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	if cfg.Metrics != nil {
@@ -286,11 +287,15 @@ func (s *Server) readyz(c echo.Context) error {
 		if !s.unready.Swap(true) {
 			s.log.WarnContext(ctx, "not ready", attrError, err)
 		}
-		return Errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, "not ready: Valkey does not answer, does not take writes, or the functions library is not loaded (the reason is in ffrun's log)")
+		// Written here, not returned: the error handler would log every
+		// probe of an orchestrator at error level.
+		ae := Errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, "not ready: Valkey does not answer, does not take writes, or the functions library is not loaded (the reason is in ffrun's log)")
+		return c.JSON(ae.Status, wire.ErrorEnvelope{Error: *ae.Body()})
 	}
 	if s.unready.Swap(false) {
 		s.log.InfoContext(ctx, "ready again")
 	}
+	s.outage.ended()
 	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
 }
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -82,7 +83,10 @@ type Server struct {
 	lock    *os.File // the data directory's lock, released by Stop
 }
 
-// Start launches the child and waits until it answers PING.
+// Start launches the child and waits until it answers PING. A port
+// another server holds (Config.Port, or a free port taken before the child
+// bound it) is found by that server's process id: an error for
+// Config.Port, another free port otherwise.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("devserver: Config.Dir is required")
@@ -210,7 +214,14 @@ func launch(ctx context.Context, cfg Config, dir string, port int, lock *os.File
 	deadline := time.NewTimer(cfg.StartTimeout)
 	defer deadline.Stop()
 	for {
-		if ping(s.Addr) == nil {
+		// The server that answers must be the child: the port may have
+		// been taken by another one between freePort and the child's bind
+		// (or Config.Port be another's), and the child then exits.
+		if pid, err := serverPID(s.Addr); err == nil {
+			if pid != cmd.Process.Pid {
+				s.stopChild(context.Background())
+				return nil, fmt.Errorf("devserver: port %d is taken by another server (pid %d)", port, pid)
+			}
 			cfg.Logger.Info("dev valkey started", slog.String("binary", cfg.Binary), slog.String("addr", s.Addr),
 				slog.String("socket", socket), slog.String("dir", dir), slog.Int("pid", cmd.Process.Pid))
 			return s, nil
@@ -276,25 +287,45 @@ func (s *Server) stopChild(ctx context.Context) {
 	})
 }
 
-// ping sends a raw RESP PING and expects +PONG (no client library needed).
-func ping(addr string) error {
+// serverPID asks the server at addr for its process id, over raw RESP (no
+// client library needed): PING must answer +PONG (not -LOADING: a server
+// still loading its append-only file is not started yet), then INFO server
+// gives process_id. A server that answers otherwise is an error.
+func serverPID(addr string) (int, error) {
 	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
+	if _, err := conn.Write([]byte("PING\r\nINFO server\r\n")); err != nil {
+		return 0, err
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("unexpected reply %q", strings.TrimSpace(line))
+		return 0, fmt.Errorf("unexpected reply to PING %q", strings.TrimSpace(line))
 	}
-	return nil
+	if line, err = r.ReadString('\n'); err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "$")))
+	if !strings.HasPrefix(line, "$") || err != nil || n < 0 {
+		return 0, fmt.Errorf("unexpected reply to INFO %q", strings.TrimSpace(line))
+	}
+	info := make([]byte, n)
+	if _, err := io.ReadFull(r, info); err != nil {
+		return 0, err
+	}
+	for l := range strings.Lines(string(info)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("no process_id in the reply to INFO server")
 }
 
 func freePort() (int, error) {

@@ -135,3 +135,30 @@ func TestSecondStartOnSameDirFails(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStartRefusesAForeignServerOnItsPort: Start reports a child started
+// only when the server answering on the child's port is the child (by its
+// process id): on a port another server holds, the child cannot bind and
+// exits, and Start fails instead of returning a Server whose child is
+// gone (with Config.Port; a free port taken so is tried again with
+// another).
+func TestStartRefusesAForeignServerOnItsPort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	other, err := devserver.Start(ctx, devserver.Config{Dir: t.TempDir(), NoPersistence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Stop(ctx)
+	_, portS, _ := net.SplitHostPort(other.Addr)
+	port, _ := strconv.Atoi(portS)
+	s, err := devserver.Start(ctx, devserver.Config{Dir: t.TempDir(), Port: port, NoPersistence: true})
+	if err == nil {
+		defer s.Stop(ctx)
+		<-s.Exited() // the child could not bind the port
+		t.Fatalf("Start on a port another server holds returned a started server (%s) whose child exited", s.Addr)
+	}
+	if !strings.Contains(err.Error(), "taken by another server") {
+		t.Errorf("Start on a port another server holds: %v; want it to say the port is taken", err)
+	}
+}

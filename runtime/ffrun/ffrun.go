@@ -42,8 +42,9 @@ type Env struct {
 	Stderr io.Writer
 	// Getenv reads environment variables; nil means none are set.
 	Getenv func(string) string
-	// OnListen, when set, is called once the API listens, with its address
-	// and the Valkey address in use (tests use it to find free ports).
+	// OnListen, when set, is called once the API answers, with its address
+	// and the Valkey address in use (tests use it to find free ports). The
+	// port is taken, and answers /healthz, before: from the start.
 	OnListen func(apiAddr, valkeyAddr string)
 }
 
@@ -355,8 +356,8 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	if o.bodyLimit < 0 || o.bodyLimit > api.BodyLimitMax {
 		return fmt.Errorf("%w: --body-limit %d is outside 0..%d", errUsage, o.bodyLimit, api.BodyLimitMax)
 	}
-	if _, _, err := net.SplitHostPort(o.listen); err != nil {
-		return fmt.Errorf("%w: --listen %q: want [host]:port, like :8080 or 127.0.0.1:8080", errUsage, o.listen)
+	if err := checkListen(o.listen); err != nil {
+		return fmt.Errorf("%w: --listen %q: %v", errUsage, o.listen, err)
 	}
 	if o.partitions < 0 || o.partitions > store.PartitionsMax {
 		return fmt.Errorf("%w: --partitions %d is outside 0..%d (0 = default)", errUsage, o.partitions, store.PartitionsMax)
@@ -395,9 +396,27 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 			return err
 		}
 	}
+	// The address first: a start that cannot listen (the port taken)
+	// fails before it starts anything (the dev child) or writes anything
+	// (the declared budgets, quotas and schedules of --flows). From now on
+	// the port answers: /healthz 200, the rest 503 until the API is up.
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	front := server.NewFront(ln, server.FrontConfig{TLS: o.apiTLS, Logger: log, OnServing: func() {
+		if env.OnListen != nil {
+			env.OnListen(ln.Addr().String(), o.valkey) // o.valkey: the dev child's, set below
+		}
+	}})
+	defer front.Close()
 	if dev {
 		child, err := devserver.Start(ctx, devserver.Config{Binary: o.valkeyBin, Dir: o.data, Logger: log})
 		if err != nil {
+			if ctx.Err() != nil {
+				log.Info("stopped while starting the dev valkey")
+				return nil
+			}
 			return err
 		}
 		defer func() {
@@ -408,23 +427,35 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 		// The co-located child is reached over its Unix socket when it
 		// has one: cheaper than TCP loopback for both processes.
 		o.valkey = child.ClientAddr()
-		// If the child dies, stop serving rather than fail every request.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
+		// If the child dies, stop serving rather than fail every request;
+		// the cause makes the exit status 1.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
 		go func() {
 			select {
 			case <-child.Exited():
 				log.Error("dev valkey exited unexpectedly; stopping", slog.String("log", child.LogFile))
-				cancel()
+				cancel(fmt.Errorf("%w (its log: %s)", errDevValkeyExited, child.LogFile))
 			case <-ctx.Done():
 			}
 		}()
 	}
-	return serve(ctx, o, env, log)
+	err = serve(ctx, o, front, env, log)
+	if cause := context.Cause(ctx); errors.Is(cause, errDevValkeyExited) {
+		return cause
+	}
+	return err
 }
 
-func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
+// errDevValkeyExited is the cause of the end of ffrun dev when its Valkey
+// child exits on its own: no clean shutdown, so the exit status is 1.
+var errDevValkeyExited = errors.New("the dev valkey exited unexpectedly")
+
+// serve opens the server and serves it on front until ctx ends. A stop
+// (ctx ending) while the server is being opened, waiting for Valkey, is a
+// clean one.
+func serve(ctx context.Context, o options, front *server.Front, env Env, log *slog.Logger) error {
 	token := env.Getenv("FF_API_TOKEN")
 	cfg := server.Config{
 		ValkeyAddr:      o.valkey,
@@ -449,26 +480,35 @@ func serve(ctx context.Context, o options, env Env, log *slog.Logger) error {
 		cfg.ValkeyTLS = o.tlsConfig
 		cfg.ValkeyWait = o.valkeyWait
 	}
-	// The address first: a start that cannot listen (the port taken)
-	// fails before it writes anything (the declared budgets, quotas and
-	// schedules of --flows).
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.listen, err)
-	}
 	srv, err := server.Open(ctx, cfg)
 	if err != nil {
-		ln.Close()
+		front.Close()
+		if ctx.Err() != nil {
+			if !errors.Is(context.Cause(ctx), errDevValkeyExited) {
+				log.Info("stopped while waiting for valkey")
+			}
+			return nil
+		}
 		return tlsHint(authHint(err, cfg.ValkeyPassword != ""), o.tlsConfig != nil)
 	}
-	if env.OnListen != nil {
-		env.OnListen(ln.Addr().String(), o.valkey)
-	}
-	err = srv.Serve(ctx, ln)
-	if err != nil {
+	if err := srv.ServeFront(ctx, front); err != nil {
 		return err
 	}
 	log.Info("ffrun stopped")
+	return nil
+}
+
+// checkListen reports why addr cannot be listened on as an API address:
+// it is no [host]:port, or its port is no number in 0..65535 (0: any free
+// port) nor the name of a service.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want [host]:port, like :8080 or 127.0.0.1:8080")
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("the port %q is neither a number in 0..65535 nor a service name", port)
+	}
 	return nil
 }
 

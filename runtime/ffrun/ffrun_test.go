@@ -372,3 +372,39 @@ func TestServeBusyPortWritesNothing(t *testing.T) {
 		t.Fatalf("a start refused for its port left %d keys: %v", len(keys), keys)
 	}
 }
+
+// TestDevBusyPortStartsNoChild: ffrun dev takes its API port before it
+// starts its Valkey child, as serve takes it before it writes anything: a
+// second ffrun dev on a taken port fails (exit 1, "listen on") without
+// starting a child or creating its files.
+func TestDevBusyPortStartsNoChild(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	var out bytes.Buffer
+	code := ffrun.Main([]string{"dev", "--data", t.TempDir(), "--listen", busy.Addr().String()}, nil, &out, &out)
+	if code != 1 || !strings.Contains(out.String(), "listen on") {
+		t.Fatalf("ffrun dev on a busy port: exit %d\n%s", code, out.String())
+	}
+	if strings.Contains(out.String(), "dev valkey started") {
+		t.Errorf("ffrun dev started its Valkey child before finding its API port taken:\n%s", out.String())
+	}
+}
+
+// TestListenPortOutOfRangeIsUsage: a --listen port that is no port (out of
+// 0..65535) is a usage error (exit 2) found before anything starts, as a
+// --valkey port is.
+func TestListenPortOutOfRangeIsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--valkey", "127.0.0.1:1", "--valkey-wait", "0", "--listen", "127.0.0.1:99999"},
+		{"dev", "--data", t.TempDir(), "--listen", ":-1"},
+	} {
+		var out bytes.Buffer
+		if code := ffrun.Main(args, nil, &out, &out); code != 2 || !strings.Contains(out.String(), "--listen") ||
+			strings.Contains(out.String(), "dev valkey started") {
+			t.Errorf("ffrun %q: exit %d, want 2 (usage) before anything starts\n%s", args, code, out.String())
+		}
+	}
+}

@@ -129,3 +129,33 @@ func TestSecondSignalKills(t *testing.T) {
 		t.Fatal("ffrun still runs 10 s after a second SIGTERM")
 	}
 }
+
+// TestDevChildCrashExitsNonZero: when the Valkey child of ffrun dev dies on
+// its own (the OOM killer, say), ffrun stops, and exits with status 1: no
+// clean shutdown, which a supervisor that restarts on failure, or a
+// script, must see.
+func TestDevChildCrashExitsNonZero(t *testing.T) {
+	cmd, lines := startProcess(t, "dev", "--listen", "127.0.0.1:0", "--data", t.TempDir())
+	childPid, _ := awaitLog(t, lines, "dev valkey started")["pid"].(float64)
+	awaitLog(t, lines, "ffrun serving")
+	if childPid == 0 {
+		t.Fatal("no pid logged for the dev valkey")
+	}
+	if err := syscall.Kill(int(childPid), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	awaitLog(t, lines, "dev valkey exited unexpectedly; stopping")
+	for range lines { // until ffrun closes stderr
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("ffrun dev after its Valkey child was killed: %v; want exit status 1", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("ffrun dev still runs 20 s after its Valkey child was killed")
+	}
+}

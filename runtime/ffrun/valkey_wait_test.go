@@ -2,8 +2,9 @@ package ffrun_test
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -90,8 +91,8 @@ func TestServeWaitsForValkey(t *testing.T) {
 }
 
 // TestServeValkeyWaitEnds: with nothing listening, ffrun serve fails after
-// --valkey-wait with the last error; with 0 at once; a signal (the end of
-// the context) stops the wait at once.
+// --valkey-wait with the last error; with 0 at once. (A signal stops the
+// wait, cleanly: TestStopWhileWaitingForValkeyIsClean.)
 func TestServeValkeyWaitEnds(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", valkeytest.FreePort(t))
 	for _, tt := range []struct {
@@ -132,22 +133,6 @@ func TestServeValkeyWaitEnds(t *testing.T) {
 			t.Fatalf("did not wait:\n%s", stderr)
 		}
 	})
-	t.Run("signal", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		stderr := &servertest.LogBuffer{}
-		_, done := background(ctx, []string{"serve", "--valkey", addr, "--listen", "127.0.0.1:0", "--valkey-wait", "1m"}, nil, stderr)
-		waitLog(t, stderr, "waiting for valkey", done)
-		cancel()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "stopped while waiting for valkey") {
-				t.Fatalf("err %v, want the cancellation while waiting", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("ffrun kept waiting after its context ended")
-		}
-	})
 }
 
 // TestServeValkeyWaitRefusedPassword: a refused password is not waited
@@ -161,4 +146,64 @@ func TestServeValkeyWaitRefusedPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	failServe(t, []string{"--valkey", addr, "--valkey-wait", "60s"}, map[string]string{"FF_VALKEY_PASSWORD": "nope"}, "WRONGPASS", "check FF_VALKEY_PASSWORD")
+}
+
+// TestHealthzAnswersWhileWaitingForValkey: while ffrun serve waits for
+// Valkey (--valkey-wait), its API port answers instead of holding
+// connections nobody reads: /healthz 200 (the process is alive), every
+// other route 503 unavailable with Retry-After, as a client retries.
+func TestHealthzAnswersWhileWaitingForValkey(t *testing.T) {
+	vkAddr := fmt.Sprintf("127.0.0.1:%d", valkeytest.FreePort(t)) // nothing listens
+	api := fmt.Sprintf("127.0.0.1:%d", valkeytest.FreePort(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stderr := &servertest.LogBuffer{}
+	_, done := background(ctx, []string{"serve", "--valkey", vkAddr, "--listen", api, "--valkey-wait", "1m"}, nil, stderr)
+	waitLog(t, stderr, `msg="waiting for valkey"`, done)
+	hc := &http.Client{Timeout: 3 * time.Second}
+	res, err := hc.Get("http://" + api + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz while ffrun waits for Valkey: %v; want an answer", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz while ffrun waits for Valkey: %d, want 200", res.StatusCode)
+	}
+	res, err = hc.Get("http://" + api + "/v1/executions")
+	if err != nil {
+		t.Fatalf("GET /v1/executions while ffrun waits for Valkey: %v; want an answer", err)
+	}
+	defer res.Body.Close()
+	var env wire.ErrorEnvelope
+	if err := json.NewDecoder(res.Body).Decode(&env); err != nil || res.StatusCode != http.StatusServiceUnavailable ||
+		env.Error.Code != wire.CodeUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Errorf("GET /v1/executions while ffrun waits for Valkey: %d %+v (%v), Retry-After %q; want 503 %s with Retry-After",
+			res.StatusCode, env, err, res.Header.Get("Retry-After"), wire.CodeUnavailable)
+	}
+}
+
+// TestStopWhileWaitingForValkeyIsClean: a stop (SIGINT, SIGTERM: ctx ends)
+// while ffrun serve waits for its Valkey is a clean shutdown, said at info
+// level: Run returns nil (exit status 0), not an error (exit 1, a failed
+// unit to systemd).
+func TestStopWhileWaitingForValkeyIsClean(t *testing.T) {
+	vkAddr := fmt.Sprintf("127.0.0.1:%d", valkeytest.FreePort(t)) // nothing listens
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stopCtx, stop := context.WithCancel(ctx)
+	stderr := &servertest.LogBuffer{}
+	_, done := background(stopCtx, []string{"serve", "--valkey", vkAddr, "--listen", "127.0.0.1:0", "--valkey-wait", "1m"}, nil, stderr)
+	waitLog(t, stderr, `msg="waiting for valkey"`, done)
+	stop() // the signal
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("ffrun serve stopped while waiting for Valkey returned %v; want nil (exit status 0)", err)
+		}
+		if !strings.Contains(stderr.String(), `level=INFO msg="stopped while waiting for valkey"`) {
+			t.Errorf("no info line about the stop:\n%s", stderr)
+		}
+	case <-ctx.Done():
+		t.Fatal("ffrun serve did not stop")
+	}
 }

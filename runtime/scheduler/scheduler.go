@@ -40,6 +40,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowfabric/ff/runtime/store"
@@ -596,15 +597,30 @@ func (s *Scheduler) forgetHints() {
 	}
 }
 
+// subscribeLoop keeps the wake-up subscription up until ctx ends. A loss
+// is logged once at warn level, the failed attempts that follow at debug
+// level, and the subscription's return at info level, so that a Valkey
+// away for minutes does not log a warning per attempt.
 func (s *Scheduler) subscribeLoop(ctx context.Context) {
 	delay := resubscribeDelayMin
+	var down atomic.Bool // a loss was logged, and no subscription came up since
+	up := func() {
+		if down.CompareAndSwap(true, false) {
+			s.log.InfoContext(ctx, "scheduler: wake-up subscription restored")
+		}
+		s.forgetHints()
+	}
 	for ctx.Err() == nil {
 		began := time.Now()
-		err := s.cfg.Subscribe(ctx, s.forgetHints, s.wake)
+		err := s.cfg.Subscribe(ctx, up, s.wake)
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Warn("scheduler: wake-up subscription ended; resubscribing", slog.Any("error", err))
+		if down.CompareAndSwap(false, true) {
+			s.log.WarnContext(ctx, "scheduler: wake-up subscription ended; resubscribing", slog.Any("error", err))
+		} else {
+			s.log.DebugContext(ctx, "scheduler: wake-up subscription still down; resubscribing", slog.Any("error", err), slog.Duration("delay", delay))
+		}
 		s.forgetHints()
 		if time.Since(began) > 10*time.Second {
 			delay = resubscribeDelayMin

@@ -12,6 +12,7 @@ import (
 	"reflect"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/store"
 	"github.com/flowfabric/ff/runtime/wire"
@@ -78,22 +79,24 @@ func registerSchedules(ctx context.Context, h http.Handler, token string, schedu
 	if len(schedules) == 0 && len(templates) == 0 {
 		return nil // not serving .ff files: nothing is declared here
 	}
-	api, err := client.New("http://ffrun.in-process", client.WithToken(token),
+	cl, err := client.New("http://ffrun.in-process", client.WithToken(token),
 		client.WithHTTPClient(&http.Client{Transport: client.HandlerTransport(h)}))
 	if err != nil {
 		return fmt.Errorf("register schedules: %w", err)
 	}
+	// No client sent these: kept out of the HTTP metrics.
+	ctx = api.Uncounted(ctx)
 	namespaces := make(map[string]string, len(templates))
 	for _, f := range templates {
 		namespaces[f.Name] = cmp.Or(f.Namespace, plan.DefaultNamespace)
 	}
 	for _, sc := range schedules {
-		if cur, err := api.GetSchedule(ctx, sc.Name); err == nil && sameSchedule(cur, sc, namespaces[sc.Flow]) {
+		if cur, err := cl.GetSchedule(ctx, sc.Name); err == nil && sameSchedule(cur, sc, namespaces[sc.Flow]) {
 			log.InfoContext(ctx, "schedule registered", slog.String("schedule", sc.Name), slog.String("flow", sc.Flow),
 				slog.String("cron", sc.Cron), slog.String("timezone", cur.Timezone), slog.Bool("created", false), slog.Bool("unchanged", true))
 			continue
 		}
-		got, created, err := api.PutSchedule(ctx, sc.Name, wire.PutSchedule{
+		got, created, err := cl.PutSchedule(ctx, sc.Name, wire.PutSchedule{
 			Template: sc.Flow,
 			Cron:     sc.Cron,
 			Timezone: sc.Timezone,
@@ -110,7 +113,7 @@ func registerSchedules(ctx context.Context, h http.Handler, token string, schedu
 		log.InfoContext(ctx, "schedule registered", slog.String("schedule", sc.Name), slog.String("flow", sc.Flow),
 			slog.String("cron", sc.Cron), slog.String("timezone", got.Timezone), slog.Bool("created", created), slog.Bool("unchanged", false))
 	}
-	stored, err := api.ListSchedules(ctx)
+	stored, err := cl.ListSchedules(ctx)
 	if err != nil {
 		return fmt.Errorf("register schedules: list the stored ones: %w", err)
 	}

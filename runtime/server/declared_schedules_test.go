@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -144,5 +145,43 @@ func TestDeclaredScheduleRefused(t *testing.T) {
 	}
 	if l, err := env.Client.ListSchedules(ctxT(t)); err != nil || len(l.Schedules) != 0 {
 		t.Errorf("refused schedules were stored: %+v, %v", l, err)
+	}
+}
+
+// TestDeclaredSchedulesAreNoHTTPTraffic: the schedules of Config.Schedules
+// are registered at Open through the API's routes in process, but those
+// calls are no request a client sent: ff_http_requests_total counts none of
+// them (a started server nobody called reports no traffic, and no 404 of
+// the read before the put), while it counts a client's call of the same
+// route.
+func TestDeclaredSchedulesAreNoHTTPTraffic(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) {
+		c.Templates = []*plan.Flow{twoStep()}
+		c.Schedules = []plan.Schedule{{Name: "nightly", Flow: "two", Cron: "0 3 * * *", Input: json.RawMessage(`{"s":"x"}`)}}
+	})
+	scheduleSeries := func() []string {
+		t.Helper()
+		r := env.Do(t, http.MethodGet, "/metrics", nil, "")
+		if r.Status != http.StatusOK {
+			t.Fatalf("GET /metrics: %d", r.Status)
+		}
+		var out []string
+		for line := range strings.Lines(r.Body) {
+			if strings.HasPrefix(line, "ff_http_requests_total{") && strings.Contains(line, `route="/v1/schedules`) {
+				out = append(out, strings.TrimSpace(line))
+			}
+		}
+		return out
+	}
+	if got := scheduleSeries(); len(got) > 0 {
+		t.Errorf("a server no client called counts requests: %q", got)
+	}
+	if r := env.Do(t, http.MethodGet, "/v1/schedules", nil, ""); r.Status != http.StatusOK {
+		t.Fatalf("GET /v1/schedules: %d %s", r.Status, r.Body)
+	}
+	want := `ff_http_requests_total{method="GET",route="/v1/schedules",code="200"} 1`
+	if got := scheduleSeries(); len(got) != 1 || got[0] != want {
+		t.Errorf("after one client call: %q, want [%s]", got, want)
 	}
 }

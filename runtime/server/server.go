@@ -335,7 +335,17 @@ func (s *Server) API() *api.Server { return s.api }
 // once, in-flight requests may finish within ShutdownTimeout, background
 // components stop, and the Valkey connection closes.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.ServeFront(ctx, newFront(ln, FrontConfig{TLS: s.cfg.APITLS, Logger: s.log}))
+}
+
+// ServeFront is Serve on the listener of f, which answered while the
+// server was being opened: once the scheduler and scanners run, the API
+// answers there instead of f's starting answers.
+func (s *Server) ServeFront(ctx context.Context, f *Front) error {
 	defer s.Close()
+	if (f.cfg.TLS != nil) != (s.cfg.APITLS != nil) {
+		return errors.New("server: the Front's TLS is not Config.APITLS")
+	}
 	if err := s.sched.Start(ctx); err != nil {
 		return err
 	}
@@ -350,29 +360,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("server: start run notices: %w", err)
 	}
 	var handler http.Handler = s.api
-	if s.cfg.Token == "" && ln.Addr().Network() != "unix" { // no browser reaches a Unix socket
+	if s.cfg.Token == "" && f.ln.Addr().Network() != "unix" { // no browser reaches a Unix socket
 		handler = loopbackHosts(handler, s.log)
 	}
-	hs := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		// A read deadline also cancels a running request's context in
-		// net/http, so it must outlast the longest claim wait.
-		ReadTimeout: wire.ClaimWaitMaxMs*time.Millisecond + 30*time.Second,
-		IdleTimeout: 2 * time.Minute,
-		// No WriteTimeout: a claim may wait up to wire.ClaimWaitMaxMs.
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	scheme := "http"
-	if s.cfg.APITLS != nil {
-		scheme = "https"
-		hs.TLSConfig = s.cfg.APITLS.Clone()
-		go func() { served <- hs.ServeTLS(ln, "", "") }()
-	} else {
-		go func() { served <- hs.Serve(ln) }()
-	}
-	attrs := []any{slog.String("listen", ln.Addr().String()), slog.String("scheme", scheme), slog.String("valkey", s.cfg.ValkeyAddr)}
+	f.takeOver(handler)
+	attrs := []any{slog.String("listen", f.ln.Addr().String()), slog.String("scheme", f.scheme()), slog.String("valkey", s.cfg.ValkeyAddr)}
 	if !s.cfg.DisableUI {
 		attrs = append(attrs, slog.String("console", dashboard.Prefix+"/"))
 	}
@@ -381,7 +373,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var serveErr error
 	select {
 	case <-ctx.Done():
-	case serveErr = <-served:
+	case serveErr = <-f.served:
 	}
 	s.log.Info("ffrun shutting down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
@@ -393,9 +385,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.notices.Stop(sctx); err != nil { // answers waiting result requests
 		s.log.Warn("run notices stop", slog.Any("error", err))
 	}
-	if err := hs.Shutdown(sctx); err != nil {
+	if err := f.shutdown(sctx); err != nil {
 		s.log.Warn("http shutdown did not finish in time", slog.Any("error", err))
-		hs.Close()
 	}
 	s.stopScanners(sctx, s.scanners)
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {

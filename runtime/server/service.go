@@ -418,6 +418,9 @@ func mapError(err error) *api.Error {
 	case notReady(err):
 		return &api.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable,
 			Message: "Valkey is not ready (loading its data, or a cluster failing over): retry", Err: err}
+	case refusesWrites(err):
+		return &api.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable,
+			Message: "Valkey refuses writes (a replica after a failover, out of memory, a failed snapshot, or too few replicas): retry", Err: err}
 	}
 	return api.Internal(err)
 }
@@ -429,6 +432,28 @@ func mapError(err error) *api.Error {
 func notReady(err error) bool {
 	verr, ok := errors.AsType[*valkey.ValkeyError](err)
 	return ok && (verr.IsLoading() || verr.IsClusterDown() || verr.IsTryAgain() || strings.HasPrefix(verr.Error(), "MASTERDOWN"))
+}
+
+// refusesWrites reports whether Valkey answered but refused a write: it is
+// a replica (READONLY: a primary a failover demoted, or an address that
+// now points at a replica), it reached maxmemory without eviction (OOM),
+// its last snapshot failed with stop-writes-on-bgsave-error (MISCONF), or
+// fewer replicas than min-replicas-to-write answer (NOREPLICAS). Nothing
+// was written, and each heals without ffrun (a failover ends, memory is
+// freed, a snapshot succeeds), so it is answered 503 unavailable, as
+// /readyz reports it, rather than 500. Only for requests: a server that
+// refuses writes at start is not waited for (retryable).
+func refusesWrites(err error) bool {
+	verr, ok := errors.AsType[*valkey.ValkeyError](err)
+	if !ok {
+		return false
+	}
+	for _, prefix := range []string{"READONLY", "OOM", "MISCONF", "NOREPLICAS"} {
+		if strings.HasPrefix(verr.Error(), prefix+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 // connError reports whether err is the loss of a connection to Valkey

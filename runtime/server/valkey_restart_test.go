@@ -201,3 +201,34 @@ func TestValkeyOutageLogsOnce(t *testing.T) {
 		t.Errorf("%d warnings of the lost subscription over one outage, want 1", n)
 	}
 }
+
+// TestWakeSubscriptionOutageWarnsOnce: while Valkey is away, the
+// scheduler's wake-up subscription logs its loss once at warn level (its
+// resubscription attempts, 50 ms doubling to 2 s, at debug level) and its
+// return at info level, as the run-end subscription does.
+func TestWakeSubscriptionOutageWarnsOnce(t *testing.T) {
+	vk, port := startValkeyAnyPort(t)
+	logs := &logBuffer{t: t}
+	servertest.Start(t, func(c *server.Config) {
+		c.ValkeyAddr, c.KeyPrefix = vk.Addr, "wakeoutage:"
+		c.DisableScanners = true
+		c.ResyncInterval = time.Hour
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	if err := vk.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the outage: several attempts
+	startValkeyOn(t, port)
+	const restored = `level=INFO msg="scheduler: wake-up subscription restored"`
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(logs.String(), restored); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after Valkey came back", restored)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	const lost = `level=WARN msg="scheduler: wake-up subscription ended; resubscribing"`
+	if n := strings.Count(logs.String(), lost); n != 1 {
+		t.Errorf("%d warnings %s over one 3 s outage, want 1", n, lost)
+	}
+}
