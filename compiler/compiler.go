@@ -163,6 +163,14 @@ type checker struct {
 	planQuotas  map[string]*plan.Quota
 	quotaKeys   map[string]*dsl.Path
 	minDepths   map[string]int // minDepth of each record type computed so far
+
+	// unresolvedFields holds, by type, the fields whose type has an error
+	// (reported, or a use of a broken declaration): they are left out of
+	// the plan's type, but they are declared.
+	unresolvedFields map[string]map[string]bool
+	// inputUnresolved holds the flows whose input type has an error: their
+	// plan has no input type, yet they take an input.
+	inputUnresolved map[string]bool
 }
 
 func newChecker() *checker {
@@ -177,6 +185,9 @@ func newChecker() *checker {
 		planQuotas:  map[string]*plan.Quota{},
 		quotaKeys:   map[string]*dsl.Path{},
 		minDepths:   map[string]int{},
+
+		unresolvedFields: map[string]map[string]bool{},
+		inputUnresolved:  map[string]bool{},
 	}
 }
 
@@ -195,6 +206,9 @@ func (c *checker) check(files []*dsl.File) *plan.Package {
 				if n := badDeclName(d); n != "" {
 					c.broken[n] = true
 				}
+				if d.Type != nil {
+					c.typesBroken = true // its syntax error is reported by the parser
+				}
 			case d.Package != nil:
 				id := d.Package.Name
 				if pkgName == nil {
@@ -209,6 +223,8 @@ func (c *checker) check(files []*dsl.File) *plan.Package {
 			case d.Type != nil:
 				if c.declare(kindType, d.Type.Name) {
 					c.types[d.Type.Name.Name] = d.Type
+				} else {
+					c.typesBroken = true
 				}
 			case d.Budget != nil:
 				if c.declare(kindBudget, d.Budget.Name) {
@@ -242,9 +258,12 @@ func (c *checker) check(files []*dsl.File) *plan.Package {
 	}
 	c.checkRecursiveTypes()
 	// With a broken type, a schedule's input is not checked against the
-	// types: what the check would say is the type's error again.
+	// types: what the check would say is the type's error again, or a
+	// false one about a field left out of its plan type. A type is broken
+	// by a syntax error, a refused name (both noted above) or an error
+	// found here.
 	afterTypes, _ := c.diags.Count()
-	c.typesBroken = afterTypes > typeErrs
+	c.typesBroken = c.typesBroken || afterTypes > typeErrs || len(c.unresolvedFields) > 0
 	for _, name := range slices.Sorted(maps.Keys(c.budgets)) {
 		c.checkBudget(c.budgets[name])
 	}

@@ -112,8 +112,58 @@ func denseFlow(name string, n int) string {
 	return b.String()
 }
 
+// selfLoops returns a flow of n execs, each with an edge to itself: one
+// cycle each, of which the first maxCycleReports are reported and the
+// others counted.
+func selfLoops(n int) string {
+	var b strings.Builder
+	b.WriteString("flow loops() {")
+	if n > maxCycleReports {
+		fmt.Fprintf(&b, `  // ERROR FF0401 "^flow \"loops\" has %d cycles more than the %d reported: break those and check again$"`, n-maxCycleReports, maxCycleReports)
+	}
+	b.WriteString("\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  exec e%d() {}\n", i)
+	}
+	for i := range n {
+		fmt.Fprintf(&b, "  e%[1]d -> e%[1]d", i)
+		if i < maxCycleReports {
+			fmt.Fprintf(&b, `  // ERROR FF0401 "^cycle in flow \"loops\": e%[1]d -> e%[1]d$"`, i)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// wrongInput returns a schedule whose input gives a string to each of the
+// n int fields of its flow's input type: the first maxScheduleInputErrors
+// mismatches are reported, then that there are more.
+func wrongInput(n int) string {
+	var b strings.Builder
+	b.WriteString("type Wide {")
+	for i := range n {
+		fmt.Fprintf(&b, " f%d: int", i)
+	}
+	b.WriteString(" }\nflow wide(Wide) { exec a(Wide) {} }\nschedule s {\n  flow wide\n  cron \"@daily\"\n  input {")
+	if n > maxScheduleInputErrors {
+		fmt.Fprintf(&b, `  // ERROR FF0310 "^input of schedule \"s\" has more mismatches with flow \"wide\" than the %d reported$"`, maxScheduleInputErrors)
+	}
+	b.WriteString("\n")
+	for i := range n {
+		fmt.Fprintf(&b, "    f%d: \"x\"", i)
+		if i < maxScheduleInputErrors {
+			fmt.Fprintf(&b, `  // ERROR FF0310 "input\.f%d: want int"`, i)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("  }\n}\n")
+	return b.String()
+}
+
 // generatedCases are error cases too large to write by hand: limits on
-// execs, names, capabilities, resources, nesting and plan size.
+// execs, names, capabilities, resources, nesting, plan size and on how
+// many cycles and input mismatches are reported.
 func generatedCases() []dsl.Source {
 	long := strings.Repeat("n", MaxNameLen+1)
 	ok := strings.Repeat("n", MaxNameLen)
@@ -164,6 +214,22 @@ quota %[6]s { concurrency 1 }
 flow h() { budget %[3]s, %[4]s quota %[5]s, %[6]s exec a() {} }
 `, long, ok, strings.Repeat("r", plan.MaxResourceNameLen+1), strings.Repeat("r", plan.MaxResourceNameLen),
 			strings.Repeat("s", plan.MaxResourceNameLen+1), strings.Repeat("s", plan.MaxResourceNameLen)))},
+		// An exec whose name is refused for its length still takes part
+		// in its flow: its uses are not unknown execs (FF0205), its long
+		// default kind is not reported again (FF0507), and the exec it
+		// feeds is not taken for a root (FF0304).
+		{Name: "long_exec_name.ff", Data: []byte(fmt.Sprintf(`
+type T { x: int }
+flow f() -> T {
+  exec a() -> T {}
+  exec %[1]s() -> T {}      // ERROR FF0107 "^name is 129 bytes long; the limit is 128$"
+  exec b(T) {}
+  a -> %[1]s -> b
+  result %[1]s
+}
+`, strings.Repeat("e", MaxNameLen+1)))},
+		{Name: "many_cycles.ff", Data: []byte(selfLoops(maxCycleReports + 5))},
+		{Name: "many_mismatches.ff", Data: []byte(wrongInput(maxScheduleInputErrors + 3))},
 		{Name: "resource_limits.ff", Data: []byte(fmt.Sprintf(`
 budget dims { %[1]s}
 type A { %[2]s: B }

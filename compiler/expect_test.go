@@ -82,3 +82,12 @@ func checkExpectations(t *testing.T, diags dsl.Diagnostics, exps []*expectation)
 		}
 	}
 }
+
+// checkSource compiles src as one file named name and checks its
+// diagnostics against its inline expectations, both ways.
+func checkSource(t *testing.T, name, src string) {
+	t.Helper()
+	exps := parseExpectations(t, name, []byte(src))
+	_, diags := Compile([]dsl.Source{{Name: name, Data: []byte(src)}})
+	checkExpectations(t, diags, exps)
+}

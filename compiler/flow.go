@@ -178,14 +178,15 @@ func (c *checker) readRequires(l *dsl.StringList, s *settings) {
 
 // execInfo is the checker's view of one exec.
 type execInfo struct {
-	decl    *dsl.ExecDecl
-	set     *settings
-	in, out *plan.TypeRef
-	inOK    bool // input type declared and valid, or absent
-	outOK   bool
-	ups     []*edgeInfo // incoming edges, in declaration order
-	downs   []*edgeInfo // outgoing edges
-	exec    *plan.Exec
+	decl     *dsl.ExecDecl
+	set      *settings
+	in, out  *plan.TypeRef
+	inOK     bool // input type declared and valid, or absent
+	outOK    bool
+	longName bool        // the name is refused for its length (FF0107)
+	ups      []*edgeInfo // incoming edges, in declaration order
+	downs    []*edgeInfo // outgoing edges
+	exec     *plan.Exec
 }
 
 // edgeInfo is one edge with the position of its target name.
@@ -225,6 +226,8 @@ func (c *checker) checkFlow(fd *dsl.FlowDecl, pkgName string) *plan.Flow {
 		f.Input, inOK = c.resolveType(fd.Input)
 		if inOK {
 			c.checkInputDepth(fd, f.Input)
+		} else {
+			c.inputUnresolved[f.Name] = true
 		}
 	}
 	if fd.Output != nil {
@@ -254,6 +257,7 @@ func (c *checker) checkFlow(fd *dsl.FlowDecl, pkgName string) *plan.Flow {
 	}
 	f.Budgets = c.budgetRefs(fs.budgets)
 	flowQuotas := c.quotaRefs(fs.quotas)
+	fc.checkFlowRetry(fs)
 	if len(fc.execs) == 0 {
 		c.diags.Errorf(fd.Name.Range(), dsl.CodeEmptyFlow, "flow %q has no exec: declare at least one with `exec NAME() { }`", f.Name)
 	}
@@ -270,7 +274,7 @@ func (c *checker) checkFlow(fd *dsl.FlowDecl, pkgName string) *plan.Flow {
 	if len(fc.execs) > plan.MaxExecs {
 		c.diags.Errorf(fd.Name.Range(), dsl.CodeTooManyExecs, "flow %q has %d execs: a run stages at most %d; split it into several flows", f.Name, len(fc.execs), plan.MaxExecs)
 	}
-	fc.checkResult(results, outOK && acyclic)
+	fc.checkResult(results, outOK, acyclic)
 	if acyclic {
 		fc.checkReachable()
 	}
@@ -354,10 +358,11 @@ func (fc *flowCheck) addExec(ed *dsl.ExecDecl) {
 			With(fc.execs[prev].decl.Name.Range(), "previous declaration here")
 		return
 	}
-	if !fc.checkIdentLen(ed.Name) {
-		return
-	}
-	ei := &execInfo{decl: ed, inOK: true, outOK: true}
+	// A name refused for its length is reported once: the exec still
+	// takes part in the flow (its edges, input and result), so that its
+	// uses are not unknown execs and the rest of the graph is checked as
+	// written.
+	ei := &execInfo{decl: ed, inOK: true, outOK: true, longName: !fc.checkIdentLen(ed.Name)}
 	if ed.Input != nil {
 		ei.in, ei.inOK = fc.resolveType(ed.Input)
 	}
@@ -383,7 +388,7 @@ func (fc *flowCheck) lookupExec(id *dsl.Ident, context string) (int, bool) {
 		return i, true
 	}
 	names := slices.Sorted(maps.Keys(fc.byName))
-	if len(names) <= maxListedExecs && dsl.Suggest(id.Name, names) == "" {
+	if len(names) > 0 && len(names) <= maxListedExecs && dsl.Suggest(id.Name, names) == "" {
 		context += " (its execs: " + strings.Join(names, ", ") + ")"
 	}
 	fc.unknown(id, dsl.CodeUnknownExec, "exec", names, context)
@@ -438,8 +443,15 @@ func (fc *flowCheck) addEdge(from, to int, on string, fromAt, at dsl.Range) {
 	fc.execs[from].downs = append(fc.execs[from].downs, e)
 }
 
-// checkCycles reports each cycle of the flow once and returns true when the
-// flow is acyclic.
+// maxCycleReports is how many cycles of one flow are reported, each with
+// its path: a dense flow can close a cycle with most of its edges.
+const maxCycleReports = 20
+
+// checkCycles reports the cycle each back edge of a depth-first search
+// closes, at that edge, and returns true when the flow is acyclic. Each
+// edge is followed once, so no cycle is reported twice; every cycle of the
+// flow holds a back edge, so the flow is acyclic once the edges reported
+// are gone. Past maxCycleReports, one more error counts the rest.
 func (fc *flowCheck) checkCycles() bool {
 	const (
 		white = iota
@@ -448,9 +460,8 @@ func (fc *flowCheck) checkCycles() bool {
 	)
 	n := len(fc.execs)
 	color := make([]int, n)
-	inCycle := make([]bool, n)
 	var stack []int
-	acyclic := true
+	found := 0
 	// Iterative depth-first search: each frame is an exec and the index of
 	// its next outgoing edge.
 	type frame struct{ node, next int }
@@ -478,8 +489,8 @@ func (fc *flowCheck) checkCycles() bool {
 				frames = append(frames, frame{e.to, 0})
 				stack = append(stack, e.to)
 			case grey:
-				acyclic = false
-				if inCycle[e.to] && inCycle[e.from] && e.from != e.to {
+				found++
+				if found > maxCycleReports {
 					continue
 				}
 				i := len(stack) - 1
@@ -488,7 +499,6 @@ func (fc *flowCheck) checkCycles() bool {
 				}
 				names := make([]string, 0, len(stack)-i+1)
 				for _, x := range stack[i:] {
-					inCycle[x] = true
 					names = append(names, fc.execs[x].decl.Name.Name)
 				}
 				names = append(names, fc.execs[e.to].decl.Name.Name)
@@ -496,7 +506,10 @@ func (fc *flowCheck) checkCycles() bool {
 			}
 		}
 	}
-	return acyclic
+	if more := found - maxCycleReports; more > 0 {
+		fc.diags.Errorf(fc.decl.Name.Range(), dsl.CodeCycle, "flow %q has %s more than the %d reported: break those and check again", fc.flow.Name, plural(more, "cycle"), maxCycleReports)
+	}
+	return found == 0
 }
 
 // budgetRefs resolves budget names, sorted and without repeats.
@@ -555,7 +568,7 @@ func (fc *flowCheck) buildExec(ei *execInfo, fs *settings, flowQuotas []*dsl.Ide
 	}
 	if s.kind != nil {
 		x.Kind = *s.kind
-	} else if len(x.Kind) > plan.MaxKindLen {
+	} else if len(x.Kind) > plan.MaxKindLen && !ei.longName { // a long name is FF0107 already
 		fc.diags.Errorf(ei.decl.Name.Range(), dsl.CodeEmptyString, "the default kind %q of exec %q is %d bytes long; the limit is %d: set a shorter one with `kind \"...\"`",
 			x.Kind, name, len(x.Kind), plan.MaxKindLen)
 	}
@@ -583,8 +596,10 @@ func (fc *flowCheck) buildExec(ei *execInfo, fs *settings, flowQuotas []*dsl.Ide
 	maxDelay := pick(s.maxDelay, fs.maxDelay)
 	if maxDelay != nil {
 		x.Retry.MaxDelayMs = *maxDelay
-		if x.Retry.MaxDelayMs < x.Retry.DelayMs {
-			fc.maxDelayError(name, s, fs, x.Retry.DelayMs)
+		// With neither delay set by the exec, the flow's retry is what
+		// is wrong: checkFlowRetry reports it once.
+		if x.Retry.MaxDelayMs < x.Retry.DelayMs && (s.maxDelay != nil || s.delay != nil) {
+			fc.maxDelayError(fmt.Sprintf("exec %q", name), s, fs, x.Retry.DelayMs)
 		}
 	} else if x.Retry.MaxDelayMs < x.Retry.DelayMs {
 		x.Retry.MaxDelayMs = x.Retry.DelayMs
@@ -619,10 +634,26 @@ func (fc *flowCheck) buildExec(ei *execInfo, fs *settings, flowQuotas []*dsl.Ide
 	ei.exec = x
 }
 
-// maxDelayError reports a max_delay below the delay of exec name, at the
-// max_delay setting (the exec's or the flow's), with both durations as
-// written.
-func (fc *flowCheck) maxDelayError(name string, s, fs *settings, delayMs int64) {
+// checkFlowRetry reports a flow's retry whose max_delay is below its delay
+// (or the default delay): once, at the flow's max_delay, rather than once
+// per exec that inherits both.
+func (fc *flowCheck) checkFlowRetry(fs *settings) {
+	if fs.maxDelay == nil {
+		return
+	}
+	delay := int64(plan.DefaultDelayMs)
+	if fs.delay != nil {
+		delay = *fs.delay
+	}
+	if *fs.maxDelay < delay {
+		fc.maxDelayError(fmt.Sprintf("flow %q", fc.flow.Name), &settings{}, fs, delay)
+	}
+}
+
+// maxDelayError reports a max_delay below the delay of an exec or flow
+// (who), at the max_delay setting (the exec's, or else the flow's: fs),
+// with both durations as written.
+func (fc *flowCheck) maxDelayError(who string, s, fs *settings, delayMs int64) {
 	at, maxLit := s.maxDelayAt, s.maxDelayLit
 	if s.maxDelay == nil {
 		at, maxLit = fs.maxDelayAt, fs.maxDelayLit
@@ -632,11 +663,11 @@ func (fc *flowCheck) maxDelayError(name string, s, fs *settings, delayMs int64) 
 		delayLit = fs.delayLit
 	}
 	if delayLit == nil {
-		fc.diags.Errorf(at, dsl.CodeRetry, "exec %q: retry max_delay %s is shorter than the default delay %s; raise max_delay or set a shorter delay",
-			name, maxLit.Text, formatMs(delayMs))
+		fc.diags.Errorf(at, dsl.CodeRetry, "%s: retry max_delay %s is shorter than the default delay %s; raise max_delay or set a shorter delay",
+			who, maxLit.Text, formatMs(delayMs))
 		return
 	}
-	fc.diags.Errorf(at, dsl.CodeRetry, "exec %q: retry max_delay %s is shorter than its delay %s", name, maxLit.Text, delayLit.Text).
+	fc.diags.Errorf(at, dsl.CodeRetry, "%s: retry max_delay %s is shorter than its delay %s", who, maxLit.Text, delayLit.Text).
 		With(delayLit.Range(), "delay set here")
 }
 
@@ -663,6 +694,9 @@ func (fc *flowCheck) checkQuotaKey(ei *execInfo, q *dsl.Ident) {
 	}
 	parts := strings.Split(pq.Key, ".")
 	t, n := plan.FieldAt(ei.in, parts, func(typ string) *plan.Type { return fc.planTypes[typ] })
+	if n < len(parts) && t.Kind == plan.KindNamed && fc.unresolvedFields[t.Name][parts[n]] {
+		return // the field is declared, but its type has an error (reported)
+	}
 	if n < len(parts) {
 		var why string
 		switch {
@@ -817,8 +851,12 @@ func (fc *flowCheck) useInput(ei *execInfo, e *edgeInfo, at dsl.Range) {
 	}
 }
 
-// checkResult determines the exec whose output is the flow's result.
-func (fc *flowCheck) checkResult(results []*dsl.Ident, outOK bool) {
+// checkResult determines the exec whose output is the flow's result. outOK
+// says that the flow's output type resolved. An explicit `result` is
+// checked against it in any flow, cyclic or not; the result is inferred
+// from the sinks only when the flow is acyclic: with a cycle, which execs
+// end the flow is in doubt until the cycle is fixed.
+func (fc *flowCheck) checkResult(results []*dsl.Ident, outOK, acyclic bool) {
 	f := fc.flow
 	for i, r := range results {
 		if i > 0 {
@@ -842,7 +880,7 @@ func (fc *flowCheck) checkResult(results []*dsl.Ident, outOK bool) {
 		}
 		return
 	}
-	if fc.decl.Output == nil || !outOK || len(fc.execs) == 0 {
+	if fc.decl.Output == nil || !outOK || !acyclic || len(fc.execs) == 0 {
 		return
 	}
 	var match, sinks []string

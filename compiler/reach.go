@@ -27,14 +27,16 @@ type fact struct {
 // impossible is a join that demands contradictory outcomes of one exec: for every exec X the analysis
 // computes the outcomes of earlier execs that must hold whenever X runs: an
 // edge from U needs what U needs, plus U succeeded (success edge) or U
-// failed (failure edge); a done edge adds nothing. With `join all` X needs the union of its edges'
-// requirements, so X can never run when that union asks some exec to both
-// succeed and fail, or when an upstream can never run. With `join any` or
-// `join N` only the requirements common to every satisfiable edge carry
-// over, and X can never run when fewer than 1 (any) or N of its upstreams
-// can run. Only execs that have both success and failure edges out of them
-// can appear in a contradiction, so only their outcomes are tracked; this
-// keeps the analysis linear on large flows without such branches.
+// failed (failure edge); a done edge adds nothing. With `join all`, or a
+// `join N` whose N is the number of X's upstreams, every edge must hold: X
+// needs the union of its edges' requirements, so X can never run when that
+// union asks some exec to both succeed and fail, or when an upstream can
+// never run. With `join any` or a smaller `join N` only the requirements
+// common to every satisfiable edge carry over, and X can never run when
+// fewer than 1 (any) or N of its upstreams can run. Only execs that have
+// both success and failure edges out of them can appear in a
+// contradiction, so only their outcomes are tracked; this keeps the
+// analysis linear on large flows without such branches.
 func (fc *flowCheck) checkReachable() {
 	n := len(fc.execs)
 	branch := make([]bool, n)
@@ -86,40 +88,45 @@ func (fc *flowCheck) checkReachable() {
 			return r
 		}
 		name := ei.decl.Name.Name
+		// need is how many edges must hold: all of them for `join all`,
+		// and for a `join N` whose N counts every upstream.
+		need := len(ei.ups)
 		switch ei.exec.Join.Kind {
-		case plan.JoinAll:
-			if dead != nil {
+		case plan.JoinAny:
+			need = 1
+		case plan.JoinCount:
+			need = ei.exec.Join.N
+		}
+		if len(ok) < need {
+			switch {
+			case ei.exec.Join.Kind == plan.JoinAll:
 				fc.diags.Warnf(ei.decl.Name.Range(), dsl.CodeUnreachable, "exec %q can never run: it waits for %q, which can never run", name, fc.execs[dead.from].decl.Name.Name)
-				continue
+			case len(ok) == 0:
+				fc.diags.Warnf(ei.decl.Name.Range(), dsl.CodeUnreachable, "exec %q can never run: none of its upstreams can run", name)
+			default:
+				fc.diags.Warnf(ei.decl.Name.Range(), dsl.CodeUnreachable, "exec %q can never run: join %d needs %d upstreams, but only %d can run", name, need, need, len(ok))
 			}
+			continue
+		}
+		if need == len(ei.ups) {
+			// Every edge holds: the exec needs what each of them needs.
 			var all []fact
 			for _, e := range ok {
 				all = mergeFacts(all, edgeReq(e))
 			}
 			if u, bad := contradiction(all); bad {
-				fc.diags.Warnf(ei.decl.Name.Range(), dsl.CodeUnreachable, "exec %q can never run: with join all it needs %q to both succeed and fail", name, fc.execs[u].decl.Name.Name)
+				fc.diags.Warnf(ei.decl.Name.Range(), dsl.CodeUnreachable, "exec %q can never run: with %s it needs %q to both succeed and fail", name, plan.JoinString(ei.exec.Join), fc.execs[u].decl.Name.Name)
 				continue
 			}
 			runs[x], req[x] = true, all
-		default:
-			need := 1
-			if ei.exec.Join.Kind == plan.JoinCount {
-				need = ei.exec.Join.N
-			}
-			if len(ok) < need {
-				if len(ok) == 0 {
-					fc.diags.Warnf(ei.decl.Name.Range(), dsl.CodeUnreachable, "exec %q can never run: none of its upstreams can run", name)
-				} else {
-					fc.diags.Warnf(ei.decl.Name.Range(), dsl.CodeUnreachable, "exec %q can never run: join %d needs %d upstreams, but only %d can run", name, need, need, len(ok))
-				}
-				continue
-			}
-			common := edgeReq(ok[0])
-			for _, e := range ok[1:] {
-				common = intersectFacts(common, edgeReq(e))
-			}
-			runs[x], req[x] = true, common
+			continue
 		}
+		// Some edges may fail to hold: only what all of them need.
+		common := edgeReq(ok[0])
+		for _, e := range ok[1:] {
+			common = intersectFacts(common, edgeReq(e))
+		}
+		runs[x], req[x] = true, common
 	}
 }
 

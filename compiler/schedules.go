@@ -3,7 +3,6 @@ package compiler
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -121,7 +120,8 @@ func (c *checker) checkSchedule(sd *dsl.ScheduleDecl, flows map[string]*plan.Flo
 		}
 		f := flows[s.Flow]
 		switch {
-		case !flowKnown || !clean[s.Flow] || f == nil || c.typesBroken:
+		case !flowKnown || !clean[s.Flow] || f == nil || c.typesBroken || c.inputUnresolved[s.Flow]:
+			// The flow's types are in doubt: its errors are reported.
 		case f.Input == nil:
 			c.diags.Errorf(inputItem.Range(), dsl.CodeScheduleInput, "flow %q takes no input: remove `input` from schedule %q", s.Flow, s.Name)
 			ok = false
@@ -153,9 +153,10 @@ func (c *checker) flowNames() []string {
 
 // checkScheduleInput checks a schedule's input (raw JSON) against its
 // flow's input type with the validator the API uses, after filling in its
-// placeholders for a sample fire as the API does. A problem is reported at
-// the value the path in flowinput's error names (at the key, for an
-// unknown field), or at the nearest enclosing one.
+// placeholders for a sample fire as the API does. Every mismatch, up to
+// maxScheduleInputErrors, is reported at the value the path in its error
+// names (at the key, for an unknown field), or at the nearest enclosing
+// one.
 func (c *checker) checkScheduleInput(s plan.Schedule, f *plan.Flow, loc *time.Location, pos valuePositions, v *dsl.Value) bool {
 	filled, err := cron.FillInput(s.Input, scheduleSample.In(loc))
 	if err != nil {
@@ -173,30 +174,31 @@ func (c *checker) checkScheduleInput(s plan.Schedule, f *plan.Flow, loc *time.Lo
 		c.diags.Errorf(v.Range(), dsl.CodeScheduleInput, "input of schedule %q is %d bytes with its placeholders filled in; the limit is %d", s.Name, n, plan.MaxPayloadBytes)
 		return false
 	}
-	err = flowinput.Flow(f, "input", filled)
-	if err == nil {
-		return true
+	errs, more := flowinput.FlowErrors(f, "input", filled, maxScheduleInputErrors)
+	for _, fe := range errs {
+		segs, _ := splitPath(fe.Path) // a prefix when it cannot be read whole
+		at := pos.values
+		if strings.HasPrefix(fe.Msg, "unknown field") {
+			at = pos.keys // the field is what is wrong, not its value
+		}
+		r, ok := at[pathKey(segs)]
+		for ; !ok && len(segs) > 0; segs = segs[:len(segs)-1] {
+			r, ok = pos.values[pathKey(segs[:len(segs)-1])]
+		}
+		if !ok {
+			r = v.Range()
+		}
+		c.diags.Errorf(r, dsl.CodeScheduleInput, "input of schedule %q does not fit flow %q: %s: %s", s.Name, s.Flow, fe.Path, fe.Msg)
 	}
-	var fe *flowinput.Error
-	if !errors.As(err, &fe) {
-		c.diags.Errorf(v.Range(), dsl.CodeScheduleInput, "input of schedule %q: %v", s.Name, err)
-		return false
+	if more {
+		c.diags.Errorf(v.Range(), dsl.CodeScheduleInput, "input of schedule %q has more mismatches with flow %q than the %d reported", s.Name, s.Flow, maxScheduleInputErrors)
 	}
-	segs, _ := splitPath(fe.Path) // a prefix when it cannot be read whole
-	at := pos.values
-	if strings.HasPrefix(fe.Msg, "unknown field") {
-		at = pos.keys // the field is what is wrong, not its value
-	}
-	r, ok := at[pathKey(segs)]
-	for ; !ok && len(segs) > 0; segs = segs[:len(segs)-1] {
-		r, ok = pos.values[pathKey(segs[:len(segs)-1])]
-	}
-	if !ok {
-		r = v.Range()
-	}
-	c.diags.Errorf(r, dsl.CodeScheduleInput, "input of schedule %q does not fit flow %q: %s: %s", s.Name, s.Flow, fe.Path, fe.Msg)
-	return false
+	return len(errs) == 0
 }
+
+// maxScheduleInputErrors is how many mismatches of one schedule's input
+// with its flow's input type are reported.
+const maxScheduleInputErrors = 20
 
 // splitPath splits a flowinput path below its root into its steps: a
 // record field (".name"; field names are identifiers), a list index

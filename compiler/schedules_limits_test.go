@@ -47,20 +47,47 @@ func TestScheduleWhatFfrunRefuses(t *testing.T) {
 
 // TestScheduleOfFlowWithBrokenType: the input of a schedule whose flow's
 // type has an error is not checked: the check would repeat the type's
-// error in a misleading form ("unknown field of T (fields: )").
+// error in a misleading form ("unknown field of T (fields: )"), or say
+// that the flow takes no input when its input type is what is broken. A
+// type is broken by an error of the checker, a syntax error or a name
+// refused for its length, and a flow's input type by naming a declaration
+// refused for its length that is not a type.
 func TestScheduleOfFlowWithBrokenType(t *testing.T) {
-	for _, src := range []string{
-		"type T { x: Nope }\nflow g(T) { exec a(T) {} }\nschedule s { flow g cron \"@hourly\" input { x: 1 } }\n",
-		"type T { x: {int: string} }\nflow g(T) { exec a(T) {} }\nschedule s { flow g cron \"@hourly\" input { x: 1 } }\n",
+	long := strings.Repeat("T", MaxNameLen+1)
+	for name, src := range map[string]string{
+		"unknown_field_type.ff": `
+type T { x: Nope }                                   // ERROR FF0202 "unknown type \"Nope\""
+flow g(T) { exec a(T) {} }
+schedule s { flow g cron "@hourly" input { x: 1 } }
+`,
+		"map_key.ff": `
+type T { x: {int: string} }                          // ERROR FF0301 "map keys must be string"
+flow g(T) { exec a(T) {} }
+schedule s { flow g cron "@hourly" input { x: 1 } }
+`,
+		"syntax_broken_field_type.ff": `
+type B { id: string oops }                           // ERROR FF0101 "syntax error"
+type T { k: B, name: string }
+flow g(T) { exec a(T) {} }
+schedule s { flow g cron "@daily" input { k: { id: "x" }, name: "n" } }
+`,
+		"syntax_broken_input_type.ff": `
+type T { x: int y }                                  // ERROR FF0101 "syntax error"
+flow g(T) { exec a(T) {} }
+schedule s { flow g cron "@daily" input { x: 1 } }
+`,
+		"overlong_input_type.ff": fmt.Sprintf(`
+type %[1]s { x: int }                                  // ERROR FF0107 "name is 129 bytes long"
+flow g(%[1]s) { exec a(%[1]s) {} }
+schedule s { flow g cron "@daily" input { x: 1 } }
+`, long),
+		// No type is broken here: the flow's own input type is.
+		"overlong_flow_as_input_type.ff": fmt.Sprintf(`
+flow %[1]s() { exec a() {} }                           // ERROR FF0107 "name is 129 bytes long"
+flow g(%[1]s) { exec a(%[1]s) {} }
+schedule s { flow g cron "@daily" input { x: 1 } }
+`, long),
 	} {
-		diags := compileOne(src)
-		if !diags.HasErrors() {
-			t.Fatalf("%q compiles", src)
-		}
-		for _, d := range diags {
-			if d.Range.Start.Line == 3 {
-				t.Errorf("%q: a diagnostic of the schedule: %s", src, d)
-			}
-		}
+		t.Run(name, func(t *testing.T) { checkSource(t, name, src) })
 	}
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/flowfabric/ff/dsl"
 )
 
-// checkType compiles a type declaration.
+// checkType compiles a type declaration. A field whose type has an error
+// is left out of the plan's type and noted in c.unresolvedFields.
 func (c *checker) checkType(td *dsl.TypeDecl) {
 	t := &plan.Type{Name: td.Name.Name, Fields: []plan.Field{}}
 	seen := map[string]*dsl.Ident{}
@@ -23,6 +24,10 @@ func (c *checker) checkType(td *dsl.TypeDecl) {
 		c.checkIdentLen(f.Name)
 		ref, ok := c.resolveType(f.Type)
 		if !ok {
+			if c.unresolvedFields[t.Name] == nil {
+				c.unresolvedFields[t.Name] = map[string]bool{}
+			}
+			c.unresolvedFields[t.Name][f.Name.Name] = true
 			continue
 		}
 		t.Fields = append(t.Fields, plan.Field{Name: f.Name.Name, Type: *ref, Optional: f.Optional})

@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -43,33 +44,47 @@ func (e *Error) Error() string { return e.Path + ": " + e.Msg }
 
 // Flow checks the input of a run of f. root is the name of the value in
 // paths ("input"). A flow without an input type accepts only an absent
-// (empty) or null input.
+// (empty) or null input. The error is the first mismatch found, an *Error.
 func Flow(f *plan.Flow, root string, input []byte) error {
-	v := &checker{types: map[string]*plan.Type{}}
+	return (&checker{}).flow(f, root, input)
+}
+
+// FlowErrors checks the input as Flow does, but goes on past a mismatch:
+// it returns every mismatch, in the order Flow meets them, up to limit (at
+// least 1), and whether there were more. An input that is not one JSON
+// value has one error. ffc reports a schedule's input this way.
+func FlowErrors(f *plan.Flow, root string, input []byte, limit int) ([]*Error, bool) {
+	c := &checker{collect: true, limit: max(limit, 1)}
+	_ = c.flow(f, root, input) // the errors are in c.errs
+	return c.errs, c.more
+}
+
+func (c *checker) flow(f *plan.Flow, root string, input []byte) error {
+	c.types = make(map[string]*plan.Type, len(f.Types))
 	for i := range f.Types {
-		v.types[f.Types[i].Name] = &f.Types[i]
+		c.types[f.Types[i].Name] = &f.Types[i]
 	}
 	trimmed := bytes.TrimSpace(input)
 	if f.Input == nil {
 		if len(trimmed) == 0 || string(trimmed) == "null" {
 			return nil
 		}
-		return &Error{Path: root, Msg: fmt.Sprintf("flow %q takes no input; send none or null", f.Name)}
+		return c.report(&Error{Path: root, Msg: fmt.Sprintf("flow %q takes no input; send none or null", f.Name)})
 	}
 	if len(trimmed) == 0 {
-		return &Error{Path: root, Msg: fmt.Sprintf("is required: flow %q takes %s", f.Name, plan.TypeString(f.Input))}
+		return c.report(&Error{Path: root, Msg: fmt.Sprintf("is required: flow %q takes %s", f.Name, plan.TypeString(f.Input))})
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.UseNumber()
 	val, err := decode(dec, 0)
 	if err != nil {
-		return &Error{Path: root, Msg: fmt.Sprintf("is not valid JSON: %v", err)}
+		return c.report(&Error{Path: root, Msg: fmt.Sprintf("is not valid JSON: %v", err)})
 	}
 	// More is false before a stray ']' or '}': read to the end instead.
 	if _, err := dec.Token(); err != io.EOF {
-		return &Error{Path: root, Msg: "has data after the JSON value"}
+		return c.report(&Error{Path: root, Msg: "has data after the JSON value"})
 	}
-	return v.check(root, f.Input, val, 0)
+	return c.check(root, f.Input, val, 0)
 }
 
 // repeated stands for the value of a member whose key appears more than
@@ -129,6 +144,30 @@ func decode(dec *json.Decoder, depth int) (any, error) {
 
 type checker struct {
 	types map[string]*plan.Type
+
+	// In collect mode (FlowErrors) a mismatch is kept in errs and the
+	// check goes on, until errs holds limit errors and one more is found.
+	collect bool
+	limit   int
+	errs    []*Error
+	more    bool
+}
+
+// errEnough ends a check in collect mode that found more than its limit.
+var errEnough = errors.New("flowinput: too many errors")
+
+// report returns e, which ends the check, or in collect mode keeps it and
+// returns nil so that the check goes on (errEnough past the limit).
+func (c *checker) report(e *Error) error {
+	if !c.collect {
+		return e
+	}
+	if len(c.errs) == c.limit {
+		c.more = true
+		return errEnough
+	}
+	c.errs = append(c.errs, e)
+	return nil
 }
 
 func kindName(v any) string {
@@ -151,13 +190,13 @@ func kindName(v any) string {
 
 func (c *checker) check(path string, t *plan.TypeRef, v any, depth int) error {
 	if depth > MaxDepth {
-		return &Error{Path: path, Msg: fmt.Sprintf("nests deeper than %d levels", MaxDepth)}
+		return c.report(&Error{Path: path, Msg: fmt.Sprintf("nests deeper than %d levels", MaxDepth)})
 	}
 	if _, ok := v.(repeated); ok {
-		return &Error{Path: path, Msg: "is given more than once in its object"}
+		return c.report(&Error{Path: path, Msg: "is given more than once in its object"})
 	}
 	want := func() error {
-		return &Error{Path: path, Msg: fmt.Sprintf("want %s, got %s", describe(t), kindName(v))}
+		return c.report(&Error{Path: path, Msg: fmt.Sprintf("want %s, got %s", describe(t), kindName(v))})
 	}
 	switch t.Kind {
 	case plan.KindJSON:
@@ -176,7 +215,7 @@ func (c *checker) check(path string, t *plan.TypeRef, v any, depth int) error {
 			return want()
 		}
 		if _, err := strconv.ParseFloat(string(n), 64); err != nil {
-			return &Error{Path: path, Msg: fmt.Sprintf("%s is out of the float64 range", n)}
+			return c.report(&Error{Path: path, Msg: fmt.Sprintf("%s is out of the float64 range", n)})
 		}
 	case plan.KindInt, plan.KindDuration:
 		n, ok := v.(json.Number)
@@ -185,9 +224,9 @@ func (c *checker) check(path string, t *plan.TypeRef, v any, depth int) error {
 		}
 		if _, err := strconv.ParseInt(string(n), 10, 64); err != nil {
 			if !strings.ContainsAny(string(n), ".eE") {
-				return &Error{Path: path, Msg: fmt.Sprintf("%s is outside the int64 range", n)}
+				return c.report(&Error{Path: path, Msg: fmt.Sprintf("%s is outside the int64 range", n)})
 			}
-			return &Error{Path: path, Msg: fmt.Sprintf("want %s, got %s (not an integer literal)", describe(t), n)}
+			return c.report(&Error{Path: path, Msg: fmt.Sprintf("want %s, got %s (not an integer literal)", describe(t), n)})
 		}
 	case plan.KindBytes:
 		if v == nil {
@@ -198,7 +237,7 @@ func (c *checker) check(path string, t *plan.TypeRef, v any, depth int) error {
 			return want()
 		}
 		if _, err := base64.StdEncoding.DecodeString(s); err != nil {
-			return &Error{Path: path, Msg: fmt.Sprintf("want base64 (standard, padded) bytes: %v", err)}
+			return c.report(&Error{Path: path, Msg: fmt.Sprintf("want base64 (standard, padded) bytes: %v", err)})
 		}
 	case plan.KindTime:
 		s, ok := v.(string)
@@ -206,7 +245,7 @@ func (c *checker) check(path string, t *plan.TypeRef, v any, depth int) error {
 			return want()
 		}
 		if _, err := time.Parse(time.RFC3339Nano, s); err != nil || !strictRFC3339(s) {
-			return &Error{Path: path, Msg: fmt.Sprintf("want an RFC 3339 time like 2026-11-21T19:00:00Z, got %q", s)}
+			return c.report(&Error{Path: path, Msg: fmt.Sprintf("want an RFC 3339 time like 2026-11-21T19:00:00Z, got %q", s)})
 		}
 	case plan.KindList:
 		if v == nil {
@@ -242,7 +281,7 @@ func (c *checker) check(path string, t *plan.TypeRef, v any, depth int) error {
 	case plan.KindNamed:
 		return c.record(path, t, v, depth)
 	default:
-		return &Error{Path: path, Msg: fmt.Sprintf("the plan declares an unknown type kind %q", t.Kind)}
+		return c.report(&Error{Path: path, Msg: fmt.Sprintf("the plan declares an unknown type kind %q", t.Kind)})
 	}
 	return nil
 }
@@ -250,11 +289,11 @@ func (c *checker) check(path string, t *plan.TypeRef, v any, depth int) error {
 func (c *checker) record(path string, t *plan.TypeRef, v any, depth int) error {
 	rec, ok := c.types[t.Name]
 	if !ok {
-		return &Error{Path: path, Msg: fmt.Sprintf("the plan does not declare type %q", t.Name)}
+		return c.report(&Error{Path: path, Msg: fmt.Sprintf("the plan does not declare type %q", t.Name)})
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return &Error{Path: path, Msg: fmt.Sprintf("want %s, got %s", describe(t), kindName(v))}
+		return c.report(&Error{Path: path, Msg: fmt.Sprintf("want %s, got %s", describe(t), kindName(v))})
 	}
 	known := make(map[string]bool, len(rec.Fields))
 	for _, f := range rec.Fields {
@@ -266,10 +305,14 @@ func (c *checker) record(path string, t *plan.TypeRef, v any, depth int) error {
 			if f.Optional {
 				continue
 			}
+			msg := fmt.Sprintf("is required (%s) but missing", describe(&f.Type))
 			if present {
-				return &Error{Path: fp, Msg: fmt.Sprintf("is required (%s) and must not be null", describe(&f.Type))}
+				msg = fmt.Sprintf("is required (%s) and must not be null", describe(&f.Type))
 			}
-			return &Error{Path: fp, Msg: fmt.Sprintf("is required (%s) but missing", describe(&f.Type))}
+			if err := c.report(&Error{Path: fp, Msg: msg}); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := c.check(fp, &f.Type, fv, depth+1); err != nil {
 			return err
@@ -287,7 +330,11 @@ func (c *checker) record(path string, t *plan.TypeRef, v any, depth int) error {
 		for i, f := range rec.Fields {
 			names[i] = f.Name
 		}
-		return &Error{Path: path + "." + unknown[0], Msg: fmt.Sprintf("unknown field of %s (fields: %s)", t.Name, strings.Join(names, ", "))}
+		for _, k := range unknown {
+			if err := c.report(&Error{Path: path + "." + k, Msg: fmt.Sprintf("unknown field of %s (fields: %s)", t.Name, strings.Join(names, ", "))}); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -156,5 +156,58 @@ func FuzzFlow(f *testing.F) {
 		if err != nil && !errors.As(err, &fe) {
 			t.Fatalf("error %v is not a *flowinput.Error", err)
 		}
+		// FlowErrors agrees: no error exactly when Flow has none, and
+		// Flow's error first.
+		errs, _ := flowinput.FlowErrors(clipFlow, "input", []byte(input), 5)
+		if (len(errs) == 0) != (err == nil) || len(errs) > 0 && !cmp.Equal(fe, errs[0]) {
+			t.Fatalf("FlowErrors %v disagrees with Flow %v", errs, err)
+		}
 	})
+}
+
+// TestFlowErrors: FlowErrors goes on past a mismatch, within a record, a
+// list and a nested record, and returns every one in the order Flow meets
+// them (Flow's error is the first), up to its limit, saying whether there
+// were more.
+func TestFlowErrors(t *testing.T) {
+	in := `{"id":1,"seconds":"x","ok":true,"tags":["a",2,3],"labels":{},"taken":"2026-11-21T19:00:00Z","ttl":1,"owner":{"age":3},"zz":1,"aa":2}`
+	clip := "unknown field of Clip (fields: id, seconds, count, ok, tags, labels, thumb, meta, taken, ttl, owner, rows, grid)"
+	all := []*flowinput.Error{
+		{Path: "input.id", Msg: "want string, got a number"},
+		{Path: "input.seconds", Msg: "want float, got a string"},
+		{Path: "input.count", Msg: "is required (int (an integer)) but missing"},
+		{Path: "input.tags[1]", Msg: "want string, got a number"},
+		{Path: "input.tags[2]", Msg: "want string, got a number"},
+		{Path: "input.owner.name", Msg: "is required (string) but missing"},
+		{Path: "input.owner.age", Msg: "unknown field of Owner (fields: name)"},
+		{Path: "input.aa", Msg: clip},
+		{Path: "input.zz", Msg: clip},
+	}
+	for _, tt := range []struct {
+		limit int
+		want  []*flowinput.Error
+		more  bool
+	}{
+		{100, all, false},
+		{len(all), all, false},
+		{3, all[:3], true},
+		{0, all[:1], true}, // a limit below 1 counts as 1
+	} {
+		got, more := flowinput.FlowErrors(clipFlow, "input", []byte(in), tt.limit)
+		if diff := cmp.Diff(tt.want, got); diff != "" || more != tt.more {
+			t.Errorf("limit %d: more = %v, want %v; errors (-want +got):\n%s", tt.limit, more, tt.more, diff)
+		}
+	}
+	var first *flowinput.Error
+	if err := flowinput.Flow(clipFlow, "input", []byte(in)); !errors.As(err, &first) || !cmp.Equal(all[0], first) {
+		t.Errorf("Flow: got %v, want %v", err, all[0])
+	}
+	// An input that is not one JSON value has one error, as with Flow.
+	got, more := flowinput.FlowErrors(clipFlow, "input", []byte(good+`} {}`), 20)
+	if want := []*flowinput.Error{{Path: "input", Msg: "has data after the JSON value"}}; !cmp.Equal(want, got) || more {
+		t.Errorf("trailing data: got %v (more %v), want %v", got, more, want)
+	}
+	if got, more := flowinput.FlowErrors(clipFlow, "input", []byte(good+`}`), 20); len(got) != 0 || more {
+		t.Errorf("valid input: got %v (more %v)", got, more)
+	}
 }
