@@ -174,7 +174,8 @@ local function ff_create_many(keys, argv)
   return ok(unpack(items))
 end
 
--- ff_cancel: cancel an execution in any non-terminal state.
+-- ff_cancel: cancel an execution in any non-terminal state. A running
+-- attempt's lease ends with it, published (lease_ended, why 'cancelled').
 -- KEYS[1]  partition anchor
 -- ARGV[1]  uuid
 -- ARGV[2]  reason (optional: '' or none = 'cancelled')
@@ -221,7 +222,9 @@ local function ff_change_priority(keys, argv)
 end
 
 -- ff_revoke_lease: take the lease from a running execution; the attempt
--- ends as revoked (not charged) and the execution is eligible again.
+-- ends as revoked (not charged) and the execution is eligible again. The
+-- lease's end is published (lease_ended, why 'revoked'), also for a fenced
+-- revoke (a worker giving back its own attempt, or a grant it never got).
 -- KEYS[1]  partition anchor
 -- ARGV[1]  uuid
 -- ARGV[2]  reason
@@ -254,6 +257,7 @@ local function ff_revoke_lease(keys, argv)
   end
   local reason = argv[2]
   if reason == '' then reason = 'lease revoked' end
+  lease_ended(p, c, 'revoked')
   local public = after_attempt(p, c, 'revoked', reason, now, false, true, 0)
   flush(p)
   return ok(public)

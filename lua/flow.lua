@@ -745,7 +745,8 @@ end
 -- generation the first reply gave, so that its later calls only go on
 -- with its own cancel (not one of a run ended and replayed since). A new
 -- cancel of a run whose cancel is under way takes its next step. The
--- reason of the first call is the reason of every member.
+-- reason of the first call is the reason of every member. The lease of
+-- each running member cancelled is published (lease_ended, 'cancelled').
 -- KEYS[1]  partition anchor
 -- ARGV[1]  run uuid
 -- ARGV[2]  reason
@@ -862,7 +863,6 @@ local function replay_step(p, run, runkey, limit, now)
   return n, false
 end
 
--- ff_resume_runs: take the next steps of the run cancels and replays by
 -- A replay of a run of more than REPLAY_STEP members is decided by steps
 -- too (deciding it in one call read and weighed every member: 260 - 430
 -- ms for 10,000 on a slow machine). The run keeps its ended state while
@@ -1070,6 +1070,7 @@ local function replay_go_on(p, run, runkey, limit, now)
   return replay_step(p, run, runkey, limit, now)
 end
 
+-- ff_resume_runs: take the next steps of the run cancels and replays by
 -- steps their callers left (an ffrun that stopped between two steps): the
 -- runs of B:runs:cancelling and of B:runs:replaying whose last step is
 -- older than an age, up to a limit of members in all.
@@ -1134,9 +1135,9 @@ end
 -- KEYS[1]  partition anchor
 -- ARGV[1]  run uuid
 -- ARGV[2]  generation: '' (a new replay) or what the first reply gave
--- Reply: {1, members reset, more, generation} (members reset 0: no member
 -- ARGV[3]  step (optional, 1..REPLAY_STEP; default REPLAY_STEP): tests
 --          take small runs by steps with it
+-- Reply: {1, members reset, more, generation} (members reset 0: no member
 --        runs again, but cancelled ones became skipped and the run ended
 --        again, or will with the last step; a later step also answers 0;
 --        more 1: call again) | {0, 'not_found'} |
@@ -1147,7 +1148,6 @@ end
 --        'purged'} when retention deleted some member's record (its
 --        outcome is unknown: nothing is changed)
 local function ff_replay_run(keys, argv)
-  local p = part(keys[1])
   local step = REPLAY_STEP
   if argv[3] and argv[3] ~= '' then
     step = tonumber(argv[3])
@@ -1155,6 +1155,7 @@ local function ff_replay_run(keys, argv)
       return refuse('invalid', 'step', 'not an integer in 1..' .. REPLAY_STEP .. ': ' .. argv[3])
     end
   end
+  local p = part(keys[1])
   local run = argv[1]
   local runkey = p.base .. ':f:' .. run
   local r = redis.call('HMGET', runkey, 'state', 'total', 'result_node', 'replays', 'deciding')
@@ -1163,7 +1164,6 @@ local function ff_replay_run(keys, argv)
   local replays = r[4] or '0'
   local gen = argv[2]
   if gen == '' then gen = nil end
-  local under_way = r[1] == 'running' and redis.call('EXISTS', runkey .. ':replay') == 1
   if r[5] == '1' then
     -- Being decided: a caller going on with it (its generation is the
     -- replays count the run will have), or a new replay of the run: the
@@ -1175,6 +1175,7 @@ local function ff_replay_run(keys, argv)
     if refusal then return refuse(unpack(refusal)) end
     return ok(0, more and 1 or 0, deciding)
   end
+  local under_way = r[1] == 'running' and redis.call('EXISTS', runkey .. ':replay') == 1
   if gen or under_way then
     -- A caller going on with the replay it started (generation gen), or a
     -- new replay of a run whose replay by steps is under way: the next
@@ -1189,7 +1190,6 @@ local function ff_replay_run(keys, argv)
     return ok(0, more and 1 or 0, replays)
   end
   if r[1] ~= 'failed' and r[1] ~= 'cancelled' then return refuse('wrong_state', r[1]) end
-  local members = {}
   if num(r[2]) > step then
     -- Decided by steps (see decide_step): the first is taken here.
     redis.call('DEL', runkey .. ':rd', runkey .. ':rq', runkey .. ':rdlist')
@@ -1200,6 +1200,7 @@ local function ff_replay_run(keys, argv)
     if refusal then return refuse(unpack(refusal)) end
     return ok(0, more and 1 or 0, itoa(num(replays) + 1))
   end
+  local members = {}
   local on = {} -- on[up .. '>' .. down] = condition
   local kept = {}
   for _, u in ipairs(redis.call('HVALS', runkey .. ':nodes')) do

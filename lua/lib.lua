@@ -775,13 +775,40 @@ local function jitter_frac(seed, i)
   return ((num(seed) + i * 7919) % 1000003) / 1000003
 end
 
+-- lease_ended publishes "<N>.<uuid>:<epoch>:<why>" on "<prefix>ff:leases"
+-- (N: the partition, epoch: c.lease_epoch) for active execution c whose
+-- lease the calling transition ends from the outside, not by its worker's
+-- report: why is cancelled (a cancel of it or of its run), revoked,
+-- timeout (its attempt timeout), expired (its lease) or deadline (its
+-- execution deadline). ffrun passes it on to the worker watching the
+-- lease (POST /v1/worker/watch), whose handler then learns of it at once
+-- instead of at its next renew. The callers are the transitions of those
+-- ends (end_execution, end_overdue, ff_revoke_lease), never ff_finish's
+-- own report nor a claim or renew of a live lease: the hot path publishes
+-- nothing. Pub/sub is at most once: a lost message delays the news until
+-- the worker's next renew.
+local function lease_ended(p, c, why)
+  local s = p.static
+  if not s.ended_channel then
+    local prefix, n = string.match(p.anchor, '^(.*)ff:{fp:(%d+)}:lanes$')
+    s.ended_channel, s.ended_id = prefix .. 'ff:leases', n .. '.'
+  end
+  redis.call('PUBLISH', s.ended_channel, s.ended_id .. c.u .. ':' .. (c.lease_epoch or '') .. ':' .. why)
+end
+
+-- What ended the lease of an active execution that end_execution ends, by
+-- outcome (lease_ended).
+local ENDED_BY = {cancelled = 'cancelled', expired = 'deadline'}
+
 -- end_execution ends a non-terminal execution with outcome and reason from
--- the outside (a cancel, a deadline): a running attempt ends with it. The
--- varargs are more field/value pairs to write. Returns the public state.
+-- the outside (a cancel, a deadline): a running attempt ends with it, and
+-- its worker is told (lease_ended). The varargs are more field/value pairs
+-- to write. Returns the public state.
 local function end_execution(p, c, outcome, reason, now, ...)
   local active = is(c.state, 'active')
   leave_indexes(p, c)
   if active then
+    lease_ended(p, c, ENDED_BY[outcome] or outcome)
     local af, av = attempt_end(c, outcome, reason, now)
     return to_terminal(p, c, outcome, reason, now, af, av, ...)
   end
@@ -797,10 +824,16 @@ end
 -- overdue found passed first (why): what the lease, timeout or deadline
 -- scanner would have done. jitter is the retry jitter fraction of a
 -- timeout. Returns the public state (and, for a lease expiry or a
--- timeout, the retry due time: 0 when eligible now or terminal).
+-- timeout, the retry due time: 0 when eligible now or terminal). The
+-- worker is told that its lease ended (lease_ended; for a deadline, by
+-- end_execution).
 local function end_overdue(p, c, why, now, jitter)
-  if why == 'lease_expired' then return expire_lease(p, c, now) end
+  if why == 'lease_expired' then
+    lease_ended(p, c, 'expired')
+    return expire_lease(p, c, now)
+  end
   if why == 'attempt_timed_out' then
+    lease_ended(p, c, 'timeout')
     return after_attempt(p, c, 'timed_out', 'attempt timed out', now, true, true, jitter)
   end
   return expire_deadline(p, c, now)

@@ -53,7 +53,7 @@ end
 
 -- ff_expire_leases: requeue (or fail) executions whose lease expired;
 -- one whose attempt timeout or deadline passed before it is timed out or
--- expired instead.
+-- expired instead. Each lease ended is published (lease_ended).
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit
 -- ARGV[2]  jitter seed
@@ -65,7 +65,8 @@ end
 
 -- ff_timeout_attempts: fail running attempts whose attempt timeout passed;
 -- they are retried per the policy. One whose lease expired or deadline
--- passed before the timeout is reclaimed or expired instead.
+-- passed before the timeout is reclaimed or expired instead. Each lease
+-- ended is published (lease_ended).
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit
 -- ARGV[2]  jitter seed
@@ -81,7 +82,8 @@ end
 -- any non-terminal state, with outcome expired. A running attempt whose
 -- lease expired or timeout passed before the deadline ends as that limit
 -- makes it end first (reclaim, retry or failure, as its scanner would
--- have), then the execution expires unless that ended it.
+-- have), then the execution expires unless that ended it. A running
+-- attempt's lease ended is published once (lease_ended).
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit
 -- ARGV[2]  jitter seed

@@ -538,6 +538,43 @@ local function ff_renew(keys, argv)
   return ok(unpack(items))
 end
 
+-- ff_lease_check: whether leases of one partition are still held, without
+-- writing anything (ffrun's lease watch checks them once before it waits
+-- for a notice of their end, lease_ended, so that an end before the watch
+-- is not missed).
+-- KEYS[1]  partition anchor
+-- ARGV[1..] triples: uuid, lease id, lease epoch
+-- Reply: {1, item...}; item = {1} while the lease is the execution's
+--        current one and none of its limits passed | {0, 'not_found'}
+--        | {0, 'stale_lease', reason, public_state} as ff_renew answers,
+--        except that a limit found passed (lease_expired,
+--        attempt_timed_out, deadline_passed) is reported, not applied:
+--        the public state is the record's (active); its scanner, or the
+--        worker's next fenced call, applies it.
+--        {0, 'invalid', 'leases', message} (not triples)
+local function ff_lease_check(keys, argv)
+  if #argv % 3 ~= 0 then
+    return refuse('invalid', 'leases', 'want triples of uuid, lease id, lease epoch')
+  end
+  local p = part(keys[1])
+  local now = now_ms()
+  local items = {}
+  for i = 1, #argv, 3 do
+    local c = read_core(p, argv[i])
+    if not c then
+      items[#items + 1] = refuse('not_found')
+    else
+      local why = lease_check(c, argv[i + 1], argv[i + 2], now)
+      if why then
+        items[#items + 1] = refuse('stale_lease', why, public_of(c.state))
+      else
+        items[#items + 1] = ok()
+      end
+    end
+  end
+  return ok(unpack(items))
+end
+
 -- settle_handoff decides, for each downstream member the call made
 -- eligible in a lane of the hand-off (p.handoff, see ff_finish), whether
 -- the finishing worker gets it at once: while grants are left, when the
@@ -749,3 +786,4 @@ end
 register('ff_claim', ff_claim)
 register('ff_renew', ff_renew)
 register('ff_finish', ff_finish)
+register('ff_lease_check', ff_lease_check, {'no-writes'})

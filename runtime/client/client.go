@@ -482,6 +482,21 @@ func (c *Client) Renew(ctx context.Context, req wire.RenewRequest) ([]wire.Lease
 	return out.Results, nil
 }
 
+// WatchLeases long-polls until some of req.Leases ended other than by the
+// worker's own report (a cancel, a revoke, the attempt's timeout, the
+// lease's expiry, the execution's deadline), and returns those, each with
+// the error a renew would give (code wire.CodeCancelled for a cancel,
+// wire.CodeStaleLease or wire.CodeNotFound otherwise); none when
+// req.WaitMs passed first. A server older than the route answers 404
+// (unknown_route) or 405.
+func (c *Client) WatchLeases(ctx context.Context, req wire.WatchRequest) ([]wire.LeaseResult, error) {
+	var out wire.LeaseResults
+	if err := c.do(ctx, http.MethodPost, "/v1/worker/watch", nil, req, &out); err != nil {
+		return nil, err
+	}
+	return out.Results, nil
+}
+
 // Complete reports many successful attempts in one request.
 func (c *Client) Complete(ctx context.Context, req wire.CompleteRequest) ([]wire.LeaseResult, error) {
 	res, _, err := c.CompleteHandoff(ctx, req)

@@ -471,47 +471,11 @@ func (n *runNotices) Start(ctx context.Context) error {
 	return nil
 }
 
-// Retry delays of the run-end subscription: doubled after each failure
-// that follows no subscription, up to the maximum.
-const (
-	noticeRetryMin = 200 * time.Millisecond
-	noticeRetryMax = 5 * time.Second
-)
-
-// loop subscribes until ctx ends. An outage is logged once at warn level
-// (the retries while it lasts at debug level) and its end at info level,
-// so that a Valkey away for minutes does not flood the log.
+// loop subscribes until ctx ends (keepSubscribed); each (re)subscription
+// wakes every waiter, since notices sent while unsubscribed may be lost.
 func (n *runNotices) loop(ctx context.Context) {
 	defer close(n.done)
-	delay := noticeRetryMin
-	var ready, down atomic.Bool // a subscription came up; an outage was logged
-	onReady := func() {
-		ready.Store(true)
-		if down.CompareAndSwap(true, false) {
-			n.log.InfoContext(ctx, "run notices: subscription restored")
-		}
-		n.wakeAll()
-	}
-	for ctx.Err() == nil {
-		ready.Store(false)
-		err := n.subscribe(ctx, onReady, n.deliver)
-		if ctx.Err() != nil {
-			return
-		}
-		if ready.Load() {
-			delay = noticeRetryMin
-		}
-		if down.CompareAndSwap(false, true) {
-			n.log.WarnContext(ctx, "run notices: subscription lost; retrying", slog.Any("error", err))
-		} else {
-			n.log.DebugContext(ctx, "run notices: subscription still down; retrying", slog.Any("error", err), slog.Duration("delay", delay))
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, noticeRetryMax)
-	}
+	keepSubscribed(ctx, n.log, "run notices", n.subscribe, n.wakeAll, n.deliver)
 }
 
 // Stop ends the subscription and answers every waiting request at once;

@@ -25,7 +25,7 @@ type serverMetrics struct {
 	scannerHandled *metrics.CounterVec
 }
 
-func newServerMetrics(st *store.Store, sched *scheduler.Scheduler, log *slog.Logger, version string) *serverMetrics {
+func newServerMetrics(st *store.Store, sched *scheduler.Scheduler, leases *leaseWatch, log *slog.Logger, version string) *serverMetrics {
 	reg := metrics.NewRegistry()
 	m := &serverMetrics{
 		reg: reg,
@@ -45,6 +45,10 @@ func newServerMetrics(st *store.Store, sched *scheduler.Scheduler, log *slog.Log
 			Name:    "ff_claims_waiting",
 			Help:    "Claims of this ffrun waiting for work (long-polls parked until a wake-up or their deadline).",
 			Samples: []metrics.Sample{{Value: float64(sched.Waiting())}},
+		}, metrics.GaugeFamily{
+			Name:    "ff_lease_watches_waiting",
+			Help:    "Lease watches of this ffrun waiting for a lease to end (workers' long-polls, POST /v1/worker/watch).",
+			Samples: []metrics.Sample{{Value: float64(leases.waiting.Load())}},
 		})
 	})
 	return m

@@ -204,6 +204,7 @@ type Server struct {
 	api      *api.Server
 	scanners []component
 	notices  *runNotices
+	leases   *leaseWatch // the workers' lease watches
 	// redeclare writes the declared budgets, quotas and schedules again
 	// after Valkey lost its data.
 	redeclare *redeclare
@@ -255,12 +256,14 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, vk: vk, store: st, sched: sched, redeclare: re}
 	notices.subscribe = scheduler.ValkeySubscriber(vk, st.RunsChannel())
 	s.notices = notices
+	s.leases = newLeaseWatch(scheduler.ValkeySubscriber(vk, st.LeasesChannel()), log)
 	adm := newAdmissionService(log, st, sched)
-	met := newServerMetrics(st, sched, log, cfg.Version)
+	met := newServerMetrics(st, sched, s.leases, log, cfg.Version)
 	hints := newWaitHints(st)
 	authLimiter := authlimit.New(cfg.AuthLimit)
+	svc := &service{log: log, vk: vk, st: st, sched: sched, onClaim: adm.onClaim, hints: hints, watch: s.leases}
 	a, err := api.New(api.Config{
-		Service:      &service{log: log, vk: vk, st: st, sched: sched, onClaim: adm.onClaim, hints: hints},
+		Service:      svc,
 		Token:        cfg.Token,
 		Logger:       log,
 		BodyLimit:    cfg.BodyLimit,
@@ -284,6 +287,10 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if err := a.AddAdmission(adm); err != nil {
+		vk.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := a.AddLeaseWatch(svc); err != nil {
 		vk.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -359,6 +366,10 @@ func (s *Server) ServeFront(ctx context.Context, f *Front) error {
 		s.stopScanners(ctx, s.scanners)
 		return fmt.Errorf("server: start run notices: %w", err)
 	}
+	if err := s.leases.Start(ctx); err != nil {
+		s.stopScanners(ctx, s.scanners)
+		return fmt.Errorf("server: start lease notices: %w", err)
+	}
 	var handler http.Handler = s.api
 	if s.cfg.Token == "" && f.ln.Addr().Network() != "unix" { // no browser reaches a Unix socket
 		handler = loopbackHosts(handler, s.log)
@@ -385,6 +396,9 @@ func (s *Server) ServeFront(ctx context.Context, f *Front) error {
 	if err := s.notices.Stop(sctx); err != nil { // answers waiting result requests
 		s.log.Warn("run notices stop", slog.Any("error", err))
 	}
+	if err := s.leases.Stop(sctx); err != nil { // answers waiting lease watches
+		s.log.Warn("lease notices stop", slog.Any("error", err))
+	}
 	if err := f.shutdown(sctx); err != nil {
 		s.log.Warn("http shutdown did not finish in time", slog.Any("error", err))
 	}
@@ -410,6 +424,7 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		_ = s.sched.Stop(context.Background())
 		_ = s.notices.Stop(context.Background())
+		_ = s.leases.Stop(context.Background())
 		s.redeclare.stop()
 		s.store.Wait() // run-end notices still being published
 		s.vk.Close()

@@ -34,6 +34,8 @@ type service struct {
 	// onClaim sees every valid claim first (the worker registry:
 	// admission.go).
 	onClaim func(context.Context, wire.ClaimRequest)
+	// watch keeps the lease watches waiting (WatchLeases).
+	watch *leaseWatch
 }
 
 func (s *service) Ready(ctx context.Context) error {

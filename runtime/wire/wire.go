@@ -267,6 +267,22 @@ type RenewRequest struct {
 	Leases   []Lease `json:"leases"`
 }
 
+// WatchRequest is the body of POST /v1/worker/watch: a long-poll that
+// answers as soon as some of Leases ended other than by this worker's own
+// report (a cancel of the execution or its run, a revoke, the attempt's
+// timeout, the lease's expiry, the execution's deadline), listing those in
+// a LeaseResults as a renew would report them, or with no results when
+// WaitMs passed first.
+type WatchRequest struct {
+	WorkerID string  `json:"worker_id,omitempty"`
+	WaitMs   int64   `json:"wait_ms,omitempty"` // 0 = check once and answer; at most WatchWaitMaxMs
+	Leases   []Lease `json:"leases"`            // 1..BatchMax, one per execution
+}
+
+// WatchWaitMaxMs bounds WatchRequest.WaitMs: a claim's bound, which the
+// server's read timeout already allows for.
+const WatchWaitMaxMs = ClaimWaitMaxMs
+
 // Completion is one item of POST /v1/worker/complete.
 type Completion struct {
 	Lease

@@ -99,6 +99,17 @@ type Config struct {
 	// round trip per step of a flow. With NoHandoff every task is claimed.
 	NoHandoff bool
 
+	// NoLeaseWatch turns off the lease watch: by default, while the worker
+	// holds leases it keeps one long-poll open (POST /v1/worker/watch)
+	// that the server answers as soon as one of them ends other than by
+	// this worker's report (the execution or its run cancelled, the lease
+	// revoked, the attempt's timeout, the lease's expiry or the
+	// execution's deadline passed), and the handler's context is
+	// cancelled then (ErrCancelled, ErrLeaseLost) rather than at the next
+	// renew. A lease is watched once held for 100 ms; a server without the
+	// route (an older ffrun) leaves the worker to its renewals.
+	NoLeaseWatch bool
+
 	// OnReported, when set, is called once the server answered the report
 	// of an attempt's outcome: err is nil when it was recorded, else why
 	// not (a stale lease, a transport failure). An attempt handed back at
@@ -236,14 +247,19 @@ type Worker struct {
 	// hbNoKinds: the server refused kinds in heartbeats (one older than
 	// them); they are left out from then on.
 	hbNoKinds atomic.Bool
+	// watchKick tells the lease watch (watchLoop) of a new lease; set by
+	// Run.
+	watchKick chan struct{}
 }
 
 // running is one task this worker holds a lease for.
 type running struct {
 	lease   wire.Lease
 	expires time.Time // on this worker's clock
+	since   time.Time // when it started here, on this worker's clock
 	cancel  context.CancelCauseFunc
 	lost    atomic.Bool // lease rejected: do not report
+	done    atomic.Bool // the handler returned: its lease needs no watch
 }
 
 // report is the outcome of one attempt.
@@ -389,6 +405,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.reports = make(chan report, w.cfg.Concurrency*2)
 	w.quit = make(chan struct{})
 	w.idle = make(chan func())
+	w.watchKick = make(chan struct{}, 1)
 
 	// Handlers, renewals and reports outlive ctx during the drain.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -399,6 +416,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	var side sync.WaitGroup
 	renewDone := make(chan struct{})
 	side.Go(func() { w.renewLoop(bg, renewDone) })
+	if !w.cfg.NoLeaseWatch {
+		side.Go(func() { w.watchLoop(bg, renewDone) })
+	}
 	w.base = handlerBase // where hand-offs start their handlers
 	reporterDone := make(chan struct{})
 	go func() { w.reportLoop(bg); close(reporterDone) }()
@@ -553,7 +573,8 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 	// hand-off) asks for LeaseTTL, so the server granted it at
 	// lease_expires_at - LeaseTTL on its clock, and the answer arrives
 	// about then (a long poll answers when it grants).
-	shift := time.Since(t.LeaseExpiresAt.Add(-w.cfg.LeaseTTL))
+	now := time.Now()
+	shift := now.Sub(t.LeaseExpiresAt.Add(-w.cfg.LeaseTTL))
 	hctx, cancel := context.WithCancelCause(base)
 	// One allocation for what lives as long as the attempt.
 	j := &struct {
@@ -561,7 +582,8 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 		task  Task
 		usage taskUsage
 		ctx   taskCtx
-	}{running: running{lease: wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch}, expires: t.LeaseExpiresAt.Add(shift), cancel: cancel}}
+	}{running: running{lease: wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch},
+		expires: t.LeaseExpiresAt.Add(shift), since: now, cancel: cancel}}
 	r := &j.running
 	w.mu.Lock()
 	// A new lease on an execution this worker still runs means the old
@@ -570,6 +592,10 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 	w.active[t.ExecutionID] = r
 	h := w.handlers[t.Kind]
 	w.mu.Unlock()
+	select {
+	case w.watchKick <- struct{}{}:
+	default: // a kick is pending already
+	}
 	if old != nil {
 		w.lose(old, ErrLeaseLost)
 	}
@@ -654,6 +680,7 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 // task has downstream work (downstream) and succeeded, and queues rep for
 // the reporter.
 func (w *Worker) settle(rep report, downstream bool) {
+	rep.r.done.Store(true)
 	if downstream && !rep.failed && !w.cfg.NoHandoff && !w.handoffOff.Load() && !w.draining.Load() {
 		// Keep the slot for what the completion hands off; the inWork
 		// count taken here (while this handler's own is still held)

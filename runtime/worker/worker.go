@@ -7,7 +7,10 @@
 // renew tick, and coalesces the outcomes of concurrent handlers into one
 // request. A handler's context is cancelled when its lease is lost or its
 // execution is cancelled; context.Cause tells which (ErrLeaseLost,
-// ErrCancelled, ErrShutdown).
+// ErrCancelled, ErrShutdown). While it holds leases it keeps one lease
+// watch open, which the server answers as soon as one ends (a cancel, a
+// revoke, a limit), so that the handler learns of it at once rather than
+// at the next renew tick.
 package worker
 
 import (

@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/scheduler"
+	"github.com/flowfabric/ff/runtime/store"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// leaseWatch keeps the lease watches of workers (POST /v1/worker/watch)
+// waiting in this process and wakes them on the store's lease-end notices
+// (store.LeasesChannel, "<execution id>:<epoch>:<why>"), which every ffrun
+// process receives, whichever of them ended the lease. A woken watch reads
+// the leases a notice named (store.CheckLeases) and answers those found
+// ended. It has the Start/Stop shape of the other background components.
+type leaseWatch struct {
+	log       *slog.Logger
+	subscribe scheduler.SubscribeFunc
+
+	waiting atomic.Int64 // watches past their first read, waiting (ff_lease_watches_waiting)
+
+	mu      sync.Mutex
+	byExec  map[store.ExecutionID]map[*leaseWaiter]int64 // the epoch each waiter holds
+	cancel  context.CancelFunc
+	done    chan struct{}
+	closed  chan struct{}
+	stopped bool
+}
+
+// leaseWaiter is one watch request: its leases by execution, and what
+// the notices since its last look named (guarded by leaseWatch.mu).
+type leaseWaiter struct {
+	ch    chan struct{} // signalled when hit or all was set
+	index map[store.ExecutionID]int
+	hit   map[int]struct{} // positions of leases a notice named
+	all   bool             // look at every lease: notices may have been lost
+}
+
+func newLeaseWatch(subscribe scheduler.SubscribeFunc, log *slog.Logger) *leaseWatch {
+	return &leaseWatch{log: log, subscribe: subscribe, byExec: map[store.ExecutionID]map[*leaseWaiter]int64{}, closed: make(chan struct{})}
+}
+
+// Start subscribes in the background until Stop; safe to call twice.
+func (lw *leaseWatch) Start(ctx context.Context) error {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if lw.cancel != nil || lw.stopped {
+		return nil
+	}
+	ctx, lw.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	lw.done = make(chan struct{})
+	go func() {
+		defer close(lw.done)
+		keepSubscribed(ctx, lw.log, "lease notices", lw.subscribe, lw.wakeAll, lw.deliver)
+	}()
+	return nil
+}
+
+// Stop ends the subscription and answers every waiting watch at once
+// (with no leases ended); safe to call twice.
+func (lw *leaseWatch) Stop(ctx context.Context) error {
+	lw.mu.Lock()
+	if lw.stopped {
+		lw.mu.Unlock()
+		return nil
+	}
+	lw.stopped = true
+	close(lw.closed)
+	cancel, done := lw.cancel, lw.done
+	lw.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// add registers a waiter for leases (one per execution).
+func (lw *leaseWatch) add(leases []store.Lease) *leaseWaiter {
+	w := &leaseWaiter{ch: make(chan struct{}, 1), index: make(map[store.ExecutionID]int, len(leases))}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	for i, l := range leases {
+		w.index[l.ExecutionID] = i
+		m := lw.byExec[l.ExecutionID]
+		if m == nil {
+			m = map[*leaseWaiter]int64{}
+			lw.byExec[l.ExecutionID] = m
+		}
+		m[w] = l.Epoch
+	}
+	return w
+}
+
+// remove unregisters w.
+func (lw *leaseWatch) remove(w *leaseWaiter) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	for id := range w.index {
+		m := lw.byExec[id]
+		delete(m, w)
+		if len(m) == 0 {
+			delete(lw.byExec, id)
+		}
+	}
+}
+
+// take returns what the notices since w's last look named: every lease
+// (all), or the positions of some; neither after a signal whose news an
+// earlier look took.
+func (lw *leaseWatch) take(w *leaseWaiter) (hit []int, all bool) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if w.all {
+		w.all, w.hit = false, nil
+		return nil, true
+	}
+	for i := range w.hit {
+		hit = append(hit, i)
+	}
+	w.hit = nil
+	return hit, false
+}
+
+// deliver passes on a lease-end notice to the waiters holding that lease,
+// or a later one of its execution (a later epoch also means theirs ended:
+// its notice was lost).
+func (lw *leaseWatch) deliver(msg string) {
+	e, err := store.ParseLeaseEnd(msg)
+	if err != nil {
+		lw.log.Debug("lease notices: ignored a malformed notice", slog.Any("error", err))
+		return
+	}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	for w, epoch := range lw.byExec[e.ExecutionID] {
+		if epoch > e.Epoch {
+			continue // an earlier attempt's
+		}
+		if w.hit == nil {
+			w.hit = map[int]struct{}{}
+		}
+		w.hit[w.index[e.ExecutionID]] = struct{}{}
+		signal(w.ch)
+	}
+}
+
+// wakeAll makes every waiter look at all its leases again: after a
+// (re)subscription, notices sent while unsubscribed may have been lost.
+func (lw *leaseWatch) wakeAll() {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	for _, m := range lw.byExec {
+		for w := range m {
+			w.all = true
+			signal(w.ch)
+		}
+	}
+}
+
+// WatchLeases implements api.LeaseWatcher. The watch is registered before
+// the leases are first read, so that an end between that read and the
+// wait is not missed (the store publishes a lease's end in the call that
+// ends it), and one before it is found by the read.
+func (s *service) WatchLeases(ctx context.Context, leases []wire.Lease, wait time.Duration) ([]wire.LeaseResult, error) {
+	sl := make([]store.Lease, len(leases))
+	for i, l := range leases {
+		sl[i] = storeLease(l)
+	}
+	w := s.watch.add(sl)
+	defer s.watch.remove(w)
+	ended, err := s.endedLeases(ctx, leases, sl, nil)
+	if err != nil || len(ended) > 0 || wait <= 0 {
+		return ended, err
+	}
+	s.watch.waiting.Add(1)
+	defer s.watch.waiting.Add(-1)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.ch:
+		case <-t.C:
+			return nil, nil
+		case <-s.watch.closed:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, mapError(ctx.Err())
+		}
+		hit, all := s.watch.take(w)
+		if !all && len(hit) == 0 {
+			continue // news an earlier look took
+		}
+		if all {
+			hit = nil
+		}
+		ended, err := s.endedLeases(ctx, leases, sl, hit)
+		if err != nil || len(ended) > 0 {
+			return ended, err
+		}
+	}
+}
+
+// endedLeases reads the leases at positions which (nil: all) of sl, the
+// store form of leases, and returns the results of those that ended, as a
+// renew would report them.
+func (s *service) endedLeases(ctx context.Context, leases []wire.Lease, sl []store.Lease, which []int) ([]wire.LeaseResult, error) {
+	read := sl
+	if which != nil {
+		read = make([]store.Lease, len(which))
+		for j, i := range which {
+			read[j] = sl[i]
+		}
+	}
+	errs, err := s.st.CheckLeases(ctx, read)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	var out []wire.LeaseResult
+	for j, e := range errs {
+		if e == nil {
+			continue
+		}
+		i := j
+		if which != nil {
+			i = which[j]
+		}
+		id := leases[i].ExecutionID
+		out = append(out, wire.LeaseResult{ExecutionID: id, Error: s.leaseItemError(ctx, "watch", id, i, e)})
+	}
+	return out, nil
+}
