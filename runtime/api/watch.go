@@ -17,8 +17,10 @@ type LeaseWatcher interface {
 	// execution) to end other than by their worker's report, and returns
 	// those as a renew would report them (OK false, the error with code
 	// wire.CodeCancelled, wire.CodeStaleLease or wire.CodeNotFound); none
-	// when wait passed first, or when the server is stopping.
-	WatchLeases(ctx context.Context, leases []wire.Lease, wait time.Duration) ([]wire.LeaseResult, error)
+	// when wait passed first, when the server is stopping, or when a
+	// later watch of the same instance (instance, when not empty) replaced
+	// this one.
+	WatchLeases(ctx context.Context, instance string, leases []wire.Lease, wait time.Duration) ([]wire.LeaseResult, error)
 }
 
 // AddLeaseWatch serves POST /v1/worker/watch with w, behind the same
@@ -45,7 +47,7 @@ func (s *Server) watch(c echo.Context, w LeaseWatcher) error {
 	if e := checkWatch(&req); e != nil {
 		return e
 	}
-	res, err := w.WatchLeases(c.Request().Context(), req.Leases, time.Duration(req.WaitMs)*time.Millisecond)
+	res, err := w.WatchLeases(c.Request().Context(), req.InstanceID, req.Leases, time.Duration(req.WaitMs)*time.Millisecond)
 	if err != nil {
 		return err
 	}
@@ -56,12 +58,17 @@ func (s *Server) watch(c echo.Context, w LeaseWatcher) error {
 	return jsonBlob(c, b, err)
 }
 
-// checkWatch validates a watch request: worker_id (optional) as a
-// claim's, 1..wire.BatchMax leases, each complete and each of another
+// checkWatch validates a watch request: worker_id and instance_id
+// (optional) as a claim's, 1..wire.BatchMax leases, each complete and each of another
 // execution, and wait_ms within 0..wire.WatchWaitMaxMs.
 func checkWatch(req *wire.WatchRequest) *Error {
 	if req.WorkerID != "" {
 		if e := workerIDError(func() string { return "worker_id" }, req.WorkerID); e != nil {
+			return e
+		}
+	}
+	if req.InstanceID != "" {
+		if e := workerIDError(func() string { return "instance_id" }, req.InstanceID); e != nil {
 			return e
 		}
 	}

@@ -24,25 +24,29 @@ type leaseWatch struct {
 
 	waiting atomic.Int64 // watches past their first read, waiting (ff_lease_watches_waiting)
 
-	mu      sync.Mutex
-	byExec  map[store.ExecutionID]map[*leaseWaiter]int64 // the epoch each waiter holds
-	cancel  context.CancelFunc
-	done    chan struct{}
-	closed  chan struct{}
-	stopped bool
+	mu         sync.Mutex
+	byExec     map[store.ExecutionID]map[*leaseWaiter]int64 // the epoch each waiter holds
+	byInstance map[string]*leaseWaiter                      // the latest watch of each worker instance that named itself
+	cancel     context.CancelFunc
+	done       chan struct{}
+	closed     chan struct{}
+	stopped    bool
 }
 
 // leaseWaiter is one watch request: its leases by execution, and what
 // the notices since its last look named (guarded by leaseWatch.mu).
 type leaseWaiter struct {
-	ch    chan struct{} // signalled when hit or all was set
-	index map[store.ExecutionID]int
-	hit   map[int]struct{} // positions of leases a notice named
-	all   bool             // look at every lease: notices may have been lost
+	ch       chan struct{} // signalled when hit, all or replaced was set
+	instance string        // the worker instance, if it said
+	index    map[store.ExecutionID]int
+	hit      map[int]struct{} // positions of leases a notice named
+	all      bool             // look at every lease: notices may have been lost
+	replaced bool             // a later watch of its instance came: answer at once
 }
 
 func newLeaseWatch(subscribe scheduler.SubscribeFunc, log *slog.Logger) *leaseWatch {
-	return &leaseWatch{log: log, subscribe: subscribe, byExec: map[store.ExecutionID]map[*leaseWaiter]int64{}, closed: make(chan struct{})}
+	return &leaseWatch{log: log, subscribe: subscribe, byExec: map[store.ExecutionID]map[*leaseWaiter]int64{},
+		byInstance: map[string]*leaseWaiter{}, closed: make(chan struct{})}
 }
 
 // Start subscribes in the background until Stop; safe to call twice.
@@ -85,11 +89,21 @@ func (lw *leaseWatch) Stop(ctx context.Context) error {
 	}
 }
 
-// add registers a waiter for leases (one per execution).
-func (lw *leaseWatch) add(leases []store.Lease) *leaseWaiter {
-	w := &leaseWaiter{ch: make(chan struct{}, 1), index: make(map[store.ExecutionID]int, len(leases))}
+// add registers a waiter for leases (one per execution) of a worker
+// instance ("": unnamed); a waiter the instance had is replaced: it
+// answers at once, so that its request ends with an answer (its
+// connection kept) rather than by its worker cancelling it.
+func (lw *leaseWatch) add(instance string, leases []store.Lease) *leaseWaiter {
+	w := &leaseWaiter{ch: make(chan struct{}, 1), instance: instance, index: make(map[store.ExecutionID]int, len(leases))}
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
+	if instance != "" {
+		if old := lw.byInstance[instance]; old != nil {
+			old.replaced = true
+			signal(old.ch)
+		}
+		lw.byInstance[instance] = w
+	}
 	for i, l := range leases {
 		w.index[l.ExecutionID] = i
 		m := lw.byExec[l.ExecutionID]
@@ -106,6 +120,9 @@ func (lw *leaseWatch) add(leases []store.Lease) *leaseWaiter {
 func (lw *leaseWatch) remove(w *leaseWaiter) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
+	if w.instance != "" && lw.byInstance[w.instance] == w {
+		delete(lw.byInstance, w.instance)
+	}
 	for id := range w.index {
 		m := lw.byExec[id]
 		delete(m, w)
@@ -117,19 +134,22 @@ func (lw *leaseWatch) remove(w *leaseWaiter) {
 
 // take returns what the notices since w's last look named: every lease
 // (all), or the positions of some; neither after a signal whose news an
-// earlier look took.
-func (lw *leaseWatch) take(w *leaseWaiter) (hit []int, all bool) {
+// earlier look took. replaced says a later watch of w's instance came.
+func (lw *leaseWatch) take(w *leaseWaiter) (hit []int, all, replaced bool) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
+	if w.replaced {
+		return nil, false, true
+	}
 	if w.all {
 		w.all, w.hit = false, nil
-		return nil, true
+		return nil, true, false
 	}
 	for i := range w.hit {
 		hit = append(hit, i)
 	}
 	w.hit = nil
-	return hit, false
+	return hit, false, false
 }
 
 // deliver passes on a lease-end notice to the waiters holding that lease,
@@ -172,12 +192,12 @@ func (lw *leaseWatch) wakeAll() {
 // the leases are first read, so that an end between that read and the
 // wait is not missed (the store publishes a lease's end in the call that
 // ends it), and one before it is found by the read.
-func (s *service) WatchLeases(ctx context.Context, leases []wire.Lease, wait time.Duration) ([]wire.LeaseResult, error) {
+func (s *service) WatchLeases(ctx context.Context, instance string, leases []wire.Lease, wait time.Duration) ([]wire.LeaseResult, error) {
 	sl := make([]store.Lease, len(leases))
 	for i, l := range leases {
 		sl[i] = storeLease(l)
 	}
-	w := s.watch.add(sl)
+	w := s.watch.add(instance, sl)
 	defer s.watch.remove(w)
 	ended, err := s.endedLeases(ctx, leases, sl, nil)
 	if err != nil || len(ended) > 0 || wait <= 0 {
@@ -197,7 +217,10 @@ func (s *service) WatchLeases(ctx context.Context, leases []wire.Lease, wait tim
 		case <-ctx.Done():
 			return nil, mapError(ctx.Err())
 		}
-		hit, all := s.watch.take(w)
+		hit, all, replaced := s.watch.take(w)
+		if replaced {
+			return nil, nil
+		}
 		if !all && len(hit) == 0 {
 			continue // news an earlier look took
 		}

@@ -185,3 +185,50 @@ func TestWatchValidation(t *testing.T) {
 		t.Errorf("watch of an unknown execution with wait_ms 60000 = %d %s", res.Status, res.Body)
 	}
 }
+
+// TestWatchReplacedByTheSameInstance: a new watch of a worker instance
+// answers the one it replaces at once, with no results (its worker need
+// not cancel it, which would close its HTTP/1.1 connection), and is
+// answered itself by a lease's end; a watch of another instance, or one
+// that names none, is not replaced.
+func TestWatchReplacedByTheSameInstance(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := ctxT(t)
+	l := claimLeases(t, env, "replace", 2)
+	type answer struct {
+		res []wire.LeaseResult
+		err error
+	}
+	watch := func(instance string, leases []wire.Lease) chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			res, err := env.Client.WatchLeases(ctx, wire.WatchRequest{WorkerID: "w", InstanceID: instance, WaitMs: 30_000, Leases: leases})
+			ch <- answer{res, err}
+		}()
+		return ch
+	}
+	first := watch("w-1", l[:1])
+	other := watch("w-2", l[1:])
+	unnamed := watch("", l)
+	waitWatching(t, env, 3)
+	second := watch("w-1", l)
+	a := <-first
+	if a.err != nil || len(a.res) != 0 {
+		t.Fatalf("the replaced watch answered %+v, %v; want no results", a.res, a.err)
+	}
+	waitWatching(t, env, 3) // second, other and unnamed
+	if _, err := env.Client.CancelExecution(ctx, l[1].ExecutionID, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{l[1].ExecutionID: wire.CodeCancelled}
+	for name, ch := range map[string]chan answer{"second": second, "other instance": other, "unnamed": unnamed} {
+		a := <-ch
+		if a.err != nil {
+			t.Fatalf("%s watch: %v", name, a.err)
+		}
+		if diff := cmp.Diff(want, ended(a.res)); diff != "" {
+			t.Errorf("%s watch (-want +got):\n%s", name, diff)
+		}
+	}
+}

@@ -274,9 +274,14 @@ type RenewRequest struct {
 // a LeaseResults as a renew would report them, or with no results when
 // WaitMs passed first.
 type WatchRequest struct {
-	WorkerID string  `json:"worker_id,omitempty"`
-	WaitMs   int64   `json:"wait_ms,omitempty"` // 0 = check once and answer; at most WatchWaitMaxMs
-	Leases   []Lease `json:"leases"`            // 1..BatchMax, one per execution
+	WorkerID string `json:"worker_id,omitempty"`
+	// InstanceID names the worker instance watching: a new watch of the
+	// same instance answers the one it replaces (no results) at once, so
+	// that the worker need not cancel it (a cancelled HTTP/1.1 request
+	// closes its connection).
+	InstanceID string  `json:"instance_id,omitempty"`
+	WaitMs     int64   `json:"wait_ms,omitempty"` // 0 = check once and answer; at most WatchWaitMaxMs
+	Leases     []Lease `json:"leases"`            // 1..BatchMax, one per execution
 }
 
 // WatchWaitMaxMs bounds WatchRequest.WaitMs: a claim's bound, which the

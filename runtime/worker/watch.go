@@ -23,6 +23,13 @@ const (
 	watchAfter = 100 * time.Millisecond
 	// watchWait is the wait of one watch request.
 	watchWait = 30 * time.Second
+	// watchReplaced is how long a watch request that a new one replaced
+	// may take to be answered before it is cancelled: the server answers
+	// it at once when the new one reaches the same ffrun (the request
+	// names the instance), so that its connection is kept (cancelling an
+	// HTTP/1.1 request closes its connection: one per restart, up to ten
+	// a second); behind a load balancer the new one may reach another.
+	watchReplaced = time.Second
 )
 
 // watchAnswer is the answer to one watch request.
@@ -53,11 +60,12 @@ func (w *Worker) watchLoop(ctx context.Context, done <-chan struct{}) {
 		delay   = retryDelayMin
 	)
 	timer.Stop()
+	// Every request's context, replaced ones waiting to be answered too,
+	// ends with the loop.
+	lctx, lcancel := context.WithCancel(ctx)
 	defer func() {
 		timer.Stop()
-		if cancel != nil {
-			cancel()
-		}
+		lcancel()
 		reqs.Wait()
 	}()
 	arm := func(d time.Duration) {
@@ -118,13 +126,15 @@ func (w *Worker) watchLoop(ctx context.Context, done <-chan struct{}) {
 			continue
 		}
 		if cancel != nil {
-			cancel() // its answer goes to a channel no longer read
+			// Replaced: its answer goes to a channel no longer read.
+			time.AfterFunc(watchReplaced, cancel)
 		}
-		rctx, rcancel := context.WithTimeout(ctx, watchWait+requestSlack)
+		rctx, rcancel := context.WithTimeout(lctx, watchWait+requestSlack)
 		cancel = rcancel
 		answers = make(chan watchAnswer, 1)
 		watched = make(map[*running]bool, len(want))
-		req := wire.WatchRequest{WorkerID: w.cfg.Name, WaitMs: watchWait.Milliseconds(), Leases: make([]wire.Lease, len(want))}
+		req := wire.WatchRequest{WorkerID: w.cfg.Name, InstanceID: w.instance, WaitMs: watchWait.Milliseconds(),
+			Leases: make([]wire.Lease, len(want))}
 		leads := make(map[string]*running, len(want))
 		for i, r := range want {
 			watched[r] = true

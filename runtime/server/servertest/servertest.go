@@ -47,6 +47,18 @@ var FastScanners = server.ScannerConfig{
 // configuration (the Valkey address and key prefix are already set).
 func Start(t testing.TB, mod ...func(*server.Config)) *Env {
 	t.Helper()
+	return StartConfig(t, config(t, mod))
+}
+
+// StartOn is Start serving on ln (a listener that counts or breaks
+// connections, say) instead of a new loopback one.
+func StartOn(t testing.TB, ln net.Listener, mod ...func(*server.Config)) *Env {
+	t.Helper()
+	return StartConfigOn(t, config(t, mod), ln)
+}
+
+// config is Start's configuration.
+func config(t testing.TB, mod []func(*server.Config)) server.Config {
 	cfg := server.Config{
 		ValkeyAddr:      valkeytest.Shared(t),
 		KeyPrefix:       valkeytest.Prefix(t),
@@ -59,7 +71,7 @@ func Start(t testing.TB, mod ...func(*server.Config)) *Env {
 	for _, m := range mod {
 		m(&cfg)
 	}
-	return StartConfig(t, cfg)
+	return cfg
 }
 
 // StartOwnValkey serves ffrun for t on a Valkey of its own instead of the
@@ -116,17 +128,23 @@ func (e *Env) RunWorker(t testing.TB, cfg worker.Config, handlers map[string]wor
 // StartConfig serves ffrun with exactly cfg.
 func StartConfig(t testing.TB, cfg server.Config) *Env {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("servertest: listen: %v", err)
+	}
+	return StartConfigOn(t, cfg, ln)
+}
+
+// StartConfigOn serves ffrun with exactly cfg on ln (closed when it
+// stops).
+func StartConfigOn(t testing.TB, cfg server.Config, ln net.Listener) *Env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.Open(ctx, cfg)
 	if err != nil {
 		cancel()
+		ln.Close()
 		t.Fatalf("servertest: open: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cancel()
-		srv.Close()
-		t.Fatalf("servertest: listen: %v", err)
 	}
 	e := &Env{URL: "http://" + ln.Addr().String(), Server: srv, Config: cfg, cancel: cancel, done: make(chan error, 1)}
 	go func() { e.done <- srv.Serve(ctx, ln) }()
