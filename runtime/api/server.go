@@ -134,6 +134,7 @@ type Server struct {
 	mounted []string // the prefixes of Mount, which check requests themselves
 
 	unready atomic.Bool // the last /readyz found the service not ready
+	ready   readyCheck  // the readiness checks, shared by the probes of a second
 	outage  outageLog   // a 503 unavailable was logged; no request succeeded since
 }
 
@@ -157,7 +158,7 @@ func New(cfg Config) (*Server, error) {
 		// Outside the recoverer, so that a panic counts as the 500 it becomes.
 		e.Use(s.met.middleware)
 	}
-	e.Use(s.recoverer, s.requestLog, s.endOutage, crossOrigin(s.mountedPath))
+	e.Use(noSniff, s.recoverer, s.requestLog, s.endOutage, crossOrigin(s.mountedPath))
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	if cfg.Metrics != nil {
@@ -274,14 +275,24 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// noSniff tells browsers to take every answer for the type it says
+// (X-Content-Type-Options: nosniff): a JSON answer that echoes what a
+// client sent is never run as a script or rendered as a page.
+func noSniff(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderXContentTypeOptions, "nosniff")
+		return next(c)
+	}
+}
+
 func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
 }
 
 func (s *Server) readyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 	defer cancel()
-	if err := s.cfg.Service.Ready(ctx); err != nil {
+	if err := s.ready.check(ctx, s.cfg.Service.Ready); err != nil {
 		// The probe is open to anyone: the reason (addresses, dial errors)
 		// goes to the log, once per spell of unreadiness.
 		if !s.unready.Swap(true) {
