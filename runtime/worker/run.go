@@ -666,8 +666,12 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 				rep.output = out
 			}
 			// Stopped by the drain timeout: the worker goes away, the task
-			// did not fail. Give it back uncharged rather than fail it.
-			if rep.failed && errors.Is(context.Cause(hctx), ErrShutdown) {
+			// did not fail. Give it back uncharged rather than fail it, when
+			// the handler's error is that stop (ctx's error or cause,
+			// wrapped or not); an error of its own, or an output refused,
+			// is its outcome, whenever it came.
+			if err != nil && errors.Is(context.Cause(hctx), ErrShutdown) &&
+				(errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown)) {
 				rep.handBack = true
 			}
 		}

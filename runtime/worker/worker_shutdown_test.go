@@ -138,3 +138,27 @@ func TestShutdownHandsBackTasksGrantedInTheDrain(t *testing.T) {
 		t.Fatalf("the second worker ran %d members, want 1", got)
 	}
 }
+
+// TestShutdownReportsAHandlersOwnFailure: a handler that, stopped by the
+// drain timeout, returns an error of its own (not its context's) failed:
+// the failure is reported as the handler said (here a permanent one, so
+// the task fails), not handed back as the worker's going away.
+func TestShutdownReportsAHandlersOwnFailure(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	id := create(t, env, wire.CreateExecution{Kind: "job", Retry: &plan.Retry{Attempts: 3}})
+	started := make(chan struct{})
+	a := newWorker(t, env, func(c *worker.Config) { c.Name, c.DrainTimeout, c.LeaseTTL = "a", 50*time.Millisecond, time.Minute })
+	_ = a.Handle("job", func(ctx context.Context, _ *worker.Task) (json.RawMessage, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, worker.Permanent(errors.New("the input names no account"))
+	})
+	stopA := run(t, a)
+	<-started
+	_ = stopA()
+	r := waitResult(t, env, id)
+	if r.State != "failed" || r.Error != "the input names no account" {
+		t.Fatalf("a handler's own permanent failure during the drain ended %s (%q), want failed with its error", r.State, r.Error)
+	}
+}
