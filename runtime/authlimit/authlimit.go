@@ -18,6 +18,7 @@ import (
 	"crypto/subtle"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -130,6 +131,7 @@ func (l *Limiter) Check(ctx context.Context, addr string, want Token, got string
 	if l == nil {
 		return verdict(want.Matches(got)), 0, nil
 	}
+	addr = key(addr)
 	now := l.now()
 	l.mu.Lock()
 	e := l.current(addr, now)
@@ -222,6 +224,23 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// key is the address a client's failures are counted under: an IPv6
+// address's /64 network, which one host or site is given whole (counted
+// per address, it had 2^64 addresses each starting with free failures,
+// and could flush the limiter's memory with Config.Addresses of them);
+// any other address itself.
+func key(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return addr
+	}
+	p, err := a.WithZone("").Prefix(64)
+	if err != nil {
+		return addr
+	}
+	return p.String()
 }
 
 // Addr is the client address of r: the host of its connection's remote

@@ -183,3 +183,19 @@ func TestAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv6CountedPerNetwork: an IPv6 client's failures are counted for
+// its /64 network, which one host or site is given whole: guesses spread
+// over its 2^64 addresses are limited as those of one address are, while
+// another /64 and IPv4 addresses keep their own counts.
+func TestIPv6CountedPerNetwork(t *testing.T) {
+	l, _, slept := newTest(Config{Free: 3, Interval: time.Second, MaxWait: 2 * time.Second})
+	for i, addr := range []string{"2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff::9"} {
+		check(t, l, slept, fmt.Sprint("free failure ", i+1), addr, "guess", Rejected, 0, -1)
+	}
+	check(t, l, slept, "a fourth address of the /64", "2001:db8:1:2:abcd::1", "guess", Rejected, 0, 0)
+	check(t, l, slept, "another /64", "2001:db8:1:3::1", "guess", Rejected, 0, -1)
+	check(t, l, slept, "an IPv4 address", "192.0.2.7", "guess", Rejected, 0, -1)
+	check(t, l, slept, "an IPv4-mapped address", "::ffff:192.0.2.8", "guess", Rejected, 0, -1)
+	check(t, l, slept, "a zoned link-local address", "fe80::1%eth0", "guess", Rejected, 0, -1)
+}
