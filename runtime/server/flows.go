@@ -440,69 +440,25 @@ func failureParts(failures []wire.ExecFailure) []string {
 }
 
 // runNotices fans the store's run-end notices ("<run id>:<state>" on
-// store.RunsChannel) out to the requests waiting for those runs. It has
-// the Start/Stop shape of the other background components.
+// store.RunsChannel) out to the requests waiting for those runs; Start and
+// Stop are its subscription's.
 type runNotices struct {
-	log       *slog.Logger
-	subscribe scheduler.SubscribeFunc
+	*subscription
+	log *slog.Logger
 
 	mu      sync.Mutex
 	waiters map[string]map[*runWatch]struct{}
-	cancel  context.CancelFunc
-	done    chan struct{}
-	closed  chan struct{}
-	stopped bool
 }
 
 func newRunNotices(subscribe scheduler.SubscribeFunc, log *slog.Logger) *runNotices {
-	return &runNotices{log: log, subscribe: subscribe, waiters: map[string]map[*runWatch]struct{}{}, closed: make(chan struct{})}
+	n := &runNotices{log: log, waiters: map[string]map[*runWatch]struct{}{}}
+	// Each (re)subscription wakes every waiter: notices sent while
+	// unsubscribed may be lost.
+	n.subscription = newSubscription(log, "run notices", subscribe, n.wakeAll, n.deliver)
+	return n
 }
 
-// Start subscribes in the background until Stop; safe to call twice.
-func (n *runNotices) Start(ctx context.Context) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cancel != nil || n.stopped {
-		return nil
-	}
-	ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	n.done = make(chan struct{})
-	go n.loop(ctx)
-	return nil
-}
-
-// loop subscribes until ctx ends (keepSubscribed); each (re)subscription
-// wakes every waiter, since notices sent while unsubscribed may be lost.
-func (n *runNotices) loop(ctx context.Context) {
-	defer close(n.done)
-	keepSubscribed(ctx, n.log, "run notices", n.subscribe, n.wakeAll, n.deliver)
-}
-
-// Stop ends the subscription and answers every waiting request at once;
-// safe to call twice.
-func (n *runNotices) Stop(ctx context.Context) error {
-	n.mu.Lock()
-	if n.stopped {
-		n.mu.Unlock()
-		return nil
-	}
-	n.stopped = true
-	close(n.closed)
-	cancel, done := n.cancel, n.done
-	n.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (n *runNotices) closing() <-chan struct{} { return n.closed }
+func (n *runNotices) closing() <-chan struct{} { return n.Closed() }
 
 // runWatch is one request's watch of a run: ch is signalled when the run
 // ends (or may have ended); run is the run as it ended, when a finish of

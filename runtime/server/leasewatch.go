@@ -17,20 +17,16 @@ import (
 // (store.LeasesChannel, "<execution id>:<epoch>:<why>"), which every ffrun
 // process receives, whichever of them ended the lease. A woken watch reads
 // the leases a notice named (store.CheckLeases) and answers those found
-// ended. It has the Start/Stop shape of the other background components.
+// ended. Start and Stop are its subscription's.
 type leaseWatch struct {
-	log       *slog.Logger
-	subscribe scheduler.SubscribeFunc
+	*subscription
+	log *slog.Logger
 
 	waiting atomic.Int64 // watches past their first read, waiting (ff_lease_watches_waiting)
 
 	mu         sync.Mutex
 	byExec     map[store.ExecutionID]map[*leaseWaiter]int64 // the epoch each waiter holds
 	byInstance map[string]*leaseWaiter                      // the latest watch of each worker instance that named itself
-	cancel     context.CancelFunc
-	done       chan struct{}
-	closed     chan struct{}
-	stopped    bool
 }
 
 // leaseWaiter is one watch request: its leases by execution, and what
@@ -45,48 +41,9 @@ type leaseWaiter struct {
 }
 
 func newLeaseWatch(subscribe scheduler.SubscribeFunc, log *slog.Logger) *leaseWatch {
-	return &leaseWatch{log: log, subscribe: subscribe, byExec: map[store.ExecutionID]map[*leaseWaiter]int64{},
-		byInstance: map[string]*leaseWaiter{}, closed: make(chan struct{})}
-}
-
-// Start subscribes in the background until Stop; safe to call twice.
-func (lw *leaseWatch) Start(ctx context.Context) error {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	if lw.cancel != nil || lw.stopped {
-		return nil
-	}
-	ctx, lw.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	lw.done = make(chan struct{})
-	go func() {
-		defer close(lw.done)
-		keepSubscribed(ctx, lw.log, "lease notices", lw.subscribe, lw.wakeAll, lw.deliver)
-	}()
-	return nil
-}
-
-// Stop ends the subscription and answers every waiting watch at once
-// (with no leases ended); safe to call twice.
-func (lw *leaseWatch) Stop(ctx context.Context) error {
-	lw.mu.Lock()
-	if lw.stopped {
-		lw.mu.Unlock()
-		return nil
-	}
-	lw.stopped = true
-	close(lw.closed)
-	cancel, done := lw.cancel, lw.done
-	lw.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	lw := &leaseWatch{log: log, byExec: map[store.ExecutionID]map[*leaseWaiter]int64{}, byInstance: map[string]*leaseWaiter{}}
+	lw.subscription = newSubscription(log, "lease notices", subscribe, lw.wakeAll, lw.deliver)
+	return lw
 }
 
 // add registers a waiter for leases (one per execution) of a worker
@@ -212,7 +169,7 @@ func (s *service) WatchLeases(ctx context.Context, instance string, leases []wir
 		case <-w.ch:
 		case <-t.C:
 			return nil, nil
-		case <-s.watch.closed:
+		case <-s.watch.Closed():
 			return nil, nil
 		case <-ctx.Done():
 			return nil, mapError(ctx.Err())

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,3 +56,69 @@ func keepSubscribed(ctx context.Context, log *slog.Logger, what string, subscrib
 		delay = min(delay*2, noticeRetryMax)
 	}
 }
+
+// subscription keeps a pub/sub subscription up in the background between
+// Start and Stop (keepSubscribed), for a component that fans a channel's
+// messages out to requests waiting in this process (runNotices,
+// leaseWatch): it has the Start/Stop shape of the other background
+// components, and closes Closed at Stop so that the waiting requests
+// answer at once.
+type subscription struct {
+	log       *slog.Logger
+	what      string // leads its log messages ("run notices")
+	subscribe scheduler.SubscribeFunc
+	onReady   func()       // every (re)subscription: messages may have been lost
+	deliver   func(string) // each message
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	closed  chan struct{}
+	stopped bool
+}
+
+func newSubscription(log *slog.Logger, what string, subscribe scheduler.SubscribeFunc, onReady func(), deliver func(string)) *subscription {
+	return &subscription{log: log, what: what, subscribe: subscribe, onReady: onReady, deliver: deliver, closed: make(chan struct{})}
+}
+
+// Start subscribes in the background until Stop; safe to call twice.
+func (s *subscription) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil || s.stopped {
+		return nil
+	}
+	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		keepSubscribed(ctx, s.log, s.what, s.subscribe, s.onReady, s.deliver)
+	}()
+	return nil
+}
+
+// Stop closes Closed and ends the subscription; safe to call twice.
+func (s *subscription) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	close(s.closed)
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Closed is closed by Stop.
+func (s *subscription) Closed() <-chan struct{} { return s.closed }
