@@ -951,29 +951,33 @@ local function decide_walk(p, runkey, rd, rq, result_u, limit)
     else
       u = redis.call('LPOP', rq)
       if not u then break end
-      local c = read_replayed(p, u)
-      if not c then return 'purged' end
-      local _, okc, done, consumed = decide_counters(p, rd, u)
-      was = split(c).outcome
-      if was == 'success' and (consumed == 0 or okc >= c.join_need) then
-        status = 'k'
-        redis.call('HINCRBY', rd, '~kept', 1)
-        if u == result_u then redis.call('HSET', rd, '~result', '1') end
-      elseif c.deps_total - (done - okc) < c.join_need then
-        status = 's'
-        redis.call('HINCRBY', rd, '~stays', 1)
-        if was ~= 'skipped' then
-          redis.call('RPUSH', runkey .. ':rdskip', 's\t' .. u .. '\t0\t0')
-          redis.call('HSET', rd, '~changes', '1')
-        end
+      local queued, okc, done, consumed = decide_counters(p, rd, u)
+      local c = queued and read_replayed(p, u)
+      if queued and not c then return 'purged' end
+      if not queued then
+        out, pos = '', 1 -- queued twice (a record whose edges disagree): decided already
       else
-        status = 'a'
-        redis.call('HINCRBY', rd, '~reset', 1)
-        redis.call('LPUSH', list, (okc >= c.join_need and 'e' or 'p') .. '\t' .. u .. '\t' .. itoa(done) .. '\t' .. itoa(okc))
+        was = split(c).outcome
+        if was == 'success' and (consumed == 0 or okc >= c.join_need) then
+          status = 'k'
+          redis.call('HINCRBY', rd, '~kept', 1)
+          if u == result_u then redis.call('HSET', rd, '~result', '1') end
+        elseif c.deps_total - (done - okc) < c.join_need then
+          status = 's'
+          redis.call('HINCRBY', rd, '~stays', 1)
+          if was ~= 'skipped' then
+            redis.call('RPUSH', runkey .. ':rdskip', 's\t' .. u .. '\t0\t0')
+            redis.call('HSET', rd, '~changes', '1')
+          end
+        else
+          status = 'a'
+          redis.call('HINCRBY', rd, '~reset', 1)
+          redis.call('LPUSH', list, (okc >= c.join_need and 'e' or 'p') .. '\t' .. u .. '\t' .. itoa(done) .. '\t' .. itoa(okc))
+        end
+        redis.call('HSET', rd, u, 'x')
+        spent = spent + 1
+        out, pos = c.out, 1
       end
-      redis.call('HSET', rd, u, 'x')
-      spent = spent + 1
-      out, pos = c.out, 1
     end
     while true do
       local s, e, d, cond = string.find(out, '([^,:]+):(%a+)', pos)
@@ -1042,6 +1046,12 @@ local function decide_step(p, run, runkey, limit, now)
   end
   local v = redis.call('HMGET', rd, '~kept', '~stays', '~reset', '~changes', '~result')
   local kept, stays, reset = num(v[1]), num(v[2]), num(v[3])
+  if kept + stays + reset ~= num(r[2]) then
+    -- Members the walk never reached: records whose edges disagree (or
+    -- gone); nothing was changed, and nothing is.
+    decide_drop(p, run, runkey, true)
+    return k, false, {'wrong_state', 'purged'}
+  end
   if reset == 0 and v[4] ~= '1' then
     decide_drop(p, run, runkey, true)
     return k, false, {'wrong_state', r[1], 'nothing_to_replay'}

@@ -251,3 +251,32 @@ func TestReplayStepsBoundEveryCall(t *testing.T) {
 		t.Fatalf("run %s after the replay", got.State)
 	}
 }
+
+// A replay decided by steps whose walk cannot reach every member (a
+// record whose upstream count disagrees with its edges: it never becomes
+// ready) is refused as a purged run is, and changes nothing: it does not
+// leave the run running with members nothing will reset.
+func TestReplayDecidingOfInconsistentRecords(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.failedWideRun(ReplayStepMembers + 100)
+	var sink RunNode
+	for _, n := range e.run(r.ID).Nodes {
+		if n.Name == "sink" {
+			sink = n
+		}
+	}
+	p, uuid, _ := e.s.locate(sink.ExecutionID)
+	if err := e.c.Do(e.ctx, e.c.B().Hincrby().Key(e.s.k.core(p, uuid)).Field("deps_total").Increment(1).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	before := e.runRecord(r.ID)
+	_, err := e.s.ReplayRun(e.ctx, r.ID)
+	if err == nil || !strings.Contains(err.Error(), "purged") {
+		t.Fatalf("ReplayRun of a run whose records disagree = %v, want the purged refusal", err)
+	}
+	if diff := cmp.Diff(before, e.runRecord(r.ID)); diff != "" {
+		t.Fatalf("run record after the refused replay (-before +after):\n%s", diff)
+	}
+	e.wantNoSteppingLeft()
+}
