@@ -46,6 +46,16 @@ const SessionTTL = 12 * time.Hour
 // RefreshDefault is how often a page showing running work reloads itself.
 const RefreshDefault = 2 * time.Second
 
+// A page that reads many members per load (a large run's) reloads once
+// per Refresh for each RefreshMembers of them, at most every
+// RefreshSlowest: a 10,000-member run's page read every member every 2 s
+// (tens of MB of garbage and a read of every member record per reload,
+// per open tab).
+const (
+	RefreshMembers = 500
+	RefreshSlowest = 30 * time.Second
+)
+
 //go:embed templates/*.html static/*
 var files embed.FS
 
@@ -201,6 +211,7 @@ type view struct {
 	title    string
 	data     any
 	refresh  bool // the page shows running work: reload it
+	members  int  // the members a load reads (a run's): large pages reload less often
 	status   int  // 0 = 200
 	redirect string
 	auth     authState
@@ -316,7 +327,11 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, v
 	open := v.auth == authOpen || v.auth == authUnknown && d.open(r)
 	l := layout{Title: v.title, Nav: section(r.URL.Path), Data: v.data, SignedIn: d.cfg.Token != "" && open, Open: open}
 	if v.refresh && d.cfg.Refresh > 0 && r.URL.Query().Get("refresh") != "off" {
-		l.Refresh = max(1, int(d.cfg.Refresh.Round(time.Second)/time.Second))
+		every := d.cfg.Refresh
+		if n := (v.members + RefreshMembers - 1) / RefreshMembers; n > 1 {
+			every = max(d.cfg.Refresh, min(every*time.Duration(n), RefreshSlowest))
+		}
+		l.Refresh = max(1, int(every.Round(time.Second)/time.Second))
 		u := *r.URL
 		q := u.Query()
 		q.Del("done")

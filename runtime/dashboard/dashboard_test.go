@@ -712,7 +712,9 @@ func TestConsoleLargeRun(t *testing.T) {
 	b := newBrowser(t, env)
 	id, _ := startRun(t, b, "wide", url.Values{})
 	p := b.get("/ui/runs/" + id)
-	p.want(t, http.StatusOK, "0 of 2001 done", "1 more members are not listed")
+	p.want(t, http.StatusOK, "0 of 2001 done", "1 more members are not listed",
+		// 2 s for each 500 members a reload reads: 10 s, not the 2 s of a small run.
+		`<meta http-equiv="refresh" content="10; url=/ui/runs/`+id+`">`)
 	if strings.Contains(p.body, `class="graph"`) {
 		t.Fatal("a 2,001-member run is drawn")
 	}
