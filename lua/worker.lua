@@ -237,6 +237,44 @@ local function grant(p, g, u, v, lane, now, now_s, extra)
   grant_entry(p, g, u, v, lane, attempt, atype, lease_id, epoch, expires, attempt_deadline)
 end
 
+-- remember_claim records the grants of a claim call for its worker
+-- instance, for as long as their leases (B:claimed:<instance>: "<lease id
+-- prefix>\t<uuid>,<uuid>…", the last call on the partition that granted
+-- anything; a claim request grants on a partition in one call): when the
+-- answer is lost on its way (a connection reset after the server wrote
+-- it), the instance's next claim, a resume, has them delivered again
+-- (ff_claim_lost) instead of their waiting for their leases to run out
+-- and being charged as reclaims. One SET per call that granted.
+local function remember_claim(p, g)
+  local n = #g.list
+  if n == 0 then return end
+  local us = g.list[1][1]
+  for i = 2, n do us = us .. ',' .. g.list[i][1] end
+  redis.call('SET', p.base .. ':claimed:' .. g.instance, g.prefix .. '\t' .. us, 'PX', itoa(g.ttl))
+end
+
+-- regrant appends to grant context g the grant of execution u again when
+-- it still runs under the lease a call with lease id prefix prefix gave
+-- the worker instance of g (its attempt was started by that instance
+-- under its current lease, not expired): the grant of a call whose answer
+-- was lost. Nothing is written; it reports whether it appended.
+local function regrant(p, g, u, prefix, now)
+  local key = p.xp .. u
+  local v = redis.call('HMGET', key, unpack(CLAIM_FIELDS))
+  if not v[1] or not is(v[1], 'active') then return false end
+  local lv = redis.call('HMGET', key, 'lease_id', 'lease_expires_at', 'attempt_deadline_at', 'lane',
+    'att:' .. (v[5] or ''))
+  -- The attempt's record: type, worker, instance, lease id, epoch, start.
+  local atype, _, instance, lease_id =
+    string.match(lv[5] or '', '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)$')
+  if instance ~= g.instance or lease_id ~= lv[1] or string.sub(lease_id, 1, #prefix) ~= prefix
+      or num(lv[2]) <= now then
+    return false
+  end
+  grant_entry(p, g, u, v, lv[4] or '', num(v[5]), atype, lv[1], num(v[6]), num(lv[2]), num(lv[3] or ''))
+  return true
+end
+
 -- ff_claim: grant up to max eligible executions of some lanes.
 -- KEYS[1]  partition anchor
 -- KEYS[2]  <prefix>ff:{fp:N}:leases
@@ -465,6 +503,7 @@ local function ff_claim(keys, argv)
   end
   local seen = 0
   if #grants >= max then
+    remember_claim(p, g)
     flush(p)
     return ok(grants, needs)
   end
@@ -495,8 +534,42 @@ local function ff_claim(keys, argv)
     end
     from = from + CLAIM_CHUNK
   end
+  remember_claim(p, g)
   flush(p)
   return ok(grants, needs)
+end
+
+-- ff_claim_lost: the grants that the claim call ff_claim remembers for a
+-- worker instance (remember_claim) made and that it still holds under
+-- the leases of that call, delivered again: the instance asks when the
+-- answer to its last claim was lost on its way (a claim marked resume).
+-- A grant the worker did receive may come again too: the worker knows its
+-- leases and drops those. Nothing is written.
+-- KEYS[1]  partition anchor
+-- ARGV[1]  worker instance id
+-- ARGV[2]  max grants
+-- Reply: {1, grants} (as ff_claim's) | {0, 'invalid', 'claim', message}
+local function ff_claim_lost(keys, argv)
+  local max = tonumber(argv[2])
+  if not max or max ~= math.floor(max) or max < 1 or not argv[1] or argv[1] == '' then
+    return refuse('invalid', 'claim', 'an instance and a whole max are required')
+  end
+  local p = part(keys[1])
+  local g = grant_ctx('', argv[1], 0, '')
+  local now = now_ms()
+  local seen = {}
+  local rec = redis.call('GET', p.base .. ':claimed:' .. argv[1])
+  local prefix, list = string.match(rec or '', '^([^\t]*)\t(.*)$')
+  if prefix then
+    for u in string.gmatch(list, '[^,]+') do
+      if #g.list >= max then break end
+      if not seen[u] then
+        seen[u] = true
+        regrant(p, g, u, prefix .. '-', now)
+      end
+    end
+  end
+  return ok(g.list)
 end
 
 -- ff_renew: extend many leases of one partition.
@@ -634,20 +707,7 @@ local function redeliver(p, h, c, now)
   h.again = h.again or {}
   for _, d in each_edge, c.out, 1 do
     if #g.list >= h.max then return end
-    local key = p.xp .. d
-    local v = redis.call('HMGET', key, unpack(CLAIM_FIELDS))
-    if v[1] and is(v[1], 'active') and not h.again[d] then
-      local lv = redis.call('HMGET', key, 'lease_id', 'lease_expires_at', 'attempt_deadline_at', 'lane',
-        'att:' .. (v[5] or ''))
-      -- The attempt's record: type, worker, instance, lease id, epoch, start.
-      local atype, _, instance, lease_id =
-        string.match(lv[5] or '', '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)$')
-      if instance == g.instance and lease_id == lv[1] and string.sub(lease_id, 1, #prefix) == prefix
-          and num(lv[2]) > now then
-        h.again[d] = true
-        grant_entry(p, g, d, v, lv[4] or '', num(v[5]), atype, lv[1], num(v[6]), num(lv[2]), num(lv[3] or ''))
-      end
-    end
+    if not h.again[d] and regrant(p, g, d, prefix, now) then h.again[d] = true end
   end
 end
 
@@ -784,6 +844,7 @@ local function ff_finish(keys, argv)
 end
 
 register('ff_claim', ff_claim)
+register('ff_claim_lost', ff_claim_lost, {'no-writes'})
 register('ff_renew', ff_renew)
 register('ff_finish', ff_finish)
 register('ff_lease_check', ff_lease_check, {'no-writes'})

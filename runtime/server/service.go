@@ -204,13 +204,35 @@ func mutate(id string, f func(store.ExecutionID) (*store.Execution, error)) (*wi
 
 func (s *service) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task, error) {
 	s.onClaim(ctx, req)
+	who := store.WorkerIdentity{
+		WorkerID:     req.WorkerID,
+		InstanceID:   req.InstanceID,
+		Namespace:    req.Namespace,
+		Capabilities: req.Capabilities,
+	}
+	if req.Resume {
+		// The answer to the instance's last claim was lost: what it was
+		// granted comes first (no new work in this answer when some did).
+		var lost []store.Grant
+		want := max(req.Max, 1)
+		for p := range s.st.FlowPartitions() {
+			g, err := s.st.ClaimLost(ctx, p, who, want-len(lost))
+			if err != nil {
+				return nil, mapError(err)
+			}
+			if lost = append(lost, g...); len(lost) >= want {
+				break
+			}
+		}
+		if s.undelivered(ctx, lost) {
+			return nil, mapError(ctx.Err())
+		}
+		if len(lost) > 0 {
+			return toTasks(lost), nil
+		}
+	}
 	grants, err := s.sched.Claim(ctx, scheduler.Request{
-		Worker: store.WorkerIdentity{
-			WorkerID:     req.WorkerID,
-			InstanceID:   req.InstanceID,
-			Namespace:    req.Namespace,
-			Capabilities: req.Capabilities,
-		},
+		Worker:   who,
 		Lanes:    req.Lanes,
 		Max:      req.Max,
 		LeaseTTL: time.Duration(req.LeaseMs) * time.Millisecond,

@@ -120,6 +120,34 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 	return parseGrants(p, req.Worker.Namespace, gv, "ff_claim")
 }
 
+// ClaimLost returns, on partition, the grants that the last claims of
+// worker w's instance made and that it still holds under their leases:
+// for a claim whose answer was lost on its way, they are delivered again
+// instead of waiting for their leases to run out (and being charged as
+// reclaims). A grant the worker did receive may be among them: it drops
+// the leases it holds. Read-only.
+func (s *Store) ClaimLost(ctx context.Context, partition int, w WorkerIdentity, max int) ([]Grant, error) {
+	if partition < 0 || partition >= s.cfg.FlowPartitions {
+		return nil, invalid("partition", "%d is outside 0..%d", partition, s.cfg.FlowPartitions-1)
+	}
+	if w.InstanceID == "" || max < 1 || max > MaxClaim {
+		return nil, invalid("claim", "an instance id and a max in 1..%d are required", MaxClaim)
+	}
+	items, err := s.single(ctx, call{fn: "ff_claim_lost", partition: partition, keys: []string{s.k.anchor(partition)},
+		args: []string{w.InstanceID, strconv.Itoa(max)}}, "", "claim")
+	if err != nil {
+		return nil, err
+	}
+	if len(items) != 1 {
+		return nil, fmt.Errorf("store: ff_claim_lost: malformed reply of %d items", len(items))
+	}
+	gv, err := items[0].ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("store: ff_claim_lost: malformed grants: %w", err)
+	}
+	return parseGrants(partition, w.Namespace, gv, "ff_claim_lost")
+}
+
 // grantFields is the length of a grant of ff_claim and ff_finish
 // (grant_entry in lua/worker.lua); one that omits upstream results has one
 // more field, the omitted upstreams.

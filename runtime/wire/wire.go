@@ -197,6 +197,12 @@ type ClaimRequest struct {
 	Max     int      `json:"max,omitempty"`     // default 1, at most ClaimMaxLimit
 	WaitMs  int64    `json:"wait_ms,omitempty"` // 0 = do not wait; at most ClaimWaitMaxMs
 	LeaseMs int64    `json:"lease_ms,omitempty"`
+	// Resume says the answer to this instance's last claim was lost (the
+	// request failed in transport): the grants its last claims made that
+	// it still holds under their leases are answered first, up to Max,
+	// instead of waiting for their leases to run out. Some may be ones the
+	// worker did receive: it drops the leases it holds already.
+	Resume bool `json:"resume,omitempty"`
 }
 
 // Limits of ClaimRequest and the batched lease calls.

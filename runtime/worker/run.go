@@ -461,6 +461,10 @@ func (w *Worker) Run(ctx context.Context) error {
 // reason).
 func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) error {
 	delay := retryDelayMin
+	// resume: the last claim failed in transport, or with a server error,
+	// so its answer may have been lost after the server granted: the next
+	// claim asks for what this instance still holds first.
+	resume := false
 	for {
 		// Wait for one free slot, then take every other free one.
 		select {
@@ -482,6 +486,7 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) err
 			Max:          free,
 			WaitMs:       w.cfg.ClaimWait.Milliseconds(),
 			LeaseMs:      w.cfg.LeaseTTL.Milliseconds(),
+			Resume:       resume,
 		})
 		cancel()
 		for range free - len(tasks) {
@@ -501,6 +506,8 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) err
 			}
 			if ae != nil && ae.Status < 500 {
 				level = slog.LevelError // configuration: a wrong token, lane or capability
+			} else {
+				resume = true
 			}
 			w.log.Log(ctx, level, "claim failed; retrying", slog.Any(attrError, err), slog.Duration("delay", delay))
 			select {
@@ -511,7 +518,7 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) err
 			delay = min(delay*2, retryDelayMax)
 			continue
 		}
-		delay = retryDelayMin
+		delay, resume = retryDelayMin, false
 		for _, t := range tasks {
 			w.start(handlerBase, t)
 		}
