@@ -233,6 +233,12 @@ type Worker struct {
 	handlers map[string]Handler
 	running  bool
 	active   map[string]*running // by execution id
+	// finished holds the leases this worker ran to the end and forgot
+	// lately, until they would have expired: a grant of one of them is
+	// the server delivering again an answer it thinks lost (a claim's
+	// resume, a hand-off's repeat) that crossed this worker's report of
+	// it, and is dropped rather than run a second time.
+	finished map[wire.Lease]time.Time
 
 	slots    chan struct{}  // one token per free handler slot
 	reports  chan report    // finished attempts waiting to be reported
@@ -325,6 +331,7 @@ func New(cfg Config) (*Worker, error) {
 		instance: cfg.Name + "-" + hex.EncodeToString(b[:]),
 		handlers: map[string]Handler{},
 		active:   map[string]*running{},
+		finished: map[wire.Lease]time.Time{},
 	}, nil
 }
 
@@ -565,6 +572,13 @@ func (w *Worker) takeSlots(ctx context.Context, n int) int {
 // taken.
 func (w *Worker) start(base context.Context, t wire.Task) {
 	w.mu.Lock()
+	if until, ok := w.finished[wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch}]; ok && time.Now().Before(until) {
+		w.mu.Unlock()
+		// A lease this worker ran to the end, granted again: the server's
+		// repeat of an answer it thought lost crossed this worker's report.
+		w.slots <- struct{}{}
+		return
+	}
 	if cur := w.active[t.ExecutionID]; cur != nil && cur.lease.LeaseID == t.LeaseID && cur.lease.Epoch == t.Epoch {
 		w.mu.Unlock()
 		// The lease this worker already runs the execution under, granted
@@ -1294,9 +1308,18 @@ func (w *Worker) release(t *wire.Task) {
 }
 
 func (w *Worker) forget(r *running) {
+	now := time.Now()
 	w.mu.Lock()
 	if w.active[r.lease.ExecutionID] == r {
 		delete(w.active, r.lease.ExecutionID)
+		if len(w.finished) >= 4*w.cfg.Concurrency {
+			for l, until := range w.finished {
+				if now.After(until) {
+					delete(w.finished, l)
+				}
+			}
+		}
+		w.finished[r.lease] = now.Add(w.cfg.LeaseTTL)
 	}
 	w.mu.Unlock()
 }

@@ -1,0 +1,284 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
+	"github.com/flowfabric/ff/runtime/worker"
+)
+
+// flap restarts env's ffrun times times on its address: up for up, then
+// stopped gracefully (a rolling deploy) and away for down. It returns
+// once the last process serves; that one stops when t ends.
+func flap(env *servertest.Env, times int, up, down time.Duration) (stopLast func(), err error) {
+	stop := func() {}
+	stopCurrent := func() error { return env.Stop() }
+	for range times {
+		time.Sleep(up)
+		if err := stopCurrent(); err != nil {
+			return stop, err
+		}
+		stop()
+		time.Sleep(down)
+		srv, err := server.Open(context.Background(), env.Config)
+		if err != nil {
+			return stop, err
+		}
+		ln, err := net.Listen("tcp", strings.TrimPrefix(env.URL, "http://"))
+		if err != nil {
+			srv.Close()
+			return stop, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ctx, ln) }()
+		var once sync.Once
+		var serveErr error
+		stopCurrent = func() error {
+			once.Do(func() { cancel(); serveErr = <-served })
+			return serveErr
+		}
+		stop = func() { _ = stopCurrent() }
+	}
+	return stop, nil
+}
+
+// TestWorkerUnderFlappingServer: ffrun restarts every few hundred
+// milliseconds while a worker runs tasks. No task runs twice (nor twice
+// at once), every outcome is recorded once under the first lease, no
+// report is lost (OnReported nil for each), Run drains and returns nil,
+// and the worker leaves no goroutine. (A claim that failed in a restart
+// resumes, and the server delivers again the grants of the instance's
+// last claim that it still holds: one whose report was answered while the
+// resume was on its way is among them, and the worker must not run it
+// again.)
+func TestWorkerUnderFlappingServer(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	var mu sync.Mutex
+	reports := map[string][]error{}
+	w := newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency = 4
+		c.LeaseTTL = 3 * time.Second
+		c.ClaimWait = time.Second
+		c.OnReported = func(id string, err error) {
+			mu.Lock()
+			reports[id] = append(reports[id], err)
+			mu.Unlock()
+		}
+	})
+	runs, inHandler := map[string]int{}, map[string]int{}
+	var twice []string
+	if err := w.Handle("job", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		mu.Lock()
+		runs[task.ID()]++
+		if inHandler[task.ID()]++; inHandler[task.ID()] > 1 {
+			twice = append(twice, task.ID())
+		}
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			inHandler[task.ID()]--
+			mu.Unlock()
+		}()
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(150 * time.Millisecond):
+		}
+		return json.RawMessage(`"done"`), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 60 {
+		ids = append(ids, create(t, env, wire.CreateExecution{Kind: "job"}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := runLabelled(ctx, w, "flapping")
+	stopLast, err := flap(env, 5, 400*time.Millisecond, 200*time.Millisecond)
+	t.Cleanup(stopLast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		r := waitResult(t, env, id)
+		if r.State != "completed" {
+			t.Errorf("%s: %+v", id, r)
+		}
+	}
+	cancel()
+	if err := runReturned(t, done); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	settled(t, "", "flapping", 3*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(twice) > 0 {
+		t.Errorf("handlers ran twice at once for %v", twice)
+	}
+	for _, id := range ids {
+		ex, err := env.Client.GetExecution(ctxT(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hist []string
+		for _, a := range ex.Attempts {
+			hist = append(hist, a.Type+"/"+a.Outcome)
+		}
+		if runs[id] != 1 || ex.Attempt != 1 || len(reports[id]) != 1 || reports[id][0] != nil {
+			t.Errorf("%s: %d handler runs, attempts %v, OnReported %v; want one run, one attempt, one nil report",
+				id, runs[id], hist, reports[id])
+		}
+	}
+}
+
+// cutting is a listener whose open connections can all be reset at once
+// (a load balancer or NAT dropping its flows; ffrun itself keeps
+// running).
+type cutting struct {
+	net.Listener
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+}
+
+func (l *cutting) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.conns[c] = true
+	l.mu.Unlock()
+	return c, nil
+}
+
+// cut resets every connection open now.
+func (l *cutting) cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		_ = c.Close()
+	}
+	clear(l.conns)
+}
+
+// TestWorkerUnderResettingNetwork: every connection between the
+// worker and ffrun is reset every 70 ms, whatever is on it: requests
+// and answers are lost at any point. No handler runs twice (nor twice at
+// once), every task completes, every report is recorded (OnReported nil:
+// a report whose answer was lost is sent again and answered as the
+// first), Run drains and returns nil and leaves no goroutine.
+func TestWorkerUnderResettingNetwork(t *testing.T) {
+	t.Parallel()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &cutting{Listener: inner, conns: map[net.Conn]bool{}}
+	env := servertest.StartOn(t, ln)
+	var mu sync.Mutex
+	reports := map[string][]error{}
+	w := newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency = 4
+		c.LeaseTTL = 2 * time.Second
+		c.ClaimWait = time.Second
+		c.OnReported = func(id string, err error) {
+			mu.Lock()
+			reports[id] = append(reports[id], err)
+			mu.Unlock()
+		}
+	})
+	runs, inHandler := map[string]int{}, map[string]int{}
+	var twice []string
+	if err := w.Handle("job", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		mu.Lock()
+		runs[task.ID()]++
+		if inHandler[task.ID()]++; inHandler[task.ID()] > 1 {
+			twice = append(twice, task.ID())
+		}
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			inHandler[task.ID()]--
+			mu.Unlock()
+		}()
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(40 * time.Millisecond):
+		}
+		return json.RawMessage(`"done"`), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 60 {
+		ids = append(ids, create(t, env, wire.CreateExecution{Kind: "job"}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := runLabelled(ctx, w, "resetting")
+	cutting := make(chan struct{})
+	go func() {
+		defer close(cutting)
+		tick := time.NewTicker(70 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				ln.cut()
+			}
+		}
+	}()
+	results := make(map[string]*wire.Execution, len(ids))
+	for _, id := range ids {
+		for {
+			ex, err := env.Client.GetExecution(ctxT(t), id)
+			if err == nil && (ex.State == "completed" || ex.State == "failed") {
+				results[id] = ex
+				break
+			}
+			if ctxT(t).Err() != nil {
+				t.Fatalf("%s did not end: %+v, %v", id, ex, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	cancel()
+	<-cutting
+	if err := runReturned(t, done); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	settled(t, "", "resetting", 3*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(twice) > 0 {
+		t.Errorf("handlers ran twice at once for %v", twice)
+	}
+	for _, id := range ids {
+		ex := results[id]
+		var hist []string
+		for _, a := range ex.Attempts {
+			hist = append(hist, a.Type+"/"+a.Outcome)
+		}
+		if ex.State != "completed" || runs[id] != 1 || len(reports[id]) != 1 || reports[id][0] != nil {
+			t.Errorf("%s: %s after %d handler runs, attempts %v, OnReported %v; want completed, one run, one nil report",
+				id, ex.State, runs[id], hist, reports[id])
+		}
+	}
+}
