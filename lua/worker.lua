@@ -711,13 +711,31 @@ local function redeliver(p, h, c, now)
   end
 end
 
--- failed_with reports whether the last attempt of c ended failed with
--- message (as attempt_end recorded it).
-local function failed_with(c, message)
-  local e = redis.call('HGET', c.key, 'att:' .. c.attempt_count .. ':end')
-  if not e then return false end
-  local _, outcome, msg = string.match(e, '^([^\t]*)\t([^\t]*)\t(.*)$')
-  return outcome == 'failed' and msg == clip(message)
+-- failed_with reports whether the attempt of c that ran under lease id
+-- lease_id and epoch epoch ended failed with message (as attempt_end
+-- recorded it): a failure sent again after its answer was lost, whether
+-- that attempt is still the last one or a retry has started since. It
+-- looks back from the last attempt while their epochs are not below
+-- epoch (each attempt takes a greater epoch than the one before), so a
+-- repeat costs a read or two; the record keeps ATTEMPTS_KEPT attempts.
+local function failed_with(c, lease_id, epoch, message)
+  local want = tonumber(epoch)
+  if not want then return false end
+  local n = num(c.attempt_count)
+  for a = n, math.max(1, n - ATTEMPTS_KEPT + 1), -1 do
+    local f = 'att:' .. itoa(a)
+    local v = redis.call('HMGET', c.key, f, f .. ':end')
+    -- The attempt's record: type, worker, instance, lease id, epoch, start.
+    local _, _, _, lid, ep = string.match(v[1] or '', '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t')
+    local e = tonumber(ep)
+    if not e or e < want then return false end
+    if ep == epoch then
+      if lid ~= lease_id or not v[2] then return false end
+      local _, outcome, msg = string.match(v[2], '^([^\t]*)\t([^\t]*)\t(.*)$')
+      return outcome == 'failed' and msg == clip(message)
+    end
+  end
+  return false
 end
 
 -- ff_finish: end many attempts of one partition, each a success or a
@@ -751,9 +769,10 @@ end
 --        again after its answer was lost); with a hand-off, the grants the
 --        lost answer held for this worker instance are sent again (see
 --        redeliver). A 'retry' or 'fail' item repeating the failure that
---        ended the same lease's attempt, with the same message, is
---        answered as the first was ({1, public_state, retry_at}) and
---        changes nothing.
+--        ended the attempt of the same lease (the last attempt, or an
+--        earlier one when the retry it scheduled was claimed since), with
+--        the same message, is answered {1, public_state, retry_at} with
+--        the execution's state now and changes nothing.
 --        {0, 'invalid', 'handoff' | 'items', message}: a malformed head or
 --        an incomplete group (nothing written)
 local function ff_finish(keys, argv)
@@ -796,11 +815,13 @@ local function ff_finish(keys, argv)
         -- Another output is no repeat: refused below.
         items[#items + 1] = ok('completed', 0)
         if h then redeliver(p, h, c, now) end
-      elseif why == 'not_active' and argv[i + 3] ~= 'ok' and c.lease_id == argv[i + 1] and c.lease_epoch == argv[i + 2]
-          and failed_with(c, argv[i + 4]) then
-        -- The failure that ended this very attempt, sent again with the
-        -- same message (its answer was lost): recorded once, answered
-        -- alike (the retry's due time, if it waits for one).
+      elseif why and argv[i + 3] ~= 'ok' and (why == 'not_active' or why == 'lease_mismatch')
+          and failed_with(c, argv[i + 1], argv[i + 2], argv[i + 4]) then
+        -- The failure that ended the attempt of this lease, sent again
+        -- with the same message (its answer was lost), also once the
+        -- retry it scheduled was claimed or has ended: recorded once,
+        -- answered with the execution's state now (the retry's due time,
+        -- if it still waits for one).
         local public = public_of(c.state)
         local due = 0
         if public == 'delayed' then due = num(redis.call('HGET', c.key, 'eligible_at')) end

@@ -25,6 +25,7 @@ import (
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/internal/goname"
+	"github.com/flowfabric/ff/runtime/wire"
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
@@ -156,7 +157,9 @@ func (m Method) handler(flow, exec string, fn reflect.Value) worker.Handler {
 		if !m.Out {
 			return nil, nil
 		}
-		raw, err := json.Marshal(res[0].Interface())
+		// Without HTML escaping (wire.Marshal): an output holding HTML
+		// keeps its size, which the output limit measures.
+		raw, err := wire.Marshal(res[0].Interface())
 		if err != nil {
 			// The same value would fail again: no retry can fix it.
 			return nil, worker.Permanent(fmt.Errorf("flow %s: exec %s: encode output: %w", flow, exec, err))

@@ -125,8 +125,9 @@ func New(cfg Config) *Limiter {
 // before their failures are counted), else at the address's next turn,
 // which the request waits for. A request whose turn is more than MaxWait
 // off is Refused at once, its credentials not compared, with retry the
-// time until that turn. err is ctx's when ctx ends during the wait:
-// nothing was compared.
+// time until that turn or until the address's window ends (it is free
+// again then), whichever comes first. err is ctx's when ctx ends during
+// the wait: nothing was compared.
 func (l *Limiter) Check(ctx context.Context, addr string, want Token, got string) (v Verdict, retry time.Duration, err error) {
 	if l == nil {
 		return verdict(want.Matches(got)), 0, nil
@@ -150,7 +151,9 @@ func (l *Limiter) Check(ctx context.Context, addr string, want Token, got string
 	wait := at.Sub(now)
 	if wait > l.cfg.MaxWait {
 		l.mu.Unlock()
-		return Refused, wait, nil
+		// The address is free again when its window ends, if that comes
+		// before the turn.
+		return Refused, min(wait, e.start.Add(l.cfg.Window).Sub(now)), nil
 	}
 	e.next = at.Add(l.cfg.Interval)
 	l.mu.Unlock()

@@ -80,6 +80,21 @@ func TestCheckPacesLimitedAddresses(t *testing.T) {
 	}
 }
 
+// TestCheckRetryAtTheWindowsEnd: a refused request is told to try again
+// when the address is free again, at the end of its window, when that
+// comes before its turn (a client that waited for the turn, an Interval
+// of an hour, would wait long after the limit was lifted).
+func TestCheckRetryAtTheWindowsEnd(t *testing.T) {
+	l, c, slept := newTest(Config{Free: 1, Window: 10 * time.Second, Interval: time.Hour, MaxWait: time.Millisecond})
+	const right = "the-right-token-0123"
+	check(t, l, slept, "the free failure", "a", "guess", Rejected, 0, -1)
+	check(t, l, slept, "a failure at its turn", "a", "guess", Rejected, 0, 0)
+	c.t = c.t.Add(4 * time.Second)
+	check(t, l, slept, "the right token an hour off", "a", right, Refused, 6*time.Second, -1)
+	c.t = c.t.Add(6 * time.Second)
+	check(t, l, slept, "the right token after the window", "a", right, Admitted, 0, -1)
+}
+
 // TestCheckRightTokensLeaveNoTrace: the right credentials of an address
 // that never failed are not remembered (they cannot crowd the guessers out
 // of the bounded table).

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,6 +138,35 @@ func defaultHTTPClient(tlsConfig *tls.Config) *http.Client {
 	}}
 }
 
+// longPollMargin is what a long-poll leaves of an http.Client's Timeout,
+// at most half of it, for sending the request and reading the answer.
+const longPollMargin = 5 * time.Second
+
+// longPollMax is the longest a request may ask the server to wait (a
+// claim's or a lease watch's wait_ms, a run result's) and still be
+// answered within the http.Client's Timeout, so that the client does not
+// cut a healthy long-poll short; 0 when the http.Client has no Timeout.
+func (c *Client) longPollMax() time.Duration {
+	t := c.hc.Timeout
+	return max(t-min(t/2, longPollMargin), 0)
+}
+
+// boundWait returns d, a wait asked of the server, bounded by longPollMax.
+func (c *Client) boundWait(d time.Duration) time.Duration {
+	if m := c.longPollMax(); m > 0 {
+		return min(d, m)
+	}
+	return d
+}
+
+// boundWaitMs is boundWait for a wait in milliseconds.
+func (c *Client) boundWaitMs(ms int64) int64 {
+	if m := c.longPollMax(); m > 0 {
+		return min(ms, m.Milliseconds())
+	}
+	return ms
+}
+
 // CloseIdleConnections closes the connections the client keeps open but
 // is not using. A server shutting down waits for connections that never
 // carried a request (a pool may hold one it dialled but did not need) for
@@ -194,6 +224,10 @@ type APIError struct {
 	Code    string         // stable error code (wire.Code…)
 	Message string         // human-readable message
 	Details map[string]any // optional structured details
+	// RetryAfter is when the server said to try again (429 rate_limited,
+	// 503 while ffrun starts): details.retry_after_ms when the answer has
+	// it, else its Retry-After header; 0 when it said nothing.
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -228,7 +262,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if b, ok := in.(encodedBody); ok {
 		body = bytes.NewReader(b)
 	} else if in != nil {
-		b, err := json.Marshal(in)
+		// Without HTML escaping: an input of HTML is sent, and measured
+		// against its limit, as it is (wire.Marshal).
+		b, err := wire.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("client: encode %s %s: %w", method, path, err)
 		}
@@ -255,7 +291,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("client: %s %s: read body: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return decodeError(resp.StatusCode, data)
+		return decodeError(resp.StatusCode, resp.Header, data)
 	}
 	if out != nil && len(data) > 0 {
 		if err := decodeAnswer(data, out); err != nil {
@@ -277,7 +313,7 @@ func decodeAnswer(data []byte, out any) error {
 	return json.Unmarshal(data, out)
 }
 
-func decodeError(status int, data []byte) error {
+func decodeError(status int, h http.Header, data []byte) error {
 	var env wire.ErrorEnvelope
 	if err := json.Unmarshal(data, &env); err != nil || env.Error.Code == "" {
 		msg := strings.TrimSpace(string(data))
@@ -287,9 +323,39 @@ func decodeError(status int, data []byte) error {
 		if msg == "" {
 			msg = http.StatusText(status)
 		}
-		return &APIError{Status: status, Code: "http_" + fmt.Sprint(status), Message: msg}
+		return &APIError{Status: status, Code: "http_" + fmt.Sprint(status), Message: msg, RetryAfter: retryAfter(h, nil)}
 	}
-	return &APIError{Status: status, Code: env.Error.Code, Message: env.Error.Message, Details: env.Error.Details}
+	return &APIError{Status: status, Code: env.Error.Code, Message: env.Error.Message, Details: env.Error.Details,
+		RetryAfter: retryAfter(h, env.Error.Details)}
+}
+
+// retryAfterMax bounds APIError.RetryAfter: a proxy's header asking for
+// days is not waited for.
+const retryAfterMax = time.Hour
+
+// retryAfter returns when an error answer said to try again: its details'
+// retry_after_ms (milliseconds, what ffrun sends with a 429), else its
+// Retry-After header (seconds, or an HTTP date); 0 when neither says.
+func retryAfter(h http.Header, details map[string]any) time.Duration {
+	ms := -1.0
+	switch v := details["retry_after_ms"].(type) {
+	case float64:
+		ms = v
+	case json.Number:
+		if f, err := v.Float64(); err == nil {
+			ms = f
+		}
+	}
+	if ms < 0 {
+		v := strings.TrimSpace(h.Get("Retry-After"))
+		if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+			ms = float64(secs) * 1000
+		} else if at, err := http.ParseTime(v); err == nil {
+			ms = float64(time.Until(at).Milliseconds())
+		}
+	}
+	// Bounded before the conversion, which a huge value would overflow.
+	return time.Duration(min(max(ms, 0), float64(retryAfterMax.Milliseconds())) * float64(time.Millisecond))
 }
 
 // Health calls /healthz: nil when the process is up.
@@ -464,8 +530,12 @@ func (c *Client) WaitResult(ctx context.Context, id string, interval time.Durati
 	}
 }
 
-// Claim long-polls for up to req.Max tasks.
+// Claim long-polls for up to req.Max tasks. With an http.Client whose
+// Timeout is set (WithHTTPClient), req.WaitMs is bounded so that the
+// answer comes within it: the Timeout less 5 s, or half of it when shorter
+// than 10 s.
 func (c *Client) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task, error) {
+	req.WaitMs = c.boundWaitMs(req.WaitMs)
 	var out wire.ClaimResponse
 	if err := c.do(ctx, http.MethodPost, "/v1/worker/claim", nil, req, &out); err != nil {
 		return nil, err
@@ -487,9 +557,11 @@ func (c *Client) Renew(ctx context.Context, req wire.RenewRequest) ([]wire.Lease
 // lease's expiry, the execution's deadline), and returns those, each with
 // the error a renew would give (code wire.CodeCancelled for a cancel,
 // wire.CodeStaleLease or wire.CodeNotFound otherwise); none when
-// req.WaitMs passed first. A server older than the route answers 404
-// (unknown_route) or 405.
+// req.WaitMs passed first (bounded by the http.Client's Timeout as
+// Claim's is). A server older than the route answers 404 (unknown_route)
+// or 405.
 func (c *Client) WatchLeases(ctx context.Context, req wire.WatchRequest) ([]wire.LeaseResult, error) {
+	req.WaitMs = c.boundWaitMs(req.WaitMs)
 	var out wire.LeaseResults
 	if err := c.do(ctx, http.MethodPost, "/v1/worker/watch", nil, req, &out); err != nil {
 		return nil, err

@@ -30,13 +30,13 @@ func (c *Client) StageFlow(ctx context.Context, flow *plan.Flow, input any, opts
 		return nil, errors.New("client: stage flow: nil plan")
 	}
 	o := stageOptions(opts)
-	raw, err := json.Marshal(input)
+	raw, err := wire.Marshal(input)
 	if err != nil {
 		return nil, fmt.Errorf("client: stage flow %q: encode input: %w", flow.Name, err)
 	}
 	req := wire.StageFlow{Plan: flow, Input: raw, Namespace: o.Namespace, IdempotencyKey: o.IdempotencyKey}
 	var out wire.FlowRun
-	if err := c.do(ctx, http.MethodPost, "/v1/flows", o.query(), req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/flows", o.query(c), req, &out); err != nil {
 		return nil, c.flowsError("stage flow "+flow.Name, err)
 	}
 	return c.newRun(&out, flow.Name), nil
@@ -56,7 +56,7 @@ func (c *Client) StageFlowJSON(ctx context.Context, planJSON []byte, input any, 
 	}
 	name := planName(planJSON)
 	o := stageOptions(opts)
-	raw, err := json.Marshal(input)
+	raw, err := wire.Marshal(input)
 	if err != nil {
 		return nil, fmt.Errorf("client: stage flow %q: encode input: %w", name, err)
 	}
@@ -77,7 +77,7 @@ func (c *Client) StageFlowJSON(ctx context.Context, planJSON []byte, input any, 
 	}
 	b = append(b, '}')
 	var out wire.FlowRun
-	if err := c.do(ctx, http.MethodPost, "/v1/flows", o.query(), encodedBody(b), &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/flows", o.query(c), encodedBody(b), &out); err != nil {
 		return nil, c.flowsError("stage flow "+name, err)
 	}
 	return c.newRun(&out, name), nil
@@ -106,13 +106,13 @@ func planName(planJSON []byte) string {
 // started with, `ffrun --flows DIR`) named name.
 func (c *Client) StageTemplate(ctx context.Context, name string, input any, opts ...StageOption) (*Run, error) {
 	o := stageOptions(opts)
-	raw, err := json.Marshal(input)
+	raw, err := wire.Marshal(input)
 	if err != nil {
 		return nil, fmt.Errorf("client: stage template %q: encode input: %w", name, err)
 	}
 	req := wire.StageTemplate{Input: raw, Namespace: o.Namespace, IdempotencyKey: o.IdempotencyKey}
 	var out wire.FlowRun
-	if err := c.do(ctx, http.MethodPost, "/v1/templates/"+url.PathEscape(name)+"/runs", o.query(), req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/templates/"+url.PathEscape(name)+"/runs", o.query(c), req, &out); err != nil {
 		return nil, c.flowsError("stage template "+name, err)
 	}
 	return c.newRun(&out, name), nil
@@ -126,12 +126,13 @@ func stageOptions(opts []StageOption) StageOptions {
 	return o
 }
 
-// query returns the query of a staging request: wait_ms with WithWait.
-func (o StageOptions) query() url.Values {
+// query returns the query of a staging request of c: wait_ms with
+// WithWait, bounded by the http.Client's Timeout as Claim's wait is.
+func (o StageOptions) query(c *Client) url.Values {
 	if o.Wait <= 0 {
 		return nil
 	}
-	return url.Values{"wait_ms": {strconv.FormatInt(max(o.Wait.Milliseconds(), 1), 10)}}
+	return url.Values{"wait_ms": {strconv.FormatInt(max(c.boundWait(o.Wait).Milliseconds(), 1), 10)}}
 }
 
 // newRun returns the handle on the run of a staging answer w; a run that
@@ -219,9 +220,11 @@ func (c *Client) ListRuns(ctx context.Context, o RunListOptions) (*wire.FlowRunL
 }
 
 // RunResult asks once for the outcome of a run, letting the server wait up
-// to wait (at most a minute) for it to end. A run still running afterwards
-// is an *APIError with code wire.CodeNotTerminal.
+// to wait (at most a minute; bounded by the http.Client's Timeout as
+// Claim's wait is) for it to end. A run still running afterwards is an
+// *APIError with code wire.CodeNotTerminal.
 func (c *Client) RunResult(ctx context.Context, id string, wait time.Duration) (*wire.FlowRun, error) {
+	wait = c.boundWait(wait)
 	var q url.Values
 	if wait > 0 {
 		q = url.Values{"wait_ms": {fmt.Sprint(wait.Milliseconds())}}
@@ -341,15 +344,19 @@ const runResultWait = 30 * time.Second
 
 // WaitOutageMax is how long Run.Wait keeps asking through failures that
 // pass (ffrun restarting: the connection refused or cut; ffrun or a proxy
-// answering 502, 503 or 504 while Valkey is away) before it returns the
-// last one: longer than a rolling restart, short enough that a server
-// gone for good is reported.
+// answering 502, 503 or 504 while Valkey is away; 429 rate_limited while
+// the client's address is limited, 408) before it returns the last one:
+// longer than a rolling restart, short enough that a server gone for good
+// is reported.
 const WaitOutageMax = 2 * time.Minute
 
 // Wait waits until the run ends and returns it (without members). It
-// rides out an ffrun restart or a Valkey outage of up to WaitOutageMax,
-// asking again with a backoff (100 ms doubling to 5 s); other errors (the
-// run unknown, a refused token) are returned at once.
+// rides out an ffrun restart, a Valkey outage or a rate limit of up to
+// WaitOutageMax, asking again with a backoff (100 ms doubling to 5 s, or
+// the answer's APIError.RetryAfter when longer); other errors (the run
+// unknown, a refused token) are returned at once. Each request asks the
+// server to wait up to 30 s, less with an http.Client whose Timeout is
+// shorter (see Claim).
 func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 	if r.c == nil {
 		return nil, errors.New("client: run: run has no client (construct runs with StageFlow or Client.Run)")
@@ -359,9 +366,10 @@ func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 	}
 	var outage time.Time // the first failure of the current outage
 	backoff := 100 * time.Millisecond
+	wait := r.c.boundWait(runResultWait)
 	for {
 		start := time.Now()
-		out, err := r.c.RunResult(ctx, r.ID, runResultWait)
+		out, err := r.c.RunResult(ctx, r.ID, wait)
 		pause := time.Duration(0)
 		switch {
 		case err == nil && out.State != wire.RunRunning:
@@ -369,7 +377,7 @@ func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 		case err == nil || IsCode(err, wire.CodeNotTerminal):
 			outage, backoff = time.Time{}, 100*time.Millisecond
 			// A server that did not wait: do not spin.
-			if time.Since(start) < runResultWait/2 {
+			if time.Since(start) < wait/2 {
 				pause = 100 * time.Millisecond
 			}
 		case ctx.Err() != nil:
@@ -381,7 +389,11 @@ func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 			if time.Since(outage) > WaitOutageMax {
 				return nil, fmt.Errorf("client: run %s result: still failing after %s: %w", r.ID, WaitOutageMax, err)
 			}
-			pause, backoff = backoff, min(2*backoff, 5*time.Second)
+			var ae *APIError
+			if pause = backoff; errors.As(err, &ae) {
+				pause = max(pause, ae.RetryAfter)
+			}
+			backoff = min(2*backoff, 5*time.Second)
 		default:
 			return nil, err
 		}
@@ -398,8 +410,10 @@ func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 }
 
 // passing reports whether err may pass by itself: no answer at all (a
-// transport error: ffrun restarting), or 502, 503 or 504 (ffrun without
-// Valkey for a while, a proxy without ffrun).
+// transport error: ffrun restarting), 502, 503 or 504 (ffrun without
+// Valkey for a while, a proxy without ffrun), 429 (the client's address
+// limited for a moment: a client behind the same proxy guessed tokens) or
+// 408 (a proxy that timed the request out).
 func passing(err error) bool {
 	var ue *url.Error
 	var ne net.Error
@@ -411,7 +425,8 @@ func passing(err error) bool {
 		return false // an answer that does not decode will not decode next time
 	}
 	switch ae.Status {
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
+		http.StatusTooManyRequests, http.StatusRequestTimeout:
 		return true
 	}
 	return false

@@ -51,7 +51,7 @@ func (c *Client) RunSchedule(ctx context.Context, name string, opts ...StageOpti
 	}
 	var out wire.FlowRun
 	req := wire.RunSchedule{IdempotencyKey: o.IdempotencyKey}
-	if err := c.do(ctx, http.MethodPost, "/v1/schedules/"+url.PathEscape(name)+"/runs", o.query(), req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/schedules/"+url.PathEscape(name)+"/runs", o.query(c), req, &out); err != nil {
 		return nil, &opError{op: "run schedule " + name, err: err}
 	}
 	return c.newRun(&out, out.Flow), nil

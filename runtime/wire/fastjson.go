@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -11,7 +12,7 @@ import (
 // The answers every task passes through (the tasks of a claim answer, the
 // results and hand-off tasks of a complete answer) are encoded and decoded
 // here without reflection, several times faster than encoding/json, which
-// stays the definition: the encoders write exactly the bytes json.Marshal
+// stays the definition: the encoders write exactly the bytes Marshal
 // writes, and the decoders give exactly what json.Unmarshal gives. Each
 // handles the plain shapes the server sends and hands anything else (an
 // escaped string, a null, an unknown or repeated field, a number with a
@@ -21,7 +22,26 @@ import (
 // (slower than its own encoding), and a method would escape the strict
 // decoding of the spec's examples.
 
-// AppendLeaseResults appends v encoded as json.Marshal encodes it.
+// Marshal returns the JSON encoding of v as json.Marshal does, except that
+// <, > and & are written as they are, not as \u003c, \u003e and \u0026
+// (nor U+2028 and U+2029 inside a json.RawMessage as escapes): the wire
+// carries JSON for programs, not for HTML pages, and an input or output
+// of HTML would otherwise grow up to six times on its way, past the
+// limits the server measures it by (1 MiB). A json.RawMessage is
+// compacted, as json.Marshal compacts it. Everything this module sends
+// on the wire (the client's requests, the server's answers) is encoded
+// so.
+func Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
+}
+
+// AppendLeaseResults appends v encoded as Marshal encodes it.
 func AppendLeaseResults(b []byte, v *LeaseResults) ([]byte, error) {
 	n := len(b)
 	b = slices.Grow(b, 32+96*len(v.Results)+tasksSize(v.Tasks))
@@ -34,11 +54,11 @@ func AppendLeaseResults(b []byte, v *LeaseResults) ([]byte, error) {
 	if ok {
 		return append(b, '}'), nil
 	}
-	data, err := json.Marshal(v)
+	data, err := Marshal(v)
 	return append(b[:n], data...), err
 }
 
-// AppendClaimResponse appends v encoded as json.Marshal encodes it.
+// AppendClaimResponse appends v encoded as Marshal encodes it.
 func AppendClaimResponse(b []byte, v *ClaimResponse) ([]byte, error) {
 	n := len(b)
 	b = slices.Grow(b, 16+tasksSize(v.Tasks))
@@ -47,7 +67,7 @@ func AppendClaimResponse(b []byte, v *ClaimResponse) ([]byte, error) {
 	if ok {
 		return append(b, '}'), nil
 	}
-	data, err := json.Marshal(v)
+	data, err := Marshal(v)
 	return append(b[:n], data...), err
 }
 
@@ -198,12 +218,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// appendString appends s quoted when encoding/json would write it as it is
-// (printable ASCII without the characters it escapes); ok turns false
+// appendString appends s quoted when Marshal would write it as it is
+// (printable ASCII but the quote and the backslash); ok turns false
 // otherwise.
 func appendString(b []byte, s string, ok bool) ([]byte, bool) {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
 			return b, false
 		}
 	}
@@ -244,15 +264,13 @@ func appendTime(b []byte, t time.Time, ok bool) ([]byte, bool) {
 	return append(b, '"'), ok
 }
 
-// appendRaw appends a raw JSON value when encoding/json would copy it as it
-// is: compact, without the characters it escapes (<, >, &, U+2028, U+2029:
-// 0xE2 leads both) and valid.
+// appendRaw appends a raw JSON value when Marshal would copy it as it is:
+// compact and valid (without HTML escaping, Marshal changes nothing else
+// in it).
 func appendRaw(b []byte, raw json.RawMessage, ok bool) ([]byte, bool) {
 	inString := false
 	for i := 0; i < len(raw); i++ {
 		switch c := raw[i]; {
-		case c == '<' || c == '>' || c == '&' || c == 0xe2:
-			return b, false
 		case c == '"':
 			inString = !inString
 		case c == '\\':
@@ -644,7 +662,7 @@ func (d *decoder) leaseResultField(r *LeaseResult, key []byte) bool {
 	return false
 }
 
-// AppendCompleteRequest appends v encoded as json.Marshal encodes it.
+// AppendCompleteRequest appends v encoded as Marshal encodes it.
 func AppendCompleteRequest(b []byte, v *CompleteRequest) ([]byte, error) {
 	n := len(b)
 	size := 128
@@ -715,7 +733,7 @@ func AppendCompleteRequest(b []byte, v *CompleteRequest) ([]byte, error) {
 	if ok {
 		return append(b, '}'), nil
 	}
-	data, err := json.Marshal(v)
+	data, err := Marshal(v)
 	return append(b[:n], data...), err
 }
 

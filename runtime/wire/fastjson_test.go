@@ -32,11 +32,11 @@ func sampleTasks() []Task {
 			UpstreamsOmitted: map[string]string{"rows": "2.5f0e7c1a-9b2d-4e3f-8a1b-6c7d8e9f0a1b", "big": "2.z"}},
 		{}, // zero: every omitempty field omitted
 		{LeaseExpiresAt: at, UpstreamErrors: map[string]UpstreamError{"a": {State: "failed", Error: "a \"quoted\"\nline"}}}, // escapes
-		{Kind: "html <b> & co", LeaseExpiresAt: at},                               // escaped by encoding/json
+		{Kind: "html <b> & co", LeaseExpiresAt: at, Input: json.RawMessage(`"<p>&amp;</p>"`)},                               // as it is, not HTML-escaped
 		{Kind: "naïve", LeaseExpiresAt: at},                                       // not ASCII
 		{LeaseExpiresAt: at, Input: json.RawMessage(`{"a": 1}`)},                  // not compact
-		{LeaseExpiresAt: at, Input: json.RawMessage(`"\u2028"`)},                  // escaped by encoding/json
-		{LeaseExpiresAt: at, Input: json.RawMessage("\"\u2028\"")},                // raw U+2028
+		{LeaseExpiresAt: at, Input: json.RawMessage(`"\u2028"`)},                  // an escape, kept
+		{LeaseExpiresAt: at, Input: json.RawMessage("\"\u2028\"")},                // raw U+2028, kept
 		{LeaseExpiresAt: at, Tags: map[string]string{"k": "tab\there"}},           // control character
 		{LeaseExpiresAt: at, UpstreamsOmitted: map[string]string{"naïve": "1.x"}}, // not ASCII
 		{LeaseExpiresAt: at, Upstreams: map[string]json.RawMessage{"a": {}}},      // empty raw: an error
@@ -56,15 +56,15 @@ func sampleResults() []LeaseResult {
 	}
 }
 
-// TestFastEncodeMatchesEncodingJSON: the encoders write what
-// encoding/json writes, errors included, and take the fast path for what
-// the server sends.
+// TestFastEncodeMatchesEncodingJSON: the encoders write what Marshal
+// (encoding/json without HTML escaping) writes, errors included, and take
+// the fast path for what the server sends.
 func TestFastEncodeMatchesEncodingJSON(t *testing.T) {
 	fast := 0
 	for i, task := range sampleTasks() {
 		checkEncode(t, LeaseResults{Results: []LeaseResult{}, Tasks: []Task{task}})
 		checkEncode(t, ClaimResponse{Tasks: []Task{task}})
-		want, _ := json.Marshal(task)
+		want, _ := Marshal(task)
 		if b, ok := appendTask(nil, &task); ok {
 			fast++
 			if string(b) != string(want) {
@@ -74,7 +74,7 @@ func TestFastEncodeMatchesEncodingJSON(t *testing.T) {
 	}
 	for i, r := range sampleResults() {
 		checkEncode(t, LeaseResults{Results: []LeaseResult{r}})
-		want, _ := json.Marshal(r)
+		want, _ := Marshal(r)
 		if b, ok := appendLeaseResult(nil, &r); ok {
 			fast++
 			if string(b) != string(want) {
@@ -82,10 +82,10 @@ func TestFastEncodeMatchesEncodingJSON(t *testing.T) {
 			}
 		}
 	}
-	// The first three tasks, the empty ones, an escape written as such,
-	// and three of the results.
-	if fast != 9 {
-		t.Errorf("%d samples took the fast path, want 9", fast)
+	// The first three tasks, the empty ones, the one with HTML, the
+	// escape and the raw U+2028 of raw inputs, and three of the results.
+	if fast != 11 {
+		t.Errorf("%d samples took the fast path, want 11", fast)
 	}
 	checkEncode(t, LeaseResults{})
 	checkEncode(t, ClaimResponse{})
@@ -94,10 +94,10 @@ func TestFastEncodeMatchesEncodingJSON(t *testing.T) {
 }
 
 // checkEncode fails t unless the Append function of v's type writes what
-// json.Marshal writes, after a prefix it keeps.
+// Marshal writes, after a prefix it keeps.
 func checkEncode(t *testing.T, v any) {
 	t.Helper()
-	want, wantErr := json.Marshal(v)
+	want, wantErr := Marshal(v)
 	var got []byte
 	var err error
 	switch v := v.(type) {
@@ -195,8 +195,7 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// FuzzEncode: tasks built from any values encode as encoding/json encodes
-// them.
+// FuzzEncode: tasks built from any values encode as Marshal encodes them.
 func FuzzEncode(f *testing.F) {
 	f.Add("3.abc", "kind", "tag", `{"n":1}`, int64(1), int64(1763764545123456789), int32(0), true)
 	f.Add("x<y", "naïve", "t\tab", `[1, 2]`, int64(-5), int64(-62135596800000000), int32(-3600), false)
@@ -296,6 +295,43 @@ func sampleCompleteRequests() []CompleteRequest {
 		{Completions: []Completion{{Lease: Lease{ExecutionID: "x"}, Output: json.RawMessage(`{"a": "<b>"}`)}}},
 		{WorkerID: "wörker", Completions: []Completion{{Lease: Lease{ExecutionID: "x"}}}},
 		{Completions: []Completion{{Lease: Lease{ExecutionID: "x"}}}, Handoff: &Handoff{Lanes: []string{}, Max: 1}},
+		{Completions: []Completion{{Lease: Lease{ExecutionID: "x"}, Output: json.RawMessage("\"<p>&amp;</p>\u2028\"")}}},
+	}
+}
+
+// TestNoHTMLEscaping: inputs, outputs and strings holding <, > and & go
+// on the wire as they are, on the fast path and off it (encoding/json
+// would write each as six bytes, \u003c): an output of 1 MiB of HTML is
+// sent in a little more than 1 MiB, and the server, which measures what
+// it receives, takes it.
+func TestNoHTMLEscaping(t *testing.T) {
+	html := `"` + strings.Repeat("<b>&", 1<<18) + `"`
+	at := time.Date(2026, 11, 22, 4, 30, 0, 0, time.UTC)
+	for _, out := range []json.RawMessage{json.RawMessage(html), json.RawMessage("[ " + html + " ]")} {
+		req := CompleteRequest{Completions: []Completion{{Lease: Lease{ExecutionID: "1.x", LeaseID: "l-0", Epoch: 1}, Output: out}}}
+		body, err := AppendCompleteRequest(nil, &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(body, []byte(`\u00`)) || len(body) > len(out)+100 {
+			t.Errorf("a complete request with an output of %d bytes is %d bytes: %.80s", len(out), len(body), body)
+		}
+		task := Task{ExecutionID: "1.x", Kind: "a<b", LeaseExpiresAt: at, Input: out, Tags: map[string]string{"k": "&"}}
+		for _, v := range []any{ClaimResponse{Tasks: []Task{task}}, LeaseResults{Tasks: []Task{task}}} {
+			var b []byte
+			switch v := v.(type) {
+			case ClaimResponse:
+				b, err = AppendClaimResponse(nil, &v)
+			case LeaseResults:
+				b, err = AppendLeaseResults(nil, &v)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(b, []byte(`\u00`)) || len(b) > len(out)+300 {
+				t.Errorf("%T with an input of %d bytes is %d bytes: %.80s", v, len(out), len(b), b)
+			}
+		}
 	}
 }
 
@@ -331,11 +367,11 @@ func checkCompleteRequest(t *testing.T, data []byte) bool {
 	return true
 }
 
-// TestCompleteRequestCodec: the encoder writes json.Marshal's bytes, and
-// what the SDK sends decodes on the fast path to the strict decoding.
+// TestCompleteRequestCodec: the encoder writes Marshal's bytes, and what
+// the SDK sends decodes on the fast path to the strict decoding.
 func TestCompleteRequestCodec(t *testing.T) {
 	for i, req := range sampleCompleteRequests() {
-		want, err := json.Marshal(req)
+		want, err := Marshal(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +477,7 @@ func TestFastCodecsKnowEveryField(t *testing.T) {
 
 	var req CompleteRequest
 	fill(t, reflect.ValueOf(&req).Elem())
-	want, err := json.Marshal(req)
+	want, err := Marshal(req)
 	if err != nil {
 		t.Fatal(err)
 	}

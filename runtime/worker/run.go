@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"runtime/debug"
@@ -55,6 +56,12 @@ const (
 	// api.BodyLimitBatch): outputs of up to OutputMaxBytes that finish
 	// together go in several requests rather than one the server refuses.
 	reportBytesMax = 8 << 20
+	// reportRateMin is the slowest uplink, in bytes a second, a report is
+	// given time for: a request of n bytes may take requestSlack plus
+	// n/reportRateMin (1 MiB: 23 s; reportBytesMax: 79 s), so that a
+	// batch of large outputs is not cut where each of them alone would
+	// arrive (1 Mbit/s). A report that times out anyway is split.
+	reportRateMin = 128 << 10
 	// messageMaxBytes is the longest failure message the server keeps
 	// (store.MaxErrorBytes); the worker clips longer ones before sending.
 	messageMaxBytes = 4096
@@ -117,7 +124,7 @@ type Config struct {
 	// could not be handed back. A hook for metrics.
 	OnReported func(executionID string, err error)
 
-	HTTPClient *http.Client   // default: a client with pooled connections
+	HTTPClient *http.Client   // default: a client with pooled connections; its Timeout, if set, bounds the claims' and the lease watch's waits
 	TLS        *tls.Config    // for an https URL: the default client's TLS settings (a private CA's RootCAs); not with HTTPClient or Client
 	Logger     *slog.Logger   // default: discard
 	Client     *client.Client // overrides URL, Token and HTTPClient when set
@@ -256,6 +263,9 @@ type Worker struct {
 	// watchKick tells the lease watch (watchLoop) of a new lease; set by
 	// Run.
 	watchKick chan struct{}
+	// slack bounds a report, a hand-back and an upstream read beyond the
+	// time their bodies take: requestSlack, less in tests.
+	slack time.Duration
 }
 
 // running is one task this worker holds a lease for.
@@ -283,10 +293,10 @@ type report struct {
 	handBack bool
 }
 
-// size bounds the encoded size of rep in a complete or fail request:
-// encoding/json writes <, > and & in strings as \u003c (6 bytes), and
-// U+2028 and U+2029 (3 bytes, led by 0xE2) as 6; a failure message may
-// be escaped entirely (6 bytes a byte for control characters).
+// size bounds the encoded size of rep in a complete or fail request: an
+// output is sent as it is or compacted, never HTML-escaped
+// (wire.Marshal); a failure message may be escaped entirely (6 bytes a
+// byte for control characters).
 func (rep *report) size() int {
 	n := 160 + len(rep.r.lease.ExecutionID) + len(rep.r.lease.LeaseID)
 	switch {
@@ -294,11 +304,36 @@ func (rep *report) size() int {
 	case rep.failed:
 		n += 6 * len(rep.message)
 	default:
-		o := rep.output
-		n += len(o) + 5*(bytes.Count(o, []byte{'<'})+bytes.Count(o, []byte{'>'})+bytes.Count(o, []byte{'&'})) +
-			3*bytes.Count(o, []byte{0xe2})
+		n += len(rep.output)
 	}
 	return n
+}
+
+// outputToSend returns the handler output out as a complete request
+// carries it, or why it cannot be sent (the attempt then fails, not
+// retryable): not JSON, or over OutputMaxBytes as sent, which is what the
+// server measures. The request carries it as it is when compact, else
+// compacted (wire.Marshal, as encoding/json, drops the white space
+// between the tokens of a json.RawMessage; it escapes nothing), so an
+// output over the limit only by its white space is sent compacted.
+func outputToSend(out []byte) ([]byte, string) {
+	if len(out) == 0 {
+		return out, ""
+	}
+	if !json.Valid(out) {
+		return nil, "handler output is not valid JSON"
+	}
+	if len(out) <= OutputMaxBytes {
+		return out, ""
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, out); err != nil {
+		return nil, fmt.Sprintf("handler output: %v", err)
+	}
+	if b.Len() > OutputMaxBytes {
+		return nil, fmt.Sprintf("handler output is %d bytes (%d without white space), the limit is %d", len(out), b.Len(), OutputMaxBytes)
+	}
+	return b.Bytes(), ""
 }
 
 // New validates cfg and returns a Worker.
@@ -332,6 +367,7 @@ func New(cfg Config) (*Worker, error) {
 		handlers: map[string]Handler{},
 		active:   map[string]*running{},
 		finished: map[wire.Lease]time.Time{},
+		slack:    requestSlack,
 	}, nil
 }
 
@@ -679,12 +715,11 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 			case err != nil:
 				rep.failed = true
 				rep.message, rep.retryable = w.describe(task, err)
-			case len(out) > OutputMaxBytes:
-				rep.failed, rep.message = true, fmt.Sprintf("handler output is %d bytes, the limit is %d", len(out), OutputMaxBytes)
-			case len(out) > 0 && !json.Valid(out):
-				rep.failed, rep.message = true, "handler output is not valid JSON"
 			default:
-				rep.output = out
+				var why string
+				if rep.output, why = outputToSend(out); why != "" {
+					rep.failed, rep.message = true, why
+				}
 			}
 			// Stopped by the drain timeout: the worker goes away, the task
 			// did not fail. Give it back uncharged rather than fail it, when
@@ -812,9 +847,15 @@ func (w *Worker) fetchUpstreams(ctx context.Context, t *Task, omitted map[string
 	return nil
 }
 
-// fetchUpstream reads the result of upstream name, execution id.
+// fetchUpstream reads the result of upstream name, execution id, in a
+// request bounded as a report is (an output of up to OutputMaxBytes at
+// reportRateMin, plus the slack): the handler's context may have no
+// deadline, and a server gone silent must fail the attempt rather than
+// hold it, renewed, for ever.
 func (w *Worker) fetchUpstream(ctx context.Context, name, id string) (json.RawMessage, error) {
-	res, err := w.c.ExecutionResult(ctx, id)
+	rctx, cancel := context.WithTimeout(ctx, w.requestTimeout(OutputMaxBytes))
+	defer cancel()
+	res, err := w.c.ExecutionResult(rctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("read the result of upstream %s (%s): %w", name, id, err)
 	}
@@ -1027,7 +1068,8 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 	var comps []wire.Completion
 	var fails []wire.Failure
 	var compR, failR, backR []*running
-	var compHeld []bool // completions whose slot is kept for a hand-off
+	var compSize, failSize []int // their reports' sizes
+	var compHeld []bool          // completions whose slot is kept for a hand-off
 	held := 0
 	draining := w.draining.Load()
 	for _, rep := range batch {
@@ -1045,10 +1087,10 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 			backR = append(backR, rep.r)
 		case rep.failed:
 			fails = append(fails, wire.Failure{Lease: rep.r.lease, Message: rep.message, Retryable: rep.retryable})
-			failR = append(failR, rep.r)
+			failR, failSize = append(failR, rep.r), append(failSize, rep.size())
 		default:
 			comps = append(comps, wire.Completion{Lease: rep.r.lease, Output: rep.output})
-			compR = append(compR, rep.r)
+			compR, compSize = append(compR, rep.r), append(compSize, rep.size())
 			compHeld = append(compHeld, rep.held)
 			if rep.held {
 				held++
@@ -1059,7 +1101,8 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 	if len(comps) > 0 {
 		parts = append(parts, func() {
 			var granted []wire.Task
-			w.deliver(ctx, "complete", compR, func(ctx context.Context, items []int) ([]wire.LeaseResult, error) {
+			var tooLarge []wire.Failure
+			w.deliver(ctx, "complete", compR, compSize, func(ctx context.Context, items []int) ([]wire.LeaseResult, error) {
 				part := make([]wire.Completion, len(items))
 				ask := 0
 				for j, i := range items {
@@ -1072,8 +1115,12 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 				// no more than the slots still kept.
 				res, tasks, err := w.complete(ctx, part, min(ask, held-len(granted)))
 				granted = append(granted, tasks...)
+				tooLarge = append(tooLarge, refusedTooLarge(part, res, err)...)
 				return res, err
 			})
+			if len(tooLarge) > 0 {
+				w.failTooLarge(ctx, tooLarge)
+			}
 			for i := range held {
 				var t *wire.Task
 				if i < len(granted) {
@@ -1094,7 +1141,7 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 	}
 	if len(fails) > 0 {
 		parts = append(parts, func() {
-			w.deliver(ctx, "fail", failR, func(ctx context.Context, items []int) ([]wire.LeaseResult, error) {
+			w.deliver(ctx, "fail", failR, failSize, func(ctx context.Context, items []int) ([]wire.LeaseResult, error) {
 				part := make([]wire.Failure, len(items))
 				for j, i := range items {
 					part[j] = fails[i]
@@ -1115,6 +1162,58 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 		wg.Go(f)
 	}
 	wg.Wait()
+}
+
+// refusedTooLarge returns the failures that end, not retryable, the
+// attempts of the completions of comps the server refused as too large:
+// the items of res answered payload_too_large, or the one completion of a
+// request refused with a 413 (which cannot be split further). The same
+// output would be refused again; the attempt left running would run again
+// once its lease expired, and again, until its execution failed with
+// reclaims_exhausted.
+func refusedTooLarge(comps []wire.Completion, res []wire.LeaseResult, err error) []wire.Failure {
+	why := func(code, msg string) string {
+		return fmt.Sprintf("handler output refused by the server: %s: %s", code, msg)
+	}
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		if len(comps) == 1 && ae.Status == http.StatusRequestEntityTooLarge {
+			return []wire.Failure{{Lease: comps[0].Lease, Message: why(ae.Code, ae.Message)}}
+		}
+		return nil
+	}
+	var out []wire.Failure
+	for j, rr := range res {
+		if j < len(comps) && !rr.OK && codeOf(rr.Error) == wire.CodePayloadTooLarge {
+			out = append(out, wire.Failure{Lease: comps[j].Lease, Message: why(codeOf(rr.Error), msgOf(rr.Error))})
+		}
+	}
+	return out
+}
+
+// failTooLarge reports fails, the attempts whose outputs the server
+// refused as too large (refusedTooLarge), once. OnReported has had the
+// refusal of their completions; an attempt this cannot fail (its answer
+// lost, its lease gone) is logged, and recovered by the server when its
+// lease expires.
+func (w *Worker) failTooLarge(ctx context.Context, fails []wire.Failure) {
+	for i := range fails {
+		fails[i].Message = clip(fails[i].Message, messageMaxBytes)
+	}
+	rctx, cancel := context.WithTimeout(ctx, requestSlack)
+	defer cancel()
+	res, err := w.c.Fail(rctx, wire.FailRequest{WorkerID: w.cfg.Name, Failures: fails})
+	if err != nil {
+		w.log.Error("could not fail the attempts whose outputs the server refused as too large; they run again once their leases expire",
+			slog.Any(attrError, err), slog.Int("items", len(fails)))
+		return
+	}
+	for j, rr := range res {
+		if j < len(fails) && !rr.OK {
+			w.log.Warn("could not fail an attempt whose output the server refused as too large", slog.String(attrExecution, fails[j].ExecutionID),
+				slog.String(attrCode, codeOf(rr.Error)), slog.String("message", msgOf(rr.Error)))
+		}
+	}
 }
 
 // complete reports comps, asking for a hand-off of up to held tasks. A
@@ -1140,13 +1239,17 @@ func (w *Worker) complete(ctx context.Context, comps []wire.Completion, held int
 }
 
 // deliver sends one batched report: call sends the items of rs it is
-// given, and answers one result per item. Transport errors, 5xx answers
-// and items the server could not record for a passing reason (codes
-// unavailable and internal: one partition's call failed) are sent again
-// with backoff while the leases may still be valid; a request the server
-// finds too large (413) is split in halves, down to single items. Other
-// refusals are final.
-func (w *Worker) deliver(ctx context.Context, op string, rs []*running, call func(context.Context, []int) ([]wire.LeaseResult, error)) {
+// given, and answers one result per item; sizes bounds each item's
+// encoded size, by which a request's time is bounded (requestTimeout).
+// Transport errors, refusals that pass (5xx, 429, 408: passes) and items
+// the server could not record for a passing reason (codes unavailable and
+// internal: one partition's call failed) are sent again with backoff, or
+// after the server's Retry-After when longer, while the leases, as
+// renewals keep moving them, may still be valid; a request the server
+// finds too large (413) is split in halves, down to single items, and so
+// is one that timed out (a link slower than the bound). Other refusals
+// are final.
+func (w *Worker) deliver(ctx context.Context, op string, rs []*running, sizes []int, call func(context.Context, []int) ([]wire.LeaseResult, error)) {
 	defer func() {
 		for _, r := range rs {
 			w.forget(r)
@@ -1157,25 +1260,38 @@ func (w *Worker) deliver(ctx context.Context, op string, rs []*running, call fun
 			w.cfg.OnReported(rs[i].lease.ExecutionID, err)
 		}
 	}
-	var latest time.Time
-	w.mu.Lock()
-	for _, r := range rs {
-		if r.expires.After(latest) {
-			latest = r.expires
+	// latest is when the last of rs's leases runs out, as the renewals,
+	// which go on while a report is sent again, have moved it.
+	latest := func() time.Time {
+		var t time.Time
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, r := range rs {
+			if r.expires.After(t) {
+				t = r.expires
+			}
 		}
+		return t
 	}
-	w.mu.Unlock()
 	delay := retryDelayMin
-	// backoff waits before sending again; false when the leases may have
-	// run out by then or ctx ended.
+	// hint is how long the server, refusing the request just sent, said
+	// to wait (APIError.RetryAfter).
+	var hint time.Duration
+	// backoff waits before sending again, the backoff's delay or the
+	// server's hint, whichever is longer, but not past the end of the
+	// leases as it stands (the renewals that go on meanwhile move it, and
+	// the next backoff reads it again); false when the leases ran out or
+	// ctx ended.
 	backoff := func() bool {
-		if ctx.Err() != nil || time.Now().Add(delay).After(latest) {
+		left := time.Until(latest())
+		if ctx.Err() != nil || left <= 0 {
 			return false
 		}
+		wait := min(max(delay, hint), left)
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(delay):
+		case <-time.After(wait):
 		}
 		delay = min(delay*2, retryDelayMax)
 		return true
@@ -1188,11 +1304,25 @@ func (w *Worker) deliver(ctx context.Context, op string, rs []*running, call fun
 	for len(todo) > 0 {
 		items := todo[0]
 		todo = todo[1:]
-		cctx, cancel := context.WithTimeout(ctx, requestSlack)
+		n := 0
+		for _, i := range items {
+			n += sizes[i]
+		}
+		cctx, cancel := context.WithTimeout(ctx, w.requestTimeout(n))
 		res, err := call(cctx, items)
+		// Cut short by its bound (or the http.Client's Timeout), not by
+		// ctx: a link too slow for the batch, or a server that did not
+		// answer.
+		var ne net.Error
+		timedOut := err != nil && ctx.Err() == nil &&
+			(errors.Is(cctx.Err(), context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout())
 		cancel()
 		var ae *client.APIError
 		isAPI := errors.As(err, &ae)
+		hint = 0
+		if isAPI {
+			hint = ae.RetryAfter
+		}
 		switch {
 		case err == nil:
 			var again []int
@@ -1234,7 +1364,11 @@ func (w *Worker) deliver(ctx context.Context, op string, rs []*running, call fun
 			w.log.Warn(op+" too large for the server; sending it in halves", slog.Int("items", len(items)))
 			half := len(items) / 2
 			todo = append([][]int{items[:half], items[half:]}, todo...)
-		case isAPI && ae.Status < 500:
+		case timedOut && len(items) > 1 && backoff():
+			w.log.Warn(op+" timed out; sending it in halves", slog.Any(attrError, err), slog.Int("items", len(items)))
+			half := len(items) / 2
+			todo = append([][]int{items[:half], items[half:]}, todo...)
+		case isAPI && !passes(ae):
 			w.log.Error(op+" refused", slog.Any(attrError, err), slog.Int("items", len(items)))
 			for _, i := range items {
 				reported(i, err)
@@ -1272,16 +1406,39 @@ func (w *Worker) handBack(ctx context.Context, rs []*running) {
 	wg.Wait()
 }
 
-// giveBack revokes lease l, if it is still the execution's lease.
+// giveBack revokes lease l, if it is still the execution's lease. A
+// transport error or a refusal that passes (passes: 5xx, 429, 408) is
+// tried again with backoff, or after the server's Retry-After when
+// longer, within the bound of one request (the slack).
 func (w *Worker) giveBack(ctx context.Context, l wire.Lease) error {
-	rctx, cancel := context.WithTimeout(ctx, requestSlack)
+	rctx, cancel := context.WithTimeout(ctx, w.slack)
 	defer cancel()
-	if _, err := w.c.GiveBack(rctx, l, handBackReason); err != nil {
-		w.log.Warn("could not hand a task back; its lease will expire", slog.String(attrExecution, l.ExecutionID), slog.Any(attrError, err))
-		return err
+	delay := retryDelayMin
+	for {
+		_, err := w.c.GiveBack(rctx, l, handBackReason)
+		if err == nil {
+			w.log.Info("task handed back", slog.String(attrExecution, l.ExecutionID))
+			return nil
+		}
+		wait := delay
+		var ae *client.APIError
+		if errors.As(err, &ae) {
+			wait = max(wait, ae.RetryAfter)
+			if !passes(ae) {
+				wait = -1 // final: a stale lease, a refused token
+			}
+		}
+		dl, _ := rctx.Deadline()
+		if wait < 0 || rctx.Err() != nil || time.Now().Add(wait).After(dl) {
+			w.log.Warn("could not hand a task back; its lease will expire", slog.String(attrExecution, l.ExecutionID), slog.Any(attrError, err))
+			return err
+		}
+		select {
+		case <-rctx.Done():
+		case <-time.After(wait):
+		}
+		delay = min(delay*2, retryDelayMax)
 	}
-	w.log.Info("task handed back", slog.String(attrExecution, l.ExecutionID))
-	return nil
 }
 
 // handedBack calls OnReported for an attempt handed back (err nil) or not.
@@ -1334,6 +1491,21 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// requestTimeout bounds a request whose body is n bytes: the slack, and
+// the time n bytes take at reportRateMin.
+func (w *Worker) requestTimeout(n int) time.Duration {
+	return w.slack + time.Duration(n)*time.Second/reportRateMin
+}
+
+// passes reports whether the server's refusal ae may pass by itself, so
+// that the request is worth sending again: 5xx (ffrun without Valkey for a
+// moment, a proxy without ffrun), 429 (the worker's address limited for a
+// moment: another client behind the same proxy guessed tokens) and 408 (a
+// proxy that timed the request out).
+func passes(ae *client.APIError) bool {
+	return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusRequestTimeout
 }
 
 // fieldOf returns the request field an API error names, if any.

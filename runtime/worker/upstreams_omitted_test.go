@@ -50,18 +50,24 @@ func upOutput(name string, size int) json.RawMessage {
 }
 
 // resultReads counts the worker's reads of execution results and, while
-// failing is set, answers them 503; the worker's first failure report
-// clears failing.
+// failing is set, answers them 503, or while hanging is set, answers none
+// (a server gone silent: the read ends with its context); the worker's
+// first failure report clears both.
 type resultReads struct {
 	base    http.RoundTripper
 	n       atomic.Int64
 	failing atomic.Bool
+	hanging atomic.Bool
 }
 
 func (r *resultReads) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch {
 	case req.Method == http.MethodGet && strings.HasPrefix(req.URL.Path, "/v1/executions/") && strings.HasSuffix(req.URL.Path, "/result"):
 		r.n.Add(1)
+		if r.hanging.Load() {
+			<-req.Context().Done()
+			return nil, req.Context().Err()
+		}
 		if r.failing.Load() {
 			return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Content-Type": {"application/json"}},
 				Body:    io.NopCloser(strings.NewReader(`{"error":{"code":"unavailable","message":"try later"}}`)),
@@ -69,6 +75,7 @@ func (r *resultReads) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	case req.URL.Path == "/v1/worker/fail":
 		r.failing.Store(false)
+		r.hanging.Store(false)
 	}
 	return r.base.RoundTrip(req)
 }
@@ -89,8 +96,9 @@ type fanInRun struct {
 }
 
 // runFanIn runs a fan-in of n upstreams of size-byte outputs (fanInOf)
-// through a worker whose requests go through reads (its base set here).
-func runFanIn(t *testing.T, name string, n, size, attempts int, reads *resultReads) fanInRun {
+// through a worker whose requests go through reads (its base set here);
+// tune, when not nil, changes the worker before it runs.
+func runFanIn(t *testing.T, name string, n, size, attempts int, reads *resultReads, tune func(*worker.Worker)) fanInRun {
 	t.Helper()
 	env := servertest.Start(t)
 	// A transport of its own, whose idle connections are closed before the
@@ -104,6 +112,9 @@ func runFanIn(t *testing.T, name string, n, size, attempts int, reads *resultRea
 		c.Concurrency, c.LeaseTTL = 4, 5*time.Second
 		c.HTTPClient = &http.Client{Transport: reads}
 	})
+	if tune != nil {
+		tune(w)
+	}
 	for _, x := range f.Execs[:n] {
 		out := upOutput(x.Name, size)
 		if err := w.Handle(x.Kind, func(context.Context, *worker.Task) (json.RawMessage, error) { return out, nil }); err != nil {
@@ -181,7 +192,7 @@ func TestFanInPastTheBoundSeesEveryUpstream(t *testing.T) {
 	t.Parallel()
 	const n, size = 12, 512 << 10
 	reads := &resultReads{}
-	fr := runFanIn(t, "widefan", n, size, 1, reads)
+	fr := runFanIn(t, "widefan", n, size, 1, reads, nil)
 	if string(fr.result) != `"12 upstreams"` {
 		t.Errorf("run result %s", fr.result)
 	}
@@ -206,7 +217,7 @@ func TestFanInUpstreamReadFails(t *testing.T) {
 	const n, size = 12, 512 << 10
 	reads := &resultReads{}
 	reads.failing.Store(true) // until the worker reports the failure
-	fr := runFanIn(t, "failfan", n, size, 2, reads)
+	fr := runFanIn(t, "failfan", n, size, 2, reads, nil)
 	if string(fr.result) != `"12 upstreams"` {
 		t.Errorf("run result %s", fr.result)
 	}
@@ -222,5 +233,35 @@ func TestFanInUpstreamReadFails(t *testing.T) {
 	// (the grant carries u00, the input, then the first that fit).
 	if !regexp.MustCompile(`^read the result of upstream u(0[89]|1[01]) \(\d+\.[0-9a-f-]+\): .*503 unavailable: try later$`).MatchString(a[0].Error) {
 		t.Errorf("first attempt's error %q, want one naming the upstream it could not read", a[0].Error)
+	}
+}
+
+// TestFanInUpstreamReadHangs: a read of an omitted upstream that the
+// server never answers (gone silent mid-request) is bounded as a report is
+// (its slack, 1 s here instead of 15 s, and the time an output of
+// OutputMaxBytes takes at the slowest rate allowed for): the join's
+// attempt fails, retryable, naming the upstream, and the retry runs the
+// handler with every output. Unbounded, the read held the attempt, whose
+// handler context has no deadline and whose lease the worker renews, for
+// ever.
+func TestFanInUpstreamReadHangs(t *testing.T) {
+	t.Parallel()
+	const n, size = 12, 512 << 10
+	reads := &resultReads{}
+	reads.hanging.Store(true) // until the worker reports the failure
+	fr := runFanIn(t, "hangfan", n, size, 2, reads, func(w *worker.Worker) { worker.SetRequestSlack(w, time.Second) })
+	if string(fr.result) != `"12 upstreams"` {
+		t.Errorf("run result %s", fr.result)
+	}
+	if len(fr.calls) != 1 {
+		t.Fatalf("the join's handler ran %d times, want once (after the reads that timed out)", len(fr.calls))
+	}
+	checkJoinCall(t, fr.calls[0], n, size)
+	a := fr.join.Attempts
+	if len(a) != 2 || a[0].Outcome != "failed" || a[1].Outcome != "success" {
+		t.Fatalf("join attempts %+v, want a failure, then a success", a)
+	}
+	if !regexp.MustCompile(`^read the result of upstream u(0[89]|1[01]) \(\d+\.[0-9a-f-]+\): .*context deadline exceeded$`).MatchString(a[0].Error) {
+		t.Errorf("first attempt's error %q, want one naming the upstream whose read timed out", a[0].Error)
 	}
 }

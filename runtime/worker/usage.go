@@ -14,7 +14,8 @@ import (
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
-// usageRetries bounds the attempts of one usage report on transport errors.
+// usageRetries bounds the attempts of one usage report on transport errors
+// and refusals that pass.
 const usageRetries = 4
 
 // ErrNoServer is returned by Task.ReportUsage for a task that did not come
@@ -79,13 +80,18 @@ func (t *Task) ReportUsage(ctx context.Context, dimension string, delta int64) (
 			return res, nil
 		}
 		var ae *client.APIError
-		if errors.As(err, &ae) && ae.Status < 500 || try == usageRetries || ctx.Err() != nil {
+		isAPI := errors.As(err, &ae)
+		if isAPI && !passes(ae) || try == usageRetries || ctx.Err() != nil {
 			return nil, fmt.Errorf("worker: report usage of %s (%s +%d): %w", t.id, dimension, delta, err)
+		}
+		wait := delay
+		if isAPI {
+			wait = max(wait, ae.RetryAfter) // a 429's Retry-After
 		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("worker: report usage of %s: %w", t.id, ctx.Err())
-		case <-time.After(delay):
+		case <-time.After(wait):
 		}
 		delay = min(delay*2, retryDelayMax)
 	}
@@ -104,7 +110,8 @@ func (w *Worker) heartbeatRequest() wire.WorkerHeartbeat {
 
 // connect registers the worker with its capabilities before it claims. A
 // refusal (a bad capability, lane or token) stops Run with the server's
-// reason; a transport error does not (the claims register it too).
+// reason; a transport error or a refusal that passes (passes: a 429 while
+// the address is limited) does not (the claims register it too).
 func (w *Worker) connect(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, requestSlack)
 	defer cancel()
@@ -113,7 +120,7 @@ func (w *Worker) connect(ctx context.Context) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &ae) && ae.Status < 500 && ae.Status != 404 && ae.Status != 405:
+	case errors.As(err, &ae) && !passes(ae) && ae.Status != 404 && ae.Status != 405:
 		return fmt.Errorf("worker: connect refused: %w", err)
 	default:
 		w.log.WarnContext(ctx, "connect failed; claiming anyway", "error", err)

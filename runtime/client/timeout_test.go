@@ -1,0 +1,85 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/server"
+	"github.com/flowfabric/ff/runtime/server/servertest"
+	"github.com/flowfabric/ff/runtime/wire"
+)
+
+// outcomes passes requests on and tells, for each request whose path
+// ends with suffix, how it ended: nil, or the transport's error.
+type outcomes struct {
+	base   http.RoundTripper
+	suffix string
+	ended  chan error
+}
+
+func (o *outcomes) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := o.base.RoundTrip(r)
+	if strings.HasSuffix(r.URL.Path, o.suffix) {
+		select {
+		case o.ended <- err:
+		default:
+		}
+	}
+	return resp, err
+}
+
+// TestRunWaitUnderHTTPClientTimeout: with a caller's http.Client that has
+// a Timeout (WithHTTPClient(&http.Client{Timeout: 10 * time.Second}), a
+// common setting), each request of Run.Wait asks the server to wait (30 s,
+// runResultWait) only as long as the Timeout allows, less a margin, so
+// that it is answered ("not terminal yet") before the client cuts it.
+// Cut, Wait took it for an outage and, after WaitOutageMax (2 min) of a
+// healthy server, returned "still failing". Here with a Timeout of
+// 500 ms: no wait request fails while the server is fine.
+func TestRunWaitUnderHTTPClientTimeout(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.DisableScanners = true })
+	tr := &outcomes{base: http.DefaultTransport, suffix: "/result", ended: make(chan error, 16)}
+	c, err := client.New(env.URL, client.WithHTTPClient(&http.Client{Timeout: 500 * time.Millisecond, Transport: tr}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	run, err := c.StageFlow(ctx, oneExec(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := run.Wait(ctx)
+		waited <- err
+	}()
+	var first error
+	select {
+	case first = <-tr.ended:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	// End the run, so that Wait returns.
+	tasks, err := env.Client.Claim(ctx, wire.ClaimRequest{WorkerID: "w", Kinds: []string{"one.s"}, WaitMs: 1000})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("claim: %v, %d tasks", err, len(tasks))
+	}
+	l := wire.Lease{ExecutionID: tasks[0].ExecutionID, LeaseID: tasks[0].LeaseID, Epoch: tasks[0].Epoch}
+	if _, err := env.Client.CompleteOne(ctx, l, json.RawMessage(`"ok"`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Errorf("Run.Wait: %v", err)
+	}
+	if first != nil {
+		t.Errorf("Run.Wait's request failed against a healthy server: %v; want its server-side wait bounded by the "+
+			"http.Client's Timeout (taken for an outage, 2 min of these fail Wait)", first)
+	}
+}
