@@ -241,11 +241,12 @@ type Worker struct {
 	running  bool
 	active   map[string]*running // by execution id
 	// finished holds the leases this worker ran to the end and forgot
-	// lately, until they would have expired: a grant of one of them is
-	// the server delivering again an answer it thinks lost (a claim's
-	// resume, a hand-off's repeat) that crossed this worker's report of
-	// it, and is dropped rather than run a second time.
-	finished map[wire.Lease]time.Time
+	// while a resume claim was on its way (resuming): the resume's answer
+	// may deliver again a grant whose report crossed it, and a grant of
+	// one of them is dropped rather than run a second time. Emptied when
+	// the resume's answer was handled.
+	finished map[wire.Lease]struct{}
+	resuming bool
 
 	slots    chan struct{}  // one token per free handler slot
 	reports  chan report    // finished attempts waiting to be reported
@@ -366,7 +367,7 @@ func New(cfg Config) (*Worker, error) {
 		instance: cfg.Name + "-" + hex.EncodeToString(b[:]),
 		handlers: map[string]Handler{},
 		active:   map[string]*running{},
-		finished: map[wire.Lease]time.Time{},
+		finished: map[wire.Lease]struct{}{},
 		slack:    requestSlack,
 	}, nil
 }
@@ -516,6 +517,11 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) err
 		case <-w.slots:
 		}
 		free := 1 + w.takeSlots(ctx, w.cfg.Concurrency-1)
+		if resume {
+			w.mu.Lock()
+			w.resuming = true
+			w.mu.Unlock()
+		}
 		// Bound the request: a server that vanished mid long-poll must not
 		// hang the worker.
 		cctx, cancel := context.WithTimeout(ctx, w.cfg.ClaimWait+requestSlack)
@@ -561,9 +567,16 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) err
 			delay = min(delay*2, retryDelayMax)
 			continue
 		}
-		delay, resume = retryDelayMin, false
+		delay = retryDelayMin
 		for _, t := range tasks {
 			w.start(handlerBase, t)
+		}
+		if resume {
+			resume = false
+			w.mu.Lock()
+			w.resuming = false
+			clear(w.finished)
+			w.mu.Unlock()
 		}
 	}
 }
@@ -608,7 +621,7 @@ func (w *Worker) takeSlots(ctx context.Context, n int) int {
 // taken.
 func (w *Worker) start(base context.Context, t wire.Task) {
 	w.mu.Lock()
-	if until, ok := w.finished[wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch}]; ok && time.Now().Before(until) {
+	if _, ok := w.finished[wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch}]; ok {
 		w.mu.Unlock()
 		// A lease this worker ran to the end, granted again: the server's
 		// repeat of an answer it thought lost crossed this worker's report.
@@ -1465,18 +1478,12 @@ func (w *Worker) release(t *wire.Task) {
 }
 
 func (w *Worker) forget(r *running) {
-	now := time.Now()
 	w.mu.Lock()
 	if w.active[r.lease.ExecutionID] == r {
 		delete(w.active, r.lease.ExecutionID)
-		if len(w.finished) >= 4*w.cfg.Concurrency {
-			for l, until := range w.finished {
-				if now.After(until) {
-					delete(w.finished, l)
-				}
-			}
+		if w.resuming {
+			w.finished[r.lease] = struct{}{}
 		}
-		w.finished[r.lease] = now.Add(w.cfg.LeaseTTL)
 	}
 	w.mu.Unlock()
 }
