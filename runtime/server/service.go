@@ -224,7 +224,10 @@ func (s *service) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task
 				break
 			}
 		}
-		if s.undelivered(ctx, lost) {
+		// Not revoked when the worker hung up meanwhile (as new grants
+		// are): it may be running some of them, and its next resume asks
+		// again for those it does not.
+		if ctx.Err() != nil {
 			return nil, mapError(ctx.Err())
 		}
 		if len(lost) > 0 {
