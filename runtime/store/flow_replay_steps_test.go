@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,11 @@ func (e *env) replayStep(id RunID) bool {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	items, err := e.s.single(e.ctx, call{fn: "ff_replay_run", partition: p, args: []string{uuid}}, ExecutionID(id), "replay")
+	args := []string{uuid}
+	if e.s.replayStep > 0 {
+		args = append(args, "", strconv.Itoa(e.s.replayStep))
+	}
+	items, err := e.s.single(e.ctx, call{fn: "ff_replay_run", partition: p, args: args}, ExecutionID(id), "replay")
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -267,6 +267,8 @@ type Worker struct {
 	// slack bounds a report, a hand-back and an upstream read beyond the
 	// time their bodies take: requestSlack, less in tests.
 	slack time.Duration
+	// rate is reportRateMin, more in tests.
+	rate int
 }
 
 // running is one task this worker holds a lease for.
@@ -369,6 +371,7 @@ func New(cfg Config) (*Worker, error) {
 		active:   map[string]*running{},
 		finished: map[wire.Lease]struct{}{},
 		slack:    requestSlack,
+		rate:     reportRateMin,
 	}, nil
 }
 
@@ -1503,7 +1506,7 @@ func clip(s string, n int) string {
 // requestTimeout bounds a request whose body is n bytes: the slack, and
 // the time n bytes take at reportRateMin.
 func (w *Worker) requestTimeout(n int) time.Duration {
-	return w.slack + time.Duration(n)*time.Second/reportRateMin
+	return w.slack + time.Duration(n)*time.Second/time.Duration(w.rate)
 }
 
 // passes reports whether the server's refusal ae may pass by itself, so

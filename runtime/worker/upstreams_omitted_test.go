@@ -249,7 +249,10 @@ func TestFanInUpstreamReadHangs(t *testing.T) {
 	const n, size = 12, 512 << 10
 	reads := &resultReads{}
 	reads.hanging.Store(true) // until the worker reports the failure
-	fr := runFanIn(t, "hangfan", n, size, 2, reads, func(w *worker.Worker) { worker.SetRequestSlack(w, time.Second) })
+	fr := runFanIn(t, "hangfan", n, size, 2, reads, func(w *worker.Worker) {
+		worker.SetRequestSlack(w, time.Second)
+		worker.SetRequestRate(w, 8<<20) // an upstream read's bound: 1.125 s, not 9
+	})
 	if string(fr.result) != `"12 upstreams"` {
 		t.Errorf("run result %s", fr.result)
 	}
