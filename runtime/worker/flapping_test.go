@@ -51,6 +51,74 @@ func flap(env *servertest.Env, times int, up, down time.Duration) (stopLast func
 	return stop, nil
 }
 
+// onceCounts follows a worker's "job" tasks through a faulty network:
+// each handler run, runs that overlap, and each report's outcome, so that
+// a test can check that every task ran once and was reported once.
+type onceCounts struct {
+	mu              sync.Mutex
+	reports         map[string][]error
+	runs, inHandler map[string]int
+	twice           []string
+}
+
+func newOnceCounts() *onceCounts {
+	return &onceCounts{reports: map[string][]error{}, runs: map[string]int{}, inHandler: map[string]int{}}
+}
+
+// configure sets c's OnReported to record reports.
+func (o *onceCounts) configure(c *worker.Config) {
+	c.OnReported = func(id string, err error) {
+		o.mu.Lock()
+		o.reports[id] = append(o.reports[id], err)
+		o.mu.Unlock()
+	}
+}
+
+// handler runs a task for d (less when its context ends) and counts it.
+func (o *onceCounts) handler(d time.Duration) worker.Handler {
+	return func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
+		o.mu.Lock()
+		o.runs[task.ID()]++
+		if o.inHandler[task.ID()]++; o.inHandler[task.ID()] > 1 {
+			o.twice = append(o.twice, task.ID())
+		}
+		o.mu.Unlock()
+		defer func() {
+			o.mu.Lock()
+			o.inHandler[task.ID()]--
+			o.mu.Unlock()
+		}()
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(d):
+		}
+		return json.RawMessage(`"done"`), nil
+	}
+}
+
+// check fails t unless every execution of ended (by id) completed in one
+// attempt (attempts: whether to require it), run by one handler call,
+// never two at once, and reported once without error.
+func (o *onceCounts) check(t *testing.T, ended map[string]*wire.Execution, attempts bool) {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.twice) > 0 {
+		t.Errorf("handlers ran twice at once for %v", o.twice)
+	}
+	for id, ex := range ended {
+		var hist []string
+		for _, a := range ex.Attempts {
+			hist = append(hist, a.Type+"/"+a.Outcome)
+		}
+		if ex.State != "completed" || o.runs[id] != 1 || attempts && ex.Attempt != 1 || len(o.reports[id]) != 1 || o.reports[id][0] != nil {
+			t.Errorf("%s: %s after %d handler runs, attempts %v, OnReported %v; want completed, one run%s, one nil report",
+				id, ex.State, o.runs[id], hist, o.reports[id], map[bool]string{true: ", one attempt"}[attempts])
+		}
+	}
+}
+
 // TestWorkerUnderFlappingServer: ffrun restarts every few hundred
 // milliseconds while a worker runs tasks. No task runs twice (nor twice
 // at once), every outcome is recorded once under the first lease, no
@@ -63,39 +131,14 @@ func flap(env *servertest.Env, times int, up, down time.Duration) (stopLast func
 func TestWorkerUnderFlappingServer(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
-	var mu sync.Mutex
-	reports := map[string][]error{}
+	o := newOnceCounts()
 	w := newWorker(t, env, func(c *worker.Config) {
 		c.Concurrency = 4
 		c.LeaseTTL = 3 * time.Second
 		c.ClaimWait = time.Second
-		c.OnReported = func(id string, err error) {
-			mu.Lock()
-			reports[id] = append(reports[id], err)
-			mu.Unlock()
-		}
+		o.configure(c)
 	})
-	runs, inHandler := map[string]int{}, map[string]int{}
-	var twice []string
-	if err := w.Handle("job", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
-		mu.Lock()
-		runs[task.ID()]++
-		if inHandler[task.ID()]++; inHandler[task.ID()] > 1 {
-			twice = append(twice, task.ID())
-		}
-		mu.Unlock()
-		defer func() {
-			mu.Lock()
-			inHandler[task.ID()]--
-			mu.Unlock()
-		}()
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(150 * time.Millisecond):
-		}
-		return json.RawMessage(`"done"`), nil
-	}); err != nil {
+	if err := w.Handle("job", o.handler(150*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
@@ -121,25 +164,15 @@ func TestWorkerUnderFlappingServer(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 	settled(t, "", "flapping", 3*time.Second)
-	mu.Lock()
-	defer mu.Unlock()
-	if len(twice) > 0 {
-		t.Errorf("handlers ran twice at once for %v", twice)
-	}
+	ended := make(map[string]*wire.Execution, len(ids))
 	for _, id := range ids {
 		ex, err := env.Client.GetExecution(ctxT(t), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var hist []string
-		for _, a := range ex.Attempts {
-			hist = append(hist, a.Type+"/"+a.Outcome)
-		}
-		if runs[id] != 1 || ex.Attempt != 1 || len(reports[id]) != 1 || reports[id][0] != nil {
-			t.Errorf("%s: %d handler runs, attempts %v, OnReported %v; want one run, one attempt, one nil report",
-				id, runs[id], hist, reports[id])
-		}
+		ended[id] = ex
 	}
+	o.check(t, ended, true)
 }
 
 // cutting is a listener whose open connections can all be reset at once
@@ -189,39 +222,14 @@ func TestWorkerUnderResettingNetwork(t *testing.T) {
 	}
 	ln := &cutting{Listener: inner, conns: map[net.Conn]bool{}}
 	env := servertest.StartOn(t, ln)
-	var mu sync.Mutex
-	reports := map[string][]error{}
+	o := newOnceCounts()
 	w := newWorker(t, env, func(c *worker.Config) {
 		c.Concurrency = 4
 		c.LeaseTTL = 2 * time.Second
 		c.ClaimWait = time.Second
-		c.OnReported = func(id string, err error) {
-			mu.Lock()
-			reports[id] = append(reports[id], err)
-			mu.Unlock()
-		}
+		o.configure(c)
 	})
-	runs, inHandler := map[string]int{}, map[string]int{}
-	var twice []string
-	if err := w.Handle("job", func(ctx context.Context, task *worker.Task) (json.RawMessage, error) {
-		mu.Lock()
-		runs[task.ID()]++
-		if inHandler[task.ID()]++; inHandler[task.ID()] > 1 {
-			twice = append(twice, task.ID())
-		}
-		mu.Unlock()
-		defer func() {
-			mu.Lock()
-			inHandler[task.ID()]--
-			mu.Unlock()
-		}()
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(40 * time.Millisecond):
-		}
-		return json.RawMessage(`"done"`), nil
-	}); err != nil {
+	if err := w.Handle("job", o.handler(40*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
@@ -265,20 +273,5 @@ func TestWorkerUnderResettingNetwork(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 	settled(t, "", "resetting", 3*time.Second)
-	mu.Lock()
-	defer mu.Unlock()
-	if len(twice) > 0 {
-		t.Errorf("handlers ran twice at once for %v", twice)
-	}
-	for _, id := range ids {
-		ex := results[id]
-		var hist []string
-		for _, a := range ex.Attempts {
-			hist = append(hist, a.Type+"/"+a.Outcome)
-		}
-		if ex.State != "completed" || runs[id] != 1 || len(reports[id]) != 1 || reports[id][0] != nil {
-			t.Errorf("%s: %s after %d handler runs, attempts %v, OnReported %v; want completed, one run, one nil report",
-				id, ex.State, runs[id], hist, reports[id])
-		}
-	}
+	o.check(t, results, false)
 }
