@@ -14,25 +14,15 @@ import (
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
-// resetting is a listener whose connections are reset (RST, no FIN) by
-// the server side the first times (resets, at least one) the server
-// writes bytes holding needle:
-// the request was processed, its answer never reaches the client, as when
-// a NAT, a load balancer or a flaky link drops the connection while the
-// answer is on its way.
+// resetting resets (RST, no FIN) the connections of a listener
+// (listenWrapped) the first times (resets, at least one) the server writes
+// bytes holding needle: the request was processed, its answer never
+// reaches the client, as when a NAT, a load balancer or a flaky link drops
+// the connection while the answer is on its way.
 type resetting struct {
-	net.Listener
 	needle []byte
 	resets int64
 	done   atomic.Int64 // connections reset so far
-}
-
-func (l *resetting) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &resetConn{Conn: c, l: l}, nil
 }
 
 type resetConn struct {
@@ -51,13 +41,32 @@ func (c *resetConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-func listenResetting(t *testing.T, needle string, resets int64) *resetting {
+// lostClaimAnswers runs one task on a worker of lease TTL ttl whose first
+// resets claim answers holding a grant are lost on their way, and returns
+// its result, its execution, the handler's runs and the answers lost.
+func lostClaimAnswers(t *testing.T, resets int64, ttl time.Duration) (*wire.ExecutionResult, *wire.Execution, int64, int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	r := &resetting{needle: []byte(`"lease_id"`), resets: resets}
+	env := servertest.StartOn(t, listenWrapped(t, func(c net.Conn) net.Conn { return &resetConn{Conn: c, l: r} }))
+	w := newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency = 1
+		c.LeaseTTL = ttl
+	})
+	var runs atomic.Int64
+	if err := w.Handle("job", func(context.Context, *worker.Task) (json.RawMessage, error) {
+		runs.Add(1)
+		return json.RawMessage(`"done"`), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := create(t, env, wire.CreateExecution{Kind: "job"})
+	run(t, w)
+	res := waitResult(t, env, id)
+	ex, err := env.Client.GetExecution(ctxT(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &resetting{Listener: ln, needle: []byte(needle), resets: resets}
+	return res, ex, runs.Load(), r.done.Load()
 }
 
 // TestClaimAnswerLost: the connection breaks while the answer to a claim
@@ -69,31 +78,12 @@ func listenResetting(t *testing.T, needle string, resets int64) *resetting {
 // TestHandoffAnswerLost).
 func TestClaimAnswerLost(t *testing.T) {
 	t.Parallel()
-	ln := listenResetting(t, `"lease_id"`, 1)
-	env := servertest.StartOn(t, ln)
-	w := newWorker(t, env, func(c *worker.Config) {
-		c.Concurrency = 1
-		c.LeaseTTL = time.Second
-	})
-	var runs atomic.Int64
-	if err := w.Handle("job", func(context.Context, *worker.Task) (json.RawMessage, error) {
-		runs.Add(1)
-		return json.RawMessage(`"done"`), nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	id := create(t, env, wire.CreateExecution{Kind: "job"})
-	run(t, w)
-	r := waitResult(t, env, id)
-	if ln.done.Load() == 0 {
+	r, ex, runs, lost := lostClaimAnswers(t, 1, time.Second)
+	if lost == 0 {
 		t.Fatal("no answer was lost: the test did not test anything")
 	}
-	if r.State != "completed" {
-		t.Fatalf("result %+v, want completed", r)
-	}
-	ex, err := env.Client.GetExecution(ctxT(t), id)
-	if err != nil {
-		t.Fatal(err)
+	if r.State != "completed" || runs != 1 {
+		t.Fatalf("result %+v after %d handler runs, want completed after one", r, runs)
 	}
 	if ex.Attempt != 1 {
 		var hist []string
@@ -111,26 +101,11 @@ func TestClaimAnswerLost(t *testing.T) {
 // each resume delivers the grant again, and the task runs once.
 func TestClaimAnswersLostDoNotFailTheExecution(t *testing.T) {
 	t.Parallel()
-	ln := listenResetting(t, `"lease_id"`, 4)
-	env := servertest.StartOn(t, ln)
-	w := newWorker(t, env, func(c *worker.Config) {
-		c.Concurrency = 1
-		c.LeaseTTL = 500 * time.Millisecond
-	})
-	var runs atomic.Int64
-	if err := w.Handle("job", func(context.Context, *worker.Task) (json.RawMessage, error) {
-		runs.Add(1)
-		return json.RawMessage(`"done"`), nil
-	}); err != nil {
-		t.Fatal(err)
+	r, _, runs, lost := lostClaimAnswers(t, 4, 500*time.Millisecond)
+	if lost < 4 {
+		t.Fatalf("%d answers lost, want 4: the test did not test what it says", lost)
 	}
-	id := create(t, env, wire.CreateExecution{Kind: "job"})
-	run(t, w)
-	r := waitResult(t, env, id)
-	if n := ln.done.Load(); n < 4 {
-		t.Fatalf("%d answers lost, want 4: the test did not test what it says", n)
-	}
-	if r.State != "completed" || runs.Load() != 1 {
-		t.Errorf("result %+v after %d handler runs; want completed after one: lost claim answers were charged as reclaims", r, runs.Load())
+	if r.State != "completed" || runs != 1 {
+		t.Errorf("result %+v after %d handler runs; want completed after one: lost claim answers were charged as reclaims", r, runs)
 	}
 }

@@ -65,13 +65,31 @@ func newOnceCounts() *onceCounts {
 	return &onceCounts{reports: map[string][]error{}, runs: map[string]int{}, inHandler: map[string]int{}}
 }
 
-// configure sets c's OnReported to record reports.
-func (o *onceCounts) configure(c *worker.Config) {
-	c.OnReported = func(id string, err error) {
-		o.mu.Lock()
-		o.reports[id] = append(o.reports[id], err)
-		o.mu.Unlock()
+// start runs a worker of 4 slots and lease TTL ttl on env, whose "job"
+// handler (o.handler(d)) counts its runs and whose reports o records,
+// with 60 tasks staged, under label (pprof): their ids, what stops the
+// worker, and what Run returned (runLabelled).
+func (o *onceCounts) start(t *testing.T, env *servertest.Env, ttl, d time.Duration, label string) ([]string, context.CancelFunc, <-chan error) {
+	t.Helper()
+	w := newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency = 4
+		c.LeaseTTL = ttl
+		c.ClaimWait = time.Second
+		c.OnReported = func(id string, err error) {
+			o.mu.Lock()
+			o.reports[id] = append(o.reports[id], err)
+			o.mu.Unlock()
+		}
+	})
+	if err := w.Handle("job", o.handler(d)); err != nil {
+		t.Fatal(err)
 	}
+	var ids []string
+	for range 60 {
+		ids = append(ids, create(t, env, wire.CreateExecution{Kind: "job"}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return ids, cancel, runLabelled(ctx, w, label)
 }
 
 // handler runs a task for d (less when its context ends) and counts it.
@@ -132,22 +150,8 @@ func TestWorkerUnderFlappingServer(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
 	o := newOnceCounts()
-	w := newWorker(t, env, func(c *worker.Config) {
-		c.Concurrency = 4
-		c.LeaseTTL = 3 * time.Second
-		c.ClaimWait = time.Second
-		o.configure(c)
-	})
-	if err := w.Handle("job", o.handler(150*time.Millisecond)); err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for range 60 {
-		ids = append(ids, create(t, env, wire.CreateExecution{Kind: "job"}))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ids, cancel, done := o.start(t, env, 3*time.Second, 150*time.Millisecond, "flapping")
 	defer cancel()
-	done := runLabelled(ctx, w, "flapping")
 	stopLast, err := flap(env, 5, 400*time.Millisecond, 200*time.Millisecond)
 	t.Cleanup(stopLast)
 	if err != nil {
@@ -175,24 +179,19 @@ func TestWorkerUnderFlappingServer(t *testing.T) {
 	o.check(t, ended, true)
 }
 
-// cutting is a listener whose open connections can all be reset at once
-// (a load balancer or NAT dropping its flows; ffrun itself keeps
-// running).
+// cutting keeps the connections of a listener (listenWrapped) so that
+// they can all be reset at once (a load balancer or NAT dropping its
+// flows; ffrun itself keeps running).
 type cutting struct {
-	net.Listener
 	mu    sync.Mutex
 	conns map[net.Conn]bool
 }
 
-func (l *cutting) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
+func (l *cutting) add(c net.Conn) net.Conn {
 	l.mu.Lock()
 	l.conns[c] = true
 	l.mu.Unlock()
-	return c, nil
+	return c
 }
 
 // cut resets every connection open now.
@@ -216,29 +215,13 @@ func (l *cutting) cut() {
 // first), Run drains and returns nil and leaves no goroutine.
 func TestWorkerUnderResettingNetwork(t *testing.T) {
 	t.Parallel()
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := &cutting{Listener: inner, conns: map[net.Conn]bool{}}
-	env := servertest.StartOn(t, ln)
+	ln := &cutting{conns: map[net.Conn]bool{}}
+	env := servertest.StartOn(t, listenWrapped(t, ln.add))
 	o := newOnceCounts()
-	w := newWorker(t, env, func(c *worker.Config) {
-		c.Concurrency = 4
-		c.LeaseTTL = 2 * time.Second
-		c.ClaimWait = time.Second
-		o.configure(c)
-	})
-	if err := w.Handle("job", o.handler(40*time.Millisecond)); err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for range 60 {
-		ids = append(ids, create(t, env, wire.CreateExecution{Kind: "job"}))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ids, cancel, done := o.start(t, env, 2*time.Second, 40*time.Millisecond, "resetting")
 	defer cancel()
-	done := runLabelled(ctx, w, "resetting")
+	ctx, stopCutting := context.WithCancel(context.Background())
+	defer stopCutting()
 	cutting := make(chan struct{})
 	go func() {
 		defer close(cutting)
@@ -268,6 +251,7 @@ func TestWorkerUnderResettingNetwork(t *testing.T) {
 		}
 	}
 	cancel()
+	stopCutting()
 	<-cutting
 	if err := runReturned(t, done); err != nil {
 		t.Errorf("Run: %v", err)

@@ -16,26 +16,19 @@ import (
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
-// throttledListener is a listener whose connections carry at most rate
+// throttle slows the connections of a listener (listenWrapped) to at most rate
 // bytes a second from the client to the server (a worker on a slow
 // uplink; the answers are not slowed).
-type throttledListener struct {
-	net.Listener
+type throttle struct {
 	rate int
 	fast atomic.Bool // the test is over: no more slowing down
 }
 
-func (l *throttledListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &throttledConn{Conn: c, l: l}, nil
-}
+func (l *throttle) conn(c net.Conn) net.Conn { return &throttledConn{Conn: c, l: l} }
 
 type throttledConn struct {
 	net.Conn
-	l *throttledListener
+	l *throttle
 }
 
 func (c *throttledConn) Read(p []byte) (int, error) {
@@ -79,12 +72,8 @@ func (o *completeOutcomes) RoundTrip(r *http.Request) (*http.Response, error) {
 // again, until the leases ran out and the tasks ran again.
 func TestBatchedReportOverASlowUplink(t *testing.T) {
 	t.Parallel()
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := &throttledListener{Listener: inner, rate: 1 << 20}
-	env := servertest.StartOn(t, ln)
+	ln := &throttle{rate: 1 << 20}
+	env := servertest.StartOn(t, listenWrapped(t, ln.conn))
 	tr := &completeOutcomes{base: http.DefaultTransport, ended: make(chan error, 16)}
 	const n = 6
 	w := newWorker(t, env, func(c *worker.Config) {

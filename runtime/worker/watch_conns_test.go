@@ -13,18 +13,29 @@ import (
 	"github.com/flowfabric/ff/runtime/worker"
 )
 
-// countingListener counts the connections it accepted.
-type countingListener struct {
-	net.Listener
-	n atomic.Int64
+// listenWrapped listens on a loopback port and passes each connection it
+// accepts through wrap, which may record, count or replace it: the faulty
+// or watched network of a test (servertest.StartOn serves on it).
+func listenWrapped(t *testing.T, wrap func(net.Conn) net.Conn) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wrappedListener{Listener: ln, wrap: wrap}
 }
 
-func (l *countingListener) Accept() (net.Conn, error) {
+type wrappedListener struct {
+	net.Listener
+	wrap func(net.Conn) net.Conn
+}
+
+func (l wrappedListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if err == nil {
-		l.n.Add(1)
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	return l.wrap(c), nil
 }
 
 // A worker whose leases come one after another widens its lease watch
@@ -34,12 +45,11 @@ func (l *countingListener) Accept() (net.Conn, error) {
 // new connection per restart).
 func TestLeaseWatchRestartsKeepConnections(t *testing.T) {
 	t.Parallel()
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := &countingListener{Listener: inner}
-	env := servertest.StartOn(t, ln)
+	var accepted atomic.Int64
+	env := servertest.StartOn(t, listenWrapped(t, func(c net.Conn) net.Conn {
+		accepted.Add(1)
+		return c
+	}))
 	const tasks = 8
 	started, release := make(chan string, tasks), make(chan struct{})
 	env.RunWorker(t, worker.Config{Name: "widening", Concurrency: tasks, LeaseTTL: 30 * time.Minute, RenewInterval: 10 * time.Minute},
@@ -61,7 +71,7 @@ func TestLeaseWatchRestartsKeepConnections(t *testing.T) {
 		// replaced the one in flight.
 		time.Sleep(250 * time.Millisecond)
 	}
-	got := ln.n.Load()
+	got := accepted.Load()
 	close(release)
 	// The test's own client takes a connection, the worker one per request
 	// it has in flight at once (a claim, the watch and its replacement);
