@@ -581,7 +581,11 @@ local function cancel_step(p, runkey, cursor, reason, limit, now)
       n = n + 1
     end
   end
-  if r[1] ~= '0' then redis.call('HSET', runkey, 'cancel_cursor', r[1]) end
+  -- A step whose cancels ended the run (finish_run dropped the cursor)
+  -- leaves no cursor behind, though its scan was not over.
+  if r[1] ~= '0' and redis.call('HGET', runkey, 'state') == 'running' then
+    redis.call('HSET', runkey, 'cancel_cursor', r[1])
+  end
   return n, #entries / 2, r[1] == '0'
 end
 
