@@ -17,14 +17,19 @@ demo: deps ## Run the example flows end to end: ffrun dev (own Redis child), the
 # Packages whose tests talk to Valkey, run again against a cluster.
 CLUSTER_PKGS := ./runtime/store ./runtime/scanner ./runtime/scheduler ./runtime/server ./runtime/worker
 
+# Parallel tests of one package run four at a time, not GOMAXPROCS (two on
+# CI's machine): many of them wait (on retries that give up, on a Valkey
+# that was stopped, on lease expiry), and two at a time left the cores idle.
+TEST_PARALLEL ?= 4
+
 .PHONY: test
 test: deps lint check-generated ## Run every test against a real server, then the Valkey suites in cluster mode (what CI runs).
-	$(GO) test -race -timeout 9m ./...
+	$(GO) test -race -parallel $(TEST_PARALLEL) -timeout 9m ./...
 	$(MAKE) --no-print-directory test-cluster
 
 .PHONY: test-cluster
 test-cluster: deps ## Run the Valkey suites against a single-node cluster (FF_TEST_CLUSTER=1): any call across hash slots fails.
-	FF_TEST_CLUSTER=1 $(GO) test -timeout 5m $(CLUSTER_PKGS)
+	FF_TEST_CLUSTER=1 $(GO) test -parallel $(TEST_PARALLEL) -timeout 5m $(CLUSTER_PKGS)
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck (a pinned version, fetched through the Go proxy).

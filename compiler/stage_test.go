@@ -168,21 +168,23 @@ func TestPlanSizeLimit(t *testing.T) {
 		b.WriteString("}\n")
 		return b.String()
 	}
-	wantRefused(t, wide(plan.MaxExecs), dsl.CodePlanSize)
-
 	// The plan grows by the same number of bytes per exec: take as many
-	// as fit.
+	// as fit (far fewer than plan.MaxExecs), and one more.
 	size := func(n int) int { return len(compilePlans(t, wide(n))[0]) }
 	s1, s2 := size(1), size(2)
 	per := s2 - s1
 	n := 1 + (plan.MaxPlanBytes-s1)/per
 	wantRefused(t, wide(n+1), dsl.CodePlanSize)
-	src := wide(n)
-	if got := size(n); got > plan.MaxPlanBytes || got <= plan.MaxPlanBytes-per {
+	text := compilePlans(t, wide(n))[0]
+	if got := len(text); got > plan.MaxPlanBytes || got <= plan.MaxPlanBytes-per {
 		t.Fatalf("plan of %d execs is %d bytes, want at most %d and close to it", n, got, plan.MaxPlanBytes)
 	}
 	in := strings.Repeat("x", plan.MaxPayloadBytes-2) // 1 MiB as JSON
-	stageFlows(t, servertest.Start(t), src, in)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := servertest.Start(t).Client.StageFlowJSON(ctx, text, in); err != nil {
+		t.Errorf("ffc accepts the flow, but ffrun refuses to stage its %d-byte plan: %v", len(text), err)
+	}
 }
 
 // TestUnreachableWithDeadline: FF0901 takes deadlines into account. A

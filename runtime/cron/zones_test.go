@@ -14,8 +14,12 @@ import (
 func TestNextAgainstOracleMoreZones(t *testing.T) {
 	exprs := []string{
 		"* * * * *", "*/7 * * * *", "30 2 * * *", "0 * * * *", "15,45 1-3 * * *", "0 0 * * 0", "0 0 1-7 * 1",
-		"59 23 * * *", "*/30 * * * *", "0 0 * * *", "30 0 * * *", "45 23 * * *", "0 12 * * *", "0 0 31 12 *", "0 0 1 1 *",
+		"59 23 * * *", "*/30 * * * *", "0 0 * * *", "30 0 * * *", "45 23 * * *", "0 12 * * *",
 	}
+	// The yearly schedules need a horizon of a year; the others, whose
+	// fires come at least weekly, a horizon of ten days (an oracle over a
+	// year of "* * * * *" lists half a million fires per change).
+	yearly := []string{"0 0 31 12 *", "0 0 1 1 *"}
 	zones := []oracleZone{
 		{"Africa/Casablanca", "2025-01-01", "2026-01-01"},
 		{"Antarctica/Troll", "2025-01-01", "2026-01-01"},
@@ -27,5 +31,6 @@ func TestNextAgainstOracleMoreZones(t *testing.T) {
 		{"America/Caracas", "2007-12-01", "2008-01-01"},
 		{"America/Caracas", "2016-04-01", "2016-06-01"},
 	}
-	checkAgainstOracle(t, exprs, zones, 400*24*time.Hour) // the yearly schedules too
+	checkAgainstOracle(t, exprs, zones, 240*time.Hour)
+	checkAgainstOracle(t, yearly, zones, 400*24*time.Hour)
 }
