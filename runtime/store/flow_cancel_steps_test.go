@@ -215,3 +215,67 @@ func TestFlowRunResumeMalformedArgs(t *testing.T) {
 	e.refusedUnchanged("ff_resume_runs age x", call{fn: "ff_resume_runs", partition: 0, args: []string{"10", "x"}}, "resume")
 	e.refusedUnchanged("ff_resume_runs limit 0", call{fn: "ff_resume_runs", partition: 0, args: []string{"0", "0"}}, "resume")
 }
+
+// A cancel step whose cancels end the run, with more of the run's node map
+// left to scan, leaves no cursor behind. The case needs every member still
+// waiting (not cancelled by the first call, cancel_live) to come in the
+// scan's first step: the test reads the step's members with the same HSCAN
+// the step makes (the map does not change between the two, so its order
+// is the same) and ends beforehand every waiting member that comes later,
+// by cancelling its upstream (a skip). A scan order that happened to bring
+// this about failed a cluster-mode run of TestFlowCancelRunTakesEveryStep.
+func TestFlowCancelStepEndingTheRunLeavesNoCursor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const pairs = CancelStepMembers * 3 / 4 // two steps' worth of members
+	var names, edges []string
+	for i := range pairs {
+		a, b := fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)
+		names = append(names, a, b)
+		edges = append(edges, a+"->"+b)
+	}
+	run := e.stage(flowOf("pairs", execs(names...), edges...), "")
+	r, err := e.c.Do(e.ctx, e.c.B().Hscan().Key(e.runKey(run.ID)+":nodes").Cursor(0).Count(CancelStepMembers).Build()).AsScanEntry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Cursor == 0 {
+		t.Fatalf("the first step of the scan saw all %d members", 2*pairs)
+	}
+	first := map[string]bool{}
+	for i := 0; i < len(r.Elements); i += 2 {
+		first[r.Elements[i]] = true
+	}
+	ids := map[string]ExecutionID{}
+	for _, n := range e.run(run.ID).Nodes {
+		ids[n.Name] = n.ExecutionID
+	}
+	waiting := 0
+	for i := range pairs {
+		if first[fmt.Sprintf("b%d", i)] {
+			waiting++
+			continue
+		}
+		if _, err := e.s.Cancel(e.ctx, ids[fmt.Sprintf("a%d", i)], "early"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if waiting == 0 {
+		t.Fatal("no waiting member in the scan's first step")
+	}
+	if more := e.cancelStep(run.ID, "enough"); more {
+		t.Fatal("the first call, whose step cancelled the last waiting members, said more")
+	}
+	got := e.run(run.ID)
+	if got.State != RunCancelled || got.Done != got.Total {
+		t.Fatalf("run = %s, %d of %d done", got.State, got.Done, got.Total)
+	}
+	if c, ok := e.runRecord(run.ID)["cancel_cursor"]; ok {
+		t.Fatalf("the run record keeps cancel_cursor %s after the cancel ended", c)
+	}
+	for _, k := range e.keys() {
+		if strings.HasSuffix(k, ":runs:cancelling") {
+			t.Fatalf("%s is left after the cancel ended", k)
+		}
+	}
+}
