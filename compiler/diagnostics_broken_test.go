@@ -40,7 +40,7 @@ func TestDiagnosticsOfBrokenFiles(t *testing.T) {
 			if diags.HasErrors() != (pkg == nil) {
 				t.Errorf("errors: %v, plan: %v; want a plan exactly when there is no error", diags.HasErrors(), pkg != nil)
 			}
-			lines := bytes.Split(src, []byte("\n"))
+			lines := sourceLines(src)
 			for _, d := range diags {
 				checkInside(t, d.Range.Start, lines, d.Message)
 				for _, r := range d.Related {
@@ -56,14 +56,23 @@ func TestDiagnosticsOfBrokenFiles(t *testing.T) {
 	}
 }
 
+// lineBreak is a line break of a .ff file: CR LF, LF or a lone CR.
+var lineBreak = regexp.MustCompile(`\r\n|\n|\r`)
+
+// sourceLines splits src into lines as positions count them: at each line
+// break, and without a byte order mark at the start.
+func sourceLines(src []byte) []string {
+	return lineBreak.Split(string(bytes.TrimPrefix(src, []byte("\ufeff"))), -1)
+}
+
 // checkInside fails when p is not a position of the file split into lines.
-func checkInside(t *testing.T, p dsl.Position, lines [][]byte, what string) {
+func checkInside(t *testing.T, p dsl.Position, lines []string, what string) {
 	t.Helper()
 	if p.Line < 1 || p.Line > len(lines) {
 		t.Errorf("%q: line %d outside 1..%d", what, p.Line, len(lines))
 		return
 	}
-	if n := len(bytes.TrimSuffix(lines[p.Line-1], []byte("\r"))); p.Col < 1 || p.Col > n+1 {
+	if n := len(lines[p.Line-1]); p.Col < 1 || p.Col > n+1 {
 		t.Errorf("%q: column %d outside 1..%d of line %d", what, p.Col, n+1, p.Line)
 	}
 }

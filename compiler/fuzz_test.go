@@ -46,14 +46,28 @@ func FuzzCompile(f *testing.F) {
 	})
 }
 
+// checkRange fails t unless r lies within src at the lines and columns
+// its offsets give: lines end at CR LF, LF or a lone CR, and a byte order
+// mark at the start is not part of line 1.
 func checkRange(t *testing.T, src []byte, r dsl.Range) {
 	t.Helper()
+	text := string(src)
+	bom := 0
+	if strings.HasPrefix(text, "\ufeff") {
+		bom = len("\ufeff")
+	}
 	for _, p := range []dsl.Position{r.Start, r.End} {
-		if p.Offset < 0 || p.Offset > len(src) {
-			t.Fatalf("position %v outside the source (%d bytes)", p, len(src))
+		if p.Offset < bom || p.Offset > len(src) {
+			t.Fatalf("position %v outside the source (%d bytes, %d of them a byte order mark)", p, len(src), bom)
 		}
-		line := 1 + strings.Count(string(src[:p.Offset]), "\n")
-		col := p.Offset - strings.LastIndex(string(src[:p.Offset]), "\n")
+		line, start := 1, bom
+		for _, m := range lineBreak.FindAllStringIndex(text[bom:p.Offset], -1) {
+			line, start = line+1, bom+m[1]
+		}
+		if p.Offset > bom && p.Offset < len(src) && src[p.Offset-1] == '\r' && src[p.Offset] == '\n' {
+			t.Fatalf("position %v: offset %d is inside a CR LF", p, p.Offset)
+		}
+		col := p.Offset - start + 1
 		if p.Line != line || p.Col != col {
 			t.Fatalf("position %v: offset %d is at %d:%d", p, p.Offset, line, col)
 		}

@@ -84,7 +84,7 @@ type CodeInfo struct {
 // test keeps the two in step.
 var Codes = []CodeInfo{
 	{CodeIO, SeverityError, "a file or directory that cannot be read, or a directory without .ff files"},
-	{CodeSyntax, SeverityError, "syntax error: the parser met a token it did not expect; the message says what it expected"},
+	{CodeSyntax, SeverityError, "syntax error: the parser met a token it did not expect (the message says what it expected), or a package clause that is not the first declaration of its file"},
 	{CodeBadChar, SeverityError, "a character that cannot start any token, or a byte that is not UTF-8 outside a comment"},
 	{CodeUnterminated, SeverityError, "a string or block comment that is not closed"},
 	{CodeBadString, SeverityError, "a string literal with an invalid escape sequence"},

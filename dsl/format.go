@@ -27,11 +27,12 @@ const Indent = "  "
 //     a space when the source had one ({ timeout 5s } and {string: int}
 //     both stay); -> always has a space on each side;
 //   - at most one blank line in a row, none at the start, and the file
-//     ends with one line break; trailing white space, carriage returns and
-//     a byte order mark are dropped.
+//     ends with one line break; every line ends with LF (a line of src
+//     ends at LF, CR LF or a lone CR); trailing white space and a byte
+//     order mark are dropped.
 //
-// A comment's text is kept, lines included, but for the white space and
-// carriage returns that end its lines. A file with
+// A comment's text is kept, lines included, but for the white space that
+// ends its lines and their line breaks, written as LF. A file with
 // syntax errors is not formatted: Format returns nil and the diagnostics.
 // The result always scans to the same tokens and comments as src (Format
 // checks it, and reports an internal error otherwise).
@@ -191,24 +192,42 @@ func isCloser(t lexer.Token) bool {
 	return t.Type == tokPunct && (t.Value == "}" || t.Value == "]" || t.Value == ")")
 }
 
-// text is what layout prints of t: a comment without the carriage
-// returns and trailing white space of its lines, any other token as is.
+// text is what layout prints of t: a comment without the trailing white
+// space of its lines, its lines ended by LF (not CR LF or a lone CR), any
+// other token as is.
 func text(t lexer.Token) string {
 	if t.Type != tokComment {
 		return t.Value
 	}
 	if strings.HasPrefix(t.Value, "//") {
-		return strings.TrimRight(t.Value, " \t\r\f")
+		return strings.TrimRight(t.Value, " \t\f")
 	}
-	lines := strings.Split(t.Value, "\n")
+	lines := splitLines(t.Value)
 	for i, l := range lines {
-		lines[i] = strings.TrimRight(l, " \t\r\f")
+		lines[i] = strings.TrimRight(l, " \t\f")
 	}
 	return strings.Join(lines, "\n")
 }
 
+// splitLines splits s at its line breaks (LF, CR LF or a lone CR), which
+// it drops.
+func splitLines(s string) []string {
+	var lines []string
+	start := 0
+	for i := 0; i < len(s); {
+		if n := lineBreakLen(s[i:]); n > 0 {
+			lines = append(lines, s[start:i])
+			i += n
+			start = i
+			continue
+		}
+		i++
+	}
+	return append(lines, s[start:])
+}
+
 // endLine is the line a token ends on (a block comment may span lines).
-func endLine(t lexer.Token) int { return t.Pos.Line + strings.Count(t.Value, "\n") }
+func endLine(t lexer.Token) int { return t.Pos.Line + len(splitLines(t.Value)) - 1 }
 
 // sameTokens reports whether a and b hold the same tokens (type and text,
 // comments as layout prints them), and else the index in a of the first that differs.

@@ -49,16 +49,17 @@ func TestFormatCloseThenOpen(t *testing.T) {
 	}
 }
 
-// The repository's .ff files with random line breaks, CRLF, tabs and
-// line and block comments put between tokens: each variation that parses
-// formats without an internal error, to a fixed point.
+// The repository's .ff files with random line breaks (LF, CR LF, a lone
+// CR), tabs and line and block comments put between tokens: each
+// variation that parses formats without an internal error, to a fixed
+// point.
 func TestFormatRandomBreaks(t *testing.T) {
 	var files []string
 	for _, pattern := range []string{"../examples/flows/*.ff", "../compiler/testdata/*.ff", "testdata/format/*.ff"} {
 		m, _ := filepath.Glob(pattern)
 		files = append(files, m...)
 	}
-	seps := []string{"\n", " /* c\n x */ ", " // é trailing\n", "\n\n\t", "/*k*/", "\r\n", " ", " ", " "}
+	seps := []string{"\n", " /* c\n x */ ", " // é trailing\n", "\n\n\t", "/*k*/", "\r\n", "\r", " /* c\r x */ ", " // cr\r", " ", " ", " "}
 	r := rand.New(rand.NewPCG(3, 4))
 	parsed := 0
 	for _, file := range files {
@@ -76,7 +77,7 @@ func TestFormatRandomBreaks(t *testing.T) {
 			for i, tk := range toks[:len(toks)-1] { // without EOF
 				if i > 0 {
 					sep := seps[r.IntN(len(seps))]
-					if strings.HasPrefix(toks[i-1].Value, "//") && !strings.Contains(sep, "\n") {
+					if strings.HasPrefix(toks[i-1].Value, "//") && !strings.ContainsAny(sep, "\r\n") {
 						sep = "\n"
 					}
 					b.WriteString(sep)

@@ -172,3 +172,21 @@ func mustFormat(t *testing.T, name string, src []byte) []byte {
 	}
 	return out
 }
+
+// TestFormatLineEnds: a lone CR ends a line as LF and CR LF do (old Mac
+// files), in code and in comments; formatting writes LF line ends and
+// drops a byte order mark.
+func TestFormatLineEnds(t *testing.T) {
+	const want = "// c\ntype T {\n  a: string /* x\n   y */\n  b: int\n}\n"
+	for _, src := range []string{
+		"// c\ntype T {\n  a: string /* x\n   y */\n  b: int\n}\n",
+		"// c\rtype T {\r  a: string /* x\r   y */\r  b: int\r}\r",
+		"// c\r\ntype T {\r\n  a: string /* x\r\n   y */\r\n  b: int\r\n}\r\n",
+		"\ufeff// c  \rtype T {\r\n  a: string /* x \r   y */\n  b: int\r}",
+	} {
+		got := mustFormat(t, "e.ff", []byte(src))
+		if d := cmp.Diff(want, string(got)); d != "" {
+			t.Errorf("Format(%q) (-want +got):\n%s", src, d)
+		}
+	}
+}

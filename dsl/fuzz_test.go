@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -30,6 +31,7 @@ var seeds = []string{
 	"/* unterminated",
 	"type T { x: int } @ # $",
 	"\xef\xbb\xbfpackage p",
+	"\xef\xbb\xbf// old Mac line ends\rtype T {\r  a: string\r}\r\rflow f(T) {\r\n  exec a(T) { lane \"x\r\" }\r}",
 	"\xff\xfe",
 	"priority -5 -> 10x 1.5s 1__0",
 }
@@ -77,14 +79,34 @@ func CheckRange(t *testing.T, src []byte, r Range) {
 	}
 }
 
+// checkPos fails t unless p lies within src at the line and column its
+// offset gives: lines end at LF, CR LF or a lone CR, and a byte order mark
+// at the start is not part of line 1.
 func checkPos(t *testing.T, src []byte, p Position) {
 	t.Helper()
 	if p.Offset < 0 || p.Offset > len(src) {
 		t.Fatalf("position %v offset %d outside the source (%d bytes)", p, p.Offset, len(src))
 	}
-	line := 1 + strings.Count(string(src[:p.Offset]), "\n")
-	col := p.Offset - strings.LastIndex(string(src[:p.Offset]), "\n")
-	if p.Line != line || p.Col != col {
+	line, start := 1, 0
+	if bytes.HasPrefix(src, []byte("\ufeff")) {
+		start = 3
+		if p.Offset < start {
+			t.Fatalf("position %v: offset %d is inside the byte order mark", p, p.Offset)
+		}
+	}
+	text := string(src)
+	for i := start; i < p.Offset; {
+		if n := lineBreakLen(text[i:]); n > 0 {
+			if i+n > p.Offset {
+				t.Fatalf("position %v: offset %d is inside a CR LF", p, p.Offset)
+			}
+			i += n
+			line, start = line+1, i
+			continue
+		}
+		i++
+	}
+	if col := p.Offset - start + 1; p.Line != line || p.Col != col {
 		t.Fatalf("position %v: offset %d is at %d:%d", p, p.Offset, line, col)
 	}
 }

@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strconv"
@@ -47,8 +48,10 @@ func scanComments(filename string, src []byte, diags *Diagnostics) []lexer.Token
 func scanSource(filename string, src []byte, diags *Diagnostics, comments bool) []lexer.Token {
 	s := scanner{file: filename, src: src, text: string(src), line: 1, col: 1, diags: diags, comments: comments}
 	s.toks = make([]lexer.Token, 0, len(src)/6+8)
-	if len(src) >= 3 && src[0] == 0xEF && src[1] == 0xBB && src[2] == 0xBF {
-		s.advance(3) // byte order mark; columns still count its bytes
+	if bytes.HasPrefix(src, bom) {
+		// Not part of line 1: its columns start after it, as editors show
+		// them. Offsets still count its bytes.
+		s.off = len(bom)
 	}
 	return s.run()
 }
@@ -70,14 +73,42 @@ func (s *scanner) pos() lexer.Position {
 	return lexer.Position{Filename: s.file, Offset: s.off, Line: s.line, Column: s.col}
 }
 
-// advance moves past n bytes, none of which may be a newline.
+// bom is the UTF-8 byte order mark, skipped at the start of a file.
+var bom = []byte{0xEF, 0xBB, 0xBF}
+
+// advance moves past n bytes, none of which may end a line.
 func (s *scanner) advance(n int) {
 	s.off += n
 	s.col += n
 }
 
-func (s *scanner) newline() {
-	s.off++
+// lineEnd returns the length of the line break at s.off, 0 when there is
+// none (lineBreakLen).
+func (s *scanner) lineEnd() int {
+	return lineBreakLen(s.text[s.off:])
+}
+
+// lineBreakLen returns the length of the line break b starts with: 2 for
+// CR LF, 1 for LF or a lone CR (old Mac files; editors start a line there
+// too), 0 when b starts with none. Positions count lines by these breaks,
+// and a line comment or a string ends at one.
+func lineBreakLen(b string) int {
+	switch {
+	case len(b) == 0:
+		return 0
+	case b[0] == '\n':
+		return 1
+	case b[0] == '\r' && len(b) > 1 && b[1] == '\n':
+		return 2
+	case b[0] == '\r':
+		return 1
+	}
+	return 0
+}
+
+// newline moves past the line break of n bytes at s.off.
+func (s *scanner) newline(n int) {
+	s.off += n
 	s.line++
 	s.col = 1
 }
@@ -102,12 +133,12 @@ func (s *scanner) run() []lexer.Token {
 		c := s.src[s.off]
 		start := s.pos()
 		switch {
-		case c == '\n':
-			s.newline()
-		case c == ' ' || c == '\t' || c == '\r' || c == '\f':
+		case c == '\n' || c == '\r':
+			s.newline(s.lineEnd())
+		case c == ' ' || c == '\t' || c == '\f':
 			s.advance(1)
 		case c == '/' && s.peek(1) == '/':
-			for s.off < len(s.src) && s.src[s.off] != '\n' {
+			for s.off < len(s.src) && s.lineEnd() == 0 {
 				s.advance(1)
 			}
 			if s.comments {
@@ -159,8 +190,8 @@ func (s *scanner) blockComment(start lexer.Position) {
 			s.advance(2)
 			return
 		}
-		if s.src[s.off] == '\n' {
-			s.newline()
+		if n := s.lineEnd(); n > 0 {
+			s.newline(n)
 		} else {
 			s.advance(1)
 		}
@@ -213,9 +244,9 @@ func (s *scanner) str(start lexer.Position) {
 			s.advance(1)
 			s.emit(tokString, start)
 			return
-		case c == '\\' && s.off+1 < len(s.src) && s.src[s.off+1] != '\n':
+		case c == '\\' && s.off+1 < len(s.src) && s.src[s.off+1] != '\n' && s.src[s.off+1] != '\r':
 			s.escape()
-		case c == '\n':
+		case c == '\n' || c == '\r':
 			s.unterminated(start)
 			return
 		case c >= utf8.RuneSelf:
@@ -233,7 +264,7 @@ func (s *scanner) str(start lexer.Position) {
 }
 
 // escape scans the escape sequence at s.off (a backslash followed by
-// anything but a newline) and reports it when Go's rules refuse it.
+// anything but a line break) and reports it when Go's rules refuse it.
 func (s *scanner) escape() {
 	at := s.pos()
 	rest := s.text[s.off:]

@@ -100,7 +100,64 @@ func Parse(filename string, src []byte) (f *File, diags Diagnostics) {
 		parseChunk(p, chunk[:end+1], f, &diags, cut)
 		chunk[end] = last
 	}
+	checkPackageClauses(f, &diags)
 	return f, diags
+}
+
+// checkPackageClauses reports each package clause of f that is not its
+// first declaration (comments may come before it): a second clause, or
+// one after another declaration. Such a clause is marked Bad, so that it
+// is not used. A clause with a syntax error of its own is reported for
+// that only.
+func checkPackageClauses(f *File, diags *Diagnostics) {
+	var first, clause *Decl // the first declaration, the first clause
+	for _, d := range f.Decls {
+		if d.Package == nil {
+			if first == nil {
+				first = d
+			}
+			continue
+		}
+		switch {
+		case d.Bad:
+		case clause != nil:
+			diags.Errorf(keywordRange(d.Pos, "package"), CodeSyntax,
+				"syntax error: second package clause: a file has at most one, before its declarations").
+				With(keywordRange(clause.Pos, "package"), "first package clause here")
+			d.Bad = true
+		case first != nil:
+			diags.Errorf(keywordRange(d.Pos, "package"), CodeSyntax,
+				"syntax error: package clause after a declaration: write %q first in the file", "package "+d.Package.Name.Name).
+				With(keywordRange(first.Pos, declKeyword(first)), "first declaration here")
+			d.Bad = true
+		}
+		if clause == nil {
+			clause = d
+		}
+		if first == nil {
+			first = d
+		}
+	}
+}
+
+// declKeyword returns the keyword that starts d, or "" when a syntax
+// error left none of its fields set.
+func declKeyword(d *Decl) string {
+	switch {
+	case d.Package != nil:
+		return "package"
+	case d.Type != nil:
+		return "type"
+	case d.Budget != nil:
+		return "budget"
+	case d.Quota != nil:
+		return "quota"
+	case d.Flow != nil:
+		return "flow"
+	case d.Schedule != nil:
+		return "schedule"
+	}
+	return ""
 }
 
 // MaxNesting bounds how deep brackets ("{", "(" and "[") nest in one

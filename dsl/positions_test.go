@@ -85,3 +85,58 @@ func TestEscapeOfBadByteMessageIsUTF8(t *testing.T) {
 		t.Errorf("diagnostics %v, want one FF0102", diags)
 	}
 }
+
+// TestPositionsAfterBOMAndLineEnds: a byte order mark at the start of a
+// file is not part of line 1 (its columns start after it; offsets still
+// count its bytes), and CR LF, LF and a lone CR (old Mac files) each end
+// a line, also the line of a // comment, so file:line:col is where an
+// editor shows the place.
+func TestPositionsAfterBOMAndLineEnds(t *testing.T) {
+	const bad = `invalid escape sequence \q in string literal: write \\ for a backslash; the escapes are \a \b \f \n \r \t \v \\ \" \x \u \U and octal`
+	const bom = "\ufeff"
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"bom", bom + "flow f() { lane \"a\\q\" }\n", []string{"t.ff:1:19: error: " + bad}},
+		{"bom then lines", bom + "flow f() {\n  lane \"a\\q\"\n}\n", []string{"t.ff:2:10: error: " + bad}},
+		{"crlf", "flow f() {\r\n  lane \"a\\q\"\r\n}\r\n", []string{"t.ff:2:10: error: " + bad}},
+		{"lone cr", "flow f() {\r  lane \"a\\q\"\r}\r", []string{"t.ff:2:10: error: " + bad}},
+		{"lone cr ends a line comment", "// c\rflow f() {\r  lane \"a\\q\" // d\r}\r", []string{"t.ff:3:10: error: " + bad}},
+		{"lone cr in a block comment", "/* a\rb\r\nc\n*/ flow f() { lane \"a\\q\" }", []string{"t.ff:4:22: error: " + bad}},
+		{"bom and lone cr", bom + "// c\r\rflow f() { lane \"a\\q\" }", []string{"t.ff:3:19: error: " + bad}},
+		// A string does not go past the end of its line, whichever ends it.
+		{"lone cr ends a string", "flow f() { lane \"ab\r}\r", []string{
+			`t.ff:1:17: error: string literal is not terminated: add a closing "`,
+		}},
+		// The line ends at the CR, not at an escape of it.
+		{"backslash before cr", "flow f() { lane \"ab\\\r\n}\r\n", []string{
+			`t.ff:1:17: error: string literal is not terminated: add a closing "`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, parseDiags(tt.src)); diff != "" {
+				t.Errorf("%q (-want +got):\n%s", tt.src, diff)
+			}
+			_, diags := Parse("t.ff", []byte(tt.src))
+			for _, d := range diags {
+				CheckRange(t, []byte(tt.src), d.Range)
+			}
+		})
+	}
+}
+
+// TestOffsetsCountTheBOM: offsets are byte offsets into the file, BOM
+// included, while columns start after it.
+func TestOffsetsCountTheBOM(t *testing.T) {
+	_, diags := Parse("t.ff", []byte("\ufeff§"))
+	if len(diags) != 1 {
+		t.Fatalf("diagnostics %v, want one", diags)
+	}
+	want := Range{Start: Position{File: "t.ff", Line: 1, Col: 1, Offset: 3}, End: Position{File: "t.ff", Line: 1, Col: 3, Offset: 5}}
+	if diff := cmp.Diff(want, diags[0].Range); diff != "" {
+		t.Errorf("range (-want +got):\n%s", diff)
+	}
+}

@@ -3,10 +3,13 @@ package gen
 import (
 	"encoding/json"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,12 +31,65 @@ type buildCase struct {
 	pkg *plan.Package // the plan to generate from
 }
 
+// clashNames are the names the generated code once imported its packages
+// under (plan, client, json, ...), which a user's own file in the package
+// may well declare at package level.
+var clashNames = []string{"bind", "client", "context", "errors", "fmt", "json", "plan", "time", "worker"}
+
+// userClashFile is a user's file of package pkg that declares every name
+// of clashNames at package level, in each kind of declaration. Go refuses
+// a name declared in both a file's block (an import) and the package
+// block, so the package builds only if the generated file imports none of
+// its packages under these names.
+func userClashFile(pkg string) []byte {
+	return []byte("package " + pkg + `
+
+// A user's own declarations next to the generated file.
+
+type plan struct{}
+
+func worker() {}
+
+const context = "ctx"
+
+var client, bind = plan{}, worker
+
+var (
+	json   = []byte("{}")
+	errors []error
+	fmt    = context
+	time   = 0
+)
+`)
+}
+
+// checkClashNames fails when src, generated code, imports a package whose
+// own name clashNames leaves out: userClashFile would not cover it.
+func checkClashNames(t *testing.T, what string, src []byte) {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "gen_ff.go", src, parser.ImportsOnly)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	for _, imp := range f.Imports {
+		p, err := strconv.Unquote(imp.Path.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name := path.Base(p); !slices.Contains(clashNames, name) {
+			t.Errorf("%s: the generated code imports %s, whose name %q clashNames leaves out", what, p, name)
+		}
+	}
+}
+
 // TestGeneratedCodeBuilds writes the code generated for every testdata
 // .ff file (issue 2's example among them), every example flow file on its
 // own, the examples directory as a whole, a 300-exec flow, execs named
 // like methods go vet checks in other shapes (vetAcceptedSource) and two
-// hand-built plans into packages of a directory inside this module, then
-// runs go build and go vet on them and go test on a package that imports
+// hand-built plans into packages of a directory inside this module, each
+// next to a user's file that declares the names of the packages generated
+// code imports (userClashFile), then runs go build and go vet on them and
+// go test on a package that imports
 // them all. Its tests check that each <Flow>Plan() returns exactly the
 // plan it was generated from, and drive the RegisterPublish and
 // StagePublish of issue 2's example through fakes
@@ -74,6 +130,8 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 			t.Fatalf("%s: Generate: %v", c.dir, err)
 		}
 		write(t, filepath.Join(dir, "gen_ff.go"), src)
+		checkClashNames(t, c.dir, src)
+		write(t, filepath.Join(dir, "user.go"), userClashFile(c.pkg.Package))
 		fmt.Fprintf(&check, "\tp%d %q\n", i, importPath(c.dir))
 		for _, fl := range c.pkg.Flows {
 			// The plan as the compiler (or handPlan) built it, in the

@@ -91,5 +91,12 @@
 // # Output
 //
 // The file is rendered by jennifer, which formats it once with go/format.
-// Its imports form one block sorted by path.
+// Its imports form one block sorted by path. Each is named ImportPrefix
+// and the package's own name: ff_context, ff_json, ff_plan, ff_client,
+// ff_worker, ff_bind, ... (above, the packages go by their own names). Go
+// refuses one name declared in both a file's block and its package's
+// block, so under their plain names the imports would break the build as
+// soon as another file of the package declared plan, client, json or fmt
+// at package level; the generated file declares only the exported names
+// listed above.
 package gen

@@ -32,6 +32,29 @@ const (
 	pathTime    = "time"
 )
 
+// ImportPrefix starts the name of every import of the generated file:
+// each package is imported as ImportPrefix and its own name (ff_plan,
+// ff_context, ff_json, ...). Go refuses one name in both a file's block
+// and its package's block, so under their plain names the imports would
+// break the build of a package whose own files declare plan, client, json
+// or fmt at package level. Go names seldom hold an underscore, and
+// spec/language.md leaves the names starting with ff_ to generated code.
+const ImportPrefix = "ff_"
+
+// importNames maps each import path of the generated code to the
+// package's own name, which ImportPrefix starts the import's name with.
+var importNames = map[string]string{
+	pathPlan:    "plan",
+	pathClient:  "client",
+	pathWorker:  "worker",
+	pathBind:    "bind",
+	pathErrors:  "errors",
+	pathContext: "context",
+	pathJSON:    "json",
+	pathFmt:     "fmt",
+	pathTime:    "time",
+}
+
 // Options control code generation.
 type Options struct {
 	// Package is the Go package name of the generated file. When empty,
@@ -80,10 +103,9 @@ func Generate(pkg *plan.Package, opts Options) ([]byte, error) {
 
 	f := jen.NewFile(name)
 	f.HeaderComment(Header)
-	f.ImportName(pathPlan, "plan")
-	f.ImportName(pathClient, "client")
-	f.ImportName(pathWorker, "worker")
-	f.ImportName(pathBind, "bind")
+	for path, name := range importNames {
+		f.ImportAlias(path, ImportPrefix+name)
+	}
 	for i := range g.typeList {
 		if err := g.genType(f, &g.typeList[i]); err != nil {
 			return nil, err

@@ -3,15 +3,15 @@
 package flows
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"github.com/flowfabric/ff/compiler/plan"
-	"github.com/flowfabric/ff/gen/bind"
-	"github.com/flowfabric/ff/runtime/client"
-	"github.com/flowfabric/ff/runtime/worker"
-	"time"
+	ff_context "context"
+	ff_json "encoding/json"
+	ff_errors "errors"
+	ff_fmt "fmt"
+	ff_plan "github.com/flowfabric/ff/compiler/plan"
+	ff_bind "github.com/flowfabric/ff/gen/bind"
+	ff_client "github.com/flowfabric/ff/runtime/client"
+	ff_worker "github.com/flowfabric/ff/runtime/worker"
+	ff_time "time"
 )
 
 // Address is the .ff type "Address". JSON field names are the .ff field names;
@@ -46,34 +46,34 @@ type Batch struct {
 // Clip is the .ff type "Clip". JSON field names are the .ff field names;
 // optional fields are omitted when empty.
 type Clip struct {
-	ID      string            `json:"id"`
-	URL     string            `json:"url"`
-	Seconds float64           `json:"seconds"`
-	Tags    []string          `json:"tags"`
-	Labels  map[string]string `json:"labels"`
-	Thumb   []byte            `json:"thumb,omitempty"`
-	Meta    json.RawMessage   `json:"meta,omitempty"`
-	Taken   time.Time         `json:"taken"`
-	TTL     time.Duration     `json:"ttl"`
+	ID      string             `json:"id"`
+	URL     string             `json:"url"`
+	Seconds float64            `json:"seconds"`
+	Tags    []string           `json:"tags"`
+	Labels  map[string]string  `json:"labels"`
+	Thumb   []byte             `json:"thumb,omitempty"`
+	Meta    ff_json.RawMessage `json:"meta,omitempty"`
+	Taken   ff_time.Time       `json:"taken"`
+	TTL     ff_time.Duration   `json:"ttl"`
 }
 
 // Confirmation is the .ff type "Confirmation". JSON field names are the .ff
 // field names; optional fields are omitted when empty.
 type Confirmation struct {
-	OrderID    string    `json:"order_id"`
-	PaymentID  string    `json:"payment_id"`
-	TrackingID string    `json:"tracking_id"`
-	ETA        time.Time `json:"eta"`
+	OrderID    string       `json:"order_id"`
+	PaymentID  string       `json:"payment_id"`
+	TrackingID string       `json:"tracking_id"`
+	ETA        ff_time.Time `json:"eta"`
 }
 
 // Draft is the .ff type "Draft". JSON field names are the .ff field names;
 // optional fields are omitted when empty.
 type Draft struct {
-	Model            string        `json:"model"`
-	Text             string        `json:"text"`
-	PromptTokens     int64         `json:"prompt_tokens"`
-	CompletionTokens int64         `json:"completion_tokens"`
-	Latency          time.Duration `json:"latency"`
+	Model            string           `json:"model"`
+	Text             string           `json:"text"`
+	PromptTokens     int64            `json:"prompt_tokens"`
+	CompletionTokens int64            `json:"completion_tokens"`
+	Latency          ff_time.Duration `json:"latency"`
 }
 
 // LineItem is the .ff type "LineItem". JSON field names are the .ff field
@@ -87,23 +87,23 @@ type LineItem struct {
 // Loaded is the .ff type "Loaded". JSON field names are the .ff field names;
 // optional fields are omitted when empty.
 type Loaded struct {
-	Table    string    `json:"table"`
-	Day      string    `json:"day"`
-	Rows     int64     `json:"rows"`
-	Finished time.Time `json:"finished"`
+	Table    string       `json:"table"`
+	Day      string       `json:"day"`
+	Rows     int64        `json:"rows"`
+	Finished ff_time.Time `json:"finished"`
 }
 
 // Order is the .ff type "Order". JSON field names are the .ff field names;
 // optional fields are omitted when empty.
 type Order struct {
-	ID         string     `json:"id"`
-	CustomerID string     `json:"customer_id"`
-	Items      []LineItem `json:"items"`
-	TotalCents int64      `json:"total_cents"`
-	Currency   string     `json:"currency"`
-	CardToken  string     `json:"card_token"`
-	Address    Address    `json:"address"`
-	Placed     time.Time  `json:"placed"`
+	ID         string       `json:"id"`
+	CustomerID string       `json:"customer_id"`
+	Items      []LineItem   `json:"items"`
+	TotalCents int64        `json:"total_cents"`
+	Currency   string       `json:"currency"`
+	CardToken  string       `json:"card_token"`
+	Address    Address      `json:"address"`
+	Placed     ff_time.Time `json:"placed"`
 }
 
 // Payment is the .ff type "Payment". JSON field names are the .ff field names;
@@ -143,10 +143,10 @@ type Reservation struct {
 // Shipment is the .ff type "Shipment". JSON field names are the .ff field
 // names; optional fields are omitted when empty.
 type Shipment struct {
-	OrderID    string    `json:"order_id"`
-	TrackingID string    `json:"tracking_id"`
-	Carrier    string    `json:"carrier"`
-	ETA        time.Time `json:"eta"`
+	OrderID    string       `json:"order_id"`
+	TrackingID string       `json:"tracking_id"`
+	Carrier    string       `json:"carrier"`
+	ETA        ff_time.Time `json:"eta"`
 }
 
 // Staged is the .ff type "Staged". JSON field names are the .ff field names;
@@ -554,8 +554,8 @@ const AskPlanJSON = `{
 // fit the package plan this program is built with (another schema version, or
 // fields it does not know): the file was generated by an incompatible ffc and
 // must be regenerated.
-func AskPlan() (*plan.Flow, error) {
-	return bind.DecodePlan("ask", AskPlanJSON)
+func AskPlan() (*ff_plan.Flow, error) {
+	return ff_bind.DecodePlan("ask", AskPlanJSON)
 }
 
 // StageAsk starts a run of flow "ask" through c, sending AskPlanJSON as it is
@@ -563,7 +563,7 @@ func AskPlan() (*plan.Flow, error) {
 // validates it. The input in (.ff type Question) is sent as JSON. With
 // client.WithWait(d) among opts, the staging request waits up to d for the run
 // to end, and Result answers from its answer.
-func StageAsk(ctx context.Context, c client.Stager, in Question, opts ...client.StageOption) (*AskRun, error) {
+func StageAsk(ctx ff_context.Context, c ff_client.Stager, in Question, opts ...ff_client.StageOption) (*AskRun, error) {
 	r, err := c.StageFlowJSON(ctx, []byte(AskPlanJSON), in, opts...)
 	if err != nil {
 		return nil, err
@@ -573,20 +573,20 @@ func StageAsk(ctx context.Context, c client.Stager, in Question, opts ...client.
 
 // AskRun is a handle on one run of flow "ask".
 type AskRun struct {
-	*client.Run
+	*ff_client.Run
 }
 
 // Result waits until the run is terminal and returns its result (.ff type
 // Answer), decoded from JSON. A run that did not succeed yields the error of
 // client.Run.Result.
-func (r *AskRun) Result(ctx context.Context) (Answer, error) {
+func (r *AskRun) Result(ctx ff_context.Context) (Answer, error) {
 	var out Answer
 	raw, err := r.Run.Result(ctx)
 	if err != nil {
 		return out, err
 	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return out, fmt.Errorf("flow ask: decode result: %w", err)
+	if err := ff_json.Unmarshal(raw, &out); err != nil {
+		return out, ff_fmt.Errorf("flow ask: decode result: %w", err)
 	}
 	return out, nil
 }
@@ -631,23 +631,23 @@ type AskJudgeUpstream struct {
 type AskHandlers interface {
 	// Prepare runs exec "prepare" (kind "ask.prepare"). Its input in (Question) is
 	// the flow input. It returns its output (Question).
-	Prepare(ctx context.Context, in Question) (Question, error)
+	Prepare(ctx ff_context.Context, in Question) (Question, error)
 	// DraftSmall runs exec "draft_small" (kind "ask.draft_small"). Its input in
 	// (Question) is the output of exec "prepare". up has the output of upstream
 	// prepare. It returns its output (Draft).
-	DraftSmall(ctx context.Context, in Question, up AskDraftSmallUpstream) (Draft, error)
+	DraftSmall(ctx ff_context.Context, in Question, up AskDraftSmallUpstream) (Draft, error)
 	// DraftLarge runs exec "draft_large" (kind "ask.draft_large"). Its input in
 	// (Question) is the output of exec "prepare". up has the output of upstream
 	// prepare. It returns its output (Draft).
-	DraftLarge(ctx context.Context, in Question, up AskDraftLargeUpstream) (Draft, error)
+	DraftLarge(ctx ff_context.Context, in Question, up AskDraftLargeUpstream) (Draft, error)
 	// DraftCode runs exec "draft_code" (kind "ask.draft_code"). Its input in
 	// (Question) is the output of exec "prepare". up has the output of upstream
 	// prepare. It returns its output (Draft).
-	DraftCode(ctx context.Context, in Question, up AskDraftCodeUpstream) (Draft, error)
+	DraftCode(ctx ff_context.Context, in Question, up AskDraftCodeUpstream) (Draft, error)
 	// Judge runs exec "judge" (kind "ask.judge"). Its input in (Question) is the
 	// output of exec "prepare". up has the outputs of upstreams draft_code,
 	// draft_large, draft_small and prepare. It returns its output (Answer).
-	Judge(ctx context.Context, in Question, up AskJudgeUpstream) (Answer, error)
+	Judge(ctx ff_context.Context, in Question, up AskJudgeUpstream) (Answer, error)
 }
 
 // RegisterAsk binds every exec of flow "ask" to w under the exec's kind. Each
@@ -655,15 +655,15 @@ type AskHandlers interface {
 // decoding failure is permanent: a retry cannot fix it), calls the matching
 // method of h and encodes its output. It fails, binding nothing, when AskPlan
 // fails; otherwise it stops at, and returns, the first registration error.
-func RegisterAsk(w worker.Registrar, h AskHandlers) error {
+func RegisterAsk(w ff_worker.Registrar, h AskHandlers) error {
 	if h == nil {
-		return errors.New("register flow ask: nil AskHandlers")
+		return ff_errors.New("register flow ask: nil AskHandlers")
 	}
 	p, err := AskPlan()
 	if err != nil {
-		return fmt.Errorf("register flow ask: %w", err)
+		return ff_fmt.Errorf("register flow ask: %w", err)
 	}
-	return bind.Register(w, p, h)
+	return ff_bind.Register(w, p, h)
 }
 
 // FulfilOrderPlanJSON is the compiled plan of flow "fulfil_order" as JSON (plan
@@ -1265,8 +1265,8 @@ const FulfilOrderPlanJSON = `{
 // when the plan does not fit the package plan this program is built with
 // (another schema version, or fields it does not know): the file was generated
 // by an incompatible ffc and must be regenerated.
-func FulfilOrderPlan() (*plan.Flow, error) {
-	return bind.DecodePlan("fulfil_order", FulfilOrderPlanJSON)
+func FulfilOrderPlan() (*ff_plan.Flow, error) {
+	return ff_bind.DecodePlan("fulfil_order", FulfilOrderPlanJSON)
 }
 
 // StageFulfilOrder starts a run of flow "fulfil_order" through c, sending
@@ -1274,7 +1274,7 @@ func FulfilOrderPlan() (*plan.Flow, error) {
 // the way, and the server validates it. The input in (.ff type Order) is sent
 // as JSON. With client.WithWait(d) among opts, the staging request waits up to
 // d for the run to end, and Result answers from its answer.
-func StageFulfilOrder(ctx context.Context, c client.Stager, in Order, opts ...client.StageOption) (*FulfilOrderRun, error) {
+func StageFulfilOrder(ctx ff_context.Context, c ff_client.Stager, in Order, opts ...ff_client.StageOption) (*FulfilOrderRun, error) {
 	r, err := c.StageFlowJSON(ctx, []byte(FulfilOrderPlanJSON), in, opts...)
 	if err != nil {
 		return nil, err
@@ -1284,20 +1284,20 @@ func StageFulfilOrder(ctx context.Context, c client.Stager, in Order, opts ...cl
 
 // FulfilOrderRun is a handle on one run of flow "fulfil_order".
 type FulfilOrderRun struct {
-	*client.Run
+	*ff_client.Run
 }
 
 // Result waits until the run is terminal and returns its result (.ff type
 // Confirmation), decoded from JSON. A run that did not succeed yields the error
 // of client.Run.Result.
-func (r *FulfilOrderRun) Result(ctx context.Context) (Confirmation, error) {
+func (r *FulfilOrderRun) Result(ctx ff_context.Context) (Confirmation, error) {
 	var out Confirmation
 	raw, err := r.Run.Result(ctx)
 	if err != nil {
 		return out, err
 	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return out, fmt.Errorf("flow fulfil_order: decode result: %w", err)
+	if err := ff_json.Unmarshal(raw, &out); err != nil {
+		return out, ff_fmt.Errorf("flow fulfil_order: decode result: %w", err)
 	}
 	return out, nil
 }
@@ -1378,42 +1378,42 @@ type FulfilOrderRefundPaymentUpstream struct {
 type FulfilOrderHandlers interface {
 	// CheckOrder runs exec "check_order" (kind "fulfil_order.check_order"). Its
 	// input in (Order) is the flow input. It returns its output (Order).
-	CheckOrder(ctx context.Context, in Order) (Order, error)
+	CheckOrder(ctx ff_context.Context, in Order) (Order, error)
 	// ReserveStock runs exec "reserve_stock" (kind "fulfil_order.reserve_stock").
 	// Its input in (Order) is the output of exec "check_order". up has the output
 	// of upstream check_order. It returns its output (Reservation).
-	ReserveStock(ctx context.Context, in Order, up FulfilOrderReserveStockUpstream) (Reservation, error)
+	ReserveStock(ctx ff_context.Context, in Order, up FulfilOrderReserveStockUpstream) (Reservation, error)
 	// AuthorizePayment runs exec "authorize_payment" (kind
 	// "fulfil_order.authorize_payment"). Its input in (Order) is the output of exec
 	// "check_order". up has the output of upstream check_order. It returns its
 	// output (Payment).
-	AuthorizePayment(ctx context.Context, in Order, up FulfilOrderAuthorizePaymentUpstream) (Payment, error)
+	AuthorizePayment(ctx ff_context.Context, in Order, up FulfilOrderAuthorizePaymentUpstream) (Payment, error)
 	// CapturePayment runs exec "capture_payment" (kind
 	// "fulfil_order.capture_payment"). Its input in (Payment) is the output of exec
 	// "authorize_payment". up has the outputs of upstreams authorize_payment and
 	// reserve_stock. It returns its output (Payment).
-	CapturePayment(ctx context.Context, in Payment, up FulfilOrderCapturePaymentUpstream) (Payment, error)
+	CapturePayment(ctx ff_context.Context, in Payment, up FulfilOrderCapturePaymentUpstream) (Payment, error)
 	// Ship runs exec "ship" (kind "fulfil_order.ship"). Its input in (Order) is the
 	// output of exec "check_order". up has the outputs of upstreams
 	// capture_payment, check_order and reserve_stock. It returns its output
 	// (Shipment).
-	Ship(ctx context.Context, in Order, up FulfilOrderShipUpstream) (Shipment, error)
+	Ship(ctx ff_context.Context, in Order, up FulfilOrderShipUpstream) (Shipment, error)
 	// Confirm runs exec "confirm" (kind "fulfil_order.confirm"). Its input in
 	// (Shipment) is the output of exec "ship". up has the outputs of upstreams
 	// capture_payment and ship. It returns its output (Confirmation).
-	Confirm(ctx context.Context, in Shipment, up FulfilOrderConfirmUpstream) (Confirmation, error)
+	Confirm(ctx ff_context.Context, in Shipment, up FulfilOrderConfirmUpstream) (Confirmation, error)
 	// ReleaseStock runs exec "release_stock" (kind "fulfil_order.release_stock").
 	// It takes no input. up has the outputs of upstreams authorize_payment,
 	// capture_payment, reserve_stock and ship. It has no output.
-	ReleaseStock(ctx context.Context, up FulfilOrderReleaseStockUpstream) error
+	ReleaseStock(ctx ff_context.Context, up FulfilOrderReleaseStockUpstream) error
 	// VoidAuthorization runs exec "void_authorization" (kind
 	// "fulfil_order.void_authorization"). It takes no input. up has the outputs of
 	// upstreams authorize_payment and reserve_stock. It has no output.
-	VoidAuthorization(ctx context.Context, up FulfilOrderVoidAuthorizationUpstream) error
+	VoidAuthorization(ctx ff_context.Context, up FulfilOrderVoidAuthorizationUpstream) error
 	// RefundPayment runs exec "refund_payment" (kind
 	// "fulfil_order.refund_payment"). It takes no input. up has the outputs of
 	// upstreams capture_payment and ship. It has no output.
-	RefundPayment(ctx context.Context, up FulfilOrderRefundPaymentUpstream) error
+	RefundPayment(ctx ff_context.Context, up FulfilOrderRefundPaymentUpstream) error
 }
 
 // RegisterFulfilOrder binds every exec of flow "fulfil_order" to w under the
@@ -1422,15 +1422,15 @@ type FulfilOrderHandlers interface {
 // calls the matching method of h and encodes its output. It fails, binding
 // nothing, when FulfilOrderPlan fails; otherwise it stops at, and returns, the
 // first registration error.
-func RegisterFulfilOrder(w worker.Registrar, h FulfilOrderHandlers) error {
+func RegisterFulfilOrder(w ff_worker.Registrar, h FulfilOrderHandlers) error {
 	if h == nil {
-		return errors.New("register flow fulfil_order: nil FulfilOrderHandlers")
+		return ff_errors.New("register flow fulfil_order: nil FulfilOrderHandlers")
 	}
 	p, err := FulfilOrderPlan()
 	if err != nil {
-		return fmt.Errorf("register flow fulfil_order: %w", err)
+		return ff_fmt.Errorf("register flow fulfil_order: %w", err)
 	}
-	return bind.Register(w, p, h)
+	return ff_bind.Register(w, p, h)
 }
 
 // NightlyETLPlanJSON is the compiled plan of flow "nightly_etl" as JSON (plan
@@ -1823,8 +1823,8 @@ const NightlyETLPlanJSON = `{
 // when the plan does not fit the package plan this program is built with
 // (another schema version, or fields it does not know): the file was generated
 // by an incompatible ffc and must be regenerated.
-func NightlyETLPlan() (*plan.Flow, error) {
-	return bind.DecodePlan("nightly_etl", NightlyETLPlanJSON)
+func NightlyETLPlan() (*ff_plan.Flow, error) {
+	return ff_bind.DecodePlan("nightly_etl", NightlyETLPlanJSON)
 }
 
 // StageNightlyETL starts a run of flow "nightly_etl" through c, sending
@@ -1832,7 +1832,7 @@ func NightlyETLPlan() (*plan.Flow, error) {
 // way, and the server validates it. The input in (.ff type Batch) is sent as
 // JSON. With client.WithWait(d) among opts, the staging request waits up to d
 // for the run to end, and Result answers from its answer.
-func StageNightlyETL(ctx context.Context, c client.Stager, in Batch, opts ...client.StageOption) (*NightlyETLRun, error) {
+func StageNightlyETL(ctx ff_context.Context, c ff_client.Stager, in Batch, opts ...ff_client.StageOption) (*NightlyETLRun, error) {
 	r, err := c.StageFlowJSON(ctx, []byte(NightlyETLPlanJSON), in, opts...)
 	if err != nil {
 		return nil, err
@@ -1842,20 +1842,20 @@ func StageNightlyETL(ctx context.Context, c client.Stager, in Batch, opts ...cli
 
 // NightlyETLRun is a handle on one run of flow "nightly_etl".
 type NightlyETLRun struct {
-	*client.Run
+	*ff_client.Run
 }
 
 // Result waits until the run is terminal and returns its result (.ff type
 // Loaded), decoded from JSON. A run that did not succeed yields the error of
 // client.Run.Result.
-func (r *NightlyETLRun) Result(ctx context.Context) (Loaded, error) {
+func (r *NightlyETLRun) Result(ctx ff_context.Context) (Loaded, error) {
 	var out Loaded
 	raw, err := r.Run.Result(ctx)
 	if err != nil {
 		return out, err
 	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return out, fmt.Errorf("flow nightly_etl: decode result: %w", err)
+	if err := ff_json.Unmarshal(raw, &out); err != nil {
+		return out, ff_fmt.Errorf("flow nightly_etl: decode result: %w", err)
 	}
 	return out, nil
 }
@@ -1916,30 +1916,30 @@ type NightlyETLCleanupUpstream struct {
 type NightlyETLHandlers interface {
 	// Extract runs exec "extract" (kind "nightly_etl.extract"). Its input in
 	// (Batch) is the flow input. It returns its output (Staged).
-	Extract(ctx context.Context, in Batch) (Staged, error)
+	Extract(ctx ff_context.Context, in Batch) (Staged, error)
 	// Validate runs exec "validate" (kind "nightly_etl.validate"). Its input in
 	// (Staged) is the output of exec "extract". up has the output of upstream
 	// extract. It returns its output (Staged).
-	Validate(ctx context.Context, in Staged, up NightlyETLValidateUpstream) (Staged, error)
+	Validate(ctx ff_context.Context, in Staged, up NightlyETLValidateUpstream) (Staged, error)
 	// Transform runs exec "transform" (kind "nightly_etl.transform"). Its input in
 	// (Staged) is the output of exec "validate". up has the output of upstream
 	// validate. It returns its output (Staged).
-	Transform(ctx context.Context, in Staged, up NightlyETLTransformUpstream) (Staged, error)
+	Transform(ctx ff_context.Context, in Staged, up NightlyETLTransformUpstream) (Staged, error)
 	// Load runs exec "load" (kind "nightly_etl.load"). Its input in (Staged) is the
 	// output of exec "transform". up has the output of upstream transform. It
 	// returns its output (Loaded).
-	Load(ctx context.Context, in Staged, up NightlyETLLoadUpstream) (Loaded, error)
+	Load(ctx ff_context.Context, in Staged, up NightlyETLLoadUpstream) (Loaded, error)
 	// Quarantine runs exec "quarantine" (kind "nightly_etl.quarantine"). Its input
 	// in (Staged) is the output of exec "extract". up has the outputs of upstreams
 	// extract and validate. It returns its output (Quarantined).
-	Quarantine(ctx context.Context, in Staged, up NightlyETLQuarantineUpstream) (Quarantined, error)
+	Quarantine(ctx ff_context.Context, in Staged, up NightlyETLQuarantineUpstream) (Quarantined, error)
 	// NotifyFailure runs exec "notify_failure" (kind "nightly_etl.notify_failure").
 	// It takes no input. up has the outputs of upstreams load and transform. It has
 	// no output.
-	NotifyFailure(ctx context.Context, up NightlyETLNotifyFailureUpstream) error
+	NotifyFailure(ctx ff_context.Context, up NightlyETLNotifyFailureUpstream) error
 	// Cleanup runs exec "cleanup" (kind "nightly_etl.cleanup"). It takes no input.
 	// up has the outputs of upstreams load and quarantine. It has no output.
-	Cleanup(ctx context.Context, up NightlyETLCleanupUpstream) error
+	Cleanup(ctx ff_context.Context, up NightlyETLCleanupUpstream) error
 }
 
 // RegisterNightlyETL binds every exec of flow "nightly_etl" to w under the
@@ -1948,15 +1948,15 @@ type NightlyETLHandlers interface {
 // calls the matching method of h and encodes its output. It fails, binding
 // nothing, when NightlyETLPlan fails; otherwise it stops at, and returns, the
 // first registration error.
-func RegisterNightlyETL(w worker.Registrar, h NightlyETLHandlers) error {
+func RegisterNightlyETL(w ff_worker.Registrar, h NightlyETLHandlers) error {
 	if h == nil {
-		return errors.New("register flow nightly_etl: nil NightlyETLHandlers")
+		return ff_errors.New("register flow nightly_etl: nil NightlyETLHandlers")
 	}
 	p, err := NightlyETLPlan()
 	if err != nil {
-		return fmt.Errorf("register flow nightly_etl: %w", err)
+		return ff_fmt.Errorf("register flow nightly_etl: %w", err)
 	}
-	return bind.Register(w, p, h)
+	return ff_bind.Register(w, p, h)
 }
 
 // PublishPlanJSON is the compiled plan of flow "publish" as JSON (plan schema
@@ -2281,8 +2281,8 @@ const PublishPlanJSON = `{
 // does not fit the package plan this program is built with (another schema
 // version, or fields it does not know): the file was generated by an
 // incompatible ffc and must be regenerated.
-func PublishPlan() (*plan.Flow, error) {
-	return bind.DecodePlan("publish", PublishPlanJSON)
+func PublishPlan() (*ff_plan.Flow, error) {
+	return ff_bind.DecodePlan("publish", PublishPlanJSON)
 }
 
 // StagePublish starts a run of flow "publish" through c, sending
@@ -2290,7 +2290,7 @@ func PublishPlan() (*plan.Flow, error) {
 // way, and the server validates it. The input in (.ff type Clip) is sent as
 // JSON. With client.WithWait(d) among opts, the staging request waits up to d
 // for the run to end, and Result answers from its answer.
-func StagePublish(ctx context.Context, c client.Stager, in Clip, opts ...client.StageOption) (*PublishRun, error) {
+func StagePublish(ctx ff_context.Context, c ff_client.Stager, in Clip, opts ...ff_client.StageOption) (*PublishRun, error) {
 	r, err := c.StageFlowJSON(ctx, []byte(PublishPlanJSON), in, opts...)
 	if err != nil {
 		return nil, err
@@ -2300,20 +2300,20 @@ func StagePublish(ctx context.Context, c client.Stager, in Clip, opts ...client.
 
 // PublishRun is a handle on one run of flow "publish".
 type PublishRun struct {
-	*client.Run
+	*ff_client.Run
 }
 
 // Result waits until the run is terminal and returns its result (.ff type
 // Clip), decoded from JSON. A run that did not succeed yields the error of
 // client.Run.Result.
-func (r *PublishRun) Result(ctx context.Context) (Clip, error) {
+func (r *PublishRun) Result(ctx ff_context.Context) (Clip, error) {
 	var out Clip
 	raw, err := r.Run.Result(ctx)
 	if err != nil {
 		return out, err
 	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return out, fmt.Errorf("flow publish: decode result: %w", err)
+	if err := ff_json.Unmarshal(raw, &out); err != nil {
+		return out, ff_fmt.Errorf("flow publish: decode result: %w", err)
 	}
 	return out, nil
 }
@@ -2366,25 +2366,25 @@ type PublishCleanupUpstream struct {
 type PublishHandlers interface {
 	// Probe runs exec "probe" (kind "media.probe"). Its input in (Clip) is the flow
 	// input. It returns its output (Clip).
-	Probe(ctx context.Context, in Clip) (Clip, error)
+	Probe(ctx ff_context.Context, in Clip) (Clip, error)
 	// Transcode runs exec "transcode" (kind "publish.transcode"). Its input in
 	// (Clip) is the output of exec "probe". up has the output of upstream probe. It
 	// returns its output (Clip).
-	Transcode(ctx context.Context, in Clip, up PublishTranscodeUpstream) (Clip, error)
+	Transcode(ctx ff_context.Context, in Clip, up PublishTranscodeUpstream) (Clip, error)
 	// Thumbnail runs exec "thumbnail" (kind "publish.thumbnail"). Its input in
 	// (Clip) is the output of exec "probe". up has the output of upstream probe. It
 	// returns its output (Clip).
-	Thumbnail(ctx context.Context, in Clip, up PublishThumbnailUpstream) (Clip, error)
+	Thumbnail(ctx ff_context.Context, in Clip, up PublishThumbnailUpstream) (Clip, error)
 	// Publish runs exec "publish" (kind "publish.publish"). Its input in (Clip) is
 	// the output of exec "transcode". up has the outputs of upstreams thumbnail and
 	// transcode. It returns its output (Clip).
-	Publish(ctx context.Context, in Clip, up PublishPublishUpstream) (Clip, error)
+	Publish(ctx ff_context.Context, in Clip, up PublishPublishUpstream) (Clip, error)
 	// Alert runs exec "alert" (kind "publish.alert"). It takes no input. up has the
 	// output of upstream transcode. It has no output.
-	Alert(ctx context.Context, up PublishAlertUpstream) error
+	Alert(ctx ff_context.Context, up PublishAlertUpstream) error
 	// Cleanup runs exec "cleanup" (kind "publish.cleanup"). It takes no input. up
 	// has the output of upstream publish. It has no output.
-	Cleanup(ctx context.Context, up PublishCleanupUpstream) error
+	Cleanup(ctx ff_context.Context, up PublishCleanupUpstream) error
 }
 
 // RegisterPublish binds every exec of flow "publish" to w under the exec's
@@ -2393,13 +2393,13 @@ type PublishHandlers interface {
 // matching method of h and encodes its output. It fails, binding nothing, when
 // PublishPlan fails; otherwise it stops at, and returns, the first registration
 // error.
-func RegisterPublish(w worker.Registrar, h PublishHandlers) error {
+func RegisterPublish(w ff_worker.Registrar, h PublishHandlers) error {
 	if h == nil {
-		return errors.New("register flow publish: nil PublishHandlers")
+		return ff_errors.New("register flow publish: nil PublishHandlers")
 	}
 	p, err := PublishPlan()
 	if err != nil {
-		return fmt.Errorf("register flow publish: %w", err)
+		return ff_fmt.Errorf("register flow publish: %w", err)
 	}
-	return bind.Register(w, p, h)
+	return ff_bind.Register(w, p, h)
 }

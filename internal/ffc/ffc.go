@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"go/token"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -31,7 +32,7 @@ const (
 const usage = `ffc compiles .ff workflow files.
 
 Usage:
-  ffc check [-json] FILE|DIR...                 report diagnostics
+  ffc check [-json] [-e] FILE|DIR...            report diagnostics
   ffc plan [-flow NAME] FILE|DIR...             print the compiled plan as JSON
   ffc graph [-format dot|mermaid] [-flow NAME] FILE|DIR...
                                                 print flows as a graph
@@ -110,20 +111,59 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) int {
 	return -1
 }
 
-// compile compiles the paths and prints diagnostics as text to stderr. It
-// returns nil when there are errors.
+// compile compiles the paths and prints diagnostics as text to stderr
+// (printDiagnostics). It returns nil when there are errors.
 func compile(paths []string, stderr io.Writer) *plan.Package {
 	pkg, diags := compiler.CompileFiles(paths...)
-	_ = diags.Format(stderr)
+	printDiagnostics(stderr, diags, false)
 	if diags.HasErrors() {
 		return nil
 	}
 	return pkg
 }
 
+// diagnosticsShownMax is how many diagnostics ffc prints as text before
+// it only counts the others: about a screenful with their related
+// positions, more than one edit usually gets wrong, while past it the
+// rest mostly repeats one cause (a file that is not .ff text gives one
+// error per line). The Go compiler stops at 10. `ffc check -e` and
+// `ffc check -json` print them all.
+const diagnosticsShownMax = 20
+
+// printDiagnostics writes diags, sorted by the caller, to w as text (one
+// per line, related positions under it): all of them when all is set,
+// else the first diagnosticsShownMax, then a line saying how many errors
+// and warnings were left out. It ignores write errors, as there is
+// nowhere left to report them.
+func printDiagnostics(w io.Writer, diags dsl.Diagnostics, all bool) {
+	if all || len(diags) <= diagnosticsShownMax {
+		_ = diags.Format(w)
+		return
+	}
+	_ = diags[:diagnosticsShownMax].Format(w)
+	errs, warns := diags[diagnosticsShownMax:].Count()
+	var more []string
+	if errs > 0 {
+		more = append(more, plural(errs, "more error"))
+	}
+	if warns > 0 {
+		more = append(more, plural(warns, "more warning"))
+	}
+	fmt.Fprintf(w, "ffc: too many diagnostics: %s not shown (ffc check -e prints every one)\n", strings.Join(more, " and "))
+}
+
+// plural returns "1 thing" or "n things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("check", "[-json] FILE|DIR...", stderr)
+	fs := newFlags("check", "[-json] [-e] FILE|DIR...", stderr)
 	asJSON := fs.Bool("json", false, "print diagnostics as one JSON object on stdout")
+	all := fs.Bool("e", false, fmt.Sprintf("print every diagnostic, not only the first %d (-json prints all)", diagnosticsShownMax))
 	if code := parseFlags(fs, args, stderr); code >= 0 {
 		return code
 	}
@@ -148,7 +188,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			return exitError
 		}
 	} else {
-		_ = diags.Format(stderr)
+		printDiagnostics(stderr, diags, *all)
 	}
 	if diags.HasErrors() {
 		return exitError
@@ -385,7 +425,14 @@ func knownArch(s string) bool {
 
 // writeFileAtomic writes data to a temporary file next to path and renames
 // it into place with permissions perm, so readers never see a partial file.
+// When path is a symbolic link, the file at the end of its links is
+// replaced so (created, for a dangling link) and the links are kept.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	name := path
+	path, err := followLinks(path)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -407,4 +454,41 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// linksFollowedMax bounds how many symbolic links followLinks follows,
+// as Linux does before it gives up with ELOOP.
+const linksFollowedMax = 40
+
+// followLinks returns the file path leads to: path itself when it is not
+// a symbolic link or does not exist, else the file at the end of its
+// links, which need not exist (a dangling link). A relative link is
+// resolved against the real directory of the link, as the system does,
+// not against the path as written (`..` after a linked directory).
+func followLinks(path string) (string, error) {
+	for range linksFollowedMax {
+		info, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return path, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if info.Mode()&os.ModeSymlink == 0 {
+			return path, nil
+		}
+		to, err := os.Readlink(path)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(to) {
+			dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+			if err != nil {
+				return "", err
+			}
+			to = filepath.Join(dir, to)
+		}
+		path = to
+	}
+	return "", fmt.Errorf("more than %d symbolic links to follow", linksFollowedMax)
 }

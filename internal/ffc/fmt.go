@@ -51,7 +51,7 @@ func runFmt(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	srcs, diags := compiler.ReadSources(paths...)
-	_ = diags.Format(stderr)
+	printDiagnostics(stderr, diags, false)
 	failed := diags.HasErrors()
 	changed := false
 	mode := fmtMode{list: *list, diff: *diff, write: *write, print: !*list && !*diff && !*write}
@@ -143,7 +143,8 @@ const (
 func fmtOne(name string, src []byte, stdout, stderr io.Writer, mode fmtMode) fmtOutcome {
 	out, diags := dsl.Format(name, src)
 	if diags.HasErrors() {
-		_ = diags.Format(stderr)
+		diags.Sort()
+		printDiagnostics(stderr, diags, false)
 		return fmtFailed
 	}
 	if mode.print {
