@@ -75,6 +75,9 @@ func WithToken(token string) Option {
 }
 
 // WithHTTPClient makes the Client use hc instead of a default http.Client.
+// hc's Timeout, and its transport's ResponseHeaderTimeout when the
+// transport is an *http.Transport, bound the long-polls' waits (see
+// Claim): the smaller of the two, less a margin.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) { c.hc = hc }
 }
@@ -138,16 +141,27 @@ func defaultHTTPClient(tlsConfig *tls.Config) *http.Client {
 	}}
 }
 
-// longPollMargin is what a long-poll leaves of an http.Client's Timeout,
-// at most half of it, for sending the request and reading the answer.
+// longPollMargin is what a long-poll leaves of the client's bound (its
+// http.Client's Timeout, its transport's ResponseHeaderTimeout), at most
+// half of it, for sending the request and reading the answer.
 const longPollMargin = 5 * time.Second
 
 // longPollMax is the longest a request may ask the server to wait (a
 // claim's or a lease watch's wait_ms, a run result's) and still be
-// answered within the http.Client's Timeout, so that the client does not
-// cut a healthy long-poll short; 0 when the http.Client has no Timeout.
+// answered within the http.Client's Timeout and, when its transport is an
+// *http.Transport, the transport's ResponseHeaderTimeout (a long-poll's
+// headers come when its wait ends), the smaller of the two, so that the
+// client does not cut a healthy long-poll short; 0 when neither is set.
+// A transport of another type (a wrapper) is not looked into.
 func (c *Client) longPollMax() time.Duration {
 	t := c.hc.Timeout
+	rt := c.hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	if tr, ok := rt.(*http.Transport); ok && tr.ResponseHeaderTimeout > 0 && (t == 0 || tr.ResponseHeaderTimeout < t) {
+		t = tr.ResponseHeaderTimeout
+	}
 	return max(t-min(t/2, longPollMargin), 0)
 }
 
@@ -531,9 +545,10 @@ func (c *Client) WaitResult(ctx context.Context, id string, interval time.Durati
 }
 
 // Claim long-polls for up to req.Max tasks. With an http.Client whose
-// Timeout is set (WithHTTPClient), req.WaitMs is bounded so that the
-// answer comes within it: the Timeout less 5 s, or half of it when shorter
-// than 10 s.
+// Timeout is set (WithHTTPClient), or whose transport is an
+// *http.Transport with a ResponseHeaderTimeout, req.WaitMs is bounded so
+// that the answer comes within the smaller of the two: that bound less
+// 5 s, or half of it when shorter than 10 s.
 func (c *Client) Claim(ctx context.Context, req wire.ClaimRequest) ([]wire.Task, error) {
 	req.WaitMs = c.boundWaitMs(req.WaitMs)
 	var out wire.ClaimResponse

@@ -127,7 +127,8 @@ func stageOptions(opts []StageOption) StageOptions {
 }
 
 // query returns the query of a staging request of c: wait_ms with
-// WithWait, bounded by the http.Client's Timeout as Claim's wait is.
+// WithWait, bounded by the http.Client's Timeout (and its transport's
+// ResponseHeaderTimeout) as Claim's wait is.
 func (o StageOptions) query(c *Client) url.Values {
 	if o.Wait <= 0 {
 		return nil
@@ -220,9 +221,10 @@ func (c *Client) ListRuns(ctx context.Context, o RunListOptions) (*wire.FlowRunL
 }
 
 // RunResult asks once for the outcome of a run, letting the server wait up
-// to wait (at most a minute; bounded by the http.Client's Timeout as
-// Claim's wait is) for it to end. A run still running afterwards is an
-// *APIError with code wire.CodeNotTerminal.
+// to wait (at most a minute; bounded by the http.Client's Timeout and its
+// transport's ResponseHeaderTimeout as Claim's wait is) for it to end. A
+// run still running afterwards is an *APIError with code
+// wire.CodeNotTerminal.
 func (c *Client) RunResult(ctx context.Context, id string, wait time.Duration) (*wire.FlowRun, error) {
 	wait = c.boundWait(wait)
 	var q url.Values
@@ -355,8 +357,8 @@ const WaitOutageMax = 2 * time.Minute
 // WaitOutageMax, asking again with a backoff (100 ms doubling to 5 s, or
 // the answer's APIError.RetryAfter when longer); other errors (the run
 // unknown, a refused token) are returned at once. Each request asks the
-// server to wait up to 30 s, less with an http.Client whose Timeout is
-// shorter (see Claim).
+// server to wait up to 30 s, less with an http.Client whose Timeout, or
+// transport's ResponseHeaderTimeout, is shorter (see Claim).
 func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 	if r.c == nil {
 		return nil, errors.New("client: run: run has no client (construct runs with StageFlow or Client.Run)")

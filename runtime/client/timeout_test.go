@@ -83,3 +83,45 @@ func TestRunWaitUnderHTTPClientTimeout(t *testing.T) {
 			"http.Client's Timeout (taken for an outage, 2 min of these fail Wait)", first)
 	}
 }
+
+// TestLongPollUnderResponseHeaderTimeout: a caller's transport with a
+// ResponseHeaderTimeout (500 ms) shorter than a long-poll's wait breaks
+// the long-poll as an http.Client's Timeout does (the server answers when
+// the wait ends, after the transport gave up on the headers): the waits
+// are bounded by the smaller of the two, so an idle claim and a lease
+// watch on a lease that goes on are answered, empty, rather than fail.
+func TestLongPollUnderResponseHeaderTimeout(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.DisableScanners = true })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, _, err := env.Client.CreateExecution(ctx, wire.CreateExecution{Kind: "held"}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := env.Client.Claim(ctx, wire.ClaimRequest{WorkerID: "w", Kinds: []string{"held"}, Max: 1, WaitMs: 1000, LeaseMs: 60_000})
+	if err != nil || len(held) != 1 {
+		t.Fatalf("claim: %v, %d tasks", err, len(held))
+	}
+	lease := wire.Lease{ExecutionID: held[0].ExecutionID, LeaseID: held[0].LeaseID, Epoch: held[0].Epoch}
+	tr := &http.Transport{ResponseHeaderTimeout: 500 * time.Millisecond}
+	t.Cleanup(tr.CloseIdleConnections)
+	for name, hc := range map[string]*http.Client{
+		"no Timeout":     {Transport: tr},
+		"longer Timeout": {Transport: tr, Timeout: time.Minute},
+	} {
+		c, err := client.New(env.URL, client.WithHTTPClient(hc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks, err := c.Claim(ctx, wire.ClaimRequest{WorkerID: "w", Kinds: []string{"nothing.here"}, Max: 1, WaitMs: 2000})
+		if err != nil || len(tasks) != 0 {
+			t.Errorf("%s: an idle claim (wait 2 s) under a ResponseHeaderTimeout of 500 ms: %d tasks, %v; want none, "+
+				"answered before the transport gives up", name, len(tasks), err)
+		}
+		ended, err := c.WatchLeases(ctx, wire.WatchRequest{WorkerID: "w", InstanceID: "w-1", WaitMs: 2000, Leases: []wire.Lease{lease}})
+		if err != nil || len(ended) != 0 {
+			t.Errorf("%s: a lease watch (wait 2 s) under a ResponseHeaderTimeout of 500 ms: %v, %v; want nothing ended, "+
+				"answered before the transport gives up", name, ended, err)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -114,17 +113,39 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		(*h).ServeHTTP(w, r)
 		return
 	}
-	status := http.StatusServiceUnavailable
-	var body any = wire.ErrorEnvelope{Error: wire.ErrorBody{Code: wire.CodeUnavailable, Message: "starting: waiting for Valkey"}}
 	if r.URL.Path == "/healthz" {
-		status, body = http.StatusOK, wire.Health{Status: "ok"}
-	} else {
-		w.Header().Set("Retry-After", strconv.Itoa(int(startingRetryAfter/time.Second)))
+		writeAnswer(w, r, http.StatusOK, startingHealthBody)
+		return
 	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(startingRetryAfter/time.Second)))
+	writeAnswer(w, r, http.StatusServiceUnavailable, startingBody)
+}
+
+// The answers of a Front whose Server is not open yet.
+var (
+	startingBody = answerBody(wire.ErrorEnvelope{Error: wire.ErrorBody{Code: wire.CodeUnavailable,
+		Message: "starting: waiting for Valkey"}})
+	startingHealthBody = answerBody(wire.Health{Status: "ok"})
+)
+
+// answerBody encodes v, a constant answer, as the API encodes its answers
+// (wire.Marshal: without HTML escaping, so that a message reads "<" and
+// "&" as they are), with a final newline.
+func answerBody(v any) []byte {
+	b, err := wire.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("server: encode a constant answer: %v", err))
+	}
+	return append(b, '\n')
+}
+
+// writeAnswer writes body, a JSON answer from answerBody, with status;
+// a HEAD request gets the status and headers only.
+func writeAnswer(w http.ResponseWriter, r *http.Request, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
-		_ = json.NewEncoder(w).Encode(body)
+		_, _ = w.Write(body)
 	}
 }
 

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,13 +21,9 @@ import (
 // The first refusal is logged at warn, the others at debug.
 func loopbackHosts(h http.Handler, log *slog.Logger) http.Handler {
 	var warned atomic.Bool
-	body, err := json.Marshal(wire.ErrorEnvelope{Error: wire.ErrorBody{Code: wire.CodeForbidden,
+	body := answerBody(wire.ErrorEnvelope{Error: wire.ErrorBody{Code: wire.CodeForbidden,
 		Message: "this ffrun has no API token, so it answers only requests addressed to localhost or an IP address " +
 			"(a defence against DNS rebinding); to serve it under a host name, set FF_API_TOKEN"}})
-	if err != nil {
-		panic(err) // a constant body
-	}
-	body = append(body, '\n')
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hostAllowed(r.Host) {
 			h.ServeHTTP(w, r)
@@ -40,11 +35,7 @@ func loopbackHosts(h http.Handler, log *slog.Logger) http.Handler {
 		}
 		log.Log(r.Context(), level, "request refused: no API token, and addressed to a host name other than localhost",
 			slog.String("host", r.Host), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusForbidden)
-		if r.Method != http.MethodHead {
-			_, _ = w.Write(body)
-		}
+		writeAnswer(w, r, http.StatusForbidden, body)
 	})
 }
 

@@ -3,7 +3,10 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -154,5 +157,173 @@ func TestConnectRateLimitedClaimsAnyway(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Errorf("Run = %v", err)
+	}
+}
+
+// refusals passes requests on and counts, by path, those answered 429.
+type refusals struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	by   map[string]int
+}
+
+func (r *refusals) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.base.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		r.mu.Lock()
+		if r.by == nil {
+			r.by = map[string]int{}
+		}
+		r.by[req.URL.Path]++
+		r.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (r *refusals) count(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.by[path]
+}
+
+// TestClaimRateLimitedWaitsRetryAfter: a worker whose address is limited
+// for 2 s claims once, is answered 429 rate_limited with the time the
+// limit has left, and claims again after that, not on its own backoff
+// (50 ms doubling: six refused claims in the 2 s, each taking a turn of
+// an address the server asked to keep quiet); then it runs the task.
+func TestClaimRateLimitedWaitsRetryAfter(t *testing.T) {
+	t.Parallel()
+	env := startLimited(t, 2*time.Second)
+	tr := &refusals{base: http.DefaultTransport}
+	w := newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency = 1
+		c.HTTPClient = &http.Client{Transport: tr}
+	})
+	if err := w.Handle("job", func(context.Context, *worker.Task) (json.RawMessage, error) {
+		return json.RawMessage(`"done"`), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := create(t, env, wire.CreateExecution{Kind: "job"})
+	limitAddress(t, env)
+	run(t, w)
+	if r := waitDone(t, env, id); r.State != "completed" {
+		t.Errorf("result %+v; want completed", r)
+	}
+	// One refused claim, and one more when it comes back a moment before
+	// the window ends (retry_after_ms is rounded down).
+	if n := tr.count("/v1/worker/claim"); n > 2 {
+		t.Errorf("%d claims refused 429 while the address was limited for 2 s; want at most 2: "+
+			"the claim loop retries after the answer's Retry-After, not its own backoff", n)
+	}
+}
+
+// TestRenewRateLimitedWaitsRetryAfter: the worker's address is limited for
+// 2 s while it holds a lease of 8 s (renewed every 200 ms). The renewal
+// answered 429 rate_limited is sent again after the answer's
+// Retry-After, which the lease outlasts, not at the next renew ticks (ten
+// refused renewals), and so is the lease watch (not after its backoff of
+// 50 ms doubling: six refused); the lease is kept and the task completes
+// in its first attempt.
+func TestRenewRateLimitedWaitsRetryAfter(t *testing.T) {
+	t.Parallel()
+	env := startLimited(t, 2*time.Second)
+	tr := &refusals{base: http.DefaultTransport}
+	w := newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency = 1
+		c.LeaseTTL, c.RenewInterval = 8*time.Second, 200*time.Millisecond
+		c.HTTPClient = &http.Client{Transport: tr}
+	})
+	if err := w.Handle("job", func(ctx context.Context, _ *worker.Task) (json.RawMessage, error) {
+		limitAddress(t, env)
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(3 * time.Second): // past the limit's window
+		}
+		return json.RawMessage(`"done"`), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := create(t, env, wire.CreateExecution{Kind: "job"})
+	run(t, w)
+	if r := waitDone(t, env, id); r.State != "completed" {
+		t.Errorf("result %+v; want completed", r)
+	}
+	if ex, err := env.Client.GetExecution(ctxT(t), id); err != nil || ex.Attempt != 1 {
+		t.Errorf("execution %+v, %v; want completed in its first attempt", ex, err)
+	}
+	if n := tr.count("/v1/worker/renew"); n == 0 || n > 2 {
+		t.Errorf("%d renewals refused 429 while the address was limited for 2 s; want 1 or 2: "+
+			"renewals wait for the answer's Retry-After when the lease outlasts it", n)
+	}
+	if n := tr.count("/v1/worker/watch"); n > 2 {
+		t.Errorf("%d lease watches refused 429 while the address was limited for 2 s; want at most 2: "+
+			"the watch waits for the answer's Retry-After", n)
+	}
+}
+
+// renewsRefused answers the first renew request 429 rate_limited, asking
+// to wait an hour, and passes every other request on.
+type renewsRefused struct {
+	base    http.RoundTripper
+	refused atomic.Bool
+}
+
+func (r *renewsRefused) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Path == "/v1/worker/renew" && r.refused.CompareAndSwap(false, true) {
+		return &http.Response{StatusCode: http.StatusTooManyRequests,
+			Header: http.Header{"Content-Type": {"application/json"}, "Retry-After": {"3600"}},
+			Body: io.NopCloser(strings.NewReader(`{"error":{"code":"rate_limited","message":"slow down",` +
+				`"details":{"retry_after_ms":3600000}}}`)),
+			Request: req}, nil
+	}
+	return r.base.RoundTrip(req)
+}
+
+// TestRenewRateLimitedKeepsTheLease: a renewal answered 429 with a
+// Retry-After (an hour) longer than the lease has left (1.5 s) is sent
+// again before the lease runs out, not after the Retry-After: waiting
+// would lose the lease for sure (its task would run again elsewhere),
+// while a renewal sent early may pass. The handler, which runs 2.5 s,
+// keeps its lease and its task completes in its first attempt.
+func TestRenewRateLimitedKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	tr := &renewsRefused{base: http.DefaultTransport}
+	w := newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency = 1
+		c.LeaseTTL = 1500 * time.Millisecond
+		c.HTTPClient = &http.Client{Transport: tr}
+	})
+	cause := make(chan error, 1)
+	if err := w.Handle("job", func(ctx context.Context, _ *worker.Task) (json.RawMessage, error) {
+		select {
+		case <-ctx.Done():
+			cause <- context.Cause(ctx)
+			return nil, ctx.Err()
+		case <-time.After(2500 * time.Millisecond):
+		}
+		return json.RawMessage(`"done"`), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := create(t, env, wire.CreateExecution{Kind: "job"})
+	run(t, w)
+	r := waitDone(t, env, id)
+	if !tr.refused.Load() {
+		t.Fatal("no renewal was refused: the test did not test anything")
+	}
+	select {
+	case c := <-cause:
+		t.Errorf("the handler's context ended (%v): the lease was lost waiting for the Retry-After", c)
+	default:
+	}
+	ex, err := env.Client.GetExecution(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != "completed" || ex.Attempt != 1 {
+		t.Errorf("result %+v after %d attempts; want completed in the first", r, ex.Attempt)
 	}
 }

@@ -35,7 +35,7 @@ const (
 	ConcurrencyMax      = wire.ClaimMaxLimit
 	LeaseTTLDefault     = 30 * time.Second
 	ClaimWaitDefault    = 30 * time.Second
-	DrainTimeoutDefault = 30 * time.Second
+	DrainTimeoutDefault = 20 * time.Second // plus HandBackGrace: 25 s, within Kubernetes' default grace period (30 s)
 	ClaimLingerDefault  = time.Millisecond
 	OutputMaxBytes      = 1 << 20 // largest handler output the server accepts
 	// KindsMax is the most kinds a claim or a hand-off may name (the
@@ -73,11 +73,18 @@ const (
 	goexitMessage = "handler exited its goroutine (runtime.Goexit, as t.FailNow does) without returning"
 	// handBacksInFlight bounds the revoke requests of a hand-back.
 	handBacksInFlight = 8
-	// HandBackGrace is how long Run waits, after the drain timeout
-	// cancelled the handlers still running, for them to return (a handler
-	// honouring its context may need a moment to clean up) and so to be
-	// given back; one still running then keeps its lease until it expires.
+	// HandBackGrace is the most Run takes past DrainTimeout: Run returns
+	// at the latest DrainTimeout + HandBackGrace after its context ends.
+	// After the drain timeout cancelled the handlers still running, Run
+	// waits up to HandBackGrace less handBackSendReserve (3 s) for them to
+	// return (a handler honouring its context may need a moment to clean
+	// up) and be given back; one still running then keeps its lease until
+	// it expires. The outcomes still being sent (a report the server keeps
+	// refusing, a hand-back) are cut at the same deadline.
 	HandBackGrace = 5 * time.Second
+	// handBackSendReserve is the part of HandBackGrace kept for sending
+	// the hand-backs of the handlers that returned last.
+	handBackSendReserve = 2 * time.Second
 )
 
 // Config configures a Worker.
@@ -93,7 +100,16 @@ type Config struct {
 	LeaseTTL      time.Duration // lease asked for each claim; default 30s
 	RenewInterval time.Duration // default LeaseTTL/3
 	ClaimWait     time.Duration // long-poll wait per claim request; default 30s
-	DrainTimeout  time.Duration // how long Run waits for handlers after ctx ends; default 30s
+	// DrainTimeout is how long Run, once ctx ends, lets the running
+	// handlers finish (their leases still renewed, their outcomes
+	// reported); default 20s. It then cancels those still running
+	// (ErrShutdown) and returns at the latest HandBackGrace (5s) later:
+	// DrainTimeout + HandBackGrace bounds the time from the stop signal to
+	// Run's return, whatever the handlers and the server do (25s with the
+	// defaults, within Kubernetes' default grace period of 30s). To fit a
+	// grace period G, set it to G less HandBackGrace less what the program
+	// needs to exit after Run.
+	DrainTimeout time.Duration
 	// ClaimLinger is how long a busy worker waits for more of its slots to
 	// be free before claiming (batching); 0 = ClaimLingerDefault, negative
 	// = claim as soon as one slot is free.
@@ -124,7 +140,13 @@ type Config struct {
 	// could not be handed back. A hook for metrics.
 	OnReported func(executionID string, err error)
 
-	HTTPClient *http.Client   // default: a client with pooled connections; its Timeout, if set, bounds the claims' and the lease watch's waits
+	// HTTPClient is the client of the requests; default: one with pooled
+	// connections. Its Timeout, and its transport's ResponseHeaderTimeout
+	// when the transport is an *http.Transport, bound the claims' and the
+	// lease watch's waits (the smaller of the two, less a margin: see
+	// client.Client.Claim), so that the server answers an idle long-poll
+	// before the client gives up on it.
+	HTTPClient *http.Client
 	TLS        *tls.Config    // for an https URL: the default client's TLS settings (a private CA's RootCAs); not with HTTPClient or Client
 	Logger     *slog.Logger   // default: discard
 	Client     *client.Client // overrides URL, Token and HTTPClient when set
@@ -400,19 +422,25 @@ func (w *Worker) Handle(kind string, h Handler) error {
 // waits up to DrainTimeout for running handlers (their leases are still
 // renewed and their outcomes reported), cancels the ones still running with
 // cause ErrShutdown, and returns. It returns nil after a clean drain.
+// However the handlers and the server behave, Run returns at the latest
+// DrainTimeout + HandBackGrace after ctx ends: outcomes it could not send
+// by then (a server refusing them, down or too slow) are dropped, and
+// their tasks run again once their leases expire.
 //
 // When a handler so cancelled fails (it returns an error, as one that
-// honours its context does) within HandBackGrace, the failure is not
-// reported: the worker gives the task back (it revokes its own lease), so
-// that the attempt is not charged and another worker may run the task at
-// once. Tasks a hand-off grants once the drain started are given back the
-// same way. A handler that ignores its context, or returns after the
+// honours its context does) within HandBackGrace less 2 s, the failure is
+// not reported: the worker gives the task back (it revokes its own lease),
+// so that the attempt is not charged and another worker may run the task
+// at once. Tasks a hand-off grants once the drain started are given back
+// the same way. A handler that ignores its context, or returns after the
 // grace, keeps its lease until it expires.
 //
 // A claim the server refuses as a bad request (400: a kind it does not
 // accept, say) can never succeed: Run then stops claiming, drains the same
 // way and returns the server's reason. Other refusals (a token or quota
-// the operator may still fix) and transport errors are logged and retried.
+// the operator may still fix) and transport errors are logged and retried,
+// with backoff, or after the time the server said to wait (a 429's
+// Retry-After) when longer.
 //
 // Claims name the kinds that have a handler, so that workers with
 // different handlers can share a lane. A worker with more than KindsMax
@@ -474,9 +502,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		slog.Int("concurrency", w.cfg.Concurrency), slog.Any("lanes", w.cfg.Lanes))
 	err := w.claimLoop(ctx, handlerBase)
 
-	// Drain.
+	// Drain, within one bound: Run returns at the latest DrainTimeout +
+	// HandBackGrace after ctx ended (when the claim loop saw it).
 	w.draining.Store(true)
 	w.log.InfoContext(ctx, "worker draining")
+	deadline := time.Now().Add(w.cfg.DrainTimeout + HandBackGrace)
 	drained := make(chan struct{})
 	go func() { w.inWork.Wait(); close(drained) }()
 	select {
@@ -484,15 +514,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-time.After(w.cfg.DrainTimeout):
 		err = errors.Join(err, fmt.Errorf("worker: drain timeout %s: handlers still running were cancelled", w.cfg.DrainTimeout))
 		stopHandlers(ErrShutdown)
+		// The handlers that honour the cancel return, and are handed
+		// back, meanwhile; the last part of the grace is kept for
+		// sending the last of those hand-backs.
 		select {
 		case <-drained:
-		case <-time.After(HandBackGrace):
+		case <-time.After(time.Until(deadline) - handBackSendReserve):
 		}
 	}
+	// Outcomes still queued, or still being sent again, have what is
+	// left; the requests in flight at the deadline are cancelled (stopBG).
 	close(w.quit)
 	select {
 	case <-reporterDone:
-	case <-time.After(max(w.cfg.DrainTimeout, 5*time.Second)):
+	case <-time.After(time.Until(deadline)):
 		err = errors.Join(err, errors.New("worker: reporting outcomes did not finish in time"))
 	}
 	close(renewDone)
@@ -549,6 +584,7 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) err
 				return nil
 			}
 			level := slog.LevelWarn
+			wait := delay
 			var ae *client.APIError
 			// A bad request (400) or a claim larger than the server takes
 			// (413) will not succeed on a retry.
@@ -556,16 +592,24 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) err
 				w.log.ErrorContext(ctx, "claim refused; stopping", slog.Any(attrError, err))
 				return fmt.Errorf("worker: claim refused: %w", err)
 			}
-			if ae != nil && ae.Status < 500 {
-				level = slog.LevelError // configuration: a wrong token, lane or capability
-			} else {
+			switch {
+			case ae == nil || ae.Status >= 500:
 				resume = true
+			case !passes(ae):
+				level = slog.LevelError // configuration: a wrong token, lane or capability
 			}
-			w.log.Log(ctx, level, "claim failed; retrying", slog.Any(attrError, err), slog.Duration("delay", delay))
+			if ae != nil {
+				// The server said when to try again (a 429 while the
+				// address is limited, a 503 while ffrun starts): a claim
+				// sooner would be refused too, and take a turn of an
+				// address asked to keep quiet.
+				wait = max(wait, ae.RetryAfter)
+			}
+			w.log.Log(ctx, level, "claim failed; retrying", slog.Any(attrError, err), slog.Duration("delay", wait))
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(delay):
+			case <-time.After(wait):
 			}
 			delay = min(delay*2, retryDelayMax)
 			continue
@@ -913,9 +957,11 @@ func (w *Worker) call(ctx context.Context, h Handler, t *Task) (out []byte, err 
 	return h(ctx, t)
 }
 
-// renewLoop renews every held lease once per interval, in one request.
+// renewLoop renews every held lease once per interval, in one request,
+// and sends the worker's heartbeat. After a refusal that said when to try
+// again, the next round waits for that, within the leases (renewWait).
 func (w *Worker) renewLoop(ctx context.Context, done <-chan struct{}) {
-	t := time.NewTicker(w.cfg.RenewInterval)
+	t := time.NewTimer(w.cfg.RenewInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -925,12 +971,48 @@ func (w *Worker) renewLoop(ctx context.Context, done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		w.renewOnce(ctx)
-		w.heartbeat(ctx)
+		start := time.Now()
+		hint := w.renewOnce(ctx)
+		if hint == 0 { // else the heartbeat would be refused too
+			hint = w.heartbeat(ctx)
+		}
+		t.Reset(w.renewWait(start, hint))
 	}
 }
 
-func (w *Worker) renewOnce(ctx context.Context) {
+// renewWait returns how long the renew loop waits for its next round, the
+// last one having started at start: RenewInterval from start, or, after a
+// refusal that said to try again in hint (a 429's Retry-After), at least
+// hint, but never past the last chance to keep the leases held (half a
+// RenewInterval before the first of them runs out). The two pull apart
+// when the server asks to wait longer than a lease has left: a renewal
+// sent sooner than asked is likely refused again, one sent after the
+// lease ran out surely is, and the lease lost means its task runs again
+// elsewhere, so the worker takes the last chance (one request the server
+// may refuse) rather than give the lease up.
+func (w *Worker) renewWait(start time.Time, hint time.Duration) time.Duration {
+	next := start.Add(w.cfg.RenewInterval)
+	if hint <= 0 {
+		return max(time.Until(next), 0)
+	}
+	at := time.Now().Add(hint)
+	w.mu.Lock()
+	for _, r := range w.active {
+		if last := r.expires.Add(-w.cfg.RenewInterval / 2); !r.lost.Load() && last.Before(at) {
+			at = last
+		}
+	}
+	w.mu.Unlock()
+	if at.After(next) {
+		next = at
+	}
+	return max(time.Until(next), 0)
+}
+
+// renewOnce renews the leases held, and returns how long the server said
+// to wait when it refused a renewal (APIError.RetryAfter; 0 when none
+// said).
+func (w *Worker) renewOnce(ctx context.Context) (hint time.Duration) {
 	w.mu.Lock()
 	held := make([]*running, 0, len(w.active))
 	for _, r := range w.active {
@@ -953,6 +1035,7 @@ func (w *Worker) renewOnce(ctx context.Context) {
 			if err == nil {
 				err = fmt.Errorf("renew answered %d results for %d leases", len(res), len(batch))
 			}
+			hint = max(hint, retryAfter(err))
 			w.log.Warn("renew failed", slog.Any(attrError, err), slog.Int("leases", len(batch)))
 			for _, r := range batch {
 				w.mu.Lock()
@@ -980,6 +1063,7 @@ func (w *Worker) renewOnce(ctx context.Context) {
 			}
 		}
 	}
+	return hint
 }
 
 // lose marks r's lease as gone and cancels its handler.
@@ -1425,15 +1509,25 @@ func (w *Worker) handBack(ctx context.Context, rs []*running) {
 // giveBack revokes lease l, if it is still the execution's lease. A
 // transport error or a refusal that passes (passes: 5xx, 429, 408) is
 // tried again with backoff, or after the server's Retry-After when
-// longer, within the bound of one request (the slack).
+// longer, within the bound of one request (the slack). A try sent again
+// after one that may have reached the server (its answer lost: a
+// transport error, a proxy's 5xx or 408) and answered stale_lease is
+// taken as done: the first most likely revoked the lease, and the lease
+// is not this worker's any more, which is what a hand-back wants.
 func (w *Worker) giveBack(ctx context.Context, l wire.Lease) error {
 	rctx, cancel := context.WithTimeout(ctx, w.slack)
 	defer cancel()
 	delay := retryDelayMin
+	sent := false // a try may have reached the server, its answer lost
 	for {
 		_, err := w.c.GiveBack(rctx, l, handBackReason)
 		if err == nil {
 			w.log.Info("task handed back", slog.String(attrExecution, l.ExecutionID))
+			return nil
+		}
+		if sent && client.IsCode(err, wire.CodeStaleLease) {
+			w.log.Info("task handed back (sent again after an answer was lost, and its lease was gone)",
+				slog.String(attrExecution, l.ExecutionID), slog.Any(attrError, err))
 			return nil
 		}
 		wait := delay
@@ -1444,6 +1538,7 @@ func (w *Worker) giveBack(ctx context.Context, l wire.Lease) error {
 				wait = -1 // final: a stale lease, a refused token
 			}
 		}
+		sent = sent || ae == nil || ae.Status >= 500 || ae.Status == http.StatusRequestTimeout
 		dl, _ := rctx.Deadline()
 		if wait < 0 || rctx.Err() != nil || time.Now().Add(wait).After(dl) {
 			w.log.Warn("could not hand a task back; its lease will expire", slog.String(attrExecution, l.ExecutionID), slog.Any(attrError, err))
@@ -1516,6 +1611,17 @@ func (w *Worker) requestTimeout(n int) time.Duration {
 // proxy that timed the request out).
 func passes(ae *client.APIError) bool {
 	return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusRequestTimeout
+}
+
+// retryAfter returns how long the server said to wait when it refused a
+// request with err (APIError.RetryAfter: a 429's, a starting ffrun's
+// 503's); 0 when it said nothing.
+func retryAfter(err error) time.Duration {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		return ae.RetryAfter
+	}
+	return 0
 }
 
 // fieldOf returns the request field an API error names, if any.

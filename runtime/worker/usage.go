@@ -128,13 +128,17 @@ func (w *Worker) connect(ctx context.Context) error {
 	}
 }
 
-// heartbeat keeps the worker listed (GET /v1/workers, capability routing).
-func (w *Worker) heartbeat(ctx context.Context) {
+// heartbeat keeps the worker listed (GET /v1/workers, capability
+// routing). It returns how long the server said to wait when it refused
+// the heartbeat (APIError.RetryAfter; 0 when none said).
+func (w *Worker) heartbeat(ctx context.Context) time.Duration {
 	hctx, cancel := context.WithTimeout(ctx, w.cfg.RenewInterval)
 	defer cancel()
-	if err := w.sendHeartbeat(hctx); err != nil && ctx.Err() == nil {
+	err := w.sendHeartbeat(hctx)
+	if err != nil && ctx.Err() == nil {
 		w.log.WarnContext(ctx, "heartbeat failed", "error", err)
 	}
+	return retryAfter(err)
 }
 
 // sendHeartbeat sends the worker's registration. A server older than kinds

@@ -91,10 +91,13 @@ func (w *Worker) watchLoop(ctx context.Context, done <-chan struct{}) {
 			cancel()
 			cancel, answers, watched = nil, nil, nil
 			if a.err != nil {
-				if !w.watchFailed(ctx, a.err, delay) {
+				// After the backoff's delay, or when the server said
+				// (a 429 while the address is limited), if later.
+				wait := max(delay, retryAfter(a.err))
+				if !w.watchFailed(ctx, a.err, wait) {
 					return
 				}
-				retryAt = time.Now().Add(delay)
+				retryAt = time.Now().Add(wait)
 				delay = min(delay*2, retryDelayMax)
 				arm(time.Until(retryAt))
 				continue
@@ -212,7 +215,8 @@ func (w *Worker) watchEnded(a watchAnswer) (settled bool) {
 }
 
 // watchFailed logs a failed watch request and reports whether to try
-// again (after delay). A server without the route (404, 405) or that
+// again (after delay, the larger of the backoff's and the server's
+// Retry-After). A server without the route (404, 405) or that
 // refuses the request (400) turns the watch off: renewals alone tell the
 // worker that a lease ended, as before the route existed.
 func (w *Worker) watchFailed(ctx context.Context, err error, delay time.Duration) bool {

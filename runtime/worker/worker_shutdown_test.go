@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -160,5 +161,51 @@ func TestShutdownReportsAHandlersOwnFailure(t *testing.T) {
 	r := waitResult(t, env, id)
 	if r.State != "failed" || r.Error != "the input names no account" {
 		t.Fatalf("a handler's own permanent failure during the drain ended %s (%q), want failed with its error", r.State, r.Error)
+	}
+}
+
+// TestRunReturnsWithinTheShutdownBound: Run returns at most DrainTimeout
+// plus HandBackGrace after its context ends, however its handlers and
+// reports behave: here one handler ignores its context, and the report of
+// a task that finished is refused 503 for as long as the renewals keep
+// its lease. Run took DrainTimeout + HandBackGrace + max(DrainTimeout,
+// 5 s) (11 s here, 65 s with the defaults, against a 30 s grace period
+// of Kubernetes).
+func TestRunReturnsWithinTheShutdownBound(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	tr := &completesRefused{base: http.DefaultTransport}
+	tr.until.Store(time.Now().Add(time.Hour).UnixNano())
+	const drain = time.Second
+	w := newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency, c.DrainTimeout, c.LeaseTTL = 2, drain, time.Minute
+		c.HTTPClient = &http.Client{Transport: tr}
+	})
+	started := make(chan struct{}, 2)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	_ = w.Handle("stubborn", func(context.Context, *worker.Task) (json.RawMessage, error) {
+		started <- struct{}{}
+		<-release // ignores its context
+		return nil, nil
+	})
+	_ = w.Handle("quick", func(context.Context, *worker.Task) (json.RawMessage, error) {
+		started <- struct{}{}
+		return json.RawMessage(`"done"`), nil
+	})
+	create(t, env, wire.CreateExecution{Kind: "stubborn"})
+	create(t, env, wire.CreateExecution{Kind: "quick"})
+	stop := run(t, w)
+	<-started
+	<-started
+	begin := time.Now()
+	err := stop()
+	took := time.Since(begin)
+	if err == nil || !strings.Contains(err.Error(), "drain timeout") {
+		t.Errorf("Run = %v, want the drain timeout", err)
+	}
+	// A generous margin: the bound is what matters, not how fast.
+	if bound := drain + worker.HandBackGrace; took > bound+2*time.Second {
+		t.Errorf("Run returned %s after its context ended, want at most DrainTimeout + HandBackGrace (%s)", took.Round(time.Millisecond), bound)
 	}
 }
