@@ -215,6 +215,45 @@ func (ds Diagnostics) Format(w io.Writer) error {
 	return nil
 }
 
+// DiagnosticsShownMax is how many diagnostics the commands (ffc, ffrun
+// --flows) print as text before they only count the others
+// (FormatCapped): about a screenful with their related positions, more
+// than one edit usually gets wrong, while past it the rest mostly repeats
+// one cause (a file that is not .ff text gives one error per line). The
+// Go compiler stops at 10.
+const DiagnosticsShownMax = 20
+
+// FormatCapped writes the first limit diagnostics of ds as Format does,
+// then, when it left some out, a line counting them:
+// "<prog>: too many diagnostics: 3 more errors and 1 more warning not
+// shown (<hint>)", hint saying how to see them all.
+func (ds Diagnostics) FormatCapped(w io.Writer, limit int, prog, hint string) error {
+	if len(ds) <= limit {
+		return ds.Format(w)
+	}
+	if err := ds[:limit].Format(w); err != nil {
+		return err
+	}
+	errs, warns := ds[limit:].Count()
+	var more []string
+	if errs > 0 {
+		more = append(more, plural(errs, "more error"))
+	}
+	if warns > 0 {
+		more = append(more, plural(warns, "more warning"))
+	}
+	_, err := fmt.Fprintf(w, "%s: too many diagnostics: %s not shown (%s)\n", prog, strings.Join(more, " and "), hint)
+	return err
+}
+
+// plural returns "1 thing" or "n things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
 // jsonPos, jsonRange and jsonDiag are the machine-readable form of a
 // diagnostic, written by `ffc check -json`.
 type jsonPos struct {

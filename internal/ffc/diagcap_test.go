@@ -8,8 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestPrintDiagnosticsCap: up to diagnosticsShownMax diagnostics print
-// as they are; past it, the first diagnosticsShownMax and a line counting
+// TestPrintDiagnosticsCap: up to dsl.DiagnosticsShownMax diagnostics print
+// as they are; past it, the first dsl.DiagnosticsShownMax and a line counting
 // the errors and warnings left out; with all set, every one.
 func TestPrintDiagnosticsCap(t *testing.T) {
 	// diags returns errors and then warnings, one per line.
@@ -32,12 +32,12 @@ func TestPrintDiagnosticsCap(t *testing.T) {
 		lines       int    // diagnostics printed
 		last        string // the last line printed
 	}{
-		{"at the cap", diagnosticsShownMax, 0, false, diagnosticsShownMax, "a.ff:20:1: error: e"},
-		{"one error more", diagnosticsShownMax + 1, 0, false, diagnosticsShownMax,
+		{"at the cap", dsl.DiagnosticsShownMax, 0, false, dsl.DiagnosticsShownMax, "a.ff:20:1: error: e"},
+		{"one error more", dsl.DiagnosticsShownMax + 1, 0, false, dsl.DiagnosticsShownMax,
 			"ffc: too many diagnostics: 1 more error not shown (ffc check -e prints every one)"},
-		{"errors and warnings more", diagnosticsShownMax + 2, 3, false, diagnosticsShownMax,
+		{"errors and warnings more", dsl.DiagnosticsShownMax + 2, 3, false, dsl.DiagnosticsShownMax,
 			"ffc: too many diagnostics: 2 more errors and 3 more warnings not shown (ffc check -e prints every one)"},
-		{"warnings more", diagnosticsShownMax - 1, 5, false, diagnosticsShownMax,
+		{"warnings more", dsl.DiagnosticsShownMax - 1, 5, false, dsl.DiagnosticsShownMax,
 			"ffc: too many diagnostics: 4 more warnings not shown (ffc check -e prints every one)"},
 		{"all", 100, 1, true, 101, "a.ff:101:1: warning: w"},
 	}

@@ -122,48 +122,23 @@ func compile(paths []string, stderr io.Writer) *plan.Package {
 	return pkg
 }
 
-// diagnosticsShownMax is how many diagnostics ffc prints as text before
-// it only counts the others: about a screenful with their related
-// positions, more than one edit usually gets wrong, while past it the
-// rest mostly repeats one cause (a file that is not .ff text gives one
-// error per line). The Go compiler stops at 10. `ffc check -e` and
-// `ffc check -json` print them all.
-const diagnosticsShownMax = 20
-
 // printDiagnostics writes diags, sorted by the caller, to w as text (one
 // per line, related positions under it): all of them when all is set,
-// else the first diagnosticsShownMax, then a line saying how many errors
-// and warnings were left out. It ignores write errors, as there is
+// else the first dsl.DiagnosticsShownMax, then a line saying how many
+// errors and warnings were left out. It ignores write errors, as there is
 // nowhere left to report them.
 func printDiagnostics(w io.Writer, diags dsl.Diagnostics, all bool) {
-	if all || len(diags) <= diagnosticsShownMax {
+	if all {
 		_ = diags.Format(w)
 		return
 	}
-	_ = diags[:diagnosticsShownMax].Format(w)
-	errs, warns := diags[diagnosticsShownMax:].Count()
-	var more []string
-	if errs > 0 {
-		more = append(more, plural(errs, "more error"))
-	}
-	if warns > 0 {
-		more = append(more, plural(warns, "more warning"))
-	}
-	fmt.Fprintf(w, "ffc: too many diagnostics: %s not shown (ffc check -e prints every one)\n", strings.Join(more, " and "))
-}
-
-// plural returns "1 thing" or "n things".
-func plural(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
+	_ = diags.FormatCapped(w, dsl.DiagnosticsShownMax, "ffc", "ffc check -e prints every one")
 }
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("check", "[-json] [-e] FILE|DIR...", stderr)
 	asJSON := fs.Bool("json", false, "print diagnostics as one JSON object on stdout")
-	all := fs.Bool("e", false, fmt.Sprintf("print every diagnostic, not only the first %d (-json prints all)", diagnosticsShownMax))
+	all := fs.Bool("e", false, fmt.Sprintf("print every diagnostic, not only the first %d (-json prints all)", dsl.DiagnosticsShownMax))
 	if code := parseFlags(fs, args, stderr); code >= 0 {
 		return code
 	}

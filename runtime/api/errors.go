@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/flowfabric/ff/runtime/internal/outage"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -83,29 +83,12 @@ func asError(err error) *Error {
 	return Internal(err)
 }
 
-// outageLog keeps the 503 unavailable answers of one spell of trouble
-// (Valkey unreachable, restarting, refusing writes) from flooding the log
-// at the rate of the fleet's requests: the first is logged at warn level,
-// the next ones at debug level, until a request succeeds again (ended).
-type outageLog struct{ down atomic.Bool }
-
-// level returns the level at which to log a request answered 503
-// unavailable, and whether it is the first of its outage.
-func (o *outageLog) level() (slog.Level, bool) {
-	if o.down.Swap(true) {
-		return slog.LevelDebug, false
-	}
-	return slog.LevelWarn, true
-}
-
-// ended records a request that succeeded: the next 503 is a new outage.
-func (o *outageLog) ended() { o.down.Store(false) }
-
 // errorHandler writes every error as a JSON wire.ErrorEnvelope. 5xx causes
 // are logged at error level, but 503 unavailable ones (Valkey away or
 // refusing writes: the client retries) once per outage at warn level
-// (outage), and for cancelled requests at debug level.
-func errorHandler(log *slog.Logger, outage *outageLog) echo.HTTPErrorHandler {
+// (unavailable: the next ones at debug level until a request succeeds,
+// endOutage), and for cancelled requests at debug level.
+func errorHandler(log *slog.Logger, unavailable *outage.Log) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
@@ -121,7 +104,7 @@ func errorHandler(log *slog.Logger, outage *outageLog) echo.HTTPErrorHandler {
 				level = slog.LevelDebug
 			case ae.Status == http.StatusServiceUnavailable && ae.Code == wire.CodeUnavailable:
 				var first bool
-				if level, first = outage.level(); first {
+				if level, first = unavailable.Failed(); first {
 					msg = "request failed: unavailable (the next ones at debug level, until a request succeeds)"
 				}
 			}
@@ -137,7 +120,7 @@ func errorHandler(log *slog.Logger, outage *outageLog) echo.HTTPErrorHandler {
 	}
 }
 
-// endOutage ends the outage of outageLog at the first request to /v1
+// endOutage ends the outage of the 503 answers at the first request to /v1
 // answered 2xx: one that reached Valkey, for nearly every route. (/healthz
 // and /metrics answer 200 whatever Valkey's state; a 200 of /readyz ends
 // it too, in readyz.)
@@ -145,7 +128,7 @@ func (s *Server) endOutage(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		err := next(c)
 		if st := c.Response().Status; err == nil && c.Response().Committed && st >= 200 && st < 300 && under(c.Request().URL.Path, "/v1") {
-			s.outage.ended()
+			s.outage.Ended()
 		}
 		return err
 	}

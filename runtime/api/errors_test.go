@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/labstack/echo/v4"
+
+	"github.com/flowfabric/ff/runtime/internal/outage"
 )
 
 // Server failures reach the error log; requests cancelled by their client
@@ -33,7 +35,7 @@ func TestErrorHandlerLogLevels(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs bytes.Buffer
 			e := echo.New()
-			e.HTTPErrorHandler = errorHandler(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})), &outageLog{})
+			e.HTTPErrorHandler = errorHandler(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})), &outage.Log{})
 			e.GET("/x", func(echo.Context) error { return tt.err })
 			rec := httptest.NewRecorder()
 			e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))

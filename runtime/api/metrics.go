@@ -15,8 +15,15 @@ import (
 )
 
 // httpDurationBounds are the upper bounds (seconds) of the request
-// duration histogram: from a quick report to a long-poll claim's 30 s.
-var httpDurationBounds = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+// duration histogram: from a quick report to the long-polls. A claim, a
+// lease watch or a run result waits up to 60 s (wire.ClaimWaitMaxMs,
+// RunWaitMaxMs) and answers just after its wait: 30 holds those answered
+// early, 60 those answered within the longest wait (the worker SDK's
+// default 30 s waited out among them), 90 those that waited it all, and
+// past 90 s no request should be: one that is, is stuck. Two bounds more
+// than a top at 30 s, where a 31 s claim and a 60 s one were both +Inf:
+// two series per method and route.
+var httpDurationBounds = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 90}
 
 // httpMetrics counts the requests the API answers and what the worker
 // protocol did. A nil *httpMetrics counts nothing (Config.Metrics unset).

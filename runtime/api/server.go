@@ -15,12 +15,12 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/flowfabric/ff/runtime/authlimit"
+	"github.com/flowfabric/ff/runtime/internal/outage"
 	"github.com/flowfabric/ff/runtime/metrics"
 	"github.com/flowfabric/ff/runtime/wire"
 )
@@ -133,9 +133,9 @@ type Server struct {
 	flows   *flows   // set by AddFlows: the templates schedules refer to
 	mounted []string // the prefixes of Mount, which check requests themselves
 
-	unready atomic.Bool // the last /readyz found the service not ready
-	ready   readyCheck  // the readiness checks, shared by the probes of a second
-	outage  outageLog   // a 503 unavailable was logged; no request succeeded since
+	unready outage.Log // the last /readyz found the service not ready
+	ready   readyCheck // the readiness checks, shared by the probes of a second
+	outage  outage.Log // a 503 unavailable was logged; no request succeeded since
 }
 
 // New builds the API server.
@@ -295,7 +295,7 @@ func (s *Server) readyz(c echo.Context) error {
 	if err := s.ready.check(ctx, s.cfg.Service.Ready); err != nil {
 		// The probe is open to anyone: the reason (addresses, dial errors)
 		// goes to the log, once per spell of unreadiness.
-		if !s.unready.Swap(true) {
+		if _, first := s.unready.Failed(); first {
 			s.log.WarnContext(ctx, "not ready", attrError, err)
 		}
 		// Written here, not returned: the error handler would log every
@@ -303,10 +303,10 @@ func (s *Server) readyz(c echo.Context) error {
 		ae := Errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, "not ready: Valkey does not answer, does not take writes, or the functions library is not loaded (the reason is in ffrun's log)")
 		return c.JSON(ae.Status, wire.ErrorEnvelope{Error: *ae.Body()})
 	}
-	if s.unready.Swap(false) {
+	if s.unready.Ended() {
 		s.log.InfoContext(ctx, "ready again")
 	}
-	s.outage.ended()
+	s.outage.Ended()
 	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
 }
 

@@ -162,3 +162,47 @@ func TestStartRefusesAForeignServerOnItsPort(t *testing.T) {
 		t.Errorf("Start on a port another server holds: %v; want it to say the port is taken", err)
 	}
 }
+
+// TestSocketOnly: with SocketOnly the child opens no TCP port (nothing
+// another local user could reach without a password), only its socket,
+// mode 700; a data directory too deep for a socket path gets one in a
+// private temporary directory, removed by Stop. CLI names the command
+// that opens a client on it.
+func TestSocketOnly(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, dir := range []string{t.TempDir(), filepath.Join(t.TempDir(), strings.Repeat("d", 100))} {
+		s, err := devserver.Start(ctx, devserver.Config{Dir: dir, SocketOnly: true, NoPersistence: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Addr != "" || s.Socket == "" || s.ClientAddr() != "unix:"+s.Socket {
+			t.Errorf("address %q, socket %q, client address %q: want no address and the socket", s.Addr, s.Socket, s.ClientAddr())
+		}
+		if got := do(t, s, "CONFIG", "GET", "port"); got != "port 0" {
+			t.Errorf("CONFIG GET port: %q, want no TCP port", got)
+		}
+		if fi, err := os.Stat(s.Socket); err != nil {
+			t.Error(err)
+		} else if fi.Mode().Perm() != 0o700 {
+			t.Errorf("socket %s: mode %v, want 0700", s.Socket, fi.Mode().Perm())
+		}
+		if want := " -s " + s.Socket; !strings.HasSuffix(s.CLI(), want) || !strings.HasSuffix(strings.Fields(s.CLI())[0], "-cli") {
+			t.Errorf("CLI() = %q, want a valkey-cli or redis-cli command ending in %q", s.CLI(), want)
+		}
+		inData := filepath.Dir(s.Socket) == dir
+		if inData != (len(dir) < 90) {
+			t.Errorf("socket %s for data dir %s", s.Socket, dir)
+		}
+		if err := s.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Dir(s.Socket)); !inData && !os.IsNotExist(err) {
+			t.Errorf("the socket's temporary directory is left after Stop (%v)", err)
+		}
+	}
+	if _, err := devserver.Start(ctx, devserver.Config{Dir: t.TempDir(), SocketOnly: true, Port: 7777}); err == nil || !strings.Contains(err.Error(), "SocketOnly") {
+		t.Errorf("Start with SocketOnly and a port: %v, want an error", err)
+	}
+}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/flowfabric/ff/compiler"
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/dsl"
 	"github.com/flowfabric/ff/lua"
 	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/devserver"
@@ -181,6 +182,7 @@ type options struct {
 	schedules       []plan.Schedule
 	dev             bool // ffrun dev: Valkey is a child of this process
 	valkeyWait      time.Duration
+	valkeyLoad      time.Duration // dev: --valkey-load-timeout
 	tls             tlsFlags
 	tlsConfig       *tls.Config // built from tls; nil = no TLS
 	apiCert, apiKey string      // --tls-cert, --tls-key: HTTPS for the API
@@ -264,6 +266,7 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	if dev {
 		fs.str(&o.data, "data", "FF_DATA_DIR", ".ffrun", "data directory of the dev Valkey (created)")
 		fs.str(&o.valkeyBin, "valkey-bin", "FF_VALKEY_BIN", "", "server program (default: valkey-server or redis-server on PATH)")
+		fs.dur(&o.valkeyLoad, "valkey-load-timeout", "FF_VALKEY_LOAD_TIMEOUT", 0, "how long the dev Valkey may take to load its data at start (0 = as long as it makes progress)")
 	} else {
 		fs.str(&o.valkey, "valkey", "FF_VALKEY_ADDR", "", "Valkey/Redis address: host:port, or unix:PATH for a Unix socket (required)")
 		fs.dur(&o.valkeyWait, "valkey-wait", "FF_VALKEY_WAIT", valkeyWaitDefault, "how long to wait at start for a Valkey that is not reachable or not ready yet (0 = fail at once)")
@@ -345,6 +348,9 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	if o.scanners.RetentionAge != 0 && o.scanners.RetentionAge < time.Millisecond {
 		return fmt.Errorf("%w: --retention %s: want 0 (the default) or at least 1ms", errUsage, o.scanners.RetentionAge)
 	}
+	if o.valkeyLoad < 0 {
+		return fmt.Errorf("%w: --valkey-load-timeout %s is negative (0 = as long as the load makes progress)", errUsage, o.valkeyLoad)
+	}
 	if o.shutdownTimeout < 0 {
 		return fmt.Errorf("%w: --shutdown-timeout %s is negative (0 = the default, %s)", errUsage, o.shutdownTimeout, server.ShutdownTimeoutDefault)
 	}
@@ -411,7 +417,11 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	}})
 	defer front.Close()
 	if dev {
-		child, err := devserver.Start(ctx, devserver.Config{Binary: o.valkeyBin, Dir: o.data, Logger: log})
+		// The child listens on its socket only: no password, so no TCP
+		// port another local user could reach ("dev valkey started" logs
+		// the valkey-cli command that opens it).
+		child, err := devserver.Start(ctx, devserver.Config{Binary: o.valkeyBin, Dir: o.data, Logger: log,
+			SocketOnly: true, LoadTimeout: o.valkeyLoad})
 		if err != nil {
 			if ctx.Err() != nil {
 				log.Info("stopped while starting the dev valkey")
@@ -424,8 +434,8 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 				log.Warn("stop dev valkey", slog.Any("error", err))
 			}
 		}()
-		// The co-located child is reached over its Unix socket when it
-		// has one: cheaper than TCP loopback for both processes.
+		// The co-located child is reached over its Unix socket: cheaper
+		// than TCP loopback for both processes, too.
 		o.valkey = child.ClientAddr()
 		// If the child dies, stop serving rather than fail every request;
 		// the cause makes the exit status 1.
@@ -525,13 +535,15 @@ func authHint(err error, hasPassword bool) error {
 	return err
 }
 
-// loadTemplates compiles the .ff files of dir, printing every diagnostic
-// to stderr as path:line:col: severity: message; errors refuse the start.
-// It returns the flows, served as templates, and the declared schedules.
+// loadTemplates compiles the .ff files of dir, printing the diagnostics
+// to stderr as path:line:col: severity: message, as ffc does (the first
+// dsl.DiagnosticsShownMax, then a line counting the others); errors
+// refuse the start. It returns the flows, served as templates, and the
+// declared schedules.
 func loadTemplates(dir string, stderr io.Writer, log *slog.Logger) ([]*plan.Flow, []plan.Schedule, error) {
 	pkg, diags := compiler.CompileFiles(dir)
 	if len(diags) > 0 {
-		if err := diags.Format(stderr); err != nil {
+		if err := diags.FormatCapped(stderr, dsl.DiagnosticsShownMax, "ffrun", "ffc check -e "+dir+" prints every one"); err != nil {
 			return nil, nil, fmt.Errorf("--flows %s: print diagnostics: %w", dir, err)
 		}
 	}

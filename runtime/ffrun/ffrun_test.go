@@ -177,6 +177,7 @@ func TestUsageErrors(t *testing.T) {
 		{"valkey user without password", []string{"serve", "--valkey", "127.0.0.1:1"}, map[string]string{"FF_VALKEY_USERNAME": "ff"}, "FF_VALKEY_USERNAME is set without FF_VALKEY_PASSWORD"},
 		{"listen without colon", []string{"serve", "--valkey", "127.0.0.1:1", "--listen", "8080"}, nil, `--listen "8080": want [host]:port`},
 		{"key prefix with braces", []string{"serve", "--valkey", "127.0.0.1:1", "--key-prefix", "a{b}"}, nil, `--key-prefix "a{b}" must not contain braces`},
+		{"negative load timeout", []string{"dev", "--valkey-load-timeout", "-1s"}, nil, "--valkey-load-timeout -1s is negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -207,6 +207,7 @@ func (s *service) endedLeases(ctx context.Context, leases []wire.Lease, sl []sto
 		return nil, mapError(err)
 	}
 	var out []wire.LeaseResult
+	failed := batchLog{op: "watch"}
 	for j, e := range errs {
 		if e == nil {
 			continue
@@ -216,7 +217,8 @@ func (s *service) endedLeases(ctx context.Context, leases []wire.Lease, sl []sto
 			i = which[j]
 		}
 		id := leases[i].ExecutionID
-		out = append(out, wire.LeaseResult{ExecutionID: id, Error: s.leaseItemError(ctx, "watch", id, i, e)})
+		out = append(out, wire.LeaseResult{ExecutionID: id, Error: leaseItemError(&failed, id, i, e)})
 	}
+	s.logBatch(ctx, &failed, len(errs))
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/lua"
+	"github.com/flowfabric/ff/runtime/internal/outage"
 	"github.com/flowfabric/ff/runtime/metrics"
 	"github.com/flowfabric/ff/runtime/scanner"
 	"github.com/flowfabric/ff/runtime/scheduler"
@@ -37,8 +38,9 @@ func newServerMetrics(st *store.Store, sched *scheduler.Scheduler, leases *lease
 			"Items a scanner transitioned: leases expired, executions promoted, timed out, unblocked, runs deleted, ...", "scanner"),
 	}
 	start := float64(time.Now().UnixNano()) / 1e9
+	var scrapes outage.Log // the outage of the scrapes that cannot read Valkey
 	reg.AddCollector(func(ctx context.Context) []metrics.GaugeFamily {
-		return storeGauges(ctx, st, log)
+		return storeGauges(ctx, st, log, &scrapes)
 	})
 	reg.AddCollector(func(context.Context) []metrics.GaugeFamily {
 		return append(processGauges(start, cmp.Or(version, "unknown")), metrics.GaugeFamily{
@@ -79,8 +81,10 @@ func (m *serverMetrics) knowScanners(names []string) {
 
 // storeGauges reads the store's snapshot. When Valkey does not answer,
 // ff_valkey_up is 0 and the other gauges are left out (a scrape must not
-// show zero queues it could not read).
-func storeGauges(ctx context.Context, st *store.Store, log *slog.Logger) []metrics.GaugeFamily {
+// show zero queues it could not read); the failure is logged at warn
+// level once per outage, the next ones at debug level (a scraper comes
+// every few seconds), and the end of the outage at info level.
+func storeGauges(ctx context.Context, st *store.Store, log *slog.Logger, down *outage.Log) []metrics.GaugeFamily {
 	up := metrics.GaugeFamily{Name: "ff_valkey_up", Help: "1 when the last scrape could read Valkey, else 0."}
 	// The scrape ends with ctx even when a read does not: a command
 	// queued on a connection to a Valkey that stopped answering can wait
@@ -104,9 +108,17 @@ func storeGauges(ctx context.Context, st *store.Store, log *slog.Logger) []metri
 		err = fmt.Errorf("store stats: %w", ctx.Err())
 	}
 	if err != nil {
-		log.WarnContext(ctx, "metrics: read store stats", slog.Any("error", err))
+		level, first := down.Failed()
+		msg := "metrics: read store stats"
+		if first {
+			msg += " (the next failures at debug level, until a scrape reads it)"
+		}
+		log.Log(ctx, level, msg, slog.Any("error", err))
 		up.Samples = []metrics.Sample{{Value: 0}}
 		return []metrics.GaugeFamily{up}
+	}
+	if down.Ended() {
+		log.InfoContext(ctx, "metrics: store stats read again")
 	}
 	up.Samples = []metrics.Sample{{Value: 1}}
 	lanes := metrics.GaugeFamily{

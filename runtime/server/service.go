@@ -18,6 +18,7 @@ import (
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/api"
+	"github.com/flowfabric/ff/runtime/internal/outage"
 	"github.com/flowfabric/ff/runtime/scheduler"
 	"github.com/flowfabric/ff/runtime/store"
 	"github.com/flowfabric/ff/runtime/wire"
@@ -36,6 +37,9 @@ type service struct {
 	onClaim func(context.Context, wire.ClaimRequest)
 	// watch keeps the lease watches waiting (WatchLeases).
 	watch *leaseWatch
+	// items is the outage of batch items answered 503 unavailable
+	// (logBatch).
+	items outage.Log
 }
 
 func (s *service) Ready(ctx context.Context) error {
@@ -55,14 +59,16 @@ func (s *service) Create(ctx context.Context, reqs []wire.CreateExecution) ([]ap
 		return nil, mapError(err)
 	}
 	out := make([]api.Created, len(reqs))
+	failed := batchLog{op: "create"}
 	for i, r := range res {
 		if r.Err != nil {
-			out[i].Error = s.itemError(ctx, "create", r.Err)
+			out[i].Error = itemError(&failed, r.Err)
 			continue
 		}
 		w := toExecution(r.Execution)
 		out[i] = api.Created{Execution: &w, Created: r.Created}
 	}
+	s.logBatch(ctx, &failed, len(res))
 	return out, nil
 }
 
@@ -282,15 +288,17 @@ func (s *service) Renew(ctx context.Context, leases []wire.Lease, ttl time.Durat
 		return nil, mapError(err)
 	}
 	out := make([]wire.LeaseResult, len(leases))
+	failed := batchLog{op: "renew"}
 	for i, r := range res {
 		out[i] = wire.LeaseResult{ExecutionID: leases[i].ExecutionID, OK: r.Err == nil}
 		if r.Err != nil {
-			out[i].Error = s.leaseItemError(ctx, "renew", leases[i].ExecutionID, i, r.Err)
+			out[i].Error = leaseItemError(&failed, leases[i].ExecutionID, i, r.Err)
 			continue
 		}
 		exp := r.ExpiresAt
 		out[i].LeaseExpiresAt = &exp
 	}
+	s.logBatch(ctx, &failed, len(res))
 	return out, nil
 }
 
@@ -344,30 +352,67 @@ func (s *service) finishHandoff(ctx context.Context, fs []store.Finish, h *store
 		return nil, nil, mapError(err)
 	}
 	out := make([]wire.LeaseResult, len(fs))
+	failed := batchLog{op: "finish"}
 	for i, r := range res {
 		out[i] = wire.LeaseResult{ExecutionID: string(fs[i].Lease.ExecutionID), OK: r.Err == nil, State: string(r.State)}
 		if r.Err != nil {
-			out[i].Error = s.leaseItemError(ctx, "finish", string(fs[i].Lease.ExecutionID), i, r.Err)
+			out[i].Error = leaseItemError(&failed, string(fs[i].Lease.ExecutionID), i, r.Err)
 		}
 	}
+	s.logBatch(ctx, &failed, len(res))
 	return out, grants, nil
 }
 
-// itemError maps the error of one item of a batch; unexpected ones are
-// logged, since no error handler sees them.
-func (s *service) itemError(ctx context.Context, op string, err error) *wire.ErrorBody {
+// batchLog gathers the unexpected (5xx) item errors of one batch call,
+// which no error handler sees, for logBatch to log in one line: a batch
+// of 500 reports failing in an outage is one line, not 500.
+type batchLog struct {
+	op          string // create, renew, finish, watch
+	n           int    // items that failed with a 5xx
+	first       error  // the cause of the first of them
+	unavailable bool   // every one of them is a 503 unavailable
+}
+
+// itemError maps the error of one item of a batch; an unexpected one is
+// counted in b.
+func itemError(b *batchLog, err error) *wire.ErrorBody {
 	ae := mapError(err)
 	if ae.Status >= 500 {
-		s.log.ErrorContext(ctx, op+" failed", slog.Any("error", err))
+		if b.n == 0 {
+			b.first, b.unavailable = err, true
+		}
+		b.n++
+		b.unavailable = b.unavailable && ae.Status == http.StatusServiceUnavailable && ae.Code == wire.CodeUnavailable
 	}
 	return ae.Body()
+}
+
+// logBatch logs the unexpected item errors of a batch of size items, in
+// one line with their count and the first one's cause: at error level
+// when one of them is a server failure (500), else as the API logs its
+// 503 unavailable answers (Valkey away, not ready, refusing writes): at
+// warn level for the first of an outage, at debug level for the next
+// ones, until a batch has none.
+func (s *service) logBatch(ctx context.Context, b *batchLog, items int) {
+	if b.n == 0 {
+		s.items.Ended()
+		return
+	}
+	level, msg := slog.LevelError, b.op+": batch items failed"
+	if b.unavailable {
+		var first bool
+		if level, first = s.items.Failed(); first {
+			msg += " (the next batches' at debug level, until a batch has none)"
+		}
+	}
+	s.log.Log(ctx, level, msg, slog.Int("items", b.n), slog.Int("batch", items), slog.Any("error", b.first))
 }
 
 // leaseItemError is itemError for item i of a renew or finish, about
 // execution id: an unknown or malformed id is named (404, as on every
 // route about one execution), and an output over the limit is the item's
 // field of the request (completions[i].output).
-func (s *service) leaseItemError(ctx context.Context, op, id string, i int, err error) *wire.ErrorBody {
+func leaseItemError(b *batchLog, id string, i int, err error) *wire.ErrorBody {
 	var ve *store.ValidationError
 	switch {
 	case errors.As(err, &ve) && ve.Field == "id", errors.Is(err, store.ErrNotFound):
@@ -377,7 +422,7 @@ func (s *service) leaseItemError(ctx context.Context, op, id string, i int, err 
 		b.Details["field"] = "completions[" + strconv.Itoa(i) + "].output"
 		return b
 	}
-	return s.itemError(ctx, op, err)
+	return itemError(b, err)
 }
 
 func storeLease(l wire.Lease) store.Lease {
