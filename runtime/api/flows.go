@@ -19,6 +19,7 @@ import (
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/flowinput"
 	"github.com/flowfabric/ff/runtime/internal/jsonscan"
+	"github.com/flowfabric/ff/runtime/store"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -45,8 +46,9 @@ type FlowService interface {
 	// else the run as staged: a wait never turns a staged run into an
 	// error.
 	StageFlow(ctx context.Context, req FlowRequest) (run *wire.FlowRun, created bool, err error)
-	// GetRun returns a run with every member.
-	GetRun(ctx context.Context, id string) (*wire.FlowRun, error)
+	// GetRun returns a run with one page of its members (and the cursor of
+	// the next page when members are left).
+	GetRun(ctx context.Context, id string, page ExecsPage) (*wire.FlowRun, error)
 	// RunResult returns a run without its members once it ended, waiting
 	// up to wait for it to end; a run still running after the wait is an
 	// *Error with code wire.CodeNotTerminal.
@@ -62,6 +64,18 @@ type FlowService interface {
 	CancelRuns(ctx context.Context, q RunListQuery, reason string) (*wire.BulkRunsResult, error)
 	ReplayRuns(ctx context.Context, q RunListQuery) (*wire.BulkRunsResult, error)
 }
+
+// ExecsPage selects the members of a run that GET /v1/flows/{id} answers
+// with (execs_limit, execs_cursor).
+type ExecsPage struct {
+	Cursor string // execs_next_cursor of the page before; "" = from the first member
+	Limit  int    // 1..ExecsLimitMax; 0 = ExecsLimitMax, the default page
+}
+
+// ExecsLimitMax bounds the members of one run answer (execs_limit), and
+// is the default page: a run of more members is answered with its first
+// ExecsLimitMax members and the cursor of the next page.
+const ExecsLimitMax = store.RunPageMax
 
 // BulkLimitDef and BulkLimitMax bound the runs one bulk cancel or replay
 // acts on.
@@ -313,10 +327,18 @@ func (f *flows) cachedStage(data []byte) (fl *plan.Flow, req stageBody, shared b
 }
 
 func (f *flows) get(c echo.Context) error {
-	if e := onlyQuery(c); e != nil {
+	if e := onlyQuery(c, "execs_limit", "execs_cursor"); e != nil {
 		return e
 	}
-	run, err := f.svc.GetRun(c.Request().Context(), c.Param("id"))
+	page := ExecsPage{Cursor: c.QueryParam("execs_cursor")}
+	if vs, ok := c.QueryParams()["execs_limit"]; ok {
+		n, err := strconv.Atoi(vs[0])
+		if err != nil || n < 1 || n > ExecsLimitMax {
+			return invalid("execs_limit", "%q is not an integer in 1..%d", vs[0], ExecsLimitMax)
+		}
+		page.Limit = n
+	}
+	run, err := f.svc.GetRun(c.Request().Context(), c.Param("id"), page)
 	if err != nil {
 		return err
 	}

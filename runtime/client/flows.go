@@ -181,13 +181,69 @@ func (e *opError) Unwrap() error { return e.err }
 // Run returns a handle on an existing run.
 func (c *Client) Run(id string) *Run { return &Run{ID: id, c: c} }
 
-// GetRun returns a run with the state of every member.
+// GetRun returns a run with the state of every member, in flow order. A
+// run of more members than one answer holds (1,000) is read a page at a
+// time (GetRunPage), following the cursor: the members are those of the
+// pages, each a live view when it was read (a member may have changed
+// since an earlier page was read), and the run's other fields are the
+// last page's. GetRun checks that the pages hold the run's total of
+// members, each once.
 func (c *Client) GetRun(ctx context.Context, id string) (*wire.FlowRun, error) {
-	var out wire.FlowRun
-	if err := c.do(ctx, http.MethodGet, "/v1/flows/"+url.PathEscape(id), nil, nil, &out); err != nil {
-		return nil, c.flowsError("get run "+id, err)
+	run, next, err := c.GetRunPage(ctx, id, "", 0)
+	if err != nil || next == "" {
+		return run, err
 	}
-	return &out, nil
+	execs := make([]wire.FlowExec, 0, max(run.Total, len(run.Execs)))
+	execs = append(execs, run.Execs...)
+	seen := make(map[string]bool, cap(execs))
+	for _, x := range run.Execs {
+		seen[x.Name] = true
+	}
+	for next != "" {
+		cursor := next
+		if run, next, err = c.GetRunPage(ctx, id, cursor, 0); err != nil {
+			return nil, err
+		}
+		if len(run.Execs) == 0 || next == cursor {
+			return nil, fmt.Errorf("client: get run %s: the page at cursor %q holds %d members and the cursor %q", id, cursor, len(run.Execs), next)
+		}
+		for _, x := range run.Execs {
+			if seen[x.Name] {
+				return nil, fmt.Errorf("client: get run %s: member %q is on two pages", id, x.Name)
+			}
+			seen[x.Name] = true
+		}
+		if execs = append(execs, run.Execs...); len(execs) > run.Total {
+			return nil, fmt.Errorf("client: get run %s: the pages hold more than the run's %d members", id, run.Total)
+		}
+	}
+	if len(execs) != run.Total {
+		return nil, fmt.Errorf("client: get run %s: the pages hold %d of the run's %d members", id, len(execs), run.Total)
+	}
+	run.Execs, run.ExecsNextCursor = execs, ""
+	return run, nil
+}
+
+// GetRunPage returns a run with one page of its members: at most limit
+// (1..1000; 0 = the server's default page, 1,000) in flow order from
+// cursor ("" = the first member), and the cursor of the next page ("" once
+// the page ends with the last member). The rest of the run (counts,
+// state, error, failures, result, input) is the whole run's on every page.
+// A cursor stays good for as long as the run exists; pages are a live view
+// of the members' states.
+func (c *Client) GetRunPage(ctx context.Context, id, cursor string, limit int) (*wire.FlowRun, string, error) {
+	q := url.Values{}
+	if cursor != "" {
+		q.Set("execs_cursor", cursor)
+	}
+	if limit != 0 {
+		q.Set("execs_limit", strconv.Itoa(limit))
+	}
+	var out wire.FlowRun
+	if err := c.do(ctx, http.MethodGet, "/v1/flows/"+url.PathEscape(id), q, nil, &out); err != nil {
+		return nil, "", c.flowsError("get run "+id, err)
+	}
+	return &out, out.ExecsNextCursor, nil
 }
 
 // RunListOptions filter ListRuns. Empty fields do not filter.
@@ -448,7 +504,7 @@ func (r *Run) Result(ctx context.Context) (json.RawMessage, error) {
 	return out.Result, nil
 }
 
-// Get returns the run with the state of every member.
+// Get returns the run with the state of every member (see Client.GetRun).
 func (r *Run) Get(ctx context.Context) (*wire.FlowRun, error) { return r.c.GetRun(ctx, r.ID) }
 
 // Cancel cancels the run (see Client.CancelRun).

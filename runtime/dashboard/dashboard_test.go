@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"flag"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -698,8 +699,10 @@ func TestConsolePages(t *testing.T) {
 	}
 }
 
-// TestConsoleLargeRun: a run of 2,001 members lists the first 2,000 and
-// says so, and has no graph.
+// TestConsoleLargeRun: a run of 2,001 members lists its first 1,000 (a
+// page of GET /v1/flows/{id}), says how many it has, and links to the next
+// page, and so on to the last, which links back to the first; it has no
+// graph.
 func TestConsoleLargeRun(t *testing.T) {
 	t.Parallel()
 	var src strings.Builder
@@ -712,22 +715,55 @@ func TestConsoleLargeRun(t *testing.T) {
 	b := newBrowser(t, env)
 	id, _ := startRun(t, b, "wide", url.Values{})
 	p := b.get("/ui/runs/" + id)
-	p.want(t, http.StatusOK, "0 of 2001 done", "1 more members are not listed",
+	p.want(t, http.StatusOK, "0 of 2001 done", "1000 of the run's 2001 members, in flow order",
 		// 2 s for each 500 members a reload reads: 10 s, not the 2 s of a small run.
 		`<meta http-equiv="refresh" content="10; url=/ui/runs/`+id+`">`)
 	if strings.Contains(p.body, `class="graph"`) {
 		t.Fatal("a 2,001-member run is drawn")
 	}
-	if n := strings.Count(p.body, `<a href="/ui/executions/`); n != 2000 {
-		t.Fatalf("%d members listed, want 2000", n)
+	// Page after page, every member once, in flow order (root first).
+	members := regexp.MustCompile(`<a href="/ui/executions/[^"]*">([^<]*)</a>`)
+	next := regexp.MustCompile(`<a href="([^"]*)">Next members →</a>`)
+	seen := map[string]bool{}
+	var order []string
+	for pages := 1; ; pages++ {
+		if n := len(members.FindAllStringSubmatch(p.body, -1)); n != min(1000, 2001-len(order)) {
+			t.Fatalf("page %d lists %d members", pages, n)
+		}
+		for _, m := range members.FindAllStringSubmatch(p.body, -1) {
+			if seen[m[1]] {
+				t.Fatalf("page %d lists %s again", pages, m[1])
+			}
+			seen[m[1]] = true
+			order = append(order, m[1])
+		}
+		if pages > 1 && !strings.Contains(p.body, `<a href="/ui/runs/`+id+`">← First members</a>`) {
+			t.Fatalf("page %d does not link to the first", pages)
+		}
+		link := next.FindStringSubmatch(p.body)
+		if link == nil {
+			break
+		}
+		if pages == 3 {
+			t.Fatal("a third page links to a fourth")
+		}
+		p = b.get(html.UnescapeString(link[1]))
+		p.want(t, http.StatusOK, "0 of 2001 done", "of the run's 2001 members")
+	}
+	if len(order) != 2001 || order[0] != "root" {
+		t.Fatalf("%d members listed, the first %q", len(order), order[0])
+	}
+	// A made-up cursor is the API's refusal.
+	if p := b.get("/ui/runs/" + id + "?members=7.nosuch"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "execs_cursor") {
+		t.Fatalf("a made-up page: %d\n%s", p.status, p.body)
 	}
 	// Cancelled, every member did not succeed: the first 100 of them are
 	// listed as such.
 	b.post("/ui/runs/"+id+"/cancel", url.Values{}).wantRedirect(t, "/ui/runs/"+id+"?done=cancelled")
 	p = b.get("/ui/runs/" + id)
 	p.want(t, http.StatusOK, "2001 of 2001 done", "1901 more did not succeed")
-	if n := strings.Count(p.body, `<a href="/ui/executions/`); n != 2100 {
-		t.Fatalf("%d links on the cancelled run's page, want 2,000 members and 100 failures", n)
+	if n := strings.Count(p.body, `<a href="/ui/executions/`); n != 1100 {
+		t.Fatalf("%d links on the cancelled run's page, want 1,000 members and 100 failures", n)
 	}
 
 	// A flow of few execs but many edges is not drawn either: 60 execs,

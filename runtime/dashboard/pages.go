@@ -23,10 +23,11 @@ import (
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
-// MembersShown is the most members a run page lists, FailuresShown the
-// most of those that did not succeed; the counts cover the rest.
+// MembersShown is the most members a run page lists: one page of GET
+// /v1/flows/{id}, with a link to the next; FailuresShown the most of those
+// that did not succeed, whose count covers the rest.
 const (
-	MembersShown  = 2000
+	MembersShown  = api.ExecsLimitMax
 	FailuresShown = 100
 )
 
@@ -247,9 +248,13 @@ func runsURL(o client.RunListOptions, cursor string) string {
 // runData is the run page.
 type runData struct {
 	Run     *wire.FlowRun
-	Graph   *graph // nil when the run's template is not served or differs
-	Members []wire.FlowExec
-	Hidden  int // members not listed (over MembersShown)
+	Graph   *graph          // nil when the run's template is not served or differs
+	Members []wire.FlowExec // a page of them: every one of a run of up to MembersShown
+	// Paged says Members are not all of the run; NextMembers is the link
+	// to the page after them ("" on the last), FirstMembers to the first
+	// ("" on the first).
+	Paged                     bool
+	NextMembers, FirstMembers string
 	// Failures are the members that did not succeed, the first
 	// FailuresShown of them.
 	Failures       []wire.ExecFailure
@@ -267,12 +272,14 @@ func (d *Dashboard) run(q *request) (*view, error) {
 
 func (d *Dashboard) showRun(q *request, notice, refused string) (*view, error) {
 	id := q.r.PathValue("id")
-	run, err := q.api.GetRun(q.ctx(), id)
+	// ?members= is the cursor of a page of members after the first.
+	cursor := q.r.URL.Query().Get("members")
+	run, next, err := q.api.GetRunPage(q.ctx(), id, cursor, MembersShown)
 	if err != nil {
 		return nil, err
 	}
 	data := runData{Run: run, Members: run.Execs, Failures: run.Failures, Result: indent(run.Result), Input: indent(run.Input),
-		Notice: notice, Error: refused}
+		Notice: notice, Error: refused, Paged: cursor != "" || next != ""}
 	if notice == "" {
 		data.Notice = noticeText(q.r.URL.Query().Get("done"))
 	}
@@ -280,12 +287,17 @@ func (d *Dashboard) showRun(q *request, notice, refused string) (*view, error) {
 		data.FailuresHidden = len(data.Failures) - FailuresShown
 		data.Failures = data.Failures[:FailuresShown]
 	}
-	if len(data.Members) > MembersShown {
-		data.Hidden = len(data.Members) - MembersShown
-		data.Members = data.Members[:MembersShown]
+	if next != "" {
+		data.NextMembers = Prefix + "/runs/" + url.PathEscape(id) + "?" + url.Values{"members": {next}}.Encode()
 	}
-	// The graph is the run's own: its members and their edges.
-	data.Graph = layoutGraph(runShape(run), run)
+	if cursor != "" {
+		data.FirstMembers = Prefix + "/runs/" + url.PathEscape(id)
+	}
+	// The graph is the run's own: its members and their edges (all of
+	// them: a page of a larger run is not drawn).
+	if !data.Paged {
+		data.Graph = layoutGraph(runShape(run), run)
+	}
 	// The flow links to its template only when one of that name is
 	// served here (a run staged from a plan has none).
 	if _, err := q.api.Template(q.ctx(), run.Flow); err == nil {
@@ -346,7 +358,8 @@ func runShape(run *wire.FlowRun) *wire.Template {
 // reload (the run's page does while it runs, and would lose what is
 // typed).
 func (d *Dashboard) confirmCancel(q *request) (*view, error) {
-	run, err := q.api.GetRun(q.ctx(), q.r.PathValue("id"))
+	// The page shows the run's counts: one member is enough.
+	run, _, err := q.api.GetRunPage(q.ctx(), q.r.PathValue("id"), "", 1)
 	if err != nil {
 		return nil, err
 	}
@@ -415,12 +428,20 @@ func (d *Dashboard) execution(q *request) (*view, error) {
 	data := executionData{X: x, Input: indent(x.Input), Result: indent(x.Result), Run: runParam(q.r), Ended: ended}
 	if data.Run != "" {
 		// The member's name, from the run: the page does not take it from
-		// the link.
-		if run, err := q.api.GetRun(q.ctx(), data.Run); err == nil {
+		// the link. The run's pages are read until it is found.
+		cursor := ""
+		for range plan.MaxExecs/MembersShown + 1 {
+			run, next, err := q.api.GetRunPage(q.ctx(), data.Run, cursor, MembersShown)
+			if err != nil {
+				break
+			}
 			for _, m := range run.Execs {
 				if m.ExecutionID == x.ID {
 					data.Member = m.Name
 				}
+			}
+			if cursor = next; data.Member != "" || cursor == "" {
+				break
 			}
 		}
 		if data.Member == "" {

@@ -24,6 +24,13 @@ type FollowOptions struct {
 // with the time since Follow started, until the run ends; it then prints
 // the run's counts and returns the run as it ended. The first read shows
 // every member as changed from staged, or, with o.Attach, in its state.
+//
+// A run of more members than one answer holds (1,000) is followed by its
+// counts instead: a line whenever they change, and one per member that
+// failed or expired (those cancelled are counted), each poll asking for
+// one member only (the server still reads every member's state, but
+// neither the rest of every member nor an answer of thousands). The run
+// it returns then has no members.
 func Follow(ctx context.Context, w io.Writer, c *client.Client, id string, o FollowOptions) (*wire.FlowRun, error) {
 	if o.Interval <= 0 {
 		o.Interval = WatchInterval
@@ -31,33 +38,57 @@ func Follow(ctx context.Context, w io.Writer, c *client.Client, id string, o Fol
 	start := time.Now()
 	width := 0
 	last := map[string]string{}
+	limit := 0 // the default page: every member of a run that fits one
+	counts := ""
 	for {
-		r, err := c.GetRun(ctx, id)
+		r, next, err := c.GetRunPage(ctx, id, "", limit)
 		if err != nil {
 			return nil, err
 		}
-		for _, x := range r.Execs {
-			width = max(width, len(x.Name))
+		if next != "" && limit == 0 {
+			limit = 1
+			fmt.Fprintf(w, "%s%6s  run of %d members: following its counts and failures\n", o.Indent, since(start), r.Total)
 		}
-		for _, x := range r.Execs {
-			now := memberState(x)
-			if last[x.Name] == now {
-				continue
+		if limit == 0 {
+			for _, x := range r.Execs {
+				width = max(width, len(x.Name))
 			}
-			from := last[x.Name]
-			last[x.Name] = now
-			if from == "" && o.Attach {
-				fmt.Fprintf(w, "%s%6s  %-*s  %s\n", o.Indent, since(start), width, x.Name, now)
-				continue
+			for _, x := range r.Execs {
+				now := memberState(x)
+				if last[x.Name] == now {
+					continue
+				}
+				from := last[x.Name]
+				last[x.Name] = now
+				if from == "" && o.Attach {
+					fmt.Fprintf(w, "%s%6s  %-*s  %s\n", o.Indent, since(start), width, x.Name, now)
+					continue
+				}
+				if from == "" {
+					from = "staged"
+				}
+				fmt.Fprintf(w, "%s%6s  %-*s  %s -> %s\n", o.Indent, since(start), width, x.Name, from, now)
 			}
-			if from == "" {
-				from = "staged"
+		} else {
+			r.Execs, r.ExecsNextCursor = nil, ""
+			for _, f := range r.Failures {
+				if f.State == "cancelled" || last[f.Exec] != "" {
+					continue
+				}
+				last[f.Exec] = f.State
+				now := f.State
+				if f.Error != "" {
+					now += ": " + f.Error
+				}
+				fmt.Fprintf(w, "%s%6s  %s  %s\n", o.Indent, since(start), f.Exec, now)
 			}
-			fmt.Fprintf(w, "%s%6s  %-*s  %s -> %s\n", o.Indent, since(start), width, x.Name, from, now)
+			if now := runCounts(r); now != counts && r.State == wire.RunRunning {
+				counts = now
+				fmt.Fprintf(w, "%s%6s  %d of %d done (%s)\n", o.Indent, since(start), r.Done, r.Total, now)
+			}
 		}
 		if r.State != wire.RunRunning {
-			fmt.Fprintf(w, "%s%6s  run %s (%d succeeded, %d failed, %d skipped, %d cancelled)\n",
-				o.Indent, since(start), r.State, r.Succeeded, r.Failed, r.Skipped, r.Cancelled)
+			fmt.Fprintf(w, "%s%6s  run %s (%s)\n", o.Indent, since(start), r.State, runCounts(r))
 			return r, nil
 		}
 		t := time.NewTimer(o.Interval)
@@ -68,6 +99,11 @@ func Follow(ctx context.Context, w io.Writer, c *client.Client, id string, o Fol
 		case <-t.C:
 		}
 	}
+}
+
+// runCounts is "<n> succeeded, <n> failed, <n> skipped, <n> cancelled".
+func runCounts(r *wire.FlowRun) string {
+	return fmt.Sprintf("%d succeeded, %d failed, %d skipped, %d cancelled", r.Succeeded, r.Failed, r.Skipped, r.Cancelled)
 }
 
 // memberState is the state of a member as Follow shows it.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/internal/valkeytest"
 	"github.com/flowfabric/ff/runtime/scheduler"
 	"github.com/flowfabric/ff/runtime/store"
@@ -105,7 +106,7 @@ func TestRunReadHintsDoNotGrowWithWorkerFleet(t *testing.T) {
 		f := &flowService{st: st, hints: newWaitHints(st)}
 		var w *wire.FlowRun
 		n := allocatedBy(func() {
-			if w, err = f.GetRun(ctx, string(run.ID)); err != nil {
+			if w, err = f.GetRun(ctx, string(run.ID), api.ExecsPage{}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -312,9 +313,11 @@ func TestFleetConnectReadsTheRegistryOnce(t *testing.T) {
 }
 
 // TestRunReadCostPerMember: GET /v1/flows/{id} of a run of plan.MaxExecs
-// members (no member pagination) is one pipelined round of one HMGET per
-// member (no round trip per member, no member's output read), with an
-// answer of a few hundred bytes per member.
+// members answers its first page of store.RunPageMax members, in two
+// pipelined rounds: one small HMGET per member (the flow order and the
+// failures), then one per member of the page (no round trip per member, no
+// member's output read), with an answer of a few hundred bytes per member
+// of the page; it allocates much less than reading the whole run did.
 func TestRunReadCostPerMember(t *testing.T) {
 	vk := valkeytest.Client(t, valkeytest.Start(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -323,7 +326,7 @@ func TestRunReadCostPerMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const members = plan.MaxExecs
+	const members, page = plan.MaxExecs, store.RunPageMax
 	run, _, err := st.StageFlow(ctx, store.StageRequest{Flow: wideRun(members)})
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +335,7 @@ func TestRunReadCostPerMember(t *testing.T) {
 	before := valkeytest.CommandCalls(t, vk)
 	var w *wire.FlowRun
 	alloc := allocatedBy(func() {
-		if w, err = f.GetRun(ctx, string(run.ID)); err != nil {
+		if w, err = f.GetRun(ctx, string(run.ID), api.ExecsPage{}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -341,11 +344,94 @@ func TestRunReadCostPerMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("GetRun of %d members: %d commands, %d KiB allocated, an answer of %d KiB", members, calls, alloc>>10, len(body)>>10)
-	if calls > members+10 {
+	// What the route read and answered before its members were paged.
+	var whole wire.FlowRun
+	wholeAlloc := allocatedBy(func() {
+		r, err := st.GetRun(ctx, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole = toFlowRun(r, true)
+	})
+	t.Logf("GetRun of %d members: a page of %d, %d commands, %d KiB allocated (the whole run: %d KiB), an answer of %d KiB",
+		members, len(w.Execs), calls, alloc>>10, wholeAlloc>>10, len(body)>>10)
+	if len(w.Execs) != page || w.ExecsNextCursor == "" || len(whole.Execs) != members {
+		t.Fatalf("GetRun of %d members answered %d of them, next cursor %q", members, len(w.Execs), w.ExecsNextCursor)
+	}
+	if calls > members+page+10 {
 		t.Errorf("GetRun of %d members ran %d commands", members, calls)
 	}
-	if len(body) > 400*members {
+	if len(body) > 400*page {
 		t.Errorf("GetRun of %d members answers %d bytes", members, len(body))
+	}
+	if alloc > wholeAlloc*2/3 {
+		t.Errorf("GetRun of a page of %d of %d members allocated %d KiB, reading the whole run %d KiB", page, members, alloc>>10, wholeAlloc>>10)
+	}
+}
+
+// BenchmarkRunAnswer builds the answer of GET /v1/flows/{id} for a run of
+// 10,000 members (src -> 9,998 members -> sink), JSON included: "whole"
+// is what the route did before its members were paged (every member
+// read, converted and encoded), "page" the default page of 1,000 members,
+// "page-of-1" execs_limit=1.
+//
+//	go test -run '^$' -bench RunAnswer -benchmem ./runtime/server/
+func BenchmarkRunAnswer(b *testing.B) {
+	ctx := context.Background()
+	vk := valkeytest.Client(b, valkeytest.Start(b))
+	st, err := store.Open(ctx, store.Config{Client: vk, FlowPartitions: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := wideRun(10_000)
+	f.Execs[0].Name, f.Execs[1].Name = "src", "sink"
+	for i := 2; i < len(f.Execs); i++ {
+		f.Execs[i].Upstreams = []string{"src"}
+		f.Edges = append(f.Edges, plan.Edge{From: "src", To: f.Execs[i].Name, On: plan.OnSuccess},
+			plan.Edge{From: f.Execs[i].Name, To: "sink", On: plan.OnSuccess})
+		f.Execs[1].Upstreams = append(f.Execs[1].Upstreams, f.Execs[i].Name)
+	}
+	run, _, err := st.StageFlow(ctx, store.StageRequest{Flow: f})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fs := &flowService{st: st, hints: newWaitHints(st)}
+	encode := func(w *wire.FlowRun) int {
+		var buf strings.Builder
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(w); err != nil {
+			b.Fatal(err)
+		}
+		return buf.Len()
+	}
+	for _, bc := range []struct {
+		name    string
+		members int
+		answer  func() (*wire.FlowRun, error)
+	}{
+		{"whole", 10_000, func() (*wire.FlowRun, error) {
+			r, err := st.GetRun(ctx, run.ID)
+			if err != nil {
+				return nil, err
+			}
+			w := toFlowRun(r, true)
+			return &w, nil
+		}},
+		{"page", store.RunPageMax, func() (*wire.FlowRun, error) { return fs.GetRun(ctx, string(run.ID), api.ExecsPage{}) }},
+		{"page-of-1", 1, func() (*wire.FlowRun, error) { return fs.GetRun(ctx, string(run.ID), api.ExecsPage{Limit: 1}) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			size := 0
+			for b.Loop() {
+				w, err := bc.answer()
+				if err != nil || len(w.Execs) != bc.members {
+					b.Fatalf("%+v %v", w, err)
+				}
+				size = encode(w)
+			}
+			b.ReportMetric(float64(size)/1024, "answer-KiB")
+		})
 	}
 }

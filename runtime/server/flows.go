@@ -70,7 +70,9 @@ func (f *flowService) StageFlow(ctx context.Context, req api.FlowRequest) (*wire
 			return ended, created, nil
 		}
 	}
-	w := toFlowRun(run, true)
+	// The staged run has every member: its answer has the first page, as
+	// GET /v1/flows/{id} answers.
+	w := toFlowRun(run.FirstPage(0), true)
 	return &w, created, nil
 }
 
@@ -81,12 +83,12 @@ func parseRunID(id string) (store.RunID, error) {
 	return store.RunID(id), nil
 }
 
-func (f *flowService) GetRun(ctx context.Context, id string) (*wire.FlowRun, error) {
+func (f *flowService) GetRun(ctx context.Context, id string, page api.ExecsPage) (*wire.FlowRun, error) {
 	rid, err := parseRunID(id)
 	if err != nil {
 		return nil, err
 	}
-	run, err := f.st.GetRun(ctx, rid)
+	run, err := f.st.GetRunPage(ctx, rid, page.Cursor, page.Limit)
 	if err != nil {
 		return nil, mapIDError(err, "run", id)
 	}
@@ -327,7 +329,8 @@ func (f *flowService) bulk(ctx context.Context, q api.RunListQuery, act func([]s
 // part ("a, b and 3 more cancelled: enough").
 const RunErrorFailuresMax = 5
 
-// toFlowRun converts a run; withExecs adds every member.
+// toFlowRun converts a run; withExecs adds the members it holds (a page:
+// its failures are the whole run's) and the cursor of the next page.
 func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 	w := wire.FlowRun{
 		ID: string(r.ID), Namespace: r.Namespace, Flow: r.Flow, State: string(r.State),
@@ -336,38 +339,35 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 		CreatedAt: timePtr(r.CreatedAt), EndedAt: timePtr(r.EndedAt),
 		Replays: r.Replays, ReplayedAt: timePtr(r.ReplayedAt), IdempotencyKey: r.IdempotencyKey,
 	}
+	if withExecs {
+		w.ExecsNextCursor = r.NextCursor
+	}
 	if name, fire, manual, ok := scheduledBy(r.IdempotencyKey); ok {
 		w.Schedule, w.ScheduledAt, w.ScheduleManual = name, &fire, manual
 		if manual {
 			w.ScheduledAt = w.CreatedAt
 		}
 	}
-	var resultState store.PublicState
-	var ups []wire.FlowUpstream // the members' upstreams, one slab
-	for _, n := range r.Nodes {
-		if n.Name == r.ResultNode {
-			resultState = n.State.Public
+	if len(r.Failures) > 0 {
+		w.Failures = make([]wire.ExecFailure, len(r.Failures))
+		for i, x := range r.Failures {
+			w.Failures[i] = wire.ExecFailure{Exec: x.Name, ExecutionID: string(x.ExecutionID), State: string(x.State), Error: x.Error}
 		}
-		switch n.State.Public {
-		case store.StateFailed, store.StateExpired, store.StateCancelled:
-			w.Failures = append(w.Failures, wire.ExecFailure{
-				Exec: n.Name, ExecutionID: string(n.ExecutionID), State: string(n.State.Public), Error: n.Error,
-			})
+	}
+	if withExecs && len(r.Nodes) > 0 {
+		w.Execs = make([]wire.FlowExec, 0, len(r.Nodes))
+		total := 0
+		for _, n := range r.Nodes {
+			total += len(n.Upstreams)
 		}
-		if withExecs {
+		ups := make([]wire.FlowUpstream, 0, total) // the members' upstreams: one allocation
+		for _, n := range r.Nodes {
 			x := wire.FlowExec{
 				Name: n.Name, ExecutionID: string(n.ExecutionID), Kind: n.Kind,
 				State: string(n.State.Public), Outcome: string(n.State.Outcome), Attempts: n.Attempts,
 				Error: n.Error, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
 			}
 			if len(n.Upstreams) > 0 {
-				if ups == nil {
-					total := 0
-					for _, m := range r.Nodes {
-						total += len(m.Upstreams)
-					}
-					ups = make([]wire.FlowUpstream, 0, total) // one allocation for the run
-				}
 				start := len(ups)
 				for _, u := range n.Upstreams {
 					ups = append(ups, wire.FlowUpstream{Exec: u.Name, On: u.On})
@@ -383,8 +383,8 @@ func toFlowRun(r *store.Run, withExecs bool) wire.FlowRun {
 	switch r.State {
 	case store.RunFailed, store.RunCancelled:
 		var parts []string
-		if r.ResultNode != "" && resultState != store.StateCompleted {
-			parts = append(parts, fmt.Sprintf("result exec %s ended %s", r.ResultNode, cmp.Or(string(resultState), "without success")))
+		if r.ResultNode != "" && r.ResultState != store.StateCompleted {
+			parts = append(parts, fmt.Sprintf("result exec %s ended %s", r.ResultNode, cmp.Or(string(r.ResultState), "without success")))
 		}
 		parts = append(parts, failureParts(w.Failures)...)
 		w.Error = cmp.Or(strings.Join(parts, "; "), "run "+string(r.State))

@@ -91,9 +91,35 @@ type Run struct {
 	IdempotencyKey string    `json:"idempotency_key,omitempty"` // the key it was staged with
 	Replays        int       `json:"replays,omitempty"`         // times ReplayRun restarted it
 	ReplayedAt     time.Time `json:"replayed_at,omitzero"`      // the last of those
-	Nodes          []RunNode `json:"nodes,omitempty"`           // by exec name
-	// Input is the run's input as staged (GetRun only).
+	// Nodes are the members in flow order: every one of them (GetRun,
+	// StageFlow), or one page (GetRunPage).
+	Nodes []RunNode `json:"nodes,omitempty"`
+	// NextCursor is where the page after Nodes starts (GetRunPage's
+	// cursor); "" when Nodes ends with the run's last member.
+	NextCursor string `json:"next_cursor,omitempty"`
+	// Failures are the members that failed, expired or were cancelled, in
+	// flow order: all of them, whatever page Nodes holds. ResultState is
+	// the public state of the result exec. Both are set when the members
+	// were read (not by GetRunOutcome's read of a clean success).
+	Failures    []RunFailure `json:"failures,omitempty"`
+	ResultState PublicState  `json:"result_state,omitempty"`
+	// Input is the run's input as staged (GetRun and GetRunPage only).
 	Input []byte `json:"input,omitempty"`
+}
+
+// RunFailure is a member of a run that failed, expired or was cancelled:
+// its name, execution, public state and failure (RunNode.Error).
+type RunFailure struct {
+	Name        string      `json:"name"`
+	ExecutionID ExecutionID `json:"execution_id"`
+	State       PublicState `json:"state"`
+	Error       string      `json:"error,omitempty"`
+}
+
+// failedState reports whether a member in public state st is one of a
+// run's failures (Run.Failures).
+func failedState(st PublicState) bool {
+	return st == StateFailed || st == StateExpired || st == StateCancelled
 }
 
 // RunNode is one execution of a run, as GetRun reports it.
@@ -127,10 +153,11 @@ func (s *Store) RunsChannel() string { return s.cfg.KeyPrefix + "ff:runs" }
 // StageFlow validates req and stages a run: the run record, every
 // execution and every edge in one FCALL on one partition. Roots are
 // eligible at once; the others wait (pending) until their joins are
-// satisfied. With an idempotency key a repeat returns the first run and
-// created=false. A new run is returned as staged (running, its roots
-// waiting and the others pending), without reading it back: by the time
-// the caller looks, a root may already be running (GetRun tells). The
+// satisfied. With an idempotency key a repeat returns the first run (as
+// GetRunPage reads its first page) and created=false. A new run is
+// returned as staged, with every member (running, its roots waiting and
+// the others pending), without reading it back: by the time the caller
+// looks, a root may already be running (GetRun tells). The
 // budgets and quotas the run uses are created (when absent) before it is
 // staged: a run never runs without its limits.
 func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, error) {
@@ -245,7 +272,7 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 		return nil, false, err
 	}
 	if str(items[0]) == "duplicate" {
-		first, err := s.GetRun(ctx, RunID(makeID(p, str(items[1]))))
+		first, err := s.GetRunPage(ctx, RunID(makeID(p, str(items[1]))), "", 0)
 		if err != nil {
 			return nil, false, fmt.Errorf("store: read first run of idempotency key: %w", err)
 		}
@@ -295,6 +322,9 @@ func stagedRun(f *plan.Flow, pf *preparedFlow, ns string, id RunID, p int, uuids
 			start := len(slab)
 			slab = append(slab, m.upEdges...)
 			ups = slab[start:len(slab):len(slab)]
+		}
+		if m.name == f.Result {
+			run.ResultState = st.Public
 		}
 		run.Nodes = append(run.Nodes, RunNode{Name: m.name, ExecutionID: makeID(p, uuids[i]), Kind: m.tail[1], Lane: m.lane, State: st,
 			Upstreams: ups})
@@ -1064,9 +1094,50 @@ func (s *Store) RunStates(ctx context.Context, ids []RunID) ([]RunState, error) 
 	return out, nil
 }
 
-// GetRun returns a run with the state of every execution.
+// RunPageMax bounds the members of one page of GetRunPage, and is its
+// default: a run of 10,000 members read whole was an answer of several MB
+// built from twelve fields of every member.
+const RunPageMax = 1000
+
+// GetRun returns a run with every member, in flow order.
 func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
-	return s.getRun(ctx, id, true)
+	return s.getRun(ctx, id, true, nil, 0)
+}
+
+// GetRunPage returns a run with one page of its members: at most limit
+// (1..RunPageMax; 0 = RunPageMax) in flow order from cursor ("" = the
+// first member), and in NextCursor where the next page starts ("" once
+// the page ends with the last member). Everything else (counts, state,
+// Failures, the result, the input) is the whole run's on every page.
+//
+// A run's shape does not change once staged, so a cursor stays good for as
+// long as the run exists (and means the same position in any run of the
+// same plan). One that does not name a member of the run where it says —
+// made up, cut short, past the last member (GetRunPage never gives one) —
+// is a *ValidationError of field execs_cursor. Pages are a live view of
+// the members' states: a member may change between two pages.
+//
+// A page reads the state and upstreams of every member (what the flow
+// order and the failures need), and the other fields only of the page's
+// members (with the edges of their upstreams, and the failure reason of
+// the failures off the page): two pipelined rounds. A run that fits one
+// page is read as GetRun reads it, in one.
+func (s *Store) GetRunPage(ctx context.Context, id RunID, cursor string, limit int) (*Run, error) {
+	if limit == 0 {
+		limit = RunPageMax
+	}
+	if limit < 1 || limit > RunPageMax {
+		return nil, invalid("execs_limit", "%d is outside 1..%d", limit, RunPageMax)
+	}
+	var from *runCursor
+	if cursor != "" {
+		c, err := parseRunCursor(cursor)
+		if err != nil {
+			return nil, err
+		}
+		from = &c
+	}
+	return s.getRun(ctx, id, true, from, limit)
 }
 
 // GetRunOutcome returns a run like GetRun, except that the members of a run
@@ -1074,10 +1145,103 @@ func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
 // its Nodes are nil (ResultNode and Result are set). It is what a run's
 // result needs, at one command instead of one per member.
 func (s *Store) GetRunOutcome(ctx context.Context, id RunID) (*Run, error) {
-	return s.getRun(ctx, id, false)
+	return s.getRun(ctx, id, false, nil, 0)
 }
 
-func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error) {
+// FirstPage returns r, held with every member (GetRun, StageFlow), as
+// GetRunPage(cursor "", limit) reads it: its first limit members (0 =
+// RunPageMax) and in NextCursor where the rest starts. r is not changed.
+func (r *Run) FirstPage(limit int) *Run {
+	if limit <= 0 || limit > RunPageMax {
+		limit = RunPageMax
+	}
+	if len(r.Nodes) <= limit || r.NextCursor != "" {
+		return r
+	}
+	page := *r
+	page.Nodes = r.Nodes[:limit:limit]
+	page.NextCursor = runCursor{pos: limit, name: r.Nodes[limit].Name}.String()
+	return &page
+}
+
+// runCursor is a place in a run's flow order: the position of a page's
+// first member, and that member's name, which the cursor carries so that
+// a made-up or damaged cursor is refused rather than read as some
+// position. It is written "<position>.<name>" (names are identifiers).
+type runCursor struct {
+	pos  int
+	name string
+}
+
+func (c runCursor) String() string { return strconv.Itoa(c.pos) + "." + c.name }
+
+func parseRunCursor(s string) (runCursor, error) {
+	pos, name, ok := strings.Cut(s, ".")
+	n, err := strconv.Atoi(pos)
+	if !ok || err != nil || n < 0 || strconv.Itoa(n) != pos || plan.ValidateName(name) != nil {
+		return runCursor{}, errRunCursor("malformed cursor")
+	}
+	return runCursor{pos: n, name: name}, nil
+}
+
+// errRunCursor refuses a cursor that is not one GetRunPage gave for the
+// run.
+func errRunCursor(why string) error {
+	return invalid("execs_cursor", "%s: pass execs_next_cursor back as it was given", why)
+}
+
+// runMemberFields are the fields of a member its RunNode is built from
+// (runNode, in this order).
+var runMemberFields = []string{"state", "blocking_detail", "kind", "attempt_count", "failure_reason", "last_error",
+	"started_at", "ended_at", "lane", "ups", "out", "caps"}
+
+// runNode is member name (execution uuid of partition p) as its
+// runMemberFields v say, without its upstreams.
+func runNode(p int, name, uuid string, v []valkey.ValkeyMessage) RunNode {
+	n := RunNode{Name: name, ExecutionID: makeID(p, uuid), Kind: str(v[2]),
+		State: decodeState(str(v[0]), str(v[1])), Attempts: atoi(str(v[3])), Error: str(v[4]),
+		StartedAt: fromMs(str(v[6])), EndedAt: fromMs(str(v[7])), Lane: str(v[8]),
+		RequiredCapabilities: splitList(str(v[11]))}
+	// As GetExecution: the last attempt's error is shown while more
+	// attempts may come; a terminal member shows its failure reason only
+	// (none after a success).
+	if n.Error == "" && n.State.Lifecycle != LifecycleTerminal {
+		n.Error = str(v[5])
+	}
+	return n
+}
+
+// upstreamIndexes returns the positions in names (sorted) of the
+// upstreams a member's ups field lists ("<name>=<uuid>,…").
+func upstreamIndexes(ups string, names []string) []int {
+	var out []int
+	for up := range strings.SplitSeq(ups, ",") {
+		if name, _, ok := strings.Cut(up, "="); ok {
+			if j, found := slices.BinarySearch(names, name); found {
+				out = append(out, j)
+			}
+		}
+	}
+	return out
+}
+
+// publicOf is the public state of a state field (decodeState's Public,
+// without building the vector).
+func publicOf(state string) PublicState {
+	i := 0
+	for f := range strings.FieldsSeq(state) {
+		if i == 6 {
+			return PublicState(f)
+		}
+		i++
+	}
+	return ""
+}
+
+// getRun reads run id: with members (or when it did not succeed cleanly),
+// the page of limit members from (nil: from the first), every member when
+// limit is 0.
+func (s *Store) getRun(ctx context.Context, id RunID, members bool, from *runCursor, limit int) (*Run, error) {
 	p, uuid, err := s.locate(ExecutionID(id))
 	if err != nil {
 		return nil, err
@@ -1107,36 +1271,45 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 	if in := f["input"]; in != "" && in != "null" {
 		run.Input = []byte(in)
 	}
-	// The result exec's output is read with the members, and kept once its
-	// state says it succeeded (the state read here is the one to trust
-	// while a replay runs it again).
-	withResult := f["result_node"] != ""
-	resultDone := false
 	names := make([]string, 0, len(nodes))
 	for name := range nodes {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	fields := []string{"state", "blocking_detail", "kind", "attempt_count", "failure_reason", "last_error", "started_at", "ended_at", "lane", "ups", "out", "caps"}
+	if from == nil && (limit == 0 || limit >= len(names)) {
+		return s.readMembers(ctx, run, p, f["result_node"], nodes, names)
+	}
+	return s.readMemberPage(ctx, run, p, f["result_node"], nodes, names, from, limit)
+}
+
+// readMembers reads every member of run (of partition p, result exec
+// resultUUID, members nodes by name, names sorted) in one round trip,
+// with the result.
+func (s *Store) readMembers(ctx context.Context, run *Run, p int, resultUUID string, nodes map[string]string, names []string) (*Run, error) {
+	// The result exec's output is read with the members, and kept once its
+	// state says it succeeded (the state read here is the one to trust
+	// while a replay runs it again).
+	withResult := resultUUID != ""
+	resultDone := false
 	cmds := make(valkey.Commands, len(names), len(names)+1)
 	for i, name := range names {
-		cmds[i] = s.c.B().Hmget().Key(s.k.core(p, nodes[name])).Field(fields...).Build()
+		cmds[i] = s.c.B().Hmget().Key(s.k.core(p, nodes[name])).Field(runMemberFields...).Build()
 	}
 	// The result is read in the same round trip as the members.
 	if withResult {
-		cmds = append(cmds, s.c.B().Hget().Key(s.k.core(p, f["result_node"])).Field("result").Build())
+		cmds = append(cmds, s.c.B().Hget().Key(s.k.core(p, resultUUID)).Field("result").Build())
 	}
-	resps = s.c.DoMulti(ctx, cmds...)
+	resps := s.c.DoMulti(ctx, cmds...)
 	ups := make([][]int, len(names))
 	// on[down uuid][up name] is the condition of an edge, from the
 	// upstream's "out" ("<uuid>:<on>,...").
 	on := map[string]map[string]string{}
 	for i, r := range resps[:len(names)] {
 		v, err := r.ToArray()
-		if err != nil || len(v) < 11 {
+		if err != nil || len(v) < len(runMemberFields) {
 			continue // reported below
 		}
-		for _, e := range strings.Split(str(v[10]), ",") {
+		for e := range strings.SplitSeq(str(v[10]), ",") {
 			if down, cond, ok := strings.Cut(e, ":"); ok {
 				if on[down] == nil {
 					on[down] = map[string]string{}
@@ -1145,50 +1318,228 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 			}
 		}
 	}
+	run.Nodes = make([]RunNode, 0, len(names))
 	for i, r := range resps[:len(names)] {
 		v, err := r.ToArray()
+		if err == nil && len(v) < len(runMemberFields) {
+			err = fmt.Errorf("member %s: %d fields", names[i], len(v))
+		}
 		if err != nil {
-			return nil, fmt.Errorf("store: read run %s: %w", id, err)
+			return nil, fmt.Errorf("store: read run %s: %w", run.ID, err)
 		}
-		n := RunNode{Name: names[i], ExecutionID: makeID(p, nodes[names[i]]), Kind: str(v[2]),
-			State: decodeState(str(v[0]), str(v[1])), Attempts: atoi(str(v[3])), Error: str(v[4]),
-			StartedAt: fromMs(str(v[6])), EndedAt: fromMs(str(v[7])), Lane: str(v[8]),
-			RequiredCapabilities: splitList(str(v[11]))}
-		// As GetExecution: the last attempt's error is shown while more
-		// attempts may come; a terminal member shows its failure reason
-		// only (none after a success).
-		if n.Error == "" && n.State.Lifecycle != LifecycleTerminal {
-			n.Error = str(v[5])
-		}
-		if nodes[names[i]] == f["result_node"] {
-			run.ResultNode = n.Name
+		uuid := nodes[names[i]]
+		n := runNode(p, names[i], uuid, v)
+		if uuid == resultUUID {
+			run.ResultNode, run.ResultState = n.Name, n.State.Public
 			resultDone = n.State.Outcome == OutcomeSuccess
 		}
-		run.Nodes = append(run.Nodes, n)
-		for _, up := range strings.Split(str(v[9]), ",") {
-			if name, _, ok := strings.Cut(up, "="); ok {
-				if j, found := slices.BinarySearch(names, name); found {
-					ups[i] = append(ups[i], j)
-					last := &run.Nodes[len(run.Nodes)-1] // n, appended above
-					last.Upstreams = append(last.Upstreams, RunEdge{Name: name, On: on[nodes[names[i]]][name]})
-				}
-			}
+		ups[i] = upstreamIndexes(str(v[9]), names)
+		for _, j := range ups[i] {
+			n.Upstreams = append(n.Upstreams, RunEdge{Name: names[j], On: on[uuid][names[j]]})
 		}
+		run.Nodes = append(run.Nodes, n)
 	}
 	// In flow order: upstreams first, then by name.
 	ordered := make([]RunNode, len(run.Nodes))
 	for k, i := range flowOrder(len(run.Nodes), ups) {
 		ordered[k] = run.Nodes[i]
+		if n := &ordered[k]; failedState(n.State.Public) {
+			run.Failures = append(run.Failures, RunFailure{Name: n.Name, ExecutionID: n.ExecutionID, State: n.State.Public, Error: n.Error})
+		}
 	}
 	run.Nodes = ordered
 	if withResult && resultDone && run.State == RunSucceeded {
-		res, err := resps[len(names)].ToString()
+		if err := readResult(run, resps[len(names)]); err != nil {
+			return nil, err
+		}
+	}
+	return run, nil
+}
+
+// readResult sets run's Result from the reply r of the result exec's
+// HGET result (none when it has no output).
+func readResult(run *Run, r valkey.ValkeyResult) error {
+	res, err := r.ToString()
+	if err != nil && !valkey.IsValkeyNil(err) {
+		return fmt.Errorf("store: read run result %s: %w", run.ID, err)
+	}
+	if err == nil {
+		run.Result = []byte(res)
+	}
+	return nil
+}
+
+// readMemberPage reads the page of run (as for readMembers) of limit
+// members from (nil: from the first), in two round trips: the state and
+// upstreams of every member, for the flow order and the failures (with
+// the result), then the page's members, the edges of their upstreams off
+// the page ("out") and the failure reason of the failures off the page.
+func (s *Store) readMemberPage(ctx context.Context, run *Run, p int, resultUUID string, nodes map[string]string, names []string,
+	from *runCursor, limit int) (*Run, error) {
+	n := len(names)
+	withResult := resultUUID != ""
+	cmds := make(valkey.Commands, n, n+1)
+	for i, name := range names {
+		cmds[i] = s.c.B().Hmget().Key(s.k.core(p, nodes[name])).Field("state", "ups").Build()
+	}
+	if withResult {
+		cmds = append(cmds, s.c.B().Hget().Key(s.k.core(p, resultUUID)).Field("result").Build())
+	}
+	resps := s.c.DoMulti(ctx, cmds...)
+	public := make([]PublicState, n)
+	ups := make([][]int, n)
+	result := -1
+	for i, r := range resps[:n] {
+		v, err := r.ToArray()
+		if err == nil && len(v) < 2 {
+			err = fmt.Errorf("member %s: %d fields", names[i], len(v))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: read run %s: %w", run.ID, err)
+		}
+		public[i] = publicOf(str(v[0]))
+		ups[i] = upstreamIndexes(str(v[1]), names)
+		if nodes[names[i]] == resultUUID {
+			result = i
+		}
+	}
+	order := flowOrder(n, ups)
+	start := 0
+	if from != nil {
+		if from.pos >= n || names[order[from.pos]] != from.name {
+			return nil, errRunCursor("the cursor names no member of this run")
+		}
+		start = from.pos
+	}
+	end := min(start+limit, n)
+	page := order[start:end]
+	if end < n {
+		run.NextCursor = runCursor{pos: end, name: names[order[end]]}.String()
+	}
+	if result >= 0 {
+		run.ResultNode, run.ResultState = names[result], public[result]
+		if withResult && public[result] == StateCompleted && run.State == RunSucceeded {
+			if err := readResult(run, resps[n]); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	// The second round: the page's members; the outgoing edges of their
+	// upstreams off the page; the failure reasons of the failures off it.
+	onPage := make([]bool, n)
+	for _, i := range page {
+		onPage[i] = true
+	}
+	need := make([]bool, n) // upstreams of a member of the page
+	var outOf []int         // those off the page, whose "out" is read alone
+	for _, i := range page {
+		for _, u := range ups[i] {
+			if !need[u] {
+				need[u] = true
+				if !onPage[u] {
+					outOf = append(outOf, u)
+				}
+			}
+		}
+	}
+	var reasonOf []int // failures off the page, in flow order
+	for _, i := range order {
+		if failedState(public[i]) && !onPage[i] {
+			reasonOf = append(reasonOf, i)
+		}
+	}
+	cmds = make(valkey.Commands, 0, len(page)+len(outOf)+len(reasonOf))
+	for _, i := range page {
+		cmds = append(cmds, s.c.B().Hmget().Key(s.k.core(p, nodes[names[i]])).Field(runMemberFields...).Build())
+	}
+	for _, u := range outOf {
+		cmds = append(cmds, s.c.B().Hget().Key(s.k.core(p, nodes[names[u]])).Field("out").Build())
+	}
+	for _, i := range reasonOf {
+		cmds = append(cmds, s.c.B().Hget().Key(s.k.core(p, nodes[names[i]])).Field("failure_reason").Build())
+	}
+	resps = s.c.DoMulti(ctx, cmds...)
+	optional := func(r valkey.ValkeyResult) (string, error) {
+		v, err := r.ToString()
 		if err != nil && !valkey.IsValkeyNil(err) {
-			return nil, fmt.Errorf("store: read run result %s: %w", id, err)
+			return "", fmt.Errorf("store: read run %s: %w", run.ID, err)
 		}
-		if err == nil {
-			run.Result = []byte(res)
+		return v, nil
+	}
+	run.Nodes = make([]RunNode, len(page))
+	outs := make(map[int]string, len(page)+len(outOf)) // the "out" of the members need says
+	for k, i := range page {
+		v, err := resps[k].ToArray()
+		if err == nil && len(v) < len(runMemberFields) {
+			err = fmt.Errorf("member %s: %d fields", names[i], len(v))
 		}
+		if err != nil {
+			return nil, fmt.Errorf("store: read run %s: %w", run.ID, err)
+		}
+		run.Nodes[k] = runNode(p, names[i], nodes[names[i]], v)
+		if need[i] {
+			outs[i] = str(v[10])
+		}
+	}
+	for k, u := range outOf {
+		out, err := optional(resps[len(page)+k])
+		if err != nil {
+			return nil, err
+		}
+		outs[u] = out
+	}
+	// The conditions of the edges into the page's members, by upstream
+	// and position on the page, from the upstreams' "out"
+	// ("<uuid>:<on>,…"), each parsed once.
+	type edge struct{ up, k int }
+	at := make(map[string]int, len(page)) // uuid -> position on the page
+	for k, i := range page {
+		at[nodes[names[i]]] = k
+	}
+	conds := map[edge]string{}
+	for u, out := range outs {
+		for e := range strings.SplitSeq(out, ",") {
+			if down, cond, ok := strings.Cut(e, ":"); ok {
+				if k, found := at[down]; found {
+					conds[edge{u, k}] = cond
+				}
+			}
+		}
+	}
+	edges := 0
+	for _, i := range page {
+		edges += len(ups[i])
+	}
+	slab := make([]RunEdge, 0, edges) // the page's upstreams: one allocation
+	for k, i := range page {
+		if len(ups[i]) == 0 {
+			continue
+		}
+		first := len(slab)
+		for _, u := range ups[i] {
+			slab = append(slab, RunEdge{Name: names[u], On: conds[edge{u, k}]})
+		}
+		run.Nodes[k].Upstreams = slab[first:len(slab):len(slab)]
+	}
+	// Every failure, in flow order: those on the page with the error the
+	// page shows, the others with their failure reason.
+	reasons := resps[len(page)+len(outOf):]
+	for t, i := range order {
+		if !failedState(public[i]) {
+			continue
+		}
+		fail := RunFailure{Name: names[i], ExecutionID: makeID(p, nodes[names[i]]), State: public[i]}
+		if t >= start && t < end {
+			fail.Error = run.Nodes[t-start].Error
+		} else {
+			reason, err := optional(reasons[0])
+			if err != nil {
+				return nil, err
+			}
+			fail.Error, reasons = reason, reasons[1:]
+		}
+		run.Failures = append(run.Failures, fail)
 	}
 	return run, nil
 }
@@ -1200,12 +1551,13 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool) (*Run, error
 // them): the first cancels every member that runs or could start, so none
 // starts after it; the others, waiting for their dependencies, follow. A
 // caller that stops between two calls (ctx done, a crash) leaves the rest
-// to the next CancelRun of the run or to ResumeRuns.
+// to the next CancelRun of the run or to ResumeRuns. It returns the run
+// as GetRunPage reads its first page.
 func (s *Store) CancelRun(ctx context.Context, id RunID, reason string) (*Run, error) {
 	if _, errs := s.CancelRuns(ctx, []RunID{id}, reason); errs[0] != nil {
 		return nil, errs[0]
 	}
-	return s.GetRun(ctx, id)
+	return s.GetRunPage(ctx, id, "", 0)
 }
 
 // CancelStepMembers is how many members of a run one cancel call cancels
@@ -1233,12 +1585,13 @@ func (s *Store) ResumeRuns(ctx context.Context, partition int, age time.Duration
 // replay that resets more than ReplayStepMembers members is applied by
 // several calls, downstream members first (Valkey serves others between
 // them; see spec/runtime.md, Replay); a caller that stops between two
-// leaves the rest to the next ReplayRun of the run or to ResumeRuns.
+// leaves the rest to the next ReplayRun of the run or to ResumeRuns. It
+// returns the run as GetRunPage reads its first page.
 func (s *Store) ReplayRun(ctx context.Context, id RunID) (*Run, error) {
 	if errs := s.ReplayRuns(ctx, []RunID{id}); errs[0] != nil {
 		return nil, errs[0]
 	}
-	return s.GetRun(ctx, id)
+	return s.GetRunPage(ctx, id, "", 0)
 }
 
 // ReplayStepMembers is how many of its decisions a replay applies in one

@@ -326,3 +326,50 @@ func BenchmarkFlowReplayLarge(b *testing.B) {
 	b.ReportMetric(longest/1000, "longest-call-ms")
 	b.ReportMetric(calls/float64(b.N), "calls/replay")
 }
+
+// BenchmarkRunRead reads a staged run of 10,000 members (src -> 9,998
+// members -> sink): whole (GetRun, what GET /v1/flows/{id} read before its
+// members were paged), its first page and a page in the middle (GetRunPage
+// of RunPageMax members), with the bytes and allocations of each read.
+//
+//	go test -run '^$' -bench RunRead -benchmem ./runtime/store/
+func BenchmarkRunRead(b *testing.B) {
+	ctx := context.Background()
+	c := valkeytest.Client(b, valkeytest.Start(b))
+	s, err := Open(ctx, Config{Client: c, FlowPartitions: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, _, err := s.StageFlow(ctx, StageRequest{Flow: bigCancelFlow(10_000-2, 0, 0), Input: []byte(`{}`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	middle := ""
+	for range 5 {
+		page, err := s.GetRunPage(ctx, r.ID, middle, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		middle = page.NextCursor
+	}
+	for _, bc := range []struct {
+		name    string
+		members int
+		read    func() (*Run, error)
+	}{
+		{"whole", 10_000, func() (*Run, error) { return s.GetRun(ctx, r.ID) }},
+		{"first-page", RunPageMax, func() (*Run, error) { return s.GetRunPage(ctx, r.ID, "", 0) }},
+		{"middle-page", RunPageMax, func() (*Run, error) { return s.GetRunPage(ctx, r.ID, middle, 0) }},
+		{"page-of-1", 1, func() (*Run, error) { return s.GetRunPage(ctx, r.ID, "", 1) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				run, err := bc.read()
+				if err != nil || len(run.Nodes) != bc.members {
+					b.Fatalf("%d members, %v", len(run.Nodes), err)
+				}
+			}
+		})
+	}
+}

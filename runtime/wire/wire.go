@@ -445,7 +445,12 @@ type FlowRun struct {
 	ScheduleManual bool       `json:"schedule_manual,omitempty"`
 	// Input is the run's input, in GET /v1/flows/{id} only.
 	Input json.RawMessage `json:"input,omitempty"`
-	Execs []FlowExec      `json:"execs,omitempty"`
+	// Execs are the run's members in flow order: one page of them, at
+	// most 1,000 (GET /v1/flows/{id}?execs_limit=), from the first or from
+	// the execs_cursor given. ExecsNextCursor, set when members are left,
+	// is the execs_cursor of the next page.
+	Execs           []FlowExec `json:"execs,omitempty"`
+	ExecsNextCursor string     `json:"execs_next_cursor,omitempty"`
 }
 
 // FlowRunList is a page of GET /v1/flows: runs newest first, with their
