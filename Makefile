@@ -17,14 +17,15 @@ demo: deps ## Run the example flows end to end: ffrun dev (own Redis child), the
 # Packages whose tests talk to Valkey, run again against a cluster.
 CLUSTER_PKGS := ./runtime/store ./runtime/scanner ./runtime/scheduler ./runtime/server ./runtime/worker
 
-# Parallel tests of one package run four at a time, not GOMAXPROCS (two on
-# CI's machine): many of them wait (on retries that give up, on a Valkey
-# that was stopped, on lease expiry), and two at a time left the cores idle.
+# In cluster mode (no -race) parallel tests of one package run four at a
+# time, not GOMAXPROCS (two on CI's machine): many of them wait (on
+# retries that give up, on a Valkey that was stopped, on lease expiry), and
+# two at a time left the cores idle. Under -race the cores are busy anyway.
 TEST_PARALLEL ?= 4
 
 .PHONY: test
 test: deps lint check-generated ## Run every test against a real server, then the Valkey suites in cluster mode (what CI runs).
-	$(GO) test -race -parallel $(TEST_PARALLEL) -timeout 9m ./...
+	$(GO) test -race -timeout 9m ./...
 	$(MAKE) --no-print-directory test-cluster
 
 .PHONY: test-cluster

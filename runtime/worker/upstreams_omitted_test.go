@@ -109,7 +109,11 @@ func runFanIn(t *testing.T, name string, n, size, attempts int, reads *resultRea
 	reads.base = tr
 	f := fanInOf(name, n, attempts)
 	w := newWorker(t, env, func(c *worker.Config) {
-		c.Concurrency, c.LeaseTTL = 4, 5*time.Second
+		// A lease long enough that the join's first attempt ends by its
+		// failure's report, not by an expiry, on a loaded machine (a CI
+		// run saw a 5 s lease expire unrenewed while the worker decoded
+		// the grant's megabytes under -race).
+		c.Concurrency, c.LeaseTTL = 4, 20*time.Second
 		c.HTTPClient = &http.Client{Transport: reads}
 	})
 	if tune != nil {
