@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/devserver"
 	"github.com/flowfabric/ff/runtime/server"
 	"github.com/flowfabric/ff/runtime/server/servertest"
@@ -97,8 +98,17 @@ func runWaitAcrossValkeyRestart(t *testing.T, away time.Duration) {
 		}
 	}
 	lease := wire.Lease{ExecutionID: task.ExecutionID, LeaseID: task.LeaseID, Epoch: task.Epoch}
-	if _, err := env.Client.CompleteOne(ctx, lease, json.RawMessage(`"ok"`)); err != nil {
-		t.Fatal(err)
+	// As a worker does, the completion is sent again while it is answered
+	// 503: the first command on a connection the restart broke fails
+	// (EOF), and ffrun does not send a write again on its own.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, err := env.Client.CompleteOne(ctx, lease, json.RawMessage(`"ok"`))
+		if err == nil {
+			break
+		}
+		if !client.IsCode(err, wire.CodeUnavailable) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
 	a := <-waited
 	if a.err != nil {
