@@ -44,3 +44,29 @@ func TestLongNameCascade(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownExecInEdgeNoCascade: a misspelt exec name in an edge is one
+// mistake and one diagnostic, FF0205 with its "did you mean". The execs
+// the edge was meant to connect have upstreams that are not all known, so
+// their join, their input source and the result inferred from the sinks
+// are not checked against the graph without that edge (which would advise
+// adding the edge the author wrote, misspelt).
+func TestUnknownExecInEdgeNoCascade(t *testing.T) {
+	for _, c := range []struct{ name, src string }{
+		{"result inferred from sinks", "type T { id: string }\nflow f(T) -> T {\n  exec a(T) -> T {}\n  exec b(T) -> T {}\n  a -> bb\n}\n"},
+		{"input names the misspelt upstream", "type T { id: string }\nflow f(T) -> T {\n  exec a(T) -> T {}\n  exec b(T) -> T {}\n  exec c(T) -> T { input b }\n  a -> b\n  a, bb -> c\n  result c\n}\n"},
+		{"join count", "flow f() {\n  exec a() {}\n  exec b() {}\n  exec c() { join 2 }\n  a, bb -> c\n}\n"},
+		{"edge into a misspelt exec", "type T { id: string }\ntype R { n: int }\nflow f(T) -> R {\n  exec fetch(T) -> T {}\n  exec count(T) -> T {}\n  exec merge(T) -> R { input count }\n  fetch -> count\n  count -> mrege\n  result merge\n}\n"},
+		{"root exec by mistake", "type T { id: string }\nflow f() {\n  exec a() -> T {}\n  exec c(T) {}\n  aa -> c\n}\n"},
+	} {
+		_, diags := Compile([]dsl.Source{{Name: "r.ff", Data: []byte(c.src)}})
+		var got []string
+		for _, d := range diags {
+			got = append(got, d.String())
+		}
+		if len(diags) != 1 || diags[0].Code != dsl.CodeUnknownExec {
+			t.Errorf("%s: a misspelt exec in an edge gives %d diagnostics, want only FF0205:\n%s\n%s",
+				c.name, len(diags), strings.Join(got, "\n"), c.src)
+		}
+	}
+}

@@ -183,10 +183,18 @@ type execInfo struct {
 	in, out  *plan.TypeRef
 	inOK     bool // input type declared and valid, or absent
 	outOK    bool
-	longName bool        // the name is refused for its length (FF0107)
-	ups      []*edgeInfo // incoming edges, in declaration order
-	downs    []*edgeInfo // outgoing edges
-	exec     *plan.Exec
+	longName bool // the name is refused for its length (FF0107)
+	// partialUps says that an edge into the exec names an unknown exec
+	// (FF0205), or that an edge out of a known exec names an unknown one
+	// close to this exec's name: its upstreams are not all known, so
+	// the checks that count or name them are skipped.
+	partialUps bool
+	// partialDowns says that an edge out of the exec names an unknown
+	// exec: one of its downstreams is not known.
+	partialDowns bool
+	ups          []*edgeInfo // incoming edges, in declaration order
+	downs        []*edgeInfo // outgoing edges
+	exec         *plan.Exec
 }
 
 // edgeInfo is one edge with the position of its target name.
@@ -205,6 +213,11 @@ type flowCheck struct {
 	execs  []*execInfo
 	byName map[string]int
 	edges  map[[2]int]*edgeInfo // by (from, to)
+	// unknownInEdge says that an edge names an unknown exec (FF0205): the
+	// graph is not the one the author wrote, so the checks of the whole
+	// graph (result inferred from its sinks, reachability, flow input
+	// received) are skipped until the name is fixed.
+	unknownInEdge bool
 }
 
 // checkFlow compiles one flow; it returns nil when the flow has errors
@@ -275,12 +288,12 @@ func (c *checker) checkFlow(fd *dsl.FlowDecl, pkgName string) *plan.Flow {
 		c.diags.Errorf(fd.Name.Range(), dsl.CodeTooManyExecs, "flow %q has %d execs: a run stages at most %d; split it into several flows", f.Name, len(fc.execs), plan.MaxExecs)
 	}
 	fc.checkResult(results, outOK, acyclic)
-	if acyclic {
+	if acyclic && !fc.unknownInEdge {
 		fc.checkReachable()
 	}
 	fc.checkKinds()
 	// Flow input that nobody receives.
-	if f.Input != nil && inOK && acyclic && len(fc.execs) > 0 {
+	if f.Input != nil && inOK && acyclic && !fc.unknownInEdge && len(fc.execs) > 0 {
 		used := false
 		for _, ei := range fc.execs {
 			// A root exec with an input type receives the flow's input,
@@ -336,6 +349,9 @@ func (fc *flowCheck) checkInputJoins() {
 	for _, u := range f.UnsureInputs() {
 		x := &f.Execs[u.Exec]
 		ei := fc.execs[fc.byName[x.Name]]
+		if ei.partialUps {
+			continue
+		}
 		at := ei.decl.Name.Range()
 		if ei.set.input != nil {
 			at = ei.set.input.Range()
@@ -409,24 +425,48 @@ func (fc *flowCheck) addEdges(e *dsl.Edge) {
 		idx int
 		id  *dsl.Ident
 	}
-	resolve := func(l *dsl.NameList) []named {
+	var unknown []*dsl.Ident
+	resolve := func(l *dsl.NameList) ([]named, bool) {
 		var out []named
+		known := true
 		for _, id := range l.Names {
 			if i, ok := fc.lookupExec(id, " in flow "+quote(fc.flow.Name)); ok {
 				out = append(out, named{i, id})
+			} else {
+				known = false
+				unknown = append(unknown, id)
 			}
 		}
-		return out
+		return out, known
 	}
-	prev := resolve(e.From)
+	prev, prevKnown := resolve(e.From)
 	for _, g := range e.To {
-		cur := resolve(g)
+		cur, curKnown := resolve(g)
 		for _, to := range cur {
 			for _, from := range prev {
 				fc.addEdge(from.idx, to.idx, on, from.id.Range(), to.id.Range())
 			}
+			fc.execs[to.idx].partialUps = fc.execs[to.idx].partialUps || !prevKnown
 		}
-		prev = cur
+		if !curKnown {
+			for _, from := range prev {
+				fc.execs[from.idx].partialDowns = true
+			}
+		}
+		prev, prevKnown = cur, curKnown
+	}
+	if len(unknown) == 0 {
+		return
+	}
+	// One misspelt name is one mistake: the execs it was meant to connect
+	// are not checked against a graph that lacks its edges.
+	fc.unknownInEdge = true
+	names := slices.Sorted(maps.Keys(fc.byName))
+	for _, id := range unknown {
+		if s := dsl.Suggest(id.Name, names); s != "" {
+			fc.execs[fc.byName[s]].partialUps = true
+			fc.execs[fc.byName[s]].partialDowns = true
+		}
 	}
 }
 
@@ -749,7 +789,7 @@ func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
 		case j.Mode != nil && j.Mode.Name == plan.JoinAll:
 		case j.Mode != nil && j.Mode.Name == plan.JoinAny:
 			x.Join = plan.Join{Kind: plan.JoinAny}
-			if nUp == 0 {
+			if nUp == 0 && !ei.partialUps {
 				fc.diags.Errorf(j.Mode.Range(), dsl.CodeJoin, "exec %q has no upstream, so `join any` has nothing to wait for", name)
 			}
 		case j.Mode != nil:
@@ -759,6 +799,8 @@ func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
 				switch {
 				case n < 1:
 					fc.diags.Errorf(j.Count.Range(), dsl.CodeJoin, "join count must be at least 1")
+				case n > int64(nUp) && ei.partialUps:
+					// Its upstreams are not all known (FF0205).
 				case n > int64(nUp):
 					has := "only " + plural(nUp, "upstream")
 					if nUp == 0 {
@@ -782,7 +824,7 @@ func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
 					edge = e
 				}
 			}
-			if edge == nil {
+			if edge == nil && !ei.partialUps && !fc.execs[idx].partialDowns {
 				msg := fmt.Sprintf("input %q of exec %q is not one of its upstreams", sel.Name, name)
 				switch {
 				case idx == fc.byName[name] && nUp == 0:
@@ -806,7 +848,9 @@ func (fc *flowCheck) checkDataFlow(ei *execInfo, flowInOK bool) {
 		}
 		return
 	}
-	if ei.decl.Input == nil {
+	if ei.decl.Input == nil || ei.partialUps && nUp < 2 {
+		// Without all its upstreams known, whether it is a root exec or
+		// which upstream feeds it is in doubt (FF0205 says why).
 		return
 	}
 	switch nUp {
@@ -880,7 +924,7 @@ func (fc *flowCheck) checkResult(results []*dsl.Ident, outOK, acyclic bool) {
 		}
 		return
 	}
-	if fc.decl.Output == nil || !outOK || !acyclic || len(fc.execs) == 0 {
+	if fc.decl.Output == nil || !outOK || !acyclic || fc.unknownInEdge || len(fc.execs) == 0 {
 		return
 	}
 	var match, sinks []string

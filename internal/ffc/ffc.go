@@ -8,12 +8,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go/build"
+	"go/parser"
 	"go/token"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/flowfabric/ff/compiler"
@@ -259,7 +263,7 @@ func runGraph(args []string, stdout, stderr io.Writer) int {
 func runGen(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("gen", "-o FILE.go [-package NAME] [-check] FILE|DIR...", stderr)
 	out := fs.String("o", "", "output file (required)")
-	pkgName := fs.String("package", "", "Go package name (default: the .ff package clause, else the output directory's name)")
+	pkgName := fs.String("package", "", "Go package name (default: the package of the Go files in the output directory, else the .ff package clause, else the output directory's name)")
 	check := fs.Bool("check", false, "do not write; fail if FILE.go is not up to date")
 	if code := parseFlags(fs, args, stderr); code >= 0 {
 		return code
@@ -287,8 +291,24 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 	if pkg == nil {
 		return exitError
 	}
+	dirPkg, err := outputDirPackage(*out)
+	if err != nil {
+		fmt.Fprintf(stderr, "ffc gen: %v\n", err)
+		return exitUsage
+	}
 	name := *pkgName
-	if name == "" && pkg.Package == "" {
+	switch {
+	case dirPkg != "" && name != "" && name != dirPkg:
+		fmt.Fprintf(stderr, "ffc gen: -package %s, but the Go files in the directory of %s are of package %s: a directory holds one package; pass -package %s, or write the output to a directory of its own\n",
+			name, *out, dirPkg, dirPkg)
+		return exitUsage
+	case dirPkg != "" && name == "" && pkg.Package != "" && pkg.Package != dirPkg:
+		fmt.Fprintf(stderr, "ffc gen: the .ff files declare package %s, but the Go files in the directory of %s are of package %s: a directory holds one package; pass -package %s, or write the output to a directory of its own\n",
+			pkg.Package, *out, dirPkg, dirPkg)
+		return exitUsage
+	case name == "" && dirPkg != "":
+		name = dirPkg
+	case name == "" && pkg.Package == "":
 		name = defaultPackage(*out)
 		if !isPackageName(name) {
 			fmt.Fprintf(stderr, "ffc gen: the output directory of %s gives the package name %q, which Go does not allow: pass -package NAME or declare `package NAME` in the .ff files\n", *out, name)
@@ -317,6 +337,57 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// outputDirPackage returns the package of the Go files already in the
+// output file's directory, which the generated file must join: that of
+// the files the go tool builds there (the output itself and test files
+// left out; only their package clauses are read), else, under go generate
+// run in that directory, $GOPACKAGE. It returns "" when neither says.
+func outputDirPackage(out string) (string, error) {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "", fmt.Errorf("-o %s: %w", out, err)
+	}
+	dir := filepath.Dir(abs)
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("-o %s: reading its directory: %w", out, err)
+	}
+	found := map[string][]string{} // package -> files
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || name == filepath.Base(abs) || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		if ok, err := build.Default.MatchFile(dir, name); err != nil || !ok {
+			continue // not built here (build constraints), or unreadable: the go tool says why
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, name), nil, parser.PackageClauseOnly)
+		if err != nil {
+			continue // the go tool reports its syntax error
+		}
+		found[f.Name.Name] = append(found[f.Name.Name], name)
+	}
+	switch len(found) {
+	case 0:
+	case 1:
+		for p := range found {
+			return p, nil
+		}
+	default:
+		var list []string
+		for _, p := range slices.Sorted(maps.Keys(found)) {
+			list = append(list, fmt.Sprintf("%s (%s)", p, strings.Join(found[p], ", ")))
+		}
+		return "", fmt.Errorf("-o %s: the Go files of its directory are of several packages, %s: the go tool builds one package per directory; fix them first", out, strings.Join(list, " and "))
+	}
+	if p := strings.TrimSuffix(os.Getenv("GOPACKAGE"), "_test"); p != "" {
+		if wd, err := os.Getwd(); err == nil && wd == dir {
+			return p, nil
+		}
+	}
+	return "", nil
 }
 
 // defaultPackage derives a Go package name from the output file's

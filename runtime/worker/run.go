@@ -204,12 +204,13 @@ func (c Config) validate() error {
 	if strings.Contains(c.Name, ",") {
 		return fmt.Errorf("worker: Config.Name %q contains a comma", c.Name)
 	}
-	if err := checkName("Config.Namespace", c.Namespace, 64, true); err != nil {
-		return err
+	// Namespaces and lanes: the server's rules (runtime/api checkName).
+	if p := plan.LabelProblem(c.Namespace); p != "" {
+		return fmt.Errorf("worker: Config.Namespace %s", p)
 	}
 	for i, l := range c.Lanes {
-		if err := checkName(fmt.Sprintf("Config.Lanes[%d]", i), l, 64, true); err != nil {
-			return err
+		if p := plan.LabelProblem(l); p != "" {
+			return fmt.Errorf("worker: Config.Lanes[%d] %s", i, p)
 		}
 	}
 	if err := plan.ValidateCapabilities(c.Capabilities); err != nil {
@@ -228,7 +229,7 @@ const (
 
 // checkName applies the server's rules for identifiers (runtime/api
 // checkIdent): not empty, at most limit bytes, valid UTF-8, no whitespace
-// or control character, and no ':' when noColon (namespaces and lanes).
+// or control character, and no ':' when noColon.
 func checkName(field, v string, limit int, noColon bool) error {
 	if v == "" {
 		return fmt.Errorf("worker: %s must not be empty", field)
@@ -301,6 +302,11 @@ type running struct {
 	cancel  context.CancelCauseFunc
 	lost    atomic.Bool // lease rejected: do not report
 	done    atomic.Bool // the handler returned: its lease needs no watch
+	// ctxEnded: the handler's context had ended when it returned (the
+	// attempt's timeout or deadline, a lease lost or a cancel): a
+	// refusal of its report as stale or cancelled is no news. Written
+	// before the report is queued, read by its sender.
+	ctxEnded bool
 }
 
 // report is the outcome of one attempt.
@@ -499,7 +505,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { w.reportLoop(bg); close(reporterDone) }()
 
 	w.log.InfoContext(ctx, "worker started", slog.String(attrInstance, w.instance),
-		slog.Int("concurrency", w.cfg.Concurrency), slog.Any("lanes", w.cfg.Lanes))
+		slog.String(attrNamespace, w.cfg.Namespace), slog.Any("lanes", w.cfg.Lanes),
+		slog.Int("concurrency", w.cfg.Concurrency), slog.Any("kinds", kindsToLog(w.kinds)))
 	err := w.claimLoop(ctx, handlerBase)
 
 	// Drain, within one bound: Run returns at the latest DrainTimeout +
@@ -533,6 +540,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	close(renewDone)
 	stopBG()
 	side.Wait()
+	w.leave(ctx, deadline)
 	w.c.CloseIdleConnections()
 	w.log.InfoContext(ctx, "worker stopped")
 	return err
@@ -771,6 +779,7 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 				out, err = w.call(ctx, h, task)
 				inHandler = false
 			}
+			r.ctxEnded = ctx.Err() != nil
 			switch {
 			case err != nil:
 				rep.failed = true
@@ -1443,7 +1452,13 @@ func (w *Worker) deliver(ctx context.Context, op string, rs []*running, sizes []
 					again, againErrs = append(again, i), append(againErrs, rerr)
 					continue
 				}
-				w.log.Warn(op+" rejected", slog.String(attrExecution, rs[i].lease.ExecutionID),
+				level := slog.LevelWarn
+				if (code == wire.CodeStaleLease || code == wire.CodeCancelled) && (rs[i].ctxEnded || rs[i].lost.Load()) {
+					// The worker knew the lease was gone (it ended the
+					// handler's context): an attempt timeout, say.
+					level = slog.LevelDebug
+				}
+				w.log.Log(ctx, level, op+" rejected", slog.String(attrExecution, rs[i].lease.ExecutionID),
 					slog.String(attrCode, code), slog.String("message", msgOf(rr.Error)))
 				reported(i, rerr)
 			}
@@ -1648,8 +1663,25 @@ func msgOf(b *wire.ErrorBody) string {
 const (
 	attrWorker    = "worker"
 	attrInstance  = "instance"
+	attrNamespace = "namespace"
 	attrKind      = "kind"
 	attrExecution = "execution_id"
 	attrError     = "error"
 	attrCode      = "code"
 )
+
+// kindsLogged is how many handler kinds the "worker started" line lists.
+const kindsLogged = 16
+
+// kindsToLog returns kinds as the "worker started" line shows them: all
+// of them up to kindsLogged, else the first ones and a count of the rest;
+// "any" when the claims name none.
+func kindsToLog(kinds []string) any {
+	if len(kinds) == 0 {
+		return "any"
+	}
+	if len(kinds) <= kindsLogged {
+		return kinds
+	}
+	return append(slices.Clone(kinds[:kindsLogged]), fmt.Sprintf("(%d more)", len(kinds)-kindsLogged))
+}

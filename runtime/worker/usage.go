@@ -141,6 +141,25 @@ func (w *Worker) heartbeat(ctx context.Context) time.Duration {
 	return retryAfter(err)
 }
 
+// leave takes the stopped worker out of the registry (GET /v1/workers,
+// wait hints, capability routing) at once rather than when its last
+// heartbeat's ttl runs out: it sends a last heartbeat with the smallest
+// ttl, by deadline (Run's bound) and within requestSlack. A failure is
+// harmless: the registration expires on its own.
+func (w *Worker) leave(ctx context.Context, deadline time.Time) {
+	wait := min(time.Until(deadline), requestSlack)
+	if wait <= 0 {
+		return
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	defer cancel()
+	hb := w.heartbeatRequest()
+	hb.TTLMs = wire.LeaseMsMin
+	if _, err := w.c.Heartbeat(lctx, hb); err != nil {
+		w.log.InfoContext(ctx, "leaving the worker registry failed; the registration expires on its own", "error", err)
+	}
+}
+
 // sendHeartbeat sends the worker's registration. A server older than kinds
 // in heartbeats refuses the field (or a long list's size): the heartbeat
 // is sent again without them, and so are all later ones. Wait hints then

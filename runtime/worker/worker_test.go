@@ -151,10 +151,11 @@ func TestConfigValidation(t *testing.T) {
 		{"lease", worker.Config{URL: "http://x", LeaseTTL: time.Millisecond}, "Config.LeaseTTL"},
 		{"renew", worker.Config{URL: "http://x", LeaseTTL: time.Second, RenewInterval: 2 * time.Second}, "Config.RenewInterval"},
 		{"lane", worker.Config{URL: "http://x", Lanes: []string{"a:b"}}, "Config.Lanes[0]"},
-		// The server's rules (runtime/api checkIdent): Unicode whitespace
-		// and control characters, UTF-8, ':' only in the worker id.
+		// The server's rules: for names (runtime/api checkIdent) Unicode
+		// whitespace and control characters, UTF-8; for namespaces and
+		// lanes (checkName) letters, digits, '_', '-', '.' and '/' only.
 		{"lane with line separator", worker.Config{URL: "http://x", Lanes: []string{"a\u2028b"}}, "Config.Lanes[0]"},
-		{"namespace with colon", worker.Config{URL: "http://x", Namespace: "a:b"}, `Config.Namespace "a:b" contains ':'`},
+		{"namespace with colon", worker.Config{URL: "http://x", Namespace: "a:b"}, `Config.Namespace "a:b": only letters`},
 		{"name with space", worker.Config{URL: "http://x", Name: "a b"}, "Config.Name"},
 		{"name with no-break space", worker.Config{URL: "http://x", Name: "a\u00a0b"}, "Config.Name"},
 		{"name with C1 control", worker.Config{URL: "http://x", Name: "a\u0085b"}, "Config.Name"},
