@@ -80,7 +80,7 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 	}
 	fl, ok := sc.f.templates[req.Template]
 	if !ok {
-		return nil, invalid("template", "no template %q (GET /v1/templates lists them)", req.Template)
+		return nil, invalid("template", "no template %q%s (GET /v1/templates lists them)", req.Template, sc.f.didYouMean(req.Template))
 	}
 	req.Cron = strings.TrimSpace(req.Cron)
 	if req.Cron == "" {

@@ -1,11 +1,13 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/dsl"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -32,11 +34,27 @@ func (f *flows) lookup(c echo.Context) (*plan.Flow, *Error) {
 	name := c.Param("name")
 	fl, ok := f.templates[name]
 	if !ok {
-		e := Errorf(http.StatusNotFound, wire.CodeNotFound, "no such template %q (GET /v1/templates lists them)", name)
+		e := Errorf(http.StatusNotFound, wire.CodeNotFound, "no such template %q%s (GET /v1/templates lists them)", name, f.didYouMean(name))
 		e.Details = map[string]any{"template": name}
+		if s := f.closest(name); s != "" {
+			e.Details["suggestion"] = s
+		}
 		return nil, e
 	}
 	return fl, nil
+}
+
+// closest returns the served template whose name name is likely a
+// misspelling of, or "".
+func (f *flows) closest(name string) string { return dsl.Suggest(name, f.names) }
+
+// didYouMean is `; did you mean "<template>"?` when a served template's
+// name is close to name, else "".
+func (f *flows) didYouMean(name string) string {
+	if s := f.closest(name); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	return ""
 }
 
 func (f *flows) listTemplates(c echo.Context) error {

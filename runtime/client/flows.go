@@ -440,7 +440,7 @@ func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 			}
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("client: run %s result: %w", r.ID, ctx.Err())
-		case passing(err):
+		case Passing(err):
 			if outage.IsZero() {
 				outage = start
 			}
@@ -467,12 +467,14 @@ func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 	}
 }
 
-// passing reports whether err may pass by itself: no answer at all (a
+// Passing reports whether err may pass by itself: no answer at all (a
 // transport error: ffrun restarting), 502, 503 or 504 (ffrun without
 // Valkey for a while, a proxy without ffrun), 429 (the client's address
 // limited for a moment: a client behind the same proxy guessed tokens) or
-// 408 (a proxy that timed the request out).
-func passing(err error) bool {
+// 408 (a proxy that timed the request out). Run.Wait asks again through
+// such errors for up to WaitOutageMax; ffrun's commands that wait do so
+// too.
+func Passing(err error) bool {
 	var ue *url.Error
 	var ne net.Error
 	if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {

@@ -14,6 +14,7 @@ import (
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/internal/utf8cut"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -306,7 +307,7 @@ func (d *Dashboard) pauseQuota(q *request) (*view, error) {
 		return d.showLimits(q, "", "A pause lasts more than 0 and at most 10080 minutes (seven days).", http.StatusBadRequest)
 	}
 	req := wire.QuotaPause{Key: q.r.PostFormValue("key"), ForMs: int64(minutes * 60_000),
-		Reason: cutUTF8(strings.TrimSpace(q.r.PostFormValue("reason")), api.PauseReasonMaxBytes)}
+		Reason: utf8cut.Cut(strings.TrimSpace(q.r.PostFormValue("reason")), api.PauseReasonMaxBytes)}
 	if req.Reason == "" {
 		req.Reason = "paused from the console"
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/internal/utf8cut"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -188,7 +189,7 @@ func (d *Dashboard) bulkAct(q *request) (*view, error) {
 	if b.State == wire.RunRunning {
 		// The form counts characters, the API bytes: cut, rather than
 		// lose what was typed to a refusal.
-		b.Reason = cmp.Or(cutUTF8(strings.TrimSpace(q.r.PostFormValue("reason")), api.ReasonMaxBytes), "cancelled from the console")
+		b.Reason = cmp.Or(utf8cut.Cut(strings.TrimSpace(q.r.PostFormValue("reason")), api.ReasonMaxBytes), "cancelled from the console")
 		res, err = q.api.CancelRuns(q.ctx(), b)
 	} else {
 		verb = "replayed"
@@ -370,7 +371,7 @@ func (d *Dashboard) cancelRun(q *request) (*view, error) {
 	id := q.r.PathValue("id")
 	// The form counts characters, the API bytes: cut, rather than lose
 	// what was typed to a refusal.
-	reason := cutUTF8(strings.TrimSpace(q.r.PostFormValue("reason")), api.ReasonMaxBytes)
+	reason := utf8cut.Cut(strings.TrimSpace(q.r.PostFormValue("reason")), api.ReasonMaxBytes)
 	if reason == "" {
 		reason = "cancelled from the console"
 	}
@@ -711,21 +712,8 @@ func indent(raw json.RawMessage) string {
 		buf.Write(raw)
 	}
 	if buf.Len() > JSONShown {
-		cut := cutUTF8(buf.String(), JSONShown)
+		cut := utf8cut.Cut(buf.String(), JSONShown)
 		return cut + "\n… (" + strconv.Itoa(buf.Len()-len(cut)) + " more bytes: GET the API for all of it)"
 	}
 	return buf.String()
-}
-
-// cutUTF8 returns s cut to at most n bytes, not inside a character: it
-// backs off over at most the continuation bytes of the last one (a byte
-// that is not UTF-8 elsewhere in s does not shorten it further).
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(s[n]); i++ {
-		n--
-	}
-	return s[:n]
 }

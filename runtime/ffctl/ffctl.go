@@ -8,7 +8,9 @@
 // would show in the process list); an https server whose certificate a
 // private CA signed is trusted with FF_API_CA (a PEM file); --json prints the API's answer as JSON
 // instead of text. Exit status: 0 done (a run that succeeded), 1 an error
-// (the server refused the request or could not be reached), 2 bad usage,
+// (the server refused the request or could not be reached; the commands
+// that wait for a run first ride out an outage as client.Run.Wait does),
+// 2 bad usage,
 // 3 a run that failed or was cancelled, 4 a run still running when the
 // wait for it ended.
 package ffctl
@@ -37,6 +39,7 @@ import (
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/internal/utf8cut"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -198,12 +201,34 @@ func Main(ctx context.Context, name string, args []string, env Env) int {
 		}
 		fmt.Fprintf(env.Stderr, "ffrun %s: cannot reach ffrun at %s: %v\n", name, where, ue.Err)
 	} else {
-		fmt.Fprintf(env.Stderr, "ffrun %s: %v\n", name, err)
+		fmt.Fprintf(env.Stderr, "ffrun %s: %s\n", name, message(err))
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		fmt.Fprintln(env.Stderr, "(no ffrun listens there: start one, or give its URL with --server or FF_SERVER)")
 	}
 	return ExitError
+}
+
+// message is err as a command prints it. An answer of the API is shown
+// without the client's layers of context around it ("client: stage
+// template x: ffrun: "), as "<status> <code>: <message>" and what the
+// command added after it; an unknown template points to ffrun templates
+// rather than to the API's route.
+func message(err error) string {
+	ae, ok := errors.AsType[*client.APIError](err)
+	if !ok {
+		return err.Error()
+	}
+	msg := ae.Message
+	if t, ok := ae.Details["template"].(string); ok && ae.Code == wire.CodeNotFound {
+		msg = fmt.Sprintf("no such template %q", t)
+		if s, _ := ae.Details["suggestion"].(string); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+		msg += " (ffrun templates lists them)"
+	}
+	_, after, _ := strings.Cut(err.Error(), ae.Error())
+	return fmt.Sprintf("%d %s: %s%s", ae.Status, ae.Code, msg, after)
 }
 
 // cmd is one invocation: its flags and the client they give.
@@ -222,9 +247,41 @@ type cmd struct {
 func newCmd(name string, env Env) *cmd {
 	c := &cmd{name: name, env: env, fs: flag.NewFlagSet("ffrun "+name, flag.ContinueOnError)}
 	c.fs.SetOutput(env.Stderr)
+	c.fs.Usage = c.usage
 	c.fs.StringVar(&c.server, "server", cmp.Or(env.Getenv("FF_SERVER"), ServerDefault), "ffrun API base URL (env FF_SERVER)")
 	c.fs.BoolVar(&c.json, "json", false, "print the API's answer as JSON")
 	return c
+}
+
+// usage prints the command's synopses, as Usage lists them, then its
+// flags: what -h shows and what follows a flag the command does not know.
+func (c *cmd) usage() {
+	out := c.fs.Output()
+	prefix := "usage: "
+	for _, s := range synopses(c.fs.Name()) {
+		fmt.Fprintln(out, prefix+s)
+		prefix = "       "
+	}
+	fmt.Fprintln(out, "\nflags:")
+	c.fs.PrintDefaults()
+}
+
+// synopses returns the lines of Usage that show how to call the command
+// name ("ffrun get", "ffrun schedules run"), without their descriptions.
+func synopses(name string) []string {
+	var out []string
+	for line := range strings.Lines(Usage) {
+		line = strings.TrimSpace(line)
+		if line != name && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		syn, _, _ := strings.Cut(line, "  ") // the description follows two spaces
+		out = append(out, syn)
+	}
+	if len(out) == 0 {
+		out = append(out, name+" [flags]")
+	}
+	return out
 }
 
 // takesValue reports whether the last of args is a flag that takes the
@@ -750,11 +807,13 @@ func detail(x wire.FlowExec) string {
 	return cmp.Or(x.Error, x.Blocked)
 }
 
+// clip shortens s to at most n bytes, not inside a character, and marks
+// the cut with "…".
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return utf8cut.Cut(s, n) + "…"
 }
 
 func (c *cmd) runs(ctx context.Context, args []string) error {
@@ -973,7 +1032,7 @@ func (c *cmd) follow(ctx context.Context, id string, attach bool) error {
 	if c.json {
 		r, err = c.await(ctx, id, forever)
 	} else {
-		r, err = Follow(ctx, c.env.Stdout, c.c, id, FollowOptions{Interval: WatchInterval, Attach: attach})
+		r, err = Follow(ctx, c.env.Stdout, c.c, id, FollowOptions{Interval: WatchInterval, Attach: attach, Stderr: c.env.Stderr})
 	}
 	if err != nil {
 		return err
@@ -984,20 +1043,32 @@ func (c *cmd) follow(ctx context.Context, id string, attach bool) error {
 // await waits for the run to end with long-polls of the result route, up
 // to wait (0: asks once; forever: for as long as it takes); a run still
 // running then is an error.
+//
+// A wait (not 0) rides out an outage (ffrun restarting, see outage) until
+// its end, for at most client.WaitOutageMax, saying so once on stderr.
 func (c *cmd) await(ctx context.Context, id string, wait time.Duration) (*wire.FlowRun, error) {
 	deadline := time.Now().Add(wait)
+	until := deadline
+	if wait == forever {
+		until = time.Time{}
+	}
+	down := outage{note: c.env.Stderr}
 	for {
 		poll := pollMax
 		if wait != forever {
-			poll = min(time.Until(deadline), pollMax)
+			poll = max(min(time.Until(deadline), pollMax), 0)
 		}
 		r, err := c.poll.RunResult(ctx, id, poll)
 		var ae *client.APIError
 		if errors.As(err, &ae) && ae.Code == wire.CodeNotTerminal {
+			down.ok()
 			if wait == forever || time.Until(deadline) > 0 {
 				continue
 			}
 			return nil, fmt.Errorf("run %s is %w (ffrun result %s --wait D waits for its end)", id, errRunning, id)
+		}
+		if err != nil && wait != 0 && down.failed(ctx, err, until) == nil {
+			continue
 		}
 		return r, err
 	}

@@ -18,10 +18,15 @@ type FollowOptions struct {
 	// read prints each member's state as found ("<exec>  completed"), not
 	// as a change from staged.
 	Attach bool
+	// Stderr is where Follow says, once per outage, that it rides one
+	// out: "ffrun unreachable, retrying..."; nil: it says nothing.
+	Stderr io.Writer
 }
 
 // Follow prints every change of a member's state of run id, one line each
-// with the time since Follow started, until the run ends; it then prints
+// with the time since Follow started, until the run ends (a member that
+// began an attempt and left it between two reads shows it ran: "waiting
+// -> active (attempt 1) -> completed"); it then prints
 // the run's counts and returns the run as it ended. The first read shows
 // every member as changed from staged, or, with o.Attach, in its state.
 //
@@ -31,6 +36,10 @@ type FollowOptions struct {
 // one member only (the server still reads every member's state, but
 // neither the rest of every member nor an answer of thousands). The run
 // it returns then has no members.
+//
+// A read that fails for a cause that may pass (client.Passing: ffrun
+// restarting, Valkey away) is made again, with a backoff, for up to
+// client.WaitOutageMax, as Run.Wait does; other errors end Follow.
 func Follow(ctx context.Context, w io.Writer, c *client.Client, id string, o FollowOptions) (*wire.FlowRun, error) {
 	if o.Interval <= 0 {
 		o.Interval = WatchInterval
@@ -38,13 +47,19 @@ func Follow(ctx context.Context, w io.Writer, c *client.Client, id string, o Fol
 	start := time.Now()
 	width := 0
 	last := map[string]string{}
-	limit := 0 // the default page: every member of a run that fits one
+	limit := 0                   // the default page: every member of a run that fits one
+	attempts := map[string]int{} // a member's attempts at the last read
 	counts := ""
+	down := outage{note: o.Stderr}
 	for {
 		r, next, err := c.GetRunPage(ctx, id, "", limit)
 		if err != nil {
+			if down.failed(ctx, err, time.Time{}) == nil {
+				continue
+			}
 			return nil, err
 		}
+		down.ok()
 		if next != "" && limit == 0 {
 			limit = 1
 			fmt.Fprintf(w, "%s%6s  run of %d members: following its counts and failures\n", o.Indent, since(start), r.Total)
@@ -55,6 +70,8 @@ func Follow(ctx context.Context, w io.Writer, c *client.Client, id string, o Fol
 			}
 			for _, x := range r.Execs {
 				now := memberState(x)
+				ran := x.Attempts > attempts[x.Name] // an attempt began since the last read
+				attempts[x.Name] = x.Attempts
 				if last[x.Name] == now {
 					continue
 				}
@@ -66,6 +83,11 @@ func Follow(ctx context.Context, w io.Writer, c *client.Client, id string, o Fol
 				}
 				if from == "" {
 					from = "staged"
+				}
+				if ran && x.State != "active" {
+					// The attempt began and ended between two reads: say
+					// that the member ran, not only where it ended.
+					from += fmt.Sprintf(" -> active (attempt %d)", x.Attempts)
 				}
 				fmt.Fprintf(w, "%s%6s  %-*s  %s -> %s\n", o.Indent, since(start), width, x.Name, from, now)
 			}
@@ -119,6 +141,18 @@ func memberState(x wire.FlowExec) string {
 	return x.State
 }
 
+// since is the time since t for Follow's column of six: milliseconds up
+// to 10 s ("9999ms"), then tenths of a second ("59.9s"), minutes and
+// seconds ("59m59s"), hours and minutes ("99h59m").
 func since(t time.Time) string {
-	return fmt.Sprintf("%dms", time.Since(t).Milliseconds())
+	d := time.Since(t)
+	switch {
+	case d < 10*time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%d.%ds", d/time.Second, d%time.Second/(100*time.Millisecond))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", d/time.Minute, d%time.Minute/time.Second)
+	}
+	return fmt.Sprintf("%dh%02dm", d/time.Hour, d%time.Hour/time.Minute)
 }

@@ -3,6 +3,7 @@ package ffctl_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -118,5 +119,69 @@ func TestFollowLargeRun(t *testing.T) {
 		if want := map[bool]string{true: "", false: "execs_limit=1"}[i == 0]; q != want {
 			t.Fatalf("request %d of %d asked %q, want %q", i, len(queries), q, want)
 		}
+	}
+}
+
+// TestFollowShowsThatAMemberRan: ffrun watch (and start --watch) read the
+// run every 200 ms and print the difference between two reads. A member
+// claimed and ended between two reads, the common case for a handler
+// shorter than the interval, was printed as "validate  pending -> failed:
+// …", which reads as if it failed without ever running, like a member
+// skipped or expired while pending. When a read finds a member past an
+// attempt it was not seen making, the line says that it ran: "waiting ->
+// active (attempt 1) -> completed". Here a member is claimed and completed
+// between two reads three seconds apart.
+func TestFollowShowsThatAMemberRan(t *testing.T) {
+	t.Parallel()
+	e := start(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := e.srv.Client.StageTemplate(ctx, "greet", name{"ada"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(e.srv.URL, client.WithToken(e.token), client.WithHTTPClient(&http.Client{Transport: &queryLog{}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var out bytes.Buffer
+	text := func() string { mu.Lock(); defer mu.Unlock(); return out.String() }
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(p) })
+	done := make(chan error, 1)
+	go func() {
+		_, err := ffctl.Follow(ctx, w, c, run.ID, ffctl.FollowOptions{Interval: 3 * time.Second})
+		done <- err
+	}()
+	for !strings.Contains(text(), "hello  staged -> waiting") {
+		if ctx.Err() != nil {
+			t.Fatalf("Follow's first read never came:\n%s", text())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Between the first read and the next: hello is claimed and completed.
+	tasks, err := e.srv.Client.Claim(ctx, wire.ClaimRequest{WorkerID: "w", WaitMs: 2000})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("claim: %+v %v", tasks, err)
+	}
+	l := wire.Lease{ExecutionID: tasks[0].ExecutionID, LeaseID: tasks[0].LeaseID, Epoch: tasks[0].Epoch}
+	if _, err := e.srv.Client.CompleteOne(ctx, l, json.RawMessage(`{"who":"hello ada"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(text(), "-> completed") {
+		if ctx.Err() != nil {
+			t.Fatalf("Follow never saw hello complete:\n%s", text())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := e.srv.Client.CancelRun(ctx, run.ID, "enough"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Follow: %v", err)
+	}
+	line := regexp.MustCompile(`(?m)^.*hello .*-> completed.*$`).FindString(text())
+	if !strings.Contains(line, "waiting -> active (attempt 1) -> completed") {
+		t.Errorf("the line of hello's end is %q: it does not say that hello ran (active, attempt 1); the whole output:\n%s", line, text())
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/dsl"
 )
 
 // MaxDepth bounds the nesting of a checked value and of type references:
@@ -296,8 +297,19 @@ func (c *checker) record(path string, t *plan.TypeRef, v any, depth int) error {
 		return c.report(&Error{Path: path, Msg: fmt.Sprintf("want %s, got %s", describe(t), kindName(v))})
 	}
 	known := make(map[string]bool, len(rec.Fields))
-	for _, f := range rec.Fields {
+	names := make([]string, len(rec.Fields))
+	for i, f := range rec.Fields {
 		known[f.Name] = true
+		names[i] = f.Name
+	}
+	var unknown []string
+	for k := range m {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(unknown)
+	for _, f := range rec.Fields {
 		fp := path + "." + f.Name
 		fv, present := m[f.Name]
 		switch {
@@ -308,6 +320,10 @@ func (c *checker) record(path string, t *plan.TypeRef, v any, depth int) error {
 			msg := fmt.Sprintf("is required (%s) but missing", describe(&f.Type))
 			if present {
 				msg = fmt.Sprintf("is required (%s) and must not be null", describe(&f.Type))
+			} else if k := misspelt(f.Name, unknown, names); k != "" && !c.collect {
+				// The check ends here: name the unknown field that is
+				// likely this one, which FlowErrors reports on its own.
+				msg += fmt.Sprintf("; the object has an unknown field %q: did you mean %q?", k, f.Name)
 			}
 			if err := c.report(&Error{Path: fp, Msg: msg}); err != nil {
 				return err
@@ -318,25 +334,27 @@ func (c *checker) record(path string, t *plan.TypeRef, v any, depth int) error {
 			return err
 		}
 	}
-	var unknown []string
-	for k := range m {
-		if !known[k] {
-			unknown = append(unknown, k)
+	for _, k := range unknown {
+		msg := fmt.Sprintf("unknown field of %s (fields: %s)", t.Name, strings.Join(names, ", "))
+		if s := dsl.Suggest(k, names); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
 		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		names := make([]string, len(rec.Fields))
-		for i, f := range rec.Fields {
-			names[i] = f.Name
-		}
-		for _, k := range unknown {
-			if err := c.report(&Error{Path: path + "." + k, Msg: fmt.Sprintf("unknown field of %s (fields: %s)", t.Name, strings.Join(names, ", "))}); err != nil {
-				return err
-			}
+		if err := c.report(&Error{Path: path + "." + k, Msg: msg}); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// misspelt returns the first of the unknown keys of an object that is
+// likely a misspelling of its field name (of the fields names), or "".
+func misspelt(name string, unknown, names []string) string {
+	for _, k := range unknown {
+		if dsl.Suggest(k, names) == name {
+			return k
+		}
+	}
+	return ""
 }
 
 // nullable reports whether null is the JSON form of a Go zero value of t.

@@ -211,3 +211,41 @@ func TestFlowErrors(t *testing.T) {
 		t.Errorf("valid input: got %v (more %v)", got, more)
 	}
 }
+
+// TestMisspeltFieldNamed: the input {"id": "d1", "txt": "hello"} for a
+// flow taking Doc { id: string, text: string } is one typo. The API (which
+// answers with the first problem) said only "input.text: is required
+// (string) but missing", not that "txt" was the problem. The error for a
+// missing required field now names an unknown field of the same object
+// close to it, and the error for an unknown field suggests the close one.
+func TestMisspeltFieldNamed(t *testing.T) {
+	doc := &plan.Flow{
+		Name:  "review",
+		Input: &plan.TypeRef{Kind: plan.KindNamed, Name: "Doc"},
+		Types: []plan.Type{{Name: "Doc", Fields: []plan.Field{
+			{Name: "id", Type: ref(plan.KindString)},
+			{Name: "text", Type: ref(plan.KindString)},
+			{Name: "words", Type: ref(plan.KindInt), Optional: true},
+		}}},
+	}
+	err := flowinput.Flow(doc, "input", []byte(`{"id": "d1", "txt": "hello"}`))
+	want := &flowinput.Error{Path: "input.text", Msg: `is required (string) but missing; the object has an unknown field "txt": did you mean "text"?`}
+	if diff := cmp.Diff(want, err); diff != "" {
+		t.Errorf("Flow (-want +got):\n%s", diff)
+	}
+	// FlowErrors reports the unknown field on its own, with the suggestion.
+	errs, _ := flowinput.FlowErrors(doc, "input", []byte(`{"id": "d1", "txt": "hello"}`), 10)
+	wantAll := []*flowinput.Error{
+		{Path: "input.text", Msg: "is required (string) but missing"},
+		{Path: "input.txt", Msg: `unknown field of Doc (fields: id, text, words); did you mean "text"?`},
+	}
+	if diff := cmp.Diff(wantAll, errs); diff != "" {
+		t.Errorf("FlowErrors (-want +got):\n%s", diff)
+	}
+	// An unknown field not close to the missing one is not named with it.
+	err = flowinput.Flow(doc, "input", []byte(`{"id": "d1", "colour": "red"}`))
+	want = &flowinput.Error{Path: "input.text", Msg: "is required (string) but missing"}
+	if diff := cmp.Diff(want, err); diff != "" {
+		t.Errorf("Flow with an unrelated unknown field (-want +got):\n%s", diff)
+	}
+}

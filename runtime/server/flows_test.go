@@ -127,6 +127,25 @@ func TestFlowRouteErrors(t *testing.T) {
 	}
 }
 
+// TestUnknownTemplateSuggests: a template name that is a likely
+// misspelling of a served one gets a suggestion, in the message and in
+// details.suggestion; a name close to none gets neither.
+func TestUnknownTemplateSuggests(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.Templates = []*plan.Flow{twoStep()} })
+	for _, tc := range []struct{ method, path, body, msg, suggestion string }{
+		{"GET", "/v1/templates/tow", "", `no such template "tow"; did you mean "two"? (GET /v1/templates lists them)`, "two"},
+		{"POST", "/v1/templates/tow/runs", `{}`, `no such template "tow"; did you mean "two"? (GET /v1/templates lists them)`, "two"},
+		{"GET", "/v1/templates/three", "", `no such template "three" (GET /v1/templates lists them)`, ""},
+	} {
+		r := rawDo(t, env, tc.method, tc.path, "", tc.body)
+		s, _ := r.err.Details["suggestion"].(string)
+		if r.status != 404 || r.err.Message != tc.msg || s != tc.suggestion {
+			t.Errorf("%s %s: %d %q details %v, want 404 %q with suggestion %q", tc.method, tc.path, r.status, r.err.Message, r.err.Details, tc.msg, tc.suggestion)
+		}
+	}
+}
+
 // TestListRunsOverHTTP: GET /v1/flows lists runs newest first, filters
 // them, pages with next_cursor, and says what each run is at.
 func TestListRunsOverHTTP(t *testing.T) {

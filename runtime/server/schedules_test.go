@@ -220,6 +220,7 @@ func TestSchedulePutRefusals(t *testing.T) {
 		{"no expression", wire.PutSchedule{Template: "two", Input: json.RawMessage(`{"s":"x"}`)}, "cron", "required"},
 		{"@every in days", wire.PutSchedule{Template: "two", Cron: "@every 2d", Input: json.RawMessage(`{"s":"x"}`)}, "cron", "such as 90s"},
 		{"an unknown template", wire.PutSchedule{Template: "nope", Cron: "@daily"}, "template", `no template "nope"`},
+		{"a misspelt template", wire.PutSchedule{Template: "tow", Cron: "@daily"}, "template", `no template "tow"; did you mean "two"?`},
 		{"a bad expression", wire.PutSchedule{Template: "two", Cron: "61 * * * *", Input: json.RawMessage(`{"s":"x"}`)}, "cron", "61"},
 		{"six fields", wire.PutSchedule{Template: "two", Cron: "0 0 * * * *", Input: json.RawMessage(`{"s":"x"}`)}, "cron", "5 fields"},
 		{"an unknown zone", wire.PutSchedule{Template: "two", Cron: "@daily", Timezone: "Mars/Olympus", Input: json.RawMessage(`{"s":"x"}`)}, "timezone", "Mars/Olympus"},
