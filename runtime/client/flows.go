@@ -422,47 +422,38 @@ func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 	if out := r.ended.Load(); out != nil {
 		return out, nil
 	}
-	var outage time.Time // the first failure of the current outage
-	backoff := 100 * time.Millisecond
+	var down Outage
 	wait := r.c.boundWait(runResultWait)
 	for {
 		start := time.Now()
 		out, err := r.c.RunResult(ctx, r.ID, wait)
-		pause := time.Duration(0)
 		switch {
 		case err == nil && out.State != wire.RunRunning:
 			return out, nil
 		case err == nil || IsCode(err, wire.CodeNotTerminal):
-			outage, backoff = time.Time{}, 100*time.Millisecond
+			down.OK()
 			// A server that did not wait: do not spin.
 			if time.Since(start) < wait/2 {
-				pause = 100 * time.Millisecond
+				t := time.NewTimer(100 * time.Millisecond)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return nil, fmt.Errorf("client: run %s result: %w", r.ID, ctx.Err())
+				case <-t.C:
+				}
 			}
+			continue
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("client: run %s result: %w", r.ID, ctx.Err())
-		case Passing(err):
-			if outage.IsZero() {
-				outage = start
-			}
-			if time.Since(outage) > WaitOutageMax {
-				return nil, fmt.Errorf("client: run %s result: still failing after %s: %w", r.ID, WaitOutageMax, err)
-			}
-			var ae *APIError
-			if pause = backoff; errors.As(err, &ae) {
-				pause = max(pause, ae.RetryAfter)
-			}
-			backoff = min(2*backoff, 5*time.Second)
-		default:
-			return nil, err
 		}
-		if pause > 0 {
-			t := time.NewTimer(pause)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+		if err := down.Failed(ctx, err, time.Time{}); err != nil {
+			if ctx.Err() != nil {
 				return nil, fmt.Errorf("client: run %s result: %w", r.ID, ctx.Err())
-			case <-t.C:
 			}
+			if Passing(err) {
+				return nil, fmt.Errorf("client: run %s result: %w", r.ID, err) // still failing after WaitOutageMax
+			}
+			return nil, err
 		}
 	}
 }

@@ -1052,7 +1052,7 @@ func (c *cmd) await(ctx context.Context, id string, wait time.Duration) (*wire.F
 	if wait == forever {
 		until = time.Time{}
 	}
-	down := outage{note: c.env.Stderr}
+	down := client.Outage{Note: c.env.Stderr}
 	for {
 		poll := pollMax
 		if wait != forever {
@@ -1061,13 +1061,13 @@ func (c *cmd) await(ctx context.Context, id string, wait time.Duration) (*wire.F
 		r, err := c.poll.RunResult(ctx, id, poll)
 		var ae *client.APIError
 		if errors.As(err, &ae) && ae.Code == wire.CodeNotTerminal {
-			down.ok()
+			down.OK()
 			if wait == forever || time.Until(deadline) > 0 {
 				continue
 			}
 			return nil, fmt.Errorf("run %s is %w (ffrun result %s --wait D waits for its end)", id, errRunning, id)
 		}
-		if err != nil && wait != 0 && down.failed(ctx, err, until) == nil {
+		if err != nil && wait != 0 && down.Failed(ctx, err, until) == nil {
 			continue
 		}
 		return r, err

@@ -50,16 +50,16 @@ func Follow(ctx context.Context, w io.Writer, c *client.Client, id string, o Fol
 	limit := 0                   // the default page: every member of a run that fits one
 	attempts := map[string]int{} // a member's attempts at the last read
 	counts := ""
-	down := outage{note: o.Stderr}
+	down := client.Outage{Note: o.Stderr}
 	for {
 		r, next, err := c.GetRunPage(ctx, id, "", limit)
 		if err != nil {
-			if down.failed(ctx, err, time.Time{}) == nil {
+			if down.Failed(ctx, err, time.Time{}) == nil {
 				continue
 			}
 			return nil, err
 		}
-		down.ok()
+		down.OK()
 		if next != "" && limit == 0 {
 			limit = 1
 			fmt.Fprintf(w, "%s%6s  run of %d members: following its counts and failures\n", o.Indent, since(start), r.Total)
