@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,9 +65,7 @@ func (c *counting) RoundTrip(r *http.Request) (*http.Response, error) {
 		if bytes.Contains(body, []byte(`"handoff"`)) {
 			c.handoffs.Add(1)
 			if c.refuseHandoff {
-				return &http.Response{StatusCode: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/json"}},
-					Body:    io.NopCloser(strings.NewReader(`{"error":{"code":"unknown_field","message":"unknown field \"handoff\"","details":{"field":"handoff"}}}`)),
-					Request: r}, nil
+				return answer(r, http.StatusBadRequest, `{"error":{"code":"unknown_field","message":"unknown field \"handoff\"","details":{"field":"handoff"}}}`), nil
 			}
 		}
 	}

@@ -3,9 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,11 +270,8 @@ type renewsRefused struct {
 
 func (r *renewsRefused) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Path == "/v1/worker/renew" && r.refused.CompareAndSwap(false, true) {
-		return &http.Response{StatusCode: http.StatusTooManyRequests,
-			Header: http.Header{"Content-Type": {"application/json"}, "Retry-After": {"3600"}},
-			Body: io.NopCloser(strings.NewReader(`{"error":{"code":"rate_limited","message":"slow down",` +
-				`"details":{"retry_after_ms":3600000}}}`)),
-			Request: req}, nil
+		return answer(req, http.StatusTooManyRequests,
+			`{"error":{"code":"rate_limited","message":"slow down","details":{"retry_after_ms":3600000}}}`, "Retry-After", "3600"), nil
 	}
 	return r.base.RoundTrip(req)
 }

@@ -3,9 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,9 +22,7 @@ type completesRefused struct {
 
 func (c *completesRefused) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.URL.Path == "/v1/worker/complete" && time.Now().UnixNano() < c.until.Load() {
-		return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Content-Type": {"application/json"}},
-			Body:    io.NopCloser(strings.NewReader(`{"error":{"code":"unavailable","message":"try later"}}`)),
-			Request: r}, nil
+		return answer(r, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"try later"}}`), nil
 	}
 	return c.base.RoundTrip(r)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -69,9 +68,7 @@ func (r *resultReads) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, req.Context().Err()
 		}
 		if r.failing.Load() {
-			return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Content-Type": {"application/json"}},
-				Body:    io.NopCloser(strings.NewReader(`{"error":{"code":"unavailable","message":"try later"}}`)),
-				Request: req}, nil
+			return answer(req, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"try later"}}`), nil
 		}
 	case req.URL.Path == "/v1/worker/fail":
 		r.failing.Store(false)

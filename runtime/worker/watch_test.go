@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -187,9 +186,7 @@ func (n *noWatch) RoundTrip(r *http.Request) (*http.Response, error) {
 		if r.Body != nil {
 			r.Body.Close()
 		}
-		return &http.Response{StatusCode: http.StatusNotFound, Header: http.Header{"Content-Type": {"application/json"}},
-			Body:    io.NopCloser(strings.NewReader(`{"error":{"code":"unknown_route","message":"no such route"}}`)),
-			Request: r}, nil
+		return answer(r, http.StatusNotFound, `{"error":{"code":"unknown_route","message":"no such route"}}`), nil
 	case "/v1/worker/renew":
 		n.renews.Add(1)
 	}

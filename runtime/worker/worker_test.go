@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -648,4 +649,15 @@ func TestRunReturnsWhenClaimIsABadRequest(t *testing.T) {
 		!strings.Contains(ae.Message, "not this one") {
 		t.Fatalf("Run against a server without heartbeats: %v; want the claim's 400", err)
 	}
+}
+
+// answer is a JSON answer of status with body to request r, for a test
+// transport that answers in place of the server; header adds header
+// pairs (name, value, ...).
+func answer(r *http.Request, status int, body string, header ...string) *http.Response {
+	h := http.Header{"Content-Type": {"application/json"}}
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Add(header[i], header[i+1])
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body)), Request: r}
 }
