@@ -42,11 +42,14 @@ Usage:
                                                 print flows as a graph
   ffc gen -o FILE.go [-package NAME] [-check] FILE|DIR...
                                                 write typed Go code
-  ffc fmt [-l] [-d] [-w] [FILE|DIR...]          format .ff files (stdin without files)
+  ffc fmt [-l] [-d] [-w] [FILE|DIR|DIR/...]...
+                                                format .ff files (stdin without files)
   ffc version                                   print the version
 
 A directory stands for the .ff files directly inside it; all inputs form
-one package. Run "ffc COMMAND -h" for the flags of a command.
+one package. fmt formats each file on its own, and takes DIR/... too: DIR
+and every directory below it that holds .ff files (./... for all of them).
+Run "ffc COMMAND -h" for the flags of a command.
 `
 
 // Run executes the ffc command line args (without the program name) and

@@ -19,7 +19,7 @@ import (
 // -l and -d report the files that are not formatted, for CI. Without
 // paths it formats standard input to standard output (for editors).
 func runFmt(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("fmt", "[-l] [-d] [-w] [FILE|DIR|DIR/...]", stderr)
+	fs := newFlags("fmt", "[-l] [-d] [-w] [FILE|DIR|DIR/...]...", stderr)
 	list := fs.Bool("l", false, "list the files whose formatting differs (exit 1 if any, unless -w)")
 	diff := fs.Bool("d", false, "print the changes formatting makes as a unified diff (exit 1 if any, unless -w)")
 	write := fs.Bool("w", false, "rewrite the files that are not formatted, in place")

@@ -218,8 +218,9 @@ func TestConsoleRunsAFlow(t *testing.T) {
 	// with an input of the flow's type.
 	b.get("/ui/templates/pipe").want(t, http.StatusOK, "<h1>Template pipe</h1>", `class="graph"`,
 		"<td>alert</td>", "<td>fetch</td>", "join all",
-		// the input skeleton, in field order
-		"{\n  &#34;url&#34;: &#34;&#34;,\n  &#34;note&#34;: &#34;&#34;\n}</textarea>")
+		// the input skeleton, in field order, the optional note named
+		// and left out
+		"{\n  &#34;url&#34;: &#34;&#34;\n}</textarea>", "<code>note</code> (string)")
 
 	id, done := startRun(t, b, "pipe", url.Values{"input": {`{"url": "https://example.com/a"}`}})
 	if done != "started" {

@@ -502,8 +502,11 @@ type templateData struct {
 	Graph *graph
 	// The start form: what was typed, and why the API refused it.
 	Input, Key string
-	Error      string
-	Field      string
+	// Optional are the optional fields of the input type, which the
+	// prefilled input leaves out.
+	Optional []optionalField
+	Error    string
+	Field    string
 	// Nonce is the form's own idempotency key when none is typed: a second
 	// click on Start (or a resent form) shows the run the first started.
 	Nonce string
@@ -514,8 +517,9 @@ func (d *Dashboard) template(q *request) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
+	input, optional := skeleton(t.Input, t.Types)
 	return &view{page: "template", title: "Template " + t.Name, data: templateData{
-		T: t, Graph: layoutGraph(t, nil), Input: skeleton(t.Input, t.Types), Nonce: nonce()}}, nil
+		T: t, Graph: layoutGraph(t, nil), Input: input, Optional: optional, Nonce: nonce()}}, nil
 }
 
 // InputMax is the largest run input the start form takes.
@@ -534,8 +538,9 @@ func (d *Dashboard) startRun(q *request) (*view, error) {
 		return nil, err
 	}
 	again := func(msg, field string) (*view, error) {
+		_, optional := skeleton(t.Input, t.Types)
 		return &view{page: "template", title: "Template " + t.Name, status: http.StatusBadRequest, data: templateData{
-			T: t, Graph: layoutGraph(t, nil), Input: input, Key: key, Error: msg, Field: field, Nonce: nonce()}}, nil
+			T: t, Graph: layoutGraph(t, nil), Input: input, Key: key, Optional: optional, Error: msg, Field: field, Nonce: nonce()}}, nil
 	}
 	if input == "" && t.Input != nil {
 		return again("The input is empty: the flow takes "+typeName(t.Input)+".", "input")

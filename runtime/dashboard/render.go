@@ -184,29 +184,38 @@ func joinName(j plan.Join) string {
 	return "join " + j.Kind
 }
 
-// skeleton is a JSON value of type t with every field present and empty
-// values, to start the run form from.
-func skeleton(t *plan.TypeRef, types []plan.Type) string {
+// skeleton is a JSON value of type t to start the run form from: every
+// required field present with an empty value, the optional ones left out
+// (left as they are, they would send values the user did not choose), and
+// those left out, for the form to name.
+func skeleton(t *plan.TypeRef, types []plan.Type) (string, []optionalField) {
 	if t == nil {
-		return ""
+		return "", nil
 	}
 	byName := make(map[string]plan.Type, len(types))
 	for _, ty := range types {
 		byName[ty.Name] = ty
 	}
-	v := sample(t, byName, map[string]bool{})
+	var optional []optionalField
+	v := sample(t, byName, map[string]bool{}, "", &optional)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		return ""
+		return "", nil
 	}
-	return strings.TrimSpace(buf.String())
+	return strings.TrimSpace(buf.String()), optional
 }
 
-// sample is an empty value of t; a type met again inside itself is null.
-func sample(t *plan.TypeRef, types map[string]plan.Type, open map[string]bool) any {
+// optionalField is an optional field of a run's input type, which the
+// start form leaves out: its path from the input ("meta.level") and type.
+type optionalField struct{ Path, Type string }
+
+// sample is an empty value of t, at path (its fields' paths start with
+// it); a type met again inside itself is null. The optional fields it
+// leaves out are added to optional.
+func sample(t *plan.TypeRef, types map[string]plan.Type, open map[string]bool, path string, optional *[]optionalField) any {
 	switch t.Kind {
 	case plan.KindString, plan.KindBytes:
 		return ""
@@ -229,7 +238,11 @@ func sample(t *plan.TypeRef, types map[string]plan.Type, open map[string]bool) a
 		defer delete(open, t.Name)
 		obj := orderedObject{}
 		for _, f := range ty.Fields {
-			obj = append(obj, member{f.Name, sample(&f.Type, types, open)})
+			if f.Optional {
+				*optional = append(*optional, optionalField{Path: path + f.Name, Type: typeName(&f.Type)})
+				continue
+			}
+			obj = append(obj, member{f.Name, sample(&f.Type, types, open, path+f.Name+".", optional)})
 		}
 		return obj
 	}

@@ -263,9 +263,22 @@ func launch(ctx context.Context, cfg Config, dir string, port int, lock *os.File
 		removeTemp(tempDir)
 		return nil, err
 	}
-	cfg.Logger.Info("dev valkey started", slog.String("binary", cfg.Binary), slog.String("addr", s.Addr),
-		slog.String("socket", socket), slog.String("dir", dir), slog.Int("pid", cmd.Process.Pid), slog.String("cli", s.CLI()))
+	attrs := append([]any{slog.String("binary", cfg.Binary)}, s.listens()...)
+	cfg.Logger.Info("dev valkey started", append(attrs, slog.String("dir", dir), slog.Int("pid", cmd.Process.Pid), slog.String("cli", s.CLI()))...)
 	return s, nil
+}
+
+// listens returns the log attributes of where the child listens: its
+// socket and its TCP address, each only when it has one.
+func (s *Server) listens() []any {
+	var attrs []any
+	if s.Socket != "" {
+		attrs = append(attrs, slog.String("socket", s.Socket))
+	}
+	if s.Addr != "" {
+		attrs = append(attrs, slog.String("addr", s.Addr))
+	}
+	return attrs
 }
 
 // socketPath returns the path of the child's socket: in dir, or when that
@@ -437,7 +450,7 @@ func (s *Server) stopChild(ctx context.Context) {
 		defer t.Stop()
 		select {
 		case <-s.exited:
-			s.cfg.Logger.Info("dev valkey stopped", slog.String("addr", s.Addr), slog.String("socket", s.Socket))
+			s.cfg.Logger.Info("dev valkey stopped", s.listens()...)
 			return
 		case <-t.C:
 		case <-ctx.Done():

@@ -2,6 +2,7 @@ package devserver_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -204,5 +205,43 @@ func TestSocketOnly(t *testing.T) {
 	}
 	if _, err := devserver.Start(ctx, devserver.Config{Dir: t.TempDir(), SocketOnly: true, Port: 7777}); err == nil || !strings.Contains(err.Error(), "SocketOnly") {
 		t.Errorf("Start with SocketOnly and a port: %v, want an error", err)
+	}
+}
+
+// TestLogNamesWhereItListens: the started and stopped lines logged
+// addr="" for a child on its socket alone (ffrun dev), and socket="" for
+// one on a TCP port alone. Each names now where the child listens, and
+// nothing it does not have.
+func TestLogNamesWhereItListens(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		cfg        devserver.Config
+		has, hasNo string
+	}{
+		{devserver.Config{Dir: t.TempDir(), SocketOnly: true}, "socket=", "addr="},
+		{devserver.Config{Dir: filepath.Join(t.TempDir(), strings.Repeat("d", 100))}, "addr=127.0.0.1:", "socket="},
+	} {
+		logs := &syncBuffer{}
+		c.cfg.Logger, c.cfg.NoPersistence = slog.New(slog.NewTextHandler(logs, nil)), true
+		s, err := devserver.Start(ctx, c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, msg := range []string{`msg="dev valkey started"`, `msg="dev valkey stopped"`} {
+			var line string
+			for l := range strings.Lines(logs.String()) {
+				if strings.Contains(l, msg) {
+					line = l
+				}
+			}
+			if !strings.Contains(line, " "+c.has) || strings.Contains(line, " "+c.hasNo) {
+				t.Errorf("SocketOnly %v: the line %s is %q: want %s and no %s", c.cfg.SocketOnly, msg, line, c.has, c.hasNo)
+			}
+		}
 	}
 }

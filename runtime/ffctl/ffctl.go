@@ -12,7 +12,7 @@
 // that wait for a run first ride out an outage as client.Run.Wait does),
 // 2 bad usage,
 // 3 a run that failed or was cancelled, 4 a run still running when the
-// wait for it ended.
+// wait for it ended, 130 interrupted (ctrl-C: the command stops quietly).
 package ffctl
 
 import (
@@ -36,8 +36,10 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/dsl"
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/internal/utf8cut"
 	"github.com/flowfabric/ff/runtime/wire"
@@ -69,6 +71,11 @@ const (
 	ExitUsage     = 2
 	ExitRunFailed = 3 // the run failed or was cancelled
 	ExitRunning   = 4 // the run was still running when the wait ended
+	// ExitInterrupted: the command was interrupted (ctrl-C, SIGTERM: the
+	// context of Main ended) and stopped without a word, 128 + SIGINT as
+	// a shell reports a command that ctrl-C stopped. The run it waited
+	// for, if any, goes on.
+	ExitInterrupted = 130
 )
 
 // runsMaxPage is the most runs `ffrun runs` lists.
@@ -126,7 +133,8 @@ const Usage = `  ffrun templates                     list the flows the server s
   (each takes --server URL, default FF_SERVER or ` + ServerDefault + `, and --json; start, runs,
    budgets, quotas and the --all forms take --namespace NS; the token is read from FF_API_TOKEN, a
    private CA from FF_API_CA;
-   exit 0 done, 1 error, 2 usage, 3 the run failed or was cancelled, 4 still running)
+   exit 0 done, 1 error, 2 usage, 3 the run failed or was cancelled, 4 still running,
+   130 interrupted)
 `
 
 // IsCommand reports whether name is one of the client commands.
@@ -192,6 +200,9 @@ func Main(ctx context.Context, name string, args []string, env Env) int {
 	case errors.Is(err, errRunning):
 		fmt.Fprintf(env.Stderr, "ffrun %s: %v\n", name, err)
 		return ExitRunning
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		// Interrupted, as asked: not an error to report.
+		return ExitInterrupted
 	}
 	if ue, ok := errors.AsType[*url.Error](err); ok {
 		// Not the client's layers of context around it: where, and why.
@@ -239,9 +250,14 @@ type cmd struct {
 	server    string
 	namespace string
 	nsWhy     string // why namespace is what it is, when not given (flowNamespace)
-	json      bool
-	c         *client.Client // bounded by the request timeout
-	poll      *client.Client // for long-polls: the timeout plus pollMax
+	// noTemplate is set when the --flow given names no template
+	// (flowNamespace); suggestion is then the template the API found
+	// close to it, if any.
+	noTemplate bool
+	suggestion string
+	json       bool
+	c          *client.Client // bounded by the request timeout
+	poll       *client.Client // for long-polls: the timeout plus pollMax
 }
 
 func newCmd(name string, env Env) *cmd {
@@ -421,7 +437,10 @@ func (c *cmd) namespaces(ctx context.Context, args []string) error {
 		return c.printJSON(l)
 	}
 	if len(l.Namespaces) == 0 {
-		fmt.Fprintln(c.env.Stdout, "no namespaces: nothing was created and no worker connected yet")
+		// What the listing counts: lanes (their executions, a run's
+		// members among them) and connected workers.
+		fmt.Fprintln(c.env.Stdout, "no namespaces: no execution or run is kept and no worker is connected "+
+			"(budgets, quotas and schedules do not count here: ffrun budgets, quotas and schedules list them)")
 		return nil
 	}
 	w := c.table()
@@ -772,7 +791,8 @@ func (c *cmd) started(ctx context.Context, r *client.Run, watch bool, wait time.
 }
 
 // readInput returns the JSON of --input: text, @FILE or - (standard
-// input); nil when it is empty.
+// input); nil when the flag is empty. Text that is not JSON is refused
+// with where it stops being JSON.
 func (c *cmd) readInput(v string) (json.RawMessage, error) {
 	var b []byte
 	switch {
@@ -791,11 +811,32 @@ func (c *cmd) readInput(v string) (json.RawMessage, error) {
 	default:
 		b = []byte(v)
 	}
-	b = bytes.TrimSpace(b)
-	if !json.Valid(b) {
-		return nil, fmt.Errorf("%w: --input is not valid JSON: %s", errUsage, clip(string(b), 80))
+	what := "--input"
+	if v == "-" || strings.HasPrefix(v, "@") {
+		what += " " + v
 	}
-	return b, nil
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, fmt.Errorf("%w: %s is empty: want the run's input as JSON", errUsage, what)
+	}
+	var raw json.RawMessage // checked, not decoded
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%w: %s is not valid JSON: %s", errUsage, what, jsonWhere(b, err))
+	}
+	return bytes.TrimSpace(b), nil
+}
+
+// jsonWhere is err, an error of encoding/json about data, after the line
+// and column (in characters, from 1) where data stops being JSON, when
+// err says: "line 3, column 5: invalid character ...".
+func jsonWhere(data []byte, err error) string {
+	se, ok := errors.AsType[*json.SyntaxError](err)
+	if !ok {
+		return err.Error()
+	}
+	before := data[:min(int(se.Offset), len(data))]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:])
+	return fmt.Sprintf("line %d, column %d: %v", line, col, se)
 }
 
 // detail is what the DETAIL column says of a member: why it waits while it
@@ -868,6 +909,9 @@ func (c *cmd) runs(ctx context.Context, args []string) error {
 			what += " of flow " + *flow
 		}
 		fmt.Fprintf(c.env.Stdout, "no %s in namespace %s%s\n", what, cmp.Or(c.namespace, plan.DefaultNamespace), cmp.Or(c.nsNote(), " (--namespace for another)"))
+		if *flow != "" {
+			c.unknownFlow(ctx, *flow)
+		}
 		return nil
 	}
 	w := c.table()
@@ -902,10 +946,43 @@ func (c *cmd) flowNamespace(ctx context.Context, flow string) error {
 	case err == nil:
 		c.namespace, c.nsWhy = t.Namespace, "the namespace of template "+flow
 		return nil
-	case client.IsCode(err, wire.CodeNotFound), errors.Is(err, client.ErrFlowsUnsupported):
+	case client.IsCode(err, wire.CodeNotFound):
+		c.noTemplate = true
+		if ae, ok := errors.AsType[*client.APIError](err); ok {
+			c.suggestion, _ = ae.Details["suggestion"].(string)
+		}
+		return nil
+	case errors.Is(err, client.ErrFlowsUnsupported):
 		return nil
 	}
 	return err
+}
+
+// unknownFlow says on stderr, after a listing of no runs of flow, that no
+// template has that name either (flowNamespace found none), and which
+// template or flow of a recent run of the namespace it may be a
+// misspelling of (dsl.Suggest, as the API suggests templates).
+func (c *cmd) unknownFlow(ctx context.Context, flow string) {
+	if !c.noTemplate {
+		return
+	}
+	if c.suggestion != "" {
+		fmt.Fprintf(c.env.Stderr, "(no template is named %s either; did you mean %q? ffrun templates lists the templates)\n", flow, c.suggestion)
+		return
+	}
+	var flows []string
+	if l, err := c.c.ListRuns(ctx, client.RunListOptions{Namespace: c.namespace, Limit: runsMaxPage}); err == nil {
+		for _, r := range l.Runs {
+			flows = append(flows, r.Flow)
+		}
+	}
+	slices.Sort(flows)
+	if s := dsl.Suggest(flow, slices.Compact(flows)); s != "" {
+		fmt.Fprintf(c.env.Stderr, "(no template is named %s either; did you mean %q, the flow of a run in namespace %s?)\n",
+			flow, s, cmp.Or(c.namespace, plan.DefaultNamespace))
+		return
+	}
+	fmt.Fprintf(c.env.Stderr, "(no template is named %s either: is the flow's name right? ffrun templates lists the templates)\n", flow)
 }
 
 func stamp(t *time.Time) string {
@@ -915,11 +992,13 @@ func stamp(t *time.Time) string {
 	return t.Local().Format(time.DateTime)
 }
 
+// took is the time from from to to as duration writes it; "-" without
+// both.
 func took(from, to *time.Time) string {
 	if from == nil || to == nil {
 		return "-"
 	}
-	return to.Sub(*from).Round(time.Millisecond).String()
+	return duration(to.Sub(*from))
 }
 
 func (c *cmd) get(ctx context.Context, args []string) error {
@@ -1246,6 +1325,9 @@ func (c *cmd) bulk(ctx context.Context, do func(wire.BulkRuns) (*wire.BulkRunsRe
 		runs = "run"
 	}
 	fmt.Fprintf(c.env.Stdout, "%d %s %s in namespace %s%s\n", len(total.Runs), runs, done, cmp.Or(c.namespace, plan.DefaultNamespace), c.nsNote())
+	if len(total.Runs) == 0 && len(total.Refused) == 0 && *o.flow != "" {
+		c.unknownFlow(ctx, *o.flow)
+	}
 	return nil
 }
 

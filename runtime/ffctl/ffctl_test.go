@@ -361,7 +361,7 @@ func TestClientCommandErrors(t *testing.T) {
 		{[]string{"get"}, 2, "usage: want RUN, got none\n"},
 		{[]string{"get", "a", "b"}, 2, "want RUN, got 2 operand(s): a b"},
 		{[]string{"templates", "x"}, 2, "want no operand"},
-		{[]string{"start", "greet", "--input", "{nope"}, 2, "--input is not valid JSON: {nope"},
+		{[]string{"start", "greet", "--input", "{nope"}, 2, "--input is not valid JSON: line 1, column 2: invalid character 'n'"},
 		{[]string{"start", "greet", "--input", "@/does/not/exist"}, 2, "no such file"},
 		{[]string{"start", "greet", "--watch", "--wait", "1s"}, 2, "exclude each other"},
 		{[]string{"runs", "--limit", "0"}, 2, "--limit 0: want 1..500"},
@@ -584,14 +584,21 @@ func TestScheduleRun(t *testing.T) {
 }
 
 // TestNamespacesCommand: ffrun namespaces lists each namespace with its
-// runs and workers, then a line per lane.
+// runs and workers, then a line per lane. A budget does not make a
+// namespace listed, and the empty listing says what would (it said
+// "nothing was created" while a budget existed).
 func TestNamespacesCommand(t *testing.T) {
 	t.Parallel()
 	e := start(t, false)
-	if r := e.run("", "namespaces"); r.code != 0 || r.stdout != "no namespaces: nothing was created and no worker connected yet\n" {
-		t.Fatalf("namespaces of none = %+v", r)
-	}
 	ctx := context.Background()
+	if _, _, err := e.srv.Client.PutBudget(ctx, wire.PutBudget{ID: "ops/gpu", Dimensions: []wire.BudgetDimension{{Name: "minutes", Hard: 600}}}); err != nil {
+		t.Fatal(err)
+	}
+	const none = "no namespaces: no execution or run is kept and no worker is connected " +
+		"(budgets, quotas and schedules do not count here: ffrun budgets, quotas and schedules list them)\n"
+	if r := e.run("", "namespaces"); r.code != 0 || r.stdout != none {
+		t.Fatalf("namespaces of none, with a budget = %+v, want stdout %q", r, none)
+	}
 	for _, lane := range []string{"a", "b", "b"} {
 		if _, _, err := e.srv.Client.CreateExecution(ctx, wire.CreateExecution{Namespace: "jobs", Lane: lane, Kind: "k"}); err != nil {
 			t.Fatal(err)

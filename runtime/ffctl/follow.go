@@ -141,11 +141,16 @@ func memberState(x wire.FlowExec) string {
 	return x.State
 }
 
-// since is the time since t for Follow's column of six: milliseconds up
-// to 10 s ("9999ms"), then tenths of a second ("59.9s"), minutes and
-// seconds ("59m59s"), hours and minutes ("99h59m").
-func since(t time.Time) string {
-	d := time.Since(t)
+// since is the time since t for Follow's column of six, written as
+// duration writes it.
+func since(t time.Time) string { return duration(time.Since(t)) }
+
+// duration writes d as every command writes a time span (Follow's times,
+// the TOOK columns of ffrun get and runs, a run's "took"), in at most six
+// characters up to 99 hours: whole milliseconds up to 10 s ("0ms",
+// "9999ms"), then tenths of a second ("59.9s"), minutes and seconds
+// ("59m59s"), hours and minutes ("99h59m"), each cut, not rounded.
+func duration(d time.Duration) string {
 	switch {
 	case d < 10*time.Second:
 		return fmt.Sprintf("%dms", d.Milliseconds())

@@ -54,3 +54,34 @@ func TestWatchTimeColumn(t *testing.T) {
 		}
 	}
 }
+
+// TestDurationsOneRule: ffrun get printed a member that took no time as
+// "0s" and one that took a millisecond as "1ms" (time.Duration's String),
+// and watch wrote its times another way again. Every time span a
+// command prints is now written by one rule, Follow's.
+func TestDurationsOneRule(t *testing.T) {
+	from := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0ms"},
+		{time.Millisecond, "1ms"},
+		{1500 * time.Microsecond, "1ms"},
+		{9999 * time.Millisecond, "9999ms"},
+		{12345 * time.Millisecond, "12.3s"},
+		{80 * time.Second, "1m20s"},
+		{3*time.Hour + 5*time.Minute, "3h05m"},
+	} {
+		to := from.Add(c.d)
+		if got := took(&from, &to); got != c.want {
+			t.Errorf("took(%v) = %q, want %q", c.d, got, c.want)
+		}
+		if got := duration(c.d); got != c.want {
+			t.Errorf("duration(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+	if got := took(&from, nil); got != "-" {
+		t.Errorf("took of a member not ended = %q, want -", got)
+	}
+}

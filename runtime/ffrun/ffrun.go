@@ -117,6 +117,19 @@ FF_API_TOKEN, the Valkey password of ffrun serve from FF_VALKEY_PASSWORD
 (and an ACL user from FF_VALKEY_USERNAME).
 `
 
+// synopsis returns how usage shows to call the command cmd ("ffrun
+// serve"): its line without the description, which follows two spaces.
+func synopsis(cmd string) string {
+	for line := range strings.Lines(usage) {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, cmd+" ") {
+			syn, _, _ := strings.Cut(line, "  ")
+			return syn
+		}
+	}
+	return cmd + " [flags]"
+}
+
 // Run executes one ffrun command until ctx ends.
 func Run(ctx context.Context, args []string, env Env) error {
 	if env.Stdout == nil {
@@ -248,7 +261,7 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	fs := &flagSet{FlagSet: flag.NewFlagSet("ffrun "+name, flag.ContinueOnError), getenv: env.Getenv}
 	fs.SetOutput(env.Stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, "Usage of ffrun %s:\n", name)
+		fmt.Fprintf(env.Stderr, "usage: %s\n\nflags:\n", synopsis("ffrun "+name))
 		fs.PrintDefaults()
 		fmt.Fprint(env.Stderr, "\nSecrets, from the environment only (flags show in ps):\n  FF_API_TOKEN        bearer token required on /v1 and /metrics, at least 16 bytes (unset: open, with a warning,\n"+
 			"                      to requests addressed to localhost or an IP address only)\n")

@@ -48,3 +48,29 @@ func TestFlagsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestServeUsageSynopsis: ffrun serve -h and dev -h began with "Usage of
+// ffrun serve:", the flag package's header, which says nothing of how to
+// call the command. They now begin with its synopsis, as ffrun help
+// lists it and as the client commands' -h do, then the flags.
+func TestServeUsageSynopsis(t *testing.T) {
+	var help bytes.Buffer
+	if err := ffrun.Run(context.Background(), []string{"help"}, ffrun.Env{Stdout: &help}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ cmd, synopsis string }{
+		{"serve", "ffrun serve --valkey ADDR [flags]"},
+		{"dev", "ffrun dev [--data DIR] [flags]"},
+	} {
+		if !strings.Contains(help.String(), "\n  "+c.synopsis+"  ") {
+			t.Errorf("ffrun help does not list %q:\n%s", c.synopsis, help.String())
+		}
+		var out bytes.Buffer
+		if err := ffrun.Run(context.Background(), []string{c.cmd, "-h"}, ffrun.Env{Stderr: &out}); !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("%s -h: %v", c.cmd, err)
+		}
+		if want := "usage: " + c.synopsis + "\n\nflags:\n  -"; !strings.HasPrefix(out.String(), want) {
+			t.Errorf("ffrun %s -h:\n%s\nwant it to begin with %q", c.cmd, out.String(), want)
+		}
+	}
+}

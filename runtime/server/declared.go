@@ -64,6 +64,16 @@ func RegisterDeclared(ctx context.Context, st *store.Store, flows []*plan.Flow, 
 	return nil
 }
 
+// registeringKey marks the context of the puts registerSchedules makes.
+type registeringKey struct{}
+
+// registering reports whether ctx is that of a put registerSchedules
+// makes (the context crosses client.HandlerTransport, not the network).
+func registering(ctx context.Context) bool {
+	v, _ := ctx.Value(registeringKey{}).(bool)
+	return v
+}
+
 // registerSchedules creates or replaces each declared schedule by calling
 // the API in process (PUT /v1/schedules/{name} with token), so that a
 // declared schedule gets exactly the checks of one put over HTTP: its
@@ -84,8 +94,9 @@ func registerSchedules(ctx context.Context, h http.Handler, token string, schedu
 	if err != nil {
 		return fmt.Errorf("register schedules: %w", err)
 	}
-	// No client sent these: kept out of the HTTP metrics.
-	ctx = api.Uncounted(ctx)
+	// No client sent these: kept out of the HTTP metrics, and logged
+	// here only.
+	ctx = context.WithValue(api.Uncounted(ctx), registeringKey{}, true)
 	namespaces := make(map[string]string, len(templates))
 	for _, f := range templates {
 		namespaces[f.Name] = cmp.Or(f.Namespace, plan.DefaultNamespace)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -126,8 +127,10 @@ func (s *scheduleService) PutSchedule(ctx context.Context, name string, req wire
 	if err != nil {
 		return nil, false, mapError(err)
 	}
-	s.log.InfoContext(ctx, "schedule put", slog.String("schedule", name), slog.String("template", req.Template),
-		slog.String("cron", req.Cron), slog.String("timezone", req.Timezone), slog.Bool("created", created))
+	if !registering(ctx) { // registerSchedules logs its puts, as "schedule registered"
+		s.log.InfoContext(ctx, "schedule put", slog.String("schedule", name), slog.String("template", req.Template),
+			slog.String("cron", req.Cron), slog.String("timezone", cmp.Or(req.Timezone, "UTC")), slog.Bool("created", created))
+	}
 	out, err := s.GetSchedule(ctx, name)
 	return out, created, err
 }
