@@ -541,6 +541,17 @@ end
 -- first call.
 local CANCEL_STEP = 500
 
+-- stepped records in list (B:runs:cancelling or B:runs:replaying) that
+-- a step of run's cancel or replay was taken now: ff_resume_runs leaves
+-- the run to its caller for an age. A step ff_resume_runs takes
+-- (p.resume_due: the time a run's last step must be at or before for it
+-- to be due) scores the run there instead: a run the scanner took over
+-- stays due, and its next call goes on with it, until the run's steps end
+-- or a caller (its own, back, or a new one) takes a step again.
+local function stepped(p, list, run, now)
+  zadd(p, list, ts(p.resume_due or now), run)
+end
+
 -- cancel_live marks run (record runkey, not cancelling yet) cancelling and
 -- cancels every member that runs or could start: any not terminal and not
 -- blocked by its dependencies (running, eligible, delayed, blocked by a
@@ -733,8 +744,7 @@ local function cancel_run(p, run, reason, limit, now, only_go_on, gen)
   end
   p.cancelling = false
   if state == 'running' then
-    -- Seen now: ff_resume_runs leaves it to its caller for a while.
-    zadd(p, p.base .. ':runs:cancelling', ts(now), run)
+    stepped(p, p.base .. ':runs:cancelling', run, now)
   end
   -- An ended run's end (finish_run) removed its entry and cursor.
   return state, n, looked, state == 'running', replays, true
@@ -859,7 +869,7 @@ local function replay_step(p, run, runkey, limit, now)
     end
   end
   if redis.call('EXISTS', list) == 1 then
-    zadd(p, p.base .. ':runs:replaying', ts(now), run) -- seen now: see ff_resume_runs
+    stepped(p, p.base .. ':runs:replaying', run, now)
     return n, true
   end
   zrem(p, p.base .. ':runs:replaying', run)
@@ -1028,7 +1038,7 @@ local function decide_step(p, run, runkey, limit, now)
       decide_drop(p, run, runkey, true)
       return 0, false, {'wrong_state', 'purged'}
     end
-    zadd(p, replaying, ts(now), run) -- seen now: see ff_resume_runs
+    stepped(p, replaying, run, now)
     return k, true
   end
   local done, k = decide_walk(p, runkey, rd, rq, r[3] or '', limit)
@@ -1037,7 +1047,7 @@ local function decide_step(p, run, runkey, limit, now)
     return 0, false, {'wrong_state', 'purged'}
   end
   if not done then
-    zadd(p, replaying, ts(now), run)
+    stepped(p, replaying, run, now)
     return k, true
   end
   -- The skips go to the head of the list, applied first (the run's count
@@ -1045,7 +1055,7 @@ local function decide_step(p, run, runkey, limit, now)
   local list, skips = runkey .. ':rdlist', runkey .. ':rdskip'
   while k < limit and redis.call('LMOVE', skips, list, 'RIGHT', 'LEFT') do k = k + 1 end
   if redis.call('EXISTS', skips) == 1 then
-    zadd(p, replaying, ts(now), run)
+    stepped(p, replaying, run, now)
     return k, true
   end
   local v = redis.call('HMGET', rd, '~kept', '~stays', '~reset', '~changes', '~result')
@@ -1070,7 +1080,7 @@ local function decide_step(p, run, runkey, limit, now)
   -- last ends the run when nothing runs again.
   redis.call('RENAME', list, runkey .. ':replay')
   zrem(p, p.base .. ':runs:ended', run)
-  zadd(p, replaying, ts(now), run)
+  stepped(p, replaying, run, now)
   return k, true
 end
 
@@ -1087,12 +1097,16 @@ end
 -- ff_resume_runs: take the next steps of the run cancels and replays by
 -- steps their callers left (an ffrun that stopped between two steps): the
 -- runs of B:runs:cancelling and of B:runs:replaying whose last step is
--- older than an age, up to a limit of members in all.
+-- older than an age, up to a limit of members in all. A run it takes a
+-- step of stays due (stepped): the next call goes on with it, unless a
+-- caller took a step meanwhile. The reply says more while such a run has
+-- steps left, so that the scanner's catch-up ticks finish it.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit (members looked at)
 -- ARGV[2]  age, ms
 -- Reply: {1, members cancelled or replayed (and members and edges of
---        replays being decided), more (1 when the limit was reached)}
+--        replays being decided), more (1 when the limit was reached or a
+--        run it took a step of has steps left)}
 local function ff_resume_runs(keys, argv)
   local limit, age = numv(argv[1]), numv(argv[2])
   if not limit or limit < 1 or not age then
@@ -1100,23 +1114,26 @@ local function ff_resume_runs(keys, argv)
   end
   local p = part(keys[1])
   local now = now_ms()
-  local n, spent = 0, 0
-  for _, run in ipairs(due(p.base .. ':runs:cancelling', now - age, limit)) do
+  p.resume_due = now - age
+  local n, spent, left = 0, 0, false
+  for _, run in ipairs(due(p.base .. ':runs:cancelling', p.resume_due, limit)) do
     if spent >= limit then break end
-    local _, k, looked = cancel_run(p, run, '', math.max(limit - spent, 1), now, true)
+    local _, k, looked, more = cancel_run(p, run, '', math.max(limit - spent, 1), now, true)
     n = n + k
     spent = spent + math.max(looked, 1)
+    left = left or more
   end
   if spent < limit then
-    for _, run in ipairs(due(p.base .. ':runs:replaying', now - age, limit - spent)) do
+    for _, run in ipairs(due(p.base .. ':runs:replaying', p.resume_due, limit - spent)) do
       if spent >= limit then break end
-      local k = replay_go_on(p, run, p.base .. ':f:' .. run, math.max(limit - spent, 1), now)
+      local k, more = replay_go_on(p, run, p.base .. ':f:' .. run, math.max(limit - spent, 1), now)
       n = n + k
       spent = spent + math.max(k, 1)
+      left = left or more
     end
   end
   flush(p)
-  return ok(n, spent >= limit and 1 or 0)
+  return ok(n, (spent >= limit or left) and 1 or 0)
 end
 
 -- ff_replay_run: run a failed or cancelled run again from its failed

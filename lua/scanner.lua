@@ -125,11 +125,14 @@ local SEED_LANES = 16
 
 -- ff_promote_delayed: make due delayed executions eligible: those of the
 -- lanes B:due:delayed says have something due (due_lane), up to the
--- limit. A lane read to its end is scored at its next entry, or leaves
--- the list when it has none. Each call also looks at SEED_LANES members
--- of the lane set (SSCAN from the cursor in B:due:sweep), listing a lane
--- whose delayed index has entries the list lacks. A call costs about its
--- limit and SEED_LANES, whatever the lanes of the partition.
+-- limit. Once the entries read left their indexes, each lane read is
+-- scored at its next entry, or leaves the list when it has none: a lane
+-- with more due entries than the limit takes its turn again by its next
+-- entry's time, after the lanes with entries due before that. Each call
+-- then looks at SEED_LANES members of the lane set (SSCAN from the cursor
+-- in B:due:sweep), listing a lane whose delayed index has entries the
+-- list lacks (the lanes read are listed right already). A call costs
+-- about its limit and SEED_LANES, whatever the lanes of the partition.
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit
 local function ff_promote_delayed(keys, argv)
@@ -138,6 +141,7 @@ local function ff_promote_delayed(keys, argv)
   local now = now_ms()
   local n, seen = 0, 0
   local lanes = p.base .. ':due:delayed'
+  local read, read_key = {}, {} -- the lanes read, in order, and their delayed index keys
   for _, m in ipairs(due(lanes, now, limit)) do
     if seen >= limit then break end
     local ns, lane = string.match(m, '^([^:]+):(.+)$')
@@ -145,8 +149,7 @@ local function ff_promote_delayed(keys, argv)
       redis.call('ZREM', lanes, m)
     else
       local key = lane_key(p, ns, lane, 'delayed')
-      local room = limit - seen
-      local list = due(key, now, room)
+      local list = due(key, now, limit - seen)
       seen = seen + math.max(#list, 1)
       for _, u in ipairs(list) do
         local c = read_core(p, u)
@@ -156,29 +159,31 @@ local function ff_promote_delayed(keys, argv)
           n = n + 1
         end
       end
-      if #list < room then
-        -- Every due entry was read (they leave at flush): the lane's next
-        -- due time is its first entry after now.
-        local nxt = redis.call('ZRANGEBYSCORE', key, '(' .. ts(now), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
-        if nxt[2] then
-          redis.call('ZADD', lanes, nxt[2], m)
-        else
-          redis.call('ZREM', lanes, m)
-        end
-      end
+      read[#read + 1] = m
+      read_key[m] = key
+    end
+  end
+  -- The entries read leave their indexes before anything reads a lane's
+  -- first entry.
+  flush(p)
+  for _, m in ipairs(read) do
+    local first = redis.call('ZRANGE', read_key[m], '0', '0', 'WITHSCORES')
+    if first[2] then
+      redis.call('ZADD', lanes, first[2], m)
+    else
+      redis.call('ZREM', lanes, m)
     end
   end
   local sweep = p.base .. ':due:sweep'
   local r = redis.call('SSCAN', p.anchor, redis.call('GET', sweep) or '0', 'COUNT', itoa(SEED_LANES))
   for _, m in ipairs(r[2]) do
     local ns, lane = string.match(m, '^([^:]+):(.+)$')
-    if ns then
+    if ns and not read_key[m] then
       local first = redis.call('ZRANGE', lane_key(p, ns, lane, 'delayed'), '0', '0', 'WITHSCORES')
       if first[2] then redis.call('ZADD', lanes, 'LT', first[2], m) end
     end
   end
   if r[1] == '0' then redis.call('DEL', sweep) else redis.call('SET', sweep, r[1]) end
-  flush(p)
   return ok(n, seen >= limit and 1 or 0)
 end
 

@@ -12,6 +12,6 @@
 // partition; library: one call) (store.Store.ExpireLeases and friends); each call re-checks what
 // it changes inside one FCALL, so several ffrun processes may run the same
 // scanners at once. When a partition had more due work than the limit, the
-// next tick comes early (CatchUpInterval) instead of after the full
-// interval.
+// next tick comes early (CatchUpInterval, or the interval when that is
+// shorter) instead of after the full interval.
 package scanner

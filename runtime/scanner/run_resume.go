@@ -34,7 +34,9 @@ type RunResumeConfig struct {
 // stopped between two steps (store.Store.CancelRun, ReplayRun: ctx done,
 // ffrun stopped), so that such a run does not stay running for ever with
 // members that wait for dependencies that will not end (a cancel) or
-// members not reset yet (a replay).
+// members not reset yet (a replay). Once it took a run over, it goes on
+// with it a step per catch-up tick until the run's steps end (or a caller
+// takes a step again), rather than an age apart.
 type RunResume struct{ *runner }
 
 // NewRunResume returns a stopped run-resume scanner.

@@ -18,7 +18,7 @@ import (
 // Shared limits.
 const (
 	// CatchUpInterval is the pause before the next tick when a tick left
-	// due work behind.
+	// due work behind (or the scanner's interval, when that is shorter).
 	CatchUpInterval = 20 * time.Millisecond
 	// IntervalMin bounds every interval from below.
 	IntervalMin = 10 * time.Millisecond
@@ -75,6 +75,10 @@ type runner struct {
 	changeWarnEvery time.Duration
 	log             *slog.Logger
 
+	// mu guards cancel and done. cancel is set from Start to Stop; done is
+	// the last loop's, closed when it ended, and kept after Stop, so that
+	// a Start after a Stop that did not wait for the end does not run a
+	// loop beside it.
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -112,32 +116,63 @@ func checkCommon(name string, s *store.Store, interval time.Duration, limit int)
 	return nil
 }
 
-// Start runs the scanner in the background until Stop or until ctx ends.
-// Starting a running scanner does nothing.
+// Start runs the scanner in the background until Stop. Only ctx's values
+// are kept: its end does not stop the scanner (a server stops its
+// scanners after the requests in flight, which may need them, ended).
+// Starting a running scanner does nothing. After a Stop that returned
+// before the scanner's tick in progress ended (its ctx ended first),
+// Start waits for that tick to end, within ctx, so that two loops of one
+// scanner never tick at once: when ctx ends first, it returns ctx's error
+// and the scanner stays stopped.
 func (r *runner) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done != nil {
+	for {
+		r.mu.Lock()
+		if r.cancel != nil {
+			r.mu.Unlock()
+			return nil
+		}
+		if last := r.done; last != nil && !closed(last) {
+			r.mu.Unlock()
+			select {
+			case <-last:
+				continue // and look again: another Start may have come first
+			case <-ctx.Done():
+				return fmt.Errorf("scanner: %s: start: the last stop's tick has not ended: %w", r.name, ctx.Err())
+			}
+		}
+		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		r.cancel, r.done = cancel, make(chan struct{})
+		go r.loop(lctx, r.done)
+		r.mu.Unlock()
+		r.log.DebugContext(ctx, "scanner started")
 		return nil
 	}
-	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	r.done = make(chan struct{})
-	go r.loop(ctx, r.done)
-	r.log.DebugContext(ctx, "scanner started")
-	return nil
+}
+
+// closed reports whether ch is closed.
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // Stop stops the scanner and waits for its current tick to end, or for ctx.
-// Stopping a stopped scanner does nothing.
+// Stopping a stopped scanner does nothing, unless the last Stop returned
+// before the tick ended: then it waits for that tick again.
 func (r *runner) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	cancel, done := r.cancel, r.done
-	r.cancel, r.done = nil, nil
+	r.cancel = nil
 	r.mu.Unlock()
 	if done == nil {
 		return nil
 	}
-	cancel()
+	if cancel != nil {
+		cancel()
+	}
 	select {
 	case <-done:
 		return nil
@@ -198,11 +233,18 @@ func (r *runner) loop(ctx context.Context, done chan struct{}) {
 		if r.observe != nil {
 			r.observe(r.name, processed, err)
 		}
-		wait = r.interval
-		if more {
-			wait = CatchUpInterval
-		}
+		wait = r.next(more)
 	}
+}
+
+// next returns the pause before the next tick: the interval, or when the
+// last tick left due work behind, CatchUpInterval, never more than the
+// interval.
+func (r *runner) next(more bool) time.Duration {
+	if more {
+		return min(CatchUpInterval, r.interval)
+	}
+	return r.interval
 }
 
 // firstErrorOnly is the first error of a tick (firstError).
