@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,5 +111,74 @@ func TestClaimAnswersLostDoNotFailTheExecution(t *testing.T) {
 	}
 	if r.State != "completed" || runs != 1 {
 		t.Errorf("result %+v after %d handler runs; want completed after one: lost claim answers were charged as reclaims", r, runs)
+	}
+}
+
+// proxyTimeout passes the first claim whose answer holds a grant on to
+// the server, then answers it status in the server's place, as a proxy in
+// front of ffrun does that timed the request out (408, 504) or lost
+// ffrun's answer (502): the server granted, the worker cannot know.
+type proxyTimeout struct {
+	base   http.RoundTripper
+	status int
+	done   atomic.Bool
+}
+
+func (p *proxyTimeout) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := p.base.RoundTrip(r)
+	if err != nil || r.URL.Path != "/v1/worker/claim" || p.done.Load() {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Contains(body, []byte(`"lease_id"`)) || !p.done.CompareAndSwap(false, true) {
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		return resp, nil
+	}
+	return answer(r, p.status, fmt.Sprintf("<html><body><h1>%d %s</h1></body></html>", p.status, http.StatusText(p.status))), nil
+}
+
+// TestClaimAnswerReplacedByAProxy: a proxy answers a claim the server
+// granted with a 408, 502 or 504 of its own. Each leaves the claim's
+// outcome unknown, as a lost answer does (TestClaimAnswerLost): the next
+// claim asks for the grants of the last one again (resume), and the task
+// runs at once in its first attempt rather than after its lease expired,
+// as a reclaim charged to its allowance.
+func TestClaimAnswerReplacedByAProxy(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusRequestTimeout, http.StatusBadGateway, http.StatusGatewayTimeout} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			t.Parallel()
+			env := servertest.Start(t)
+			tr := &proxyTimeout{base: http.DefaultTransport, status: status}
+			w := newWorker(t, env, func(c *worker.Config) {
+				c.Concurrency, c.LeaseTTL = 1, time.Second
+				c.HTTPClient = &http.Client{Transport: tr}
+			})
+			var runs atomic.Int64
+			if err := w.Handle("job", func(context.Context, *worker.Task) (json.RawMessage, error) {
+				runs.Add(1)
+				return json.RawMessage(`"done"`), nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			id := create(t, env, wire.CreateExecution{Kind: "job"})
+			run(t, w)
+			r := waitResult(t, env, id)
+			if !tr.done.Load() {
+				t.Fatal("no claim answer was replaced: the test did not test anything")
+			}
+			ex, err := env.Client.GetExecution(ctxT(t), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.State != "completed" || runs.Load() != 1 || ex.Attempt != 1 {
+				t.Errorf("%s after %d handler runs and %d attempts, want completed after one of each: "+
+					"the grant the proxy's %d hid was not asked for again", r.State, runs.Load(), ex.Attempt, status)
+			}
+		})
 	}
 }

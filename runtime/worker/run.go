@@ -137,7 +137,10 @@ type Config struct {
 	// of an attempt's outcome: err is nil when it was recorded, else why
 	// not (a stale lease, a transport failure). An attempt handed back at
 	// shutdown (see Run) reports an error wrapping ErrShutdown, or why it
-	// could not be handed back. A hook for metrics.
+	// could not be handed back. A hook for metrics: it should return
+	// promptly. No call comes after Run returned: Run waits for the calls
+	// under way, and an outcome whose report Run gave up on (see Run) gets
+	// none.
 	OnReported func(executionID string, err error)
 
 	// HTTPClient is the client of the requests; default: one with pooled
@@ -287,6 +290,14 @@ type Worker struct {
 	// watchKick tells the lease watch (watchLoop) of a new lease; set by
 	// Run.
 	watchKick chan struct{}
+	// renewKick asks the renew loop for a round now: a lease arrived
+	// late (start); set by Run.
+	renewKick chan struct{}
+	// reportedMu is held, for reading, by the calls of Config.OnReported
+	// (reported); Run takes it to set reportedOff, so that no call comes
+	// after it returned.
+	reportedMu  sync.RWMutex
+	reportedOff bool
 	// slack bounds a report, a hand-back and an upstream read beyond the
 	// time their bodies take: requestSlack, less in tests.
 	slack time.Duration
@@ -429,9 +440,11 @@ func (w *Worker) Handle(kind string, h Handler) error {
 // renewed and their outcomes reported), cancels the ones still running with
 // cause ErrShutdown, and returns. It returns nil after a clean drain.
 // However the handlers and the server behave, Run returns at the latest
-// DrainTimeout + HandBackGrace after ctx ends: outcomes it could not send
-// by then (a server refusing them, down or too slow) are dropped, and
-// their tasks run again once their leases expire.
+// DrainTimeout + HandBackGrace after ctx ends (provided a call of
+// Config.OnReported under way then returns: Run waits for it): outcomes it
+// could not send by then (a server refusing them, down or too slow) are
+// dropped, without an OnReported call, and their tasks run again once
+// their leases expire.
 //
 // When a handler so cancelled fails (it returns an error, as one that
 // honours its context does) within HandBackGrace less 2 s, the failure is
@@ -487,6 +500,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.quit = make(chan struct{})
 	w.idle = make(chan func())
 	w.watchKick = make(chan struct{}, 1)
+	w.renewKick = make(chan struct{}, 1)
 
 	// Handlers, renewals and reports outlive ctx during the drain.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -537,6 +551,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-time.After(time.Until(deadline)):
 		err = errors.Join(err, errors.New("worker: reporting outcomes did not finish in time"))
 	}
+	// No OnReported call from here on: the reports given up on end when
+	// stopBG cancels their requests, maybe after Run returned. The calls
+	// under way are waited for.
+	w.reportedMu.Lock()
+	w.reportedOff = true
+	w.reportedMu.Unlock()
 	close(renewDone)
 	stopBG()
 	side.Wait()
@@ -551,10 +571,13 @@ func (w *Worker) Run(ctx context.Context) error {
 // reason).
 func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) error {
 	delay := retryDelayMin
-	// resume: the last claim failed in transport, or with a server error,
+	// resume: the last claim's outcome is unknown (outcomeUnknown: it
+	// failed in transport, or a server or a proxy answered it 5xx or 408),
 	// so its answer may have been lost after the server granted: the next
-	// claim asks for what this instance still holds first.
+	// claim asks for what this instance still holds first. since: when the
+	// first claim of that streak was sent (what it granted is as old).
 	resume := false
+	var since time.Time
 	for {
 		// Wait for one free slot, then take every other free one.
 		select {
@@ -571,6 +594,9 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) err
 		// Bound the request: a server that vanished mid long-poll must not
 		// hang the worker.
 		cctx, cancel := context.WithTimeout(ctx, w.cfg.ClaimWait+requestSlack)
+		if !resume {
+			since = time.Now()
+		}
 		tasks, err := w.c.Claim(cctx, wire.ClaimRequest{
 			WorkerID:     w.cfg.Name,
 			InstanceID:   w.instance,
@@ -601,7 +627,7 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) err
 				return fmt.Errorf("worker: claim refused: %w", err)
 			}
 			switch {
-			case ae == nil || ae.Status >= 500:
+			case outcomeUnknown(err):
 				resume = true
 			case !passes(ae):
 				level = slog.LevelError // configuration: a wrong token, lane or capability
@@ -624,7 +650,7 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) err
 		}
 		delay = retryDelayMin
 		for _, t := range tasks {
-			w.start(handlerBase, t)
+			w.start(handlerBase, t, since)
 		}
 		if resume {
 			resume = false
@@ -673,8 +699,9 @@ func (w *Worker) takeSlots(ctx context.Context, n int) int {
 }
 
 // start runs the handler of t in its own goroutine; its slot is already
-// taken.
-func (w *Worker) start(base context.Context, t wire.Task) {
+// taken. The request that granted t (or the first of those it repeats)
+// was sent at sent.
+func (w *Worker) start(base context.Context, t wire.Task, sent time.Time) {
 	w.mu.Lock()
 	if _, ok := w.finished[wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch}]; ok {
 		w.mu.Unlock()
@@ -720,6 +747,12 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 	select {
 	case w.watchKick <- struct{}{}:
 	default: // a kick is pending already
+	}
+	if w.late(t, sent, now) {
+		select {
+		case w.renewKick <- struct{}{}:
+		default: // a kick is pending already
+		}
 	}
 	if old != nil {
 		w.lose(old, ErrLeaseLost)
@@ -804,6 +837,25 @@ func (w *Worker) start(base context.Context, t wire.Task) {
 	})
 }
 
+// late reports whether the lease of t reached this worker (now) so long
+// after the server granted it that the next regular renew round, up to
+// RenewInterval away, may come when the lease has little time left, or
+// none: a slow link, a grant of megabytes decoded on a busy host, a
+// hand-off started once the rest of its report was delivered. Late is
+// older than half the margin the rounds leave a fresh lease, (LeaseTTL -
+// RenewInterval)/2. The grant's time is the server's (lease_expires_at
+// less LeaseTTL), but no earlier than sent, when the request that asked
+// for it was sent: a clock ahead of the server's makes a lease look at
+// most as old as its request, one behind makes it look fresh (as start
+// assumes for its expiry).
+func (w *Worker) late(t wire.Task, sent, now time.Time) bool {
+	granted := t.LeaseExpiresAt.Add(-w.cfg.LeaseTTL)
+	if granted.Before(sent) {
+		granted = sent
+	}
+	return now.Sub(granted) > (w.cfg.LeaseTTL-w.cfg.RenewInterval)/2
+}
+
 // settle ends an attempt on its handler goroutine: it gives back the
 // attempt's slot, or keeps it for what the completion hands off when the
 // task has downstream work (downstream) and succeeded, and queues rep for
@@ -823,7 +875,7 @@ func (w *Worker) settle(rep report, downstream bool) {
 	case w.reports <- rep:
 	case <-w.quit: // abandoned after the drain timeout
 		if rep.held {
-			w.release(nil)
+			w.release(nil, time.Time{})
 		}
 	}
 }
@@ -968,23 +1020,37 @@ func (w *Worker) call(ctx context.Context, h Handler, t *Task) (out []byte, err 
 
 // renewLoop renews every held lease once per interval, in one request,
 // and sends the worker's heartbeat. After a refusal that said when to try
-// again, the next round waits for that, within the leases (renewWait).
+// again, the next round waits for that, within the leases (renewWait). A
+// lease that arrived late (start, late) is renewed at once, with the
+// others, unless the server asked to wait: the regular round keeps its
+// time.
 func (w *Worker) renewLoop(ctx context.Context, done <-chan struct{}) {
 	t := time.NewTimer(w.cfg.RenewInterval)
 	defer t.Stop()
+	var quiet time.Time // the server asked for no request before
 	for {
+		kicked := false
 		select {
 		case <-done:
 			return
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-w.renewKick:
+			if time.Now().Before(quiet) {
+				continue // the round renewWait set comes in time, or as late as the server asked
+			}
+			kicked = true
 		}
 		start := time.Now()
 		hint := w.renewOnce(ctx)
+		if hint == 0 && kicked {
+			continue
+		}
 		if hint == 0 { // else the heartbeat would be refused too
 			hint = w.heartbeat(ctx)
 		}
+		quiet = time.Now().Add(hint)
 		t.Reset(w.renewWait(start, hint))
 	}
 }
@@ -1186,7 +1252,7 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 		// for a hand-off that is never asked for.
 		lost := rep.r.lost.Load()
 		if rep.held && (draining || lost) {
-			w.release(nil) // no hand-off once claiming stopped, nor for a lost lease
+			w.release(nil, time.Time{}) // no hand-off once claiming stopped, nor for a lost lease
 			rep.held = false
 		}
 		switch {
@@ -1211,7 +1277,13 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 		parts = append(parts, func() {
 			var granted []wire.Task
 			var tooLarge []wire.Failure
+			// asked is when the first request was sent: a request sent
+			// again may be answered grants of one sent before.
+			var asked time.Time
 			w.deliver(ctx, "complete", compR, compSize, func(ctx context.Context, items []int) ([]wire.LeaseResult, error) {
+				if asked.IsZero() {
+					asked = time.Now()
+				}
 				part := make([]wire.Completion, len(items))
 				ask := 0
 				for j, i := range items {
@@ -1240,7 +1312,7 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 					_ = w.giveBack(ctx, wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch})
 					t = nil
 				}
-				w.release(t)
+				w.release(t, asked)
 			}
 			if len(granted) > held {
 				w.log.Error("hand-off granted more tasks than asked for; their leases will expire",
@@ -1364,11 +1436,7 @@ func (w *Worker) deliver(ctx context.Context, op string, rs []*running, sizes []
 			w.forget(r)
 		}
 	}()
-	reported := func(i int, err error) {
-		if w.cfg.OnReported != nil {
-			w.cfg.OnReported(rs[i].lease.ExecutionID, err)
-		}
-	}
+	reported := func(i int, err error) { w.reported(rs[i].lease.ExecutionID, err) }
 	// latest is when the last of rs's leases runs out, as the renewals,
 	// which go on while a report is sent again, have moved it.
 	latest := func() time.Time {
@@ -1553,7 +1621,7 @@ func (w *Worker) giveBack(ctx context.Context, l wire.Lease) error {
 				wait = -1 // final: a stale lease, a refused token
 			}
 		}
-		sent = sent || ae == nil || ae.Status >= 500 || ae.Status == http.StatusRequestTimeout
+		sent = sent || outcomeUnknown(err)
 		dl, _ := rctx.Deadline()
 		if wait < 0 || rctx.Err() != nil || time.Now().Add(wait).After(dl) {
 			w.log.Warn("could not hand a task back; its lease will expire", slog.String(attrExecution, l.ExecutionID), slog.Any(attrError, err))
@@ -1569,21 +1637,32 @@ func (w *Worker) giveBack(ctx context.Context, l wire.Lease) error {
 
 // handedBack calls OnReported for an attempt handed back (err nil) or not.
 func (w *Worker) handedBack(r *running, err error) {
-	if w.cfg.OnReported == nil {
-		return
-	}
 	if err == nil {
 		err = fmt.Errorf("worker: handed back: %w", ErrShutdown)
 	}
-	w.cfg.OnReported(r.lease.ExecutionID, err)
+	w.reported(r.lease.ExecutionID, err)
+}
+
+// reported calls Config.OnReported, if set, unless Run is returning (or
+// returned): a report that ends then, given up on, is not told.
+func (w *Worker) reported(executionID string, err error) {
+	if w.cfg.OnReported == nil {
+		return
+	}
+	w.reportedMu.RLock()
+	defer w.reportedMu.RUnlock()
+	if !w.reportedOff {
+		w.cfg.OnReported(executionID, err)
+	}
 }
 
 // release gives back one slot held for a hand-off: it runs t on it when
-// the hand-off granted t, else frees it; then drops the slot's inWork
-// count (after start took the new handler's).
-func (w *Worker) release(t *wire.Task) {
+// the hand-off granted t (asked for by a request sent at sent), else
+// frees it; then drops the slot's inWork count (after start took the new
+// handler's).
+func (w *Worker) release(t *wire.Task, sent time.Time) {
 	if t != nil {
-		w.start(w.base, *t)
+		w.start(w.base, *t, sent)
 	} else {
 		w.slots <- struct{}{}
 	}
@@ -1626,6 +1705,17 @@ func (w *Worker) requestTimeout(n int) time.Duration {
 // proxy that timed the request out).
 func passes(ae *client.APIError) bool {
 	return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusRequestTimeout
+}
+
+// outcomeUnknown reports whether err, the failure of a request, leaves
+// unknown whether the server did what was asked: no answer (a transport
+// error, an answer that does not decode), a 5xx (ffrun failing after its
+// call, a proxy that lost ffrun's answer: 502, 504) or a 408 (a proxy that
+// timed the request out, maybe after passing it on). Other refusals (4xx,
+// 429 included) come before the server acted.
+func outcomeUnknown(err error) bool {
+	var ae *client.APIError
+	return err != nil && (!errors.As(err, &ae) || ae.Status >= 500 || ae.Status == http.StatusRequestTimeout)
 }
 
 // retryAfter returns how long the server said to wait when it refused a

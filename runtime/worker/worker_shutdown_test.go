@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -207,5 +208,84 @@ func TestRunReturnsWithinTheShutdownBound(t *testing.T) {
 	// A generous margin: the bound is what matters, not how fast.
 	if bound := drain + worker.HandBackGrace; took > bound+2*time.Second {
 		t.Errorf("Run returned %s after its context ended, want at most DrainTimeout + HandBackGrace (%s)", took.Round(time.Millisecond), bound)
+	}
+}
+
+// heldReport holds the first complete request until the worker gives up
+// on it (its context ends: Run's bound has passed), then until released,
+// and fails it: what the worker does with that failure comes after.
+type heldReport struct {
+	base    *http.Transport
+	holding chan struct{} // closed once a complete is held
+	release chan struct{}
+	held    sync.Once
+	freed   sync.Once
+}
+
+func (h *heldReport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path != "/v1/worker/complete" {
+		return h.base.RoundTrip(r)
+	}
+	if r.Body != nil {
+		r.Body.Close()
+	}
+	h.held.Do(func() { close(h.holding) })
+	<-r.Context().Done()
+	<-h.release
+	return nil, r.Context().Err()
+}
+
+func (h *heldReport) free() { h.freed.Do(func() { close(h.release) }) }
+
+// CloseIdleConnections passes the worker's call on, as http.Transport
+// answers it.
+func (h *heldReport) CloseIdleConnections() { h.base.CloseIdleConnections() }
+
+// TestNoOnReportedAfterRunReturned: a report the server never answers is
+// given up at Run's bound (DrainTimeout + HandBackGrace). Its request ends
+// then, and its failure reached OnReported after Run had returned: a
+// caller that tears down what the hook uses once Run is back (closes a
+// channel, flushes metrics) raced with it. No call comes after Run
+// returned.
+func TestNoOnReportedAfterRunReturned(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	tr := &heldReport{base: &http.Transport{}, holding: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(tr.free)
+	returned := make(chan struct{})
+	var late atomic.Int64
+	w := newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency, c.DrainTimeout, c.LeaseTTL = 1, 100*time.Millisecond, time.Minute
+		c.HTTPClient = &http.Client{Transport: tr}
+		c.OnReported = func(string, error) {
+			select {
+			case <-returned:
+				late.Add(1)
+			default:
+			}
+		}
+	})
+	_ = w.Handle("job", func(context.Context, *worker.Task) (json.RawMessage, error) {
+		return json.RawMessage(`"done"`), nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := runLabelled(ctx, w, "onreported-late")
+	create(t, env, wire.CreateExecution{Kind: "job"})
+	select {
+	case <-tr.holding:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no complete request")
+	}
+	cancel()
+	err := runReturned(t, done)
+	close(returned)
+	tr.free()
+	if err == nil || !strings.Contains(err.Error(), "reporting outcomes did not finish in time") {
+		t.Errorf("Run = %v, want the report given up", err)
+	}
+	settled(t, "", "onreported-late", 3*time.Second) // the reporter has stopped
+	if n := late.Load(); n != 0 {
+		t.Errorf("OnReported was called %d times after Run returned", n)
 	}
 }
