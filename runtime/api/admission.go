@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -148,12 +147,11 @@ func (s *Server) AddAdmission(svc AdmissionService) error {
 	return nil
 }
 
-// pathID is the wildcard part of the route, unescaped.
+// pathID is the wildcard part of the route, unescaped (pathParam).
 func pathID(c echo.Context) (string, *Error) {
-	raw := c.Param("*")
-	id, err := url.PathUnescape(raw)
-	if err != nil {
-		return "", invalid("id", "%q is not a valid escaped path", raw)
+	id, e := pathParam(c, "*", "id")
+	if e != nil {
+		return "", e
 	}
 	if e := checkIdent("id", id, ResourceIDMaxBytes, false); e != nil {
 		return "", e

@@ -19,11 +19,20 @@ import (
 // address is limited it waits its turn, or is refused at once
 // (AuthRefused) without their being compared, right or wrong. A request
 // without credentials is no guess: it is answered 401 at once.
+//
+// OPTIONS passes unchecked: a browser's CORS preflight never carries
+// credentials (Fetch standard), and the answer, 204 with the route's
+// Allow header (or 404 for no route), does nothing and tells no more
+// than the route index does. The request the preflight asks about is
+// checked, and a cross-origin write refused (crossOrigin), as ever.
 func bearerAuth(token string, lim *authlimit.Limiter) echo.MiddlewareFunc {
 	want := authlimit.NewToken(token)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
+			if r.Method == http.MethodOptions {
+				return next(c)
+			}
 			h := r.Header.Get(echo.HeaderAuthorization)
 			if h == "" {
 				return unauthorized(c)

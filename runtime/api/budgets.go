@@ -59,11 +59,8 @@ func checkBudget(req *wire.PutBudget) *Error {
 	seen := map[string]bool{}
 	for i, d := range req.Dimensions {
 		f := "dimensions[" + strconv.Itoa(i) + "]"
-		if e := checkIdent(f+".name", d.Name, NameMaxBytes, true); e != nil {
-			return e
-		}
-		if strings.ContainsAny(d.Name, ",/@=") {
-			return invalid(f+".name", "%q must not contain ',', '/', '@' or '='", d.Name)
+		if p := store.ResourceNameProblem(d.Name); p != "" {
+			return invalid(f+".name", "%s", p)
 		}
 		if seen[d.Name] {
 			return invalid(f+".name", "%q is declared twice", d.Name)
@@ -164,17 +161,21 @@ func (a *admission) executionUsage(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
 		return e
 	}
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
+		return e
+	}
 	var req wire.ExecutionUsageReport
 	if err := Decode(c, a.s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err
 	}
-	if e := checkLease("", wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}); e != nil {
+	if e := checkLease("", wire.Lease{ExecutionID: id, LeaseID: req.LeaseID, Epoch: req.Epoch}); e != nil {
 		return e
 	}
 	if e := checkUsage(req.Dimension, req.Delta, req.DedupKey, true); e != nil {
 		return e
 	}
-	res, err := a.svc.ReportExecutionUsage(c.Request().Context(), c.Param("id"), req)
+	res, err := a.svc.ReportExecutionUsage(c.Request().Context(), id, req)
 	if err != nil {
 		return err
 	}

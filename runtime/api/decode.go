@@ -31,9 +31,9 @@ const (
 // malformed JSON, unknown fields (member names are matched to fields
 // exactly, not case-insensitively as encoding/json does) and trailing data
 // with the API's stable errors, which name the field by its path
-// ("plan.execs[0].kind"). An empty body is an error unless optional is
-// set, in which case v keeps its zero value. Routes added by other
-// packages use it too.
+// ("plan.execs[0].kind"). An empty body, or null, is an error unless
+// optional is set, in which case v keeps its zero value. Routes added by
+// other packages use it too.
 func Decode(c echo.Context, limit int64, optional bool, v any) error {
 	data, err := readBody(c, limit)
 	if err != nil {
@@ -60,12 +60,18 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 }
 
 // decodeBody decodes a request body read by readBody into v, as Decode.
+// Where a body is required, a top-level null is refused as an empty body
+// is: encoding/json would leave v as it was, the same as {}.
 func decodeBody(data []byte, optional bool, v any) error {
-	if len(bytes.TrimSpace(data)) == 0 {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
 		if optional {
 			return nil
 		}
 		return Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "request body is empty; a JSON object is required")
+	}
+	if !optional && string(trimmed) == "null" {
+		return Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "request body is null; a JSON object is required")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -29,6 +29,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"ok", `{"kind":"a","n":1}`, false, nil},
 		{"empty optional", ``, true, nil},
 		{"empty required", `  `, false, &Error{Status: 400, Code: wire.CodeInvalidJSON}},
+		{"null required", " null\n", false, &Error{Status: 400, Code: wire.CodeInvalidJSON}},
+		{"null optional", `null`, true, nil},
 		{"syntax", `{"kind":}`, false, &Error{Status: 400, Code: wire.CodeInvalidJSON, Details: map[string]any{"offset": int64(9)}}},
 		{"truncated", `{"kind":"a"`, false, &Error{Status: 400, Code: wire.CodeInvalidJSON}},
 		{"type", `{"n":"x"}`, false, &Error{Status: 400, Code: wire.CodeInvalidJSON, Details: map[string]any{"field": "n"}}},

@@ -330,6 +330,10 @@ func (f *flows) get(c echo.Context) error {
 	if e := onlyQuery(c, "execs_limit", "execs_cursor"); e != nil {
 		return e
 	}
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
+		return e
+	}
 	page := ExecsPage{Cursor: c.QueryParam("execs_cursor")}
 	if vs, ok := c.QueryParams()["execs_limit"]; ok {
 		n, err := strconv.Atoi(vs[0])
@@ -338,7 +342,7 @@ func (f *flows) get(c echo.Context) error {
 		}
 		page.Limit = n
 	}
-	run, err := f.svc.GetRun(c.Request().Context(), c.Param("id"), page)
+	run, err := f.svc.GetRun(c.Request().Context(), id, page)
 	if err != nil {
 		return err
 	}
@@ -378,7 +382,11 @@ func (f *flows) result(c echo.Context) error {
 	if e != nil {
 		return e
 	}
-	run, err := f.svc.RunResult(c.Request().Context(), c.Param("id"), wait)
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
+		return e
+	}
+	run, err := f.svc.RunResult(c.Request().Context(), id, wait)
 	if err != nil {
 		return err
 	}
@@ -389,6 +397,10 @@ func (f *flows) cancel(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
 		return e
 	}
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
+		return e
+	}
 	var req wire.Cancel
 	if err := Decode(c, f.s.limit(BodyLimitDefault), true, &req); err != nil {
 		return err
@@ -396,7 +408,7 @@ func (f *flows) cancel(c echo.Context) error {
 	if e := checkReason("reason", req.Reason); e != nil {
 		return e
 	}
-	run, err := f.svc.CancelRun(c.Request().Context(), c.Param("id"), cmp.Or(req.Reason, "run cancelled through the API"))
+	run, err := f.svc.CancelRun(c.Request().Context(), id, cmp.Or(req.Reason, "run cancelled through the API"))
 	if err != nil {
 		return err
 	}
@@ -407,11 +419,15 @@ func (f *flows) replay(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
 		return e
 	}
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
+		return e
+	}
 	var req struct{}
 	if err := Decode(c, f.s.limit(BodyLimitDefault), true, &req); err != nil {
 		return err
 	}
-	run, err := f.svc.ReplayRun(c.Request().Context(), c.Param("id"))
+	run, err := f.svc.ReplayRun(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -453,8 +469,9 @@ func (f *flows) bulkQuery(c echo.Context, op string) (RunListQuery, *wire.BulkRu
 	if e := onlyQuery(c); e != nil {
 		return RunListQuery{}, nil, e
 	}
-	// wire.BulkRuns, with the limit's absence told from a 0.
-	var body *struct {
+	// wire.BulkRuns, with the limit's absence told from a 0. Decode
+	// refuses null as it refuses an empty body.
+	var body struct {
 		Namespace string `json:"namespace"`
 		Flow      string `json:"flow"`
 		State     string `json:"state"`
@@ -464,10 +481,6 @@ func (f *flows) bulkQuery(c echo.Context, op string) (RunListQuery, *wire.BulkRu
 	}
 	if err := Decode(c, f.s.limit(BodyLimitDefault), false, &body); err != nil {
 		return RunListQuery{}, nil, asError(err)
-	}
-	if body == nil { // null
-		return RunListQuery{}, nil, Errorf(http.StatusBadRequest, wire.CodeInvalidJSON,
-			"the body is required: an object of filters ({} for every matching run of the default namespace)")
 	}
 	req := wire.BulkRuns{Namespace: body.Namespace, Flow: body.Flow, State: body.State, Reason: body.Reason, Cursor: body.Cursor,
 		Limit: BulkLimitDef}

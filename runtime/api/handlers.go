@@ -77,7 +77,11 @@ func (s *Server) get(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
 		return e
 	}
-	ex, err := s.cfg.Service.Get(c.Request().Context(), c.Param("id"))
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
+		return e
+	}
+	ex, err := s.cfg.Service.Get(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -158,7 +162,11 @@ func (s *Server) result(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
 		return e
 	}
-	res, err := s.cfg.Service.Result(c.Request().Context(), c.Param("id"))
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
+		return e
+	}
+	res, err := s.cfg.Service.Result(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -169,6 +177,10 @@ func (s *Server) cancel(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
 		return e
 	}
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
+		return e
+	}
 	var req wire.Cancel
 	if err := Decode(c, s.limit(BodyLimitDefault), true, &req); err != nil {
 		return err
@@ -176,7 +188,7 @@ func (s *Server) cancel(c echo.Context) error {
 	if e := checkReason("reason", req.Reason); e != nil {
 		return e
 	}
-	ex, err := s.cfg.Service.Cancel(c.Request().Context(), c.Param("id"), cmp.Or(req.Reason, "cancelled through the API"))
+	ex, err := s.cfg.Service.Cancel(c.Request().Context(), id, cmp.Or(req.Reason, "cancelled through the API"))
 	if err != nil {
 		return err
 	}
@@ -185,6 +197,10 @@ func (s *Server) cancel(c echo.Context) error {
 
 func (s *Server) setPriority(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
+		return e
+	}
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
 		return e
 	}
 	var req wire.SetPriority
@@ -197,7 +213,7 @@ func (s *Server) setPriority(c echo.Context) error {
 	if p := *req.Priority; p < plan.PriorityMin || p > plan.PriorityMax {
 		return invalid("priority", "%d is outside %d..%d", p, plan.PriorityMin, plan.PriorityMax)
 	}
-	ex, err := s.cfg.Service.SetPriority(c.Request().Context(), c.Param("id"), *req.Priority)
+	ex, err := s.cfg.Service.SetPriority(c.Request().Context(), id, *req.Priority)
 	if err != nil {
 		return err
 	}
@@ -206,6 +222,10 @@ func (s *Server) setPriority(c echo.Context) error {
 
 func (s *Server) revokeLease(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
+		return e
+	}
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
 		return e
 	}
 	var req wire.RevokeLease
@@ -217,12 +237,12 @@ func (s *Server) revokeLease(c echo.Context) error {
 	}
 	var lease *wire.Lease
 	if req.LeaseID != "" || req.Epoch != 0 {
-		lease = &wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}
+		lease = &wire.Lease{ExecutionID: id, LeaseID: req.LeaseID, Epoch: req.Epoch}
 		if e := checkLease("", *lease); e != nil {
 			return e
 		}
 	}
-	ex, err := s.cfg.Service.RevokeLease(c.Request().Context(), c.Param("id"), cmp.Or(req.Reason, "revoked through the API"), lease)
+	ex, err := s.cfg.Service.RevokeLease(c.Request().Context(), id, cmp.Or(req.Reason, "revoked through the API"), lease)
 	if err != nil {
 		return err
 	}
@@ -476,11 +496,15 @@ func (s *Server) renewOne(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
 		return e
 	}
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
+		return e
+	}
 	var req wire.SingleRenew
 	if err := Decode(c, s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err
 	}
-	l := wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}
+	l := wire.Lease{ExecutionID: id, LeaseID: req.LeaseID, Epoch: req.Epoch}
 	if e := checkLease("", l); e != nil {
 		return e
 	}
@@ -497,11 +521,15 @@ func (s *Server) completeOne(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
 		return e
 	}
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
+		return e
+	}
 	var req wire.SingleComplete
 	if err := Decode(c, s.limit(BodyLimitCreate), false, &req); err != nil {
 		return err
 	}
-	l := wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}
+	l := wire.Lease{ExecutionID: id, LeaseID: req.LeaseID, Epoch: req.Epoch}
 	if e := checkLease("", l); e != nil {
 		return e
 	}
@@ -517,11 +545,15 @@ func (s *Server) failOne(c echo.Context) error {
 	if e := onlyQuery(c); e != nil {
 		return e
 	}
+	id, e := pathParam(c, "id", "id")
+	if e != nil {
+		return e
+	}
 	var req wire.SingleFail
 	if err := Decode(c, s.limit(BodyLimitDefault), false, &req); err != nil {
 		return err
 	}
-	l := wire.Lease{ExecutionID: c.Param("id"), LeaseID: req.LeaseID, Epoch: req.Epoch}
+	l := wire.Lease{ExecutionID: id, LeaseID: req.LeaseID, Epoch: req.Epoch}
 	if e := checkLease("", l); e != nil {
 		return e
 	}

@@ -135,14 +135,17 @@ func checkPause(req wire.QuotaPause) *Error {
 	return nil
 }
 
-// checkQuotaKey validates the key value of a keyed quota's subject: one
-// an execution's input can give (no space, comma or control character), or
-// "" for an unkeyed quota.
+// checkQuotaKey validates the key value of a keyed quota's subject with
+// the store's rule (store.QuotaKeyProblem): one an execution's input can
+// give (no space, comma or control character), or "" for an unkeyed quota.
 func checkQuotaKey(key string) *Error {
 	if key == "" {
 		return nil
 	}
-	return checkIdent("key", key, store.MaxQuotaKeyBytes, false)
+	if p := store.QuotaKeyProblem(key); p != "" {
+		return invalid("key", "%s", p)
+	}
+	return nil
 }
 
 // checkQuota validates a quota definition before anything is written.

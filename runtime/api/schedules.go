@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -184,16 +183,9 @@ func (sc *schedules) put(c echo.Context) error {
 	return c.JSON(status, wire.PutScheduleResponse{Schedule: *s, Created: created})
 }
 
-// scheduleName is the route's schedule name, unescaped ("a%2Fb" is "a/b",
-// which the checks refuse as a name).
-func scheduleName(c echo.Context) (string, *Error) {
-	raw := c.Param("name")
-	name, err := url.PathUnescape(raw)
-	if err != nil {
-		return "", invalid("name", "%q is not a valid escaped path", raw)
-	}
-	return name, nil
-}
+// scheduleName is the route's schedule name, unescaped (pathParam: "a%2Fb"
+// is "a/b", which the checks refuse as a name).
+func scheduleName(c echo.Context) (string, *Error) { return pathParam(c, "name", "name") }
 
 // effective fills in what a schedule leaves to its template: the namespace
 // its runs go to.

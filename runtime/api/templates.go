@@ -31,7 +31,10 @@ func template(f *plan.Flow, withPlan bool) wire.Template {
 }
 
 func (f *flows) lookup(c echo.Context) (*plan.Flow, *Error) {
-	name := c.Param("name")
+	name, e := pathParam(c, "name", "name")
+	if e != nil {
+		return nil, e
+	}
 	fl, ok := f.templates[name]
 	if !ok {
 		e := Errorf(http.StatusNotFound, wire.CodeNotFound, "no such template %q%s (GET /v1/templates lists them)", name, f.didYouMean(name))

@@ -115,8 +115,10 @@ func checkDuration(field string, ms int64) *Error {
 	return nil
 }
 
-// normalizeCreate applies defaults to r and validates it. prefix names the
-// item in a batch ("executions[3].").
+// normalizeCreate applies defaults to r and validates it with every rule
+// the store applies to a create (so that a batch with a bad item is
+// refused whole before anything is written). prefix names the item in a
+// batch ("executions[3].").
 func normalizeCreate(prefix string, r *wire.CreateExecution) *Error {
 	r.Namespace = cmp.Or(r.Namespace, plan.DefaultNamespace)
 	r.Lane = cmp.Or(r.Lane, plan.DefaultLane)
@@ -126,8 +128,8 @@ func normalizeCreate(prefix string, r *wire.CreateExecution) *Error {
 	if e := checkName(prefix+"lane", r.Lane); e != nil {
 		return e
 	}
-	if e := checkIdent(prefix+"kind", r.Kind, KindMaxBytes, false); e != nil {
-		return e
+	if err := plan.ValidateKind(r.Kind); err != nil {
+		return invalid(prefix+"kind", "%v", err)
 	}
 	if len(r.Input) > PayloadMaxBytes {
 		e := tooLarge(PayloadMaxBytes)
@@ -142,8 +144,8 @@ func normalizeCreate(prefix string, r *wire.CreateExecution) *Error {
 	if *r.Priority < plan.PriorityMin || *r.Priority > plan.PriorityMax {
 		return invalid(prefix+"priority", "%d is outside %d..%d", *r.Priority, plan.PriorityMin, plan.PriorityMax)
 	}
-	if len(r.IdempotencyKey) > IdemKeyMaxBytes {
-		return invalid(prefix+"idempotency_key", "is %d bytes, the limit is %d", len(r.IdempotencyKey), IdemKeyMaxBytes)
+	if p := store.IdempotencyKeyProblem(r.IdempotencyKey); p != "" {
+		return invalid(prefix+"idempotency_key", "%s", p)
 	}
 	if len(r.Tags) > TagsMax {
 		return invalid(prefix+"tags", "has %d entries, the limit is %d", len(r.Tags), TagsMax)

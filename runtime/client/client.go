@@ -421,7 +421,7 @@ type ListOptions struct {
 	Lane      string
 	State     string // public state
 	Cursor    string // NextCursor of the previous page
-	Limit     int    // page size; the server caps it
+	Limit     int    // page size, at most 500 (more is refused: 400); 0 = the server's default (50)
 }
 
 // NamespaceOptions narrow Namespaces; the zero value asks for every

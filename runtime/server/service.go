@@ -111,18 +111,29 @@ func (s *service) Get(ctx context.Context, id string) (*wire.Execution, error) {
 	if err != nil {
 		return nil, mapIDError(err, "execution", id)
 	}
-	if len(ex.Payload) == 0 {
-		in, err := s.st.ReceivedInput(ctx, ex)
-		if err != nil {
-			return nil, mapError(err)
-		}
-		ex.Payload = in
+	if err := s.receivedInput(ctx, ex); err != nil {
+		return nil, err
 	}
 	w := toExecution(ex)
 	if ex.State.Public == store.StateWaiting && w.BlockingDetail == "" {
 		w.BlockingDetail = s.hints.hint(ctx, ex.Namespace, ex.Lane, ex.Kind, ex.RequiredCapabilities)
 	}
 	return &w, nil
+}
+
+// receivedInput gives ex, a flow member fed by an upstream (it keeps no
+// input of its own), what it receives as its input: the upstream's
+// output, once there is one (store.ReceivedInput).
+func (s *service) receivedInput(ctx context.Context, ex *store.Execution) error {
+	if len(ex.Payload) != 0 {
+		return nil
+	}
+	in, err := s.st.ReceivedInput(ctx, ex)
+	if err != nil {
+		return mapError(err)
+	}
+	ex.Payload = in
+	return nil
 }
 
 func (s *service) Result(ctx context.Context, id string) (*wire.ExecutionResult, error) {
@@ -175,17 +186,17 @@ func (s *service) List(ctx context.Context, q api.ListQuery) (*wire.ExecutionLis
 }
 
 func (s *service) Cancel(ctx context.Context, id, reason string) (*wire.Execution, error) {
-	return mutate(id, func(eid store.ExecutionID) (*store.Execution, error) { return s.st.Cancel(ctx, eid, reason) })
+	return s.mutate(ctx, id, func(eid store.ExecutionID) (*store.Execution, error) { return s.st.Cancel(ctx, eid, reason) })
 }
 
 func (s *service) SetPriority(ctx context.Context, id string, priority int) (*wire.Execution, error) {
-	return mutate(id, func(eid store.ExecutionID) (*store.Execution, error) {
+	return s.mutate(ctx, id, func(eid store.ExecutionID) (*store.Execution, error) {
 		return s.st.ChangePriority(ctx, eid, priority)
 	})
 }
 
 func (s *service) RevokeLease(ctx context.Context, id, reason string, lease *wire.Lease) (*wire.Execution, error) {
-	return mutate(id, func(eid store.ExecutionID) (*store.Execution, error) {
+	return s.mutate(ctx, id, func(eid store.ExecutionID) (*store.Execution, error) {
 		if lease != nil {
 			return s.st.RevokeLeaseOf(ctx, storeLease(*lease), reason)
 		}
@@ -194,8 +205,8 @@ func (s *service) RevokeLease(ctx context.Context, id, reason string, lease *wir
 }
 
 // mutate runs f on the execution id names and returns the execution f
-// left.
-func mutate(id string, f func(store.ExecutionID) (*store.Execution, error)) (*wire.Execution, error) {
+// left, with its input as Get gives it (receivedInput).
+func (s *service) mutate(ctx context.Context, id string, f func(store.ExecutionID) (*store.Execution, error)) (*wire.Execution, error) {
 	eid, err := parseID(id)
 	if err != nil {
 		return nil, err
@@ -203,6 +214,9 @@ func mutate(id string, f func(store.ExecutionID) (*store.Execution, error)) (*wi
 	ex, err := f(eid)
 	if err != nil {
 		return nil, mapIDError(err, "execution", id)
+	}
+	if err := s.receivedInput(ctx, ex); err != nil {
+		return nil, err
 	}
 	w := toExecution(ex)
 	return &w, nil

@@ -190,19 +190,30 @@ func fnvPart(s string, n int) int {
 
 func (s *Store) budgetPart(id string) int { return fnvPart(id, s.cfg.BudgetPartitions) }
 
-// checkResourceName checks a budget, quota or dimension name: 1..64 bytes
-// of letters, digits, '_', '-' and '.'.
+// checkResourceName checks a budget, quota or dimension name
+// (ResourceNameProblem).
 func checkResourceName(field, s string) error {
+	if p := ResourceNameProblem(s); p != "" {
+		return invalid(field, "%s", p)
+	}
+	return nil
+}
+
+// ResourceNameProblem says why s is not a valid budget, quota or dimension
+// name, or "" when it is: 1..plan.MaxResourceNameLen bytes of letters,
+// digits, '_', '-' and '.'. The API checks requests with it before
+// anything is written.
+func ResourceNameProblem(s string) string {
 	if s == "" || len(s) > plan.MaxResourceNameLen {
-		return invalid(field, "%q: want 1..%d bytes", s, plan.MaxResourceNameLen)
+		return fmt.Sprintf("%q: want 1..%d bytes", s, plan.MaxResourceNameLen)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return invalid(field, "%q: only letters, digits, '_', '-' and '.' are allowed", s)
+			return fmt.Sprintf("%q: only letters, digits, '_', '-' and '.' are allowed", s)
 		}
 	}
-	return nil
+	return ""
 }
 
 // splitResourceID splits "<ns>/<name>[@<run id>]" (the namespace may hold

@@ -302,6 +302,11 @@ func (s *Store) getQuota(ctx context.Context, id string, only *string) (*Quota, 
 	if _, _, _, err := splitResourceID("id", id, false); err != nil {
 		return nil, err
 	}
+	if only != nil {
+		if err := checkPauseKey(*only); err != nil {
+			return nil, err // a subject no execution can have, as pausing it is
+		}
+	}
 	q := s.quotaPart(id)
 	key := s.k.quota(q, id)
 	cmds := valkey.Commands{s.c.B().Hgetall().Key(key).Build(), s.c.B().Time().Build()}

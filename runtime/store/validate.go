@@ -25,24 +25,39 @@ func checkName(field, s string) error {
 }
 
 // checkToken checks a printable token without whitespace, control
-// characters or commas, as used for kinds, worker ids and capabilities.
+// characters or commas, as used for kinds, worker ids, capabilities and
+// quota key values (tokenProblem).
 func checkToken(field, s string, max int) error {
-	if s == "" {
-		return invalid(field, "must not be empty")
-	}
-	if len(s) > max {
-		return invalid(field, "%q is longer than %d bytes", s, max)
-	}
-	if !utf8.ValidString(s) {
-		return invalid(field, "%q is not valid UTF-8", s)
-	}
-	for _, r := range s {
-		if r <= ' ' || r == 0x7f || r == ',' || (r >= 0x80 && r < 0xa0) {
-			return invalid(field, "%q contains a space, comma or control character", s)
-		}
+	if p := tokenProblem(s, max); p != "" {
+		return invalid(field, "%s", p)
 	}
 	return nil
 }
+
+// tokenProblem says why s is not a token of at most max bytes, or "".
+func tokenProblem(s string, max int) string {
+	if s == "" {
+		return "must not be empty"
+	}
+	if len(s) > max {
+		return fmt.Sprintf("%q is longer than %d bytes", s, max)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Sprintf("%q is not valid UTF-8", s)
+	}
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f || r == ',' || (r >= 0x80 && r < 0xa0) {
+			return fmt.Sprintf("%q contains a space, comma or control character", s)
+		}
+	}
+	return ""
+}
+
+// QuotaKeyProblem says why key is not a key value a keyed quota's subject
+// can have (one an execution's input can give: 1..MaxQuotaKeyBytes, no
+// space, comma or control character), or "" when it is. The API checks
+// the key of a quota's pause, resume and read with it.
+func QuotaKeyProblem(key string) string { return tokenProblem(key, MaxQuotaKeyBytes) }
 
 // normCapabilities checks a capability set and returns it sorted, unique
 // and comma-joined.
@@ -167,13 +182,24 @@ func (req *CreateRequest) normalize() error {
 	return checkIdempotencyKey(req.IdempotencyKey)
 }
 
-// checkIdempotencyKey accepts "" (none) or valid UTF-8 of at most
-// MaxIdempotencyKeyBytes without control characters.
+// checkIdempotencyKey checks an idempotency key (IdempotencyKeyProblem).
 func checkIdempotencyKey(k string) error {
-	if len(k) > MaxIdempotencyKeyBytes || !utf8.ValidString(k) || strings.ContainsFunc(k, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return invalid("idempotency_key", "must be valid UTF-8 of at most %d bytes without control characters", MaxIdempotencyKeyBytes)
+	if p := IdempotencyKeyProblem(k); p != "" {
+		return invalid("idempotency_key", "%s", p)
 	}
 	return nil
+}
+
+// IdempotencyKeyProblem says why k is not a valid idempotency key (of an
+// execution or a run) or dedup key (of a usage report), or "" when it is:
+// "" (none) or valid UTF-8 of at most MaxIdempotencyKeyBytes without
+// control characters. The API checks requests with it before anything is
+// written.
+func IdempotencyKeyProblem(k string) string {
+	if len(k) > MaxIdempotencyKeyBytes || !utf8.ValidString(k) || strings.ContainsFunc(k, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return fmt.Sprintf("must be valid UTF-8 of at most %d bytes without control characters", MaxIdempotencyKeyBytes)
+	}
+	return ""
 }
 
 func (w *WorkerIdentity) validate() error {
