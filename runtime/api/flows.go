@@ -221,8 +221,8 @@ func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, shared bool, in json
 			return e
 		}
 	}
-	if len(key) > IdemKeyMaxBytes {
-		return invalid("idempotency_key", "is %d bytes, the limit is %d", len(key), IdemKeyMaxBytes)
+	if e := checkIdemKey("idempotency_key", key); e != nil {
+		return e
 	}
 	if strings.HasPrefix(key, ScheduleKeyPrefix) {
 		// A caller's run under a fire's key would be taken for that fire

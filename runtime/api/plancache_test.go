@@ -403,8 +403,8 @@ func FuzzStage(f *testing.F) {
 			if wantErr == nil && want.Namespace != "" {
 				wantErr = checkName("namespace", want.Namespace)
 			}
-			if wantErr == nil && len(want.IdempotencyKey) > IdemKeyMaxBytes {
-				wantErr = invalid("idempotency_key", "is %d bytes, the limit is %d", len(want.IdempotencyKey), IdemKeyMaxBytes)
+			if wantErr == nil {
+				wantErr = checkIdemKey("idempotency_key", want.IdempotencyKey)
 			}
 		}
 		for range 2 { // a miss, then maybe a hit

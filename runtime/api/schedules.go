@@ -260,8 +260,8 @@ func (sc *schedules) run(c echo.Context) error {
 	if e != nil {
 		return e
 	}
-	if len(req.IdempotencyKey) > IdemKeyMaxBytes {
-		return invalid("idempotency_key", "is %d bytes, the limit is %d", len(req.IdempotencyKey), IdemKeyMaxBytes)
+	if e := checkIdemKey("idempotency_key", req.IdempotencyKey); e != nil {
+		return e
 	}
 	run, created, err := sc.svc.RunSchedule(c.Request().Context(), name, req.IdempotencyKey, wait)
 	if err != nil {

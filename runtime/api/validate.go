@@ -144,8 +144,8 @@ func normalizeCreate(prefix string, r *wire.CreateExecution) *Error {
 	if *r.Priority < plan.PriorityMin || *r.Priority > plan.PriorityMax {
 		return invalid(prefix+"priority", "%d is outside %d..%d", *r.Priority, plan.PriorityMin, plan.PriorityMax)
 	}
-	if p := store.IdempotencyKeyProblem(r.IdempotencyKey); p != "" {
-		return invalid(prefix+"idempotency_key", "%s", p)
+	if e := checkIdemKey(prefix+"idempotency_key", r.IdempotencyKey); e != nil {
+		return e
 	}
 	if len(r.Tags) > TagsMax {
 		return invalid(prefix+"tags", "has %d entries, the limit is %d", len(r.Tags), TagsMax)
@@ -242,6 +242,16 @@ func checkReason(field, s string) *Error {
 	}
 	if strings.ContainsFunc(s, func(r rune) bool { return r == 0 }) {
 		return invalid(field, "contains a NUL byte")
+	}
+	return nil
+}
+
+// checkIdemKey refuses an idempotency key the store would refuse
+// (store.IdempotencyKeyProblem: too long, not UTF-8, control characters)
+// before anything is read or written for the request.
+func checkIdemKey(field, key string) *Error {
+	if p := store.IdempotencyKeyProblem(key); p != "" {
+		return invalid(field, "%s", p)
 	}
 	return nil
 }

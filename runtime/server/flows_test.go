@@ -82,6 +82,8 @@ func TestFlowRouteErrors(t *testing.T) {
 		{"input missing", "POST", "/v1/flows", stageBody(t, twoStep(), `null`), 400, wire.CodeValidation, "input"},
 		{"bad namespace", "POST", "/v1/templates/two/runs", `{"input": {"s": "x"}, "namespace": "a b"}`, 400, wire.CodeValidation, "namespace"},
 		{"long key", "POST", "/v1/templates/two/runs", `{"input": {"s": "x"}, "idempotency_key": "` + strings.Repeat("k", 257) + `"}`, 400, wire.CodeValidation, "idempotency_key"},
+		{"control key", "POST", "/v1/templates/two/runs", `{"input": {"s": "x"}, "idempotency_key": "a\u0001b"}`, 400, wire.CodeValidation, "idempotency_key"},
+		{"control key staged", "POST", "/v1/flows", strings.TrimSuffix(stageBody(t, twoStep(), `{"s": "x"}`), "}") + `, "idempotency_key": "a\u007fb"}`, 400, wire.CodeValidation, "idempotency_key"},
 		{"unknown template", "POST", "/v1/templates/three/runs", `{}`, 404, wire.CodeNotFound, ""},
 		{"unknown template get", "GET", "/v1/templates/three", "", 404, wire.CodeNotFound, ""},
 		{"unknown run", "GET", "/v1/flows/0.00000000-0000-4000-8000-000000000000", "", 404, wire.CodeNotFound, ""},
