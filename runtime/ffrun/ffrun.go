@@ -261,13 +261,14 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	fs := &flagSet{FlagSet: flag.NewFlagSet("ffrun "+name, flag.ContinueOnError), getenv: env.Getenv}
 	fs.SetOutput(env.Stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, "usage: %s\n\nflags:\n", synopsis("ffrun "+name))
+		out := fs.Output()
+		fmt.Fprintf(out, "usage: %s\n\nflags:\n", synopsis("ffrun "+name))
 		fs.PrintDefaults()
-		fmt.Fprint(env.Stderr, "\nSecrets, from the environment only (flags show in ps):\n  FF_API_TOKEN        bearer token required on /v1 and /metrics, at least 16 bytes (unset: open, with a warning,\n"+
+		fmt.Fprint(out, "\nSecrets, from the environment only (flags show in ps):\n  FF_API_TOKEN        bearer token required on /v1 and /metrics, at least 16 bytes (unset: open, with a warning,\n"+
 			"                      to requests addressed to localhost or an IP address only)\n")
 		if !dev {
-			fmt.Fprint(env.Stderr, "  FF_VALKEY_PASSWORD  password of the Valkey server (AUTH)\n  FF_VALKEY_USERNAME  its ACL user (needs FF_VALKEY_PASSWORD)\n")
-			fmt.Fprint(env.Stderr, "\nTLS to Valkey (TLS 1.2+, always verified; not with a unix: address):\n"+
+			fmt.Fprint(out, "  FF_VALKEY_PASSWORD  password of the Valkey server (AUTH)\n  FF_VALKEY_USERNAME  its ACL user (needs FF_VALKEY_PASSWORD)\n")
+			fmt.Fprint(out, "\nTLS to Valkey (TLS 1.2+, always verified; not with a unix: address):\n"+
 				"  FF_VALKEY_TLS=true               --valkey-tls, the system's authorities\n"+
 				"  FF_VALKEY_TLS_CA=FILE            --valkey-tls-ca, a private authority\n"+
 				"  FF_VALKEY_TLS_CERT=FILE          --valkey-tls-cert, client certificate (mutual TLS)\n"+
@@ -314,14 +315,20 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	fs.dur(&o.scanners.Deadline, "scan-deadline", "FF_SCAN_DEADLINE", 0, "execution deadline scanner interval (0 = default)")
 	fs.dur(&o.scanners.Retention, "scan-retention", "FF_SCAN_RETENTION", 0, "retention scanner interval (0 = default)")
 	fs.dur(&o.scanners.RetentionAge, "retention", "FF_RETENTION", 0, "how long terminal executions and ended flow runs are kept (0 = default)")
-	if err := fs.Parse(args); err != nil {
+	// The flags are listed on -h only: after a mistyped flag, its error
+	// and the synopsis, not some sixty lines that bury the error.
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(env.Stderr)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
 			return err
 		}
 		if dev && strings.Contains(err.Error(), "provided but not defined: -valkey") {
 			return fmt.Errorf("%w: %v (the --valkey flags are for ffrun serve; ffrun dev talks to a child of its own)", errUsage, err)
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v\nusage: %s (ffrun %s -h lists the flags)", errUsage, err, synopsis("ffrun "+name), name)
 	}
 	if dev {
 		for _, name := range tlsEnv {

@@ -74,3 +74,20 @@ func TestServeUsageSynopsis(t *testing.T) {
 		}
 	}
 }
+
+// TestMistypedFlagShort: a flag serve or dev does not know is answered
+// with its error and the synopsis, exit 2; the sixty lines of flags are
+// for -h (they were printed, the error above and below them).
+func TestMistypedFlagShort(t *testing.T) {
+	for _, cmd := range []string{"serve", "dev"} {
+		var stdout, stderr bytes.Buffer
+		if code := ffrun.Main([]string{cmd, "--bogus"}, nil, &stdout, &stderr); code != 2 {
+			t.Fatalf("%s --bogus: exit %d, want 2", cmd, code)
+		}
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		if len(lines) != 2 || !strings.Contains(lines[0], "flag provided but not defined: -bogus") ||
+			!strings.HasPrefix(lines[1], "usage: ffrun "+cmd+" ") || !strings.Contains(lines[1], "ffrun "+cmd+" -h") {
+			t.Errorf("ffrun %s --bogus wrote:\n%s\nwant the error, then the synopsis and where the flags are listed", cmd, stderr.String())
+		}
+	}
+}
