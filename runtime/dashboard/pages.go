@@ -15,11 +15,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/runtime/api"
 	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/internal/jsonscan"
 	"github.com/flowfabric/ff/runtime/internal/utf8cut"
 	"github.com/flowfabric/ff/runtime/wire"
 )
@@ -472,9 +472,7 @@ func jsonError(input string, err error) string {
 	if !errors.As(err, &se) {
 		return "The input is not valid JSON: " + err.Error() + "."
 	}
-	before := input[:min(int(se.Offset), len(input))]
-	line := strings.Count(before, "\n") + 1
-	col := utf8.RuneCountInString(before[strings.LastIndexByte(before, '\n')+1:])
+	line, col := jsonscan.LineCol([]byte(input), se.Offset)
 	return fmt.Sprintf("The input is not valid JSON: %s (line %d, column %d).", se.Error(), line, col)
 }
 

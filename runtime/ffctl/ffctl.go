@@ -36,11 +36,11 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/dsl"
 	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/internal/jsonscan"
 	"github.com/flowfabric/ff/runtime/internal/utf8cut"
 	"github.com/flowfabric/ff/runtime/wire"
 )
@@ -833,9 +833,7 @@ func jsonWhere(data []byte, err error) string {
 	if !ok {
 		return err.Error()
 	}
-	before := data[:min(int(se.Offset), len(data))]
-	line := bytes.Count(before, []byte("\n")) + 1
-	col := utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:])
+	line, col := jsonscan.LineCol(data, se.Offset)
 	return fmt.Sprintf("line %d, column %d: %v", line, col, se)
 }
 

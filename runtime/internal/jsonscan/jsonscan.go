@@ -4,6 +4,11 @@
 // what they use, or know it valid.
 package jsonscan
 
+import (
+	"bytes"
+	"unicode/utf8"
+)
+
 // Member returns where the value of the first member of the JSON object
 // data whose key is written exactly as key (no escapes) starts and ends.
 // Only the object's own members count, not those of nested values. It
@@ -105,4 +110,16 @@ func valueEnd(data []byte, i int) int {
 		}
 	}
 	return len(data)
+}
+
+// LineCol returns the line and column, both from 1 and the column in
+// characters, of the byte at offset in data (as encoding/json's
+// SyntaxError.Offset gives it: the bytes read when the error was found),
+// for messages that say where a JSON text goes wrong. An offset past the
+// end is the end.
+func LineCol(data []byte, offset int64) (line, col int) {
+	before := data[:max(0, min(int(offset), len(data)))]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:])
+	return line, col
 }

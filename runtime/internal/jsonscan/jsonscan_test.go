@@ -86,3 +86,33 @@ func FuzzMember(f *testing.F) {
 		}
 	})
 }
+
+func TestLineCol(t *testing.T) {
+	for _, tc := range []struct {
+		data      string
+		off       int64
+		line, col int
+	}{
+		{"", 0, 1, 0},
+		{"{nope", 2, 1, 2},
+		{"{\n  \"a\": x", 10, 2, 8},
+		{"{\"é\": ?", 7, 1, 6}, // é is two bytes, one character
+		{"[1,\n2,\n", 99, 3, 0},
+		{"x", -1, 1, 0},
+	} {
+		line, col := LineCol([]byte(tc.data), tc.off)
+		if line != tc.line || col != tc.col {
+			t.Errorf("LineCol(%q, %d) = %d:%d, want %d:%d", tc.data, tc.off, line, col, tc.line, tc.col)
+		}
+	}
+	// As encoding/json reports it: the offset of the bad byte, counted.
+	data := []byte("{\n  \"a\": 1,\n  \"b\": nope\n}")
+	var v any
+	se, ok := json.Unmarshal(data, &v).(*json.SyntaxError)
+	if !ok {
+		t.Fatal("want a syntax error")
+	}
+	if line, col := LineCol(data, se.Offset); line != 3 || col != 9 {
+		t.Errorf("at %d:%d, want 3:9 (the o of nope, where a null goes wrong)", line, col)
+	}
+}
