@@ -1,7 +1,8 @@
 // Package jsonscan finds members of a JSON object in its text without
 // decoding or validating it: the stage route cuts a run's plan out of its
 // body this way, and the client reads a plan's name. Callers must validate
-// what they use, or know it valid.
+// what they use, or know it valid. LineCol says where in a JSON text a
+// syntax error is, for messages.
 package jsonscan
 
 import (
