@@ -13,6 +13,13 @@
 -- and succeeded). Runs staged before `left` existed carry done and
 -- succeeded instead; their next member end converts them (count_end).
 -- B:f:<uuid>:nodes (HASH): exec name -> uuid.
+-- B:f:<uuid>:order (STRING): a run staged in chunks only: its members in
+-- flow order, "<name>=<uuid>,..." (written by ff_commit_flow), for reads
+-- of a page of it.
+-- B:f:<uuid>:failed (SET): the uuids of the members that ended failed,
+-- expired or cancelled (added where the run counts the end, removed when
+-- a replay resets the member), so that a read finds the failures without
+-- reading every member.
 --
 -- Member record fields on top of an execution's: flow_id, flow_node,
 -- is_result ('1' on the run's result exec),
@@ -205,6 +212,10 @@ local function resolve_member(p, u, run, outcome, now, out, handled, is_result)
     redis.call('HINCRBY', runkey, counter, 1)
     if counter == 'failed' and handled ~= '1' then
       redis.call('HINCRBY', runkey, 'unhandled', 1)
+    end
+    if counter ~= 'skipped' then
+      -- One of the run's failures (a success, the hot path, adds nothing).
+      redis.call('SADD', runkey .. ':failed', u)
     end
   end
   -- While a run is cancelled by steps (cancel_run), a member not cancelled
@@ -456,6 +467,8 @@ end
 -- ARGV[10..] m groups of name, uuid, lane, priority, deps_total, deadline
 --          ms ('0' = none; it runs from the commit, when the run comes to
 --          exist, not from the chunk's writing)
+-- ARGV[10+6m] (optional) the members in flow order, "<name>=<uuid>,...":
+--          kept as B:f:<uuid>:order ('' or absent: none kept)
 -- The staged members it deletes (below) go as drop_staged deletes them:
 -- up to STAGED_DROP_STEP in this call, the rest by retention.
 -- Reply: {1, 'created', now} | {1, 'duplicate', run uuid} (the staged
@@ -472,10 +485,10 @@ local function ff_commit_flow(keys, argv)
   -- Checked first: a staged root is made eligible before the next member
   -- is read, and a malformed count would drop the staging.
   local m = numv(argv[9])
-  if not m or #argv ~= 9 + 6 * m or (argv[5] ~= '' and not px_ok(argv[6])) then
+  if not m or (#argv ~= 9 + 6 * m and #argv ~= 10 + 6 * m) or (argv[5] ~= '' and not px_ok(argv[6])) then
     return refuse('invalid', 'members', 'want a member count and as many groups of six')
   end
-  for b = 10, #argv, 6 do
+  for b = 10, 9 + 6 * m, 6 do
     if not numv(argv[b + 3]) or not numv(argv[b + 4]) or not numv(argv[b + 5]) then
       return refuse('invalid', 'members', 'a priority, deps_total or deadline is not a number')
     end
@@ -527,6 +540,10 @@ local function ff_commit_flow(keys, argv)
     enqueue_member(p, ns, lane, u, priority, deps, now, registered)
   end
   write_run(p, run, ns, argv[3], argv[4], argv[7], argv[5], m, nodes, now)
+  local order = argv[10 + 6 * m]
+  if order and order ~= '' then
+    redis.call('SET', p.base .. ':f:' .. run .. ':order', order)
+  end
   redis.call('DEL', p.base .. ':f:' .. run .. ':staged')
   redis.call('ZREM', p.base .. ':staging', run)
   if ik then redis.call('SET', ik, run, 'PX', argv[6]) end
@@ -805,12 +822,14 @@ local function read_replayed(p, u)
     quotas_deferred = v[9]}
 end
 
--- replay_member applies a replay's decision about member c: kind 's'
--- (it stays skipped: one that ended otherwise, say cancelled with its
--- run, becomes skipped), 'e' (it runs again, eligible at once: its join
--- is satisfied) or 'p' (it runs again once its join is, pending), with
--- done and okc its join counters from the kept members.
-local function replay_member(p, c, kind, done, okc, now)
+-- replay_member applies a replay's decision about member c of the run of
+-- record runkey: kind 's' (it stays skipped: one that ended otherwise, say
+-- cancelled with its run, becomes skipped), 'e' (it runs again, eligible
+-- at once: its join is satisfied) or 'p' (it runs again once its join is,
+-- pending), with done and okc its join counters from the kept members.
+-- Either way it is none of the run's failures any more.
+local function replay_member(p, runkey, c, kind, done, okc, now)
+  redis.call('SREM', runkey .. ':failed', c.u)
   if kind == 's' then
     local attempted = c.attempt_count ~= '' and c.attempt_count ~= '0'
     redis.call('HSET', c.key, 'state', sv('terminal', 'unowned', 'not_applicable', 'none', 'skipped',
@@ -864,7 +883,7 @@ local function replay_step(p, run, runkey, limit, now)
     local kind, u, done, okc = string.match(e, '^(%a)\t([^\t]+)\t(%d+)\t(%d+)$')
     local c = u and read_replayed(p, u)
     if c then
-      replay_member(p, c, kind, num(done), num(okc), now)
+      replay_member(p, runkey, c, kind, num(done), num(okc), now)
       n = n + 1
     end
   end
@@ -1384,7 +1403,7 @@ local function ff_replay_run(keys, argv)
     local done, okc = decided(c)
     decisions[#decisions + 1] = {okc >= c.join_need and 'e' or 'p', c, done, okc}
   end
-  for _, d in ipairs(decisions) do replay_member(p, d[2], d[1], d[3], d[4], now) end
+  for _, d in ipairs(decisions) do replay_member(p, runkey, d[2], d[1], d[3], d[4], now) end
   local succeeded = 0
   for _ in pairs(kept) do succeeded = succeeded + 1 end
   redis.call('HSET', runkey, 'state', 'running', 'left', itoa(num(r[2]) - succeeded - skipped),

@@ -268,7 +268,7 @@ local function ff_purge_terminal(keys, argv)
         local ik = p.base .. ':fidem:' .. v[2] .. ':' .. v[1]
         if redis.call('GET', ik) == run then redis.call('DEL', ik) end
       end
-      redis.call('DEL', runkey)
+      redis.call('DEL', runkey, runkey .. ':order', runkey .. ':failed')
       zrem(p, ended, run)
       if v[2] then zrem(p, p.base .. ':runs:ns:' .. v[2], run) end
       if redis.call('EXISTS', runkey .. ':nodes') == 1 then

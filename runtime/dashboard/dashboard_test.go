@@ -754,6 +754,20 @@ func TestConsoleLargeRun(t *testing.T) {
 	if len(order) != 2001 || order[0] != "root" {
 		t.Fatalf("%d members listed, the first %q", len(order), order[0])
 	}
+	// The page of the last member, reached from its run, names it and
+	// links back without reading the run: the execution says both.
+	last := regexp.MustCompile(`<a href="([^"]*)">` + order[2000] + `</a>`).FindStringSubmatch(p.body)
+	if last == nil {
+		t.Fatalf("the last page does not link %s", order[2000])
+	}
+	reads := runReads(t, env)
+	if reads < 3 {
+		t.Fatalf("the metrics count %d reads of the run after its three pages", reads)
+	}
+	b.get(html.UnescapeString(last[1])).want(t, http.StatusOK, "<h1>Member "+order[2000]+" <code>", `<a href="/ui/runs/`+id+`">← its run</a>`)
+	if got := runReads(t, env); got != reads {
+		t.Fatalf("the member page read its run: GET /v1/flows/{id} answered %d times before, %d after", reads, got)
+	}
 	// A made-up cursor is the API's refusal.
 	if p := b.get("/ui/runs/" + id + "?members=7.nosuch"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "execs_cursor") {
 		t.Fatalf("a made-up page: %d\n%s", p.status, p.body)
@@ -782,6 +796,27 @@ func TestConsoleLargeRun(t *testing.T) {
 	if p := newBrowser(t, env2).get("/ui/templates/dense"); p.status != http.StatusOK || strings.Contains(p.body, `class="graph"`) || len(p.body) > 1<<20 {
 		t.Fatalf("the dense flow's page: %d, %d bytes, graph drawn: %v", p.status, len(p.body), strings.Contains(p.body, `class="graph"`))
 	}
+}
+
+// runReads is how many GET /v1/flows/{id} env answered (its metrics).
+func runReads(t *testing.T, env *servertest.Env) int {
+	t.Helper()
+	r := env.Do(t, http.MethodGet, "/metrics", nil, "")
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET /metrics: %d", r.Status)
+	}
+	n := 0
+	for line := range strings.Lines(r.Body) {
+		if rest, ok := strings.CutPrefix(line, `ff_http_requests_total{method="GET",route="/v1/flows/:id",`); ok {
+			_, v, _ := strings.Cut(strings.TrimSpace(rest), " ")
+			k, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			n += k
+		}
+	}
+	return n
 }
 
 var svgRe = regexp.MustCompile(`(?s)<svg class="graph".*?</svg>`)

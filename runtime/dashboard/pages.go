@@ -427,27 +427,12 @@ func (d *Dashboard) execution(q *request) (*view, error) {
 	}
 	ended := x.State == "completed" || x.State == "failed" || x.State == "cancelled" || x.State == "expired" || x.State == "skipped"
 	data := executionData{X: x, Input: indent(x.Input), Result: indent(x.Result), Run: runParam(q.r), Ended: ended}
-	if data.Run != "" {
-		// The member's name, from the run: the page does not take it from
-		// the link. The run's pages are read until it is found.
-		cursor := ""
-		for range plan.MaxExecs/MembersShown + 1 {
-			run, next, err := q.api.GetRunPage(q.ctx(), data.Run, cursor, MembersShown)
-			if err != nil {
-				break
-			}
-			for _, m := range run.Execs {
-				if m.ExecutionID == x.ID {
-					data.Member = m.Name
-				}
-			}
-			if cursor = next; data.Member != "" || cursor == "" {
-				break
-			}
-		}
-		if data.Member == "" {
-			data.Run = ""
-		}
+	// The member's name comes from the execution, not from the link: a
+	// run id that is not the execution's run is not linked back to.
+	if data.Run != "" && data.Run == x.RunID {
+		data.Member = x.FlowNode
+	} else {
+		data.Run = ""
 	}
 	title := "Execution " + x.ID
 	if data.Member != "" {

@@ -160,8 +160,9 @@ func (f *flowService) await(ctx context.Context, rid store.RunID, watch *runWatc
 }
 
 // ended reads run rid when it has ended, else returns nil. With cheap it
-// checks the state first (one HGET) and reads the whole run, every member,
-// only once it has ended; a run-end notice skips the check.
+// checks the state first (one HGET) and reads the run's outcome (its
+// record, result and failures: store.GetRunOutcome) only once it has
+// ended; a run-end notice skips the check.
 func (f *flowService) ended(ctx context.Context, rid store.RunID, cheap bool) (*wire.FlowRun, error) {
 	if cheap {
 		state, err := f.st.RunState(ctx, rid)

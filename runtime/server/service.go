@@ -576,6 +576,8 @@ func toExecution(ex *store.Execution) wire.Execution {
 		Priority:         ex.Priority,
 		Tags:             ex.Tags,
 		Requires:         ex.RequiredCapabilities,
+		RunID:            string(ex.Run()),
+		FlowNode:         ex.FlowNode,
 		State:            string(ex.State.Public),
 		LifecyclePhase:   string(ex.State.Lifecycle),
 		OwnershipState:   string(ex.State.Ownership),

@@ -246,21 +246,23 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 		}
 	}
 	chunked := len(members) > StageChunkExecs
+	order := ""
 	if chunked {
 		if err := s.writeChunks(ctx, p, id, runUUID, ns, req.Input, members); err != nil {
 			s.abandonStaging(ctx, p, runUUID)
 			return nil, false, err
 		}
+		order = runOrderOf(pf, uuids)
 	}
 	if s.hook != nil {
 		s.hook("stage", runUUID)
 	}
-	items, err := s.stageCall(ctx, p, id, head, f, members, chunked, held)
+	items, err := s.stageCall(ctx, p, id, head, f, members, order, chunked, held)
 	if err == nil && str(items[0]) == "released" {
 		if err := s.registerResources(ctx, f, ns, id, refs); err != nil {
 			return nil, false, err
 		}
-		items, err = s.stageCall(ctx, p, id, head, f, members, chunked, false)
+		items, err = s.stageCall(ctx, p, id, head, f, members, order, chunked, false)
 		if err == nil && str(items[0]) == "released" {
 			return nil, false, fmt.Errorf("store: stage run %s: released again although not held", id)
 		}
@@ -631,10 +633,31 @@ func (s *Store) abandonStaging(ctx context.Context, p int, runUUID string) {
 // abandonStagingTimeout bounds abandonStaging.
 const abandonStagingTimeout = 2 * time.Second
 
+// runOrderOf is the order key of a run of pf whose members have uuids
+// (by exec index): "<name>=<uuid>,…" in flow order.
+func runOrderOf(pf *preparedFlow, uuids []string) string {
+	var b strings.Builder
+	n := 0
+	for _, i := range pf.inOrder {
+		n += len(pf.members[i].name) + len(uuids[i]) + 2
+	}
+	b.Grow(n)
+	for k, i := range pf.inOrder {
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(pf.members[i].name)
+		b.WriteByte('=')
+		b.WriteString(uuids[i])
+	}
+	return b.String()
+}
+
 // stageCall makes the run visible in one call: ff_stage_flow with every
-// member, or ff_commit_flow for the members writeChunks wrote. held says
-// the idempotency key was found held (see StageFlow).
-func (s *Store) stageCall(ctx context.Context, p int, id RunID, head []string, f *plan.Flow, members [][]string,
+// member, or ff_commit_flow for the members writeChunks wrote, with the
+// run's order key (runOrderOf). held says the idempotency key was found
+// held (see StageFlow).
+func (s *Store) stageCall(ctx context.Context, p int, id RunID, head []string, f *plan.Flow, members [][]string, order string,
 	chunked, held bool) ([]valkey.ValkeyMessage, error) {
 	heldArg := ""
 	if held {
@@ -658,6 +681,7 @@ func (s *Store) stageCall(ctx context.Context, p int, id RunID, head []string, f
 		m := members[i]
 		args = append(args, m[0], m[1], m[2], m[3], m[5], strconv.FormatInt(x.DeadlineMs, 10))
 	}
+	args = append(args, order)
 	items, err := s.single(ctx, call{fn: "ff_commit_flow", partition: p, args: args}, ExecutionID(id), "stage")
 	if errors.Is(err, ErrNotFound) {
 		// The chunks were written above: finding none means retention
@@ -1001,34 +1025,36 @@ func runOf(id RunID, f map[string]string) *Run {
 	return r
 }
 
-// runOutcome reads run uuid of partition p with ff_run_outcome: the run,
-// without members, when it succeeded with no failed or cancelled member
-// (with its result), else nil.
-func (s *Store) runOutcome(ctx context.Context, p int, uuid string, id RunID) (*Run, error) {
+// runOutcome reads run uuid of partition p with ff_run_outcome: the run
+// without members, the uuid of its result exec, and whether it succeeded
+// with no failed or cancelled member (then with its result).
+func (s *Store) runOutcome(ctx context.Context, p int, uuid string, id RunID) (*Run, string, bool, error) {
 	items, err := s.single(ctx, call{fn: "ff_run_outcome", partition: p, args: []string{uuid}}, ExecutionID(id), "read run")
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("%w: run %s", ErrNotFound, id)
+			return nil, "", false, fmt.Errorf("%w: run %s", ErrNotFound, id)
 		}
-		return nil, err
+		return nil, "", false, err
 	}
-	run, err := cleanOutcome(id, items)
+	run, resultUUID, clean, err := decodeOutcome(id, items)
 	if err != nil {
-		return nil, fmt.Errorf("store: ff_run_outcome: %w", err)
+		return nil, "", false, fmt.Errorf("store: ff_run_outcome: %w", err)
 	}
-	return run, nil
+	return run, resultUUID, clean, nil
 }
 
-// cleanOutcome decodes an outcome of ff_run_outcome or ff_finish: {run
-// fields, result exec name, result}. It returns the run when it succeeded
-// cleanly (the functions send the fields of other runs too), else nil.
-func cleanOutcome(id RunID, items []valkey.ValkeyMessage) (*Run, error) {
+// decodeOutcome decodes an outcome of ff_run_outcome or ff_finish: {run
+// fields, result exec name, result}. It returns the run as its fields
+// say, the uuid of its result exec ("" for none), and whether it
+// succeeded cleanly; only then are its result exec's name and result set
+// (the functions send the fields of other runs too, without them).
+func decodeOutcome(id RunID, items []valkey.ValkeyMessage) (*Run, string, bool, error) {
 	if len(items) != 3 {
-		return nil, fmt.Errorf("malformed run outcome of %d items", len(items))
+		return nil, "", false, fmt.Errorf("malformed run outcome of %d items", len(items))
 	}
 	kv, err := items[0].ToArray()
 	if err != nil {
-		return nil, fmt.Errorf("run outcome: %w", err)
+		return nil, "", false, fmt.Errorf("run outcome: %w", err)
 	}
 	f := make(map[string]string, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -1036,11 +1062,21 @@ func cleanOutcome(id RunID, items []valkey.ValkeyMessage) (*Run, error) {
 	}
 	run := runOf(id, f)
 	if run.State != RunSucceeded || run.Failed != 0 || run.Cancelled != 0 {
-		return nil, nil
+		return run, f["result_node"], false, nil
 	}
 	run.ResultNode = str(items[1])
 	if res, err := items[2].ToString(); err == nil {
 		run.Result = []byte(res)
+	}
+	return run, f["result_node"], true, nil
+}
+
+// cleanOutcome decodes an outcome of ff_run_outcome or ff_finish
+// (decodeOutcome): the run when it succeeded cleanly, else nil.
+func cleanOutcome(id RunID, items []valkey.ValkeyMessage) (*Run, error) {
+	run, _, clean, err := decodeOutcome(id, items)
+	if err != nil || !clean {
+		return nil, err
 	}
 	return run, nil
 }
@@ -1101,7 +1137,7 @@ const RunPageMax = 1000
 
 // GetRun returns a run with every member, in flow order.
 func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
-	return s.getRun(ctx, id, true, nil, 0)
+	return s.getRun(ctx, id, nil, 0)
 }
 
 // GetRunPage returns a run with one page of its members: at most limit
@@ -1117,11 +1153,15 @@ func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
 // is a *ValidationError of field execs_cursor. Pages are a live view of
 // the members' states: a member may change between two pages.
 //
-// A page reads the state and upstreams of every member (what the flow
-// order and the failures need), and the other fields only of the page's
-// members (with the edges of their upstreams, and the failure reason of
-// the failures off the page): two pipelined rounds. A run that fits one
-// page is read as GetRun reads it, in one.
+// A run staged in chunks keeps its flow order (its order key) and its
+// failures (its failed set): a page of it reads only the page's members,
+// the failures off the page, the result exec and the edges of the page's
+// upstreams off the page. A page of another run (or of one whose failed
+// set does not account for its failures: see readIndexed) reads the state
+// and upstreams of every member (what the flow order and the failures
+// need), and the other fields only of the page's members (with the edges
+// of their upstreams, and the failure reason of the failures off the
+// page); such a run that fits one page is read as GetRun reads it.
 func (s *Store) GetRunPage(ctx context.Context, id RunID, cursor string, limit int) (*Run, error) {
 	if limit == 0 {
 		limit = RunPageMax
@@ -1137,15 +1177,48 @@ func (s *Store) GetRunPage(ctx context.Context, id RunID, cursor string, limit i
 		}
 		from = &c
 	}
-	return s.getRun(ctx, id, true, from, limit)
+	return s.getRun(ctx, id, from, limit)
 }
 
-// GetRunOutcome returns a run like GetRun, except that the members of a run
-// that succeeded with no failed, expired or cancelled member are not read:
-// its Nodes are nil (ResultNode and Result are set). It is what a run's
-// result needs, at one command instead of one per member.
+// GetRunOutcome returns what a run's result needs: the run without its
+// input or members (Nodes nil). A run that succeeded with no failed,
+// expired or cancelled member is one read-only call (ResultNode and
+// Result set; not ResultState). A run still running is returned as its
+// record says (the result route answers that it has not ended). Any
+// other run also has its Failures, ResultNode and ResultState (and Result
+// when it succeeded), as GetRun reads them: for a run staged in chunks,
+// from its order key and failed set, reading only the failures and the
+// result exec (readIndexed); for another, from the state and upstreams of
+// each member and the failure reason of the failures only.
 func (s *Store) GetRunOutcome(ctx context.Context, id RunID) (*Run, error) {
-	return s.getRun(ctx, id, false, nil, 0)
+	p, uuid, err := s.locate(ExecutionID(id))
+	if err != nil {
+		return nil, err
+	}
+	run, resultUUID, clean, err := s.runOutcome(ctx, p, uuid, id)
+	if err != nil || clean || run.State == RunRunning {
+		return run, err
+	}
+	if run.Total > StageChunkExecs {
+		// Staged in chunks: its order key and failed set name the
+		// failures, which are all that is read of its members.
+		runKey := s.k.run(p, uuid)
+		resps := s.c.DoMulti(ctx,
+			s.c.B().Get().Key(runKey+":order").Build(),
+			s.c.B().Smembers().Key(runKey+":failed").Build())
+		indexed, err := s.readIndexed(ctx, run, p, resultUUID, resps[0], resps[1], nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		if indexed {
+			return run, nil
+		}
+	}
+	nodes, names, err := s.readNodes(ctx, p, uuid, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.readMemberPage(ctx, run, p, resultUUID, nodes, names, nil, 0)
 }
 
 // FirstPage returns r, held with every member (GetRun, StageFlow), as
@@ -1238,24 +1311,21 @@ func publicOf(state string) PublicState {
 	return ""
 }
 
-// getRun reads run id: with members (or when it did not succeed cleanly),
-// the page of limit members from (nil: from the first), every member when
-// limit is 0.
-func (s *Store) getRun(ctx context.Context, id RunID, members bool, from *runCursor, limit int) (*Run, error) {
+// getRun reads run id with the page of limit members from (nil: from the
+// first), every member when limit is 0. A run staged in chunks is read by
+// its order key and failed set (readIndexed); any other run, or one whose
+// failed set does not account for its failures, by its node map (one
+// more round trip).
+func (s *Store) getRun(ctx context.Context, id RunID, from *runCursor, limit int) (*Run, error) {
 	p, uuid, err := s.locate(ExecutionID(id))
 	if err != nil {
 		return nil, err
 	}
-	if !members {
-		// A clean success needs one call; any other run is read in full.
-		if run, err := s.runOutcome(ctx, p, uuid, id); err != nil || run != nil {
-			return run, err
-		}
-	}
 	runKey := s.k.run(p, uuid)
 	resps := s.c.DoMulti(ctx,
 		s.c.B().Hgetall().Key(runKey).Build(),
-		s.c.B().Hgetall().Key(runKey+":nodes").Build())
+		s.c.B().Get().Key(runKey+":order").Build(),
+		s.c.B().Smembers().Key(runKey+":failed").Build())
 	f, err := resps[0].AsStrMap()
 	if err != nil {
 		return nil, fmt.Errorf("store: read run %s: %w", id, err)
@@ -1263,23 +1333,302 @@ func (s *Store) getRun(ctx context.Context, id RunID, members bool, from *runCur
 	if len(f) == 0 {
 		return nil, fmt.Errorf("%w: run %s", ErrNotFound, id)
 	}
-	nodes, err := resps[1].AsStrMap()
-	if err != nil {
-		return nil, fmt.Errorf("store: read run %s: %w", id, err)
-	}
 	run := runOf(id, f)
 	if in := f["input"]; in != "" && in != "null" {
 		run.Input = []byte(in)
+	}
+	indexed, err := s.readIndexed(ctx, run, p, f["result_node"], resps[1], resps[2], from, cmp.Or(limit, -1))
+	if err != nil || indexed {
+		if err != nil {
+			return nil, err
+		}
+		return run, nil
+	}
+	nodes, names, err := s.readNodes(ctx, p, uuid, id)
+	if err != nil {
+		return nil, err
+	}
+	if from == nil && (limit == 0 || limit >= len(names)) {
+		return s.readMembers(ctx, run, p, f["result_node"], nodes, names)
+	}
+	return s.readMemberPage(ctx, run, p, f["result_node"], nodes, names, from, limit)
+}
+
+// readNodes reads the node map of run uuid (id) of partition p: exec name
+// -> execution uuid, and the names sorted.
+func (s *Store) readNodes(ctx context.Context, p int, uuid string, id RunID) (map[string]string, []string, error) {
+	nodes, err := s.c.Do(ctx, s.c.B().Hgetall().Key(s.k.run(p, uuid)+":nodes").Build()).AsStrMap()
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: read run %s: %w", id, err)
 	}
 	names := make([]string, 0, len(nodes))
 	for name := range nodes {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	if from == nil && (limit == 0 || limit >= len(names)) {
-		return s.readMembers(ctx, run, p, f["result_node"], nodes, names)
+	return nodes, names, nil
+}
+
+// runMember is a member of a run as its order key names it: its position
+// in flow order, its name and its uuid.
+type runMember struct {
+	pos        int
+	name, uuid string
+}
+
+// readIndexed reads run (of partition p, result exec resultUUID) by the
+// replies orderReply (GET of its order key: "<name>=<uuid>,…" in flow
+// order, written when a run staged in chunks is committed) and
+// failedReply (SMEMBERS of its failed set): the page of limit members
+// from (nil: from the first; limit -1: every member, 0: none, as
+// GetRunOutcome reads it), its failures and its result, reading only the
+// page's members, the failures off the page, the result exec and the
+// "out" of the page's upstreams off the page. It reports false, having
+// changed nothing in run, when the run has no order key, or when the
+// failed set does not account for the run's failures (its size is not
+// the record's count of them, or a member it lists, or one of the page,
+// disagrees with its state): a run some member of which a release before
+// the set ended or replayed, or one whose replay is being applied. The
+// caller then reads the run by its node map.
+func (s *Store) readIndexed(ctx context.Context, run *Run, p int, resultUUID string, orderReply, failedReply valkey.ValkeyResult,
+	from *runCursor, limit int) (bool, error) {
+	order, err := orderReply.ToString()
+	if valkey.IsValkeyNil(err) || err == nil && order == "" {
+		return false, nil
 	}
-	return s.readMemberPage(ctx, run, p, f["result_node"], nodes, names, from, limit)
+	if err != nil {
+		return false, fmt.Errorf("store: read run %s: %w", run.ID, err)
+	}
+	failed, err := failedReply.AsStrSlice()
+	if err != nil {
+		return false, fmt.Errorf("store: read run %s: %w", run.ID, err)
+	}
+	isFailed := make(map[string]bool, len(failed))
+	for _, u := range failed {
+		isFailed[u] = true
+	}
+	if len(isFailed) != run.Failed+run.Cancelled {
+		return false, nil
+	}
+	n := strings.Count(order, ",") + 1
+	start, end := 0, n
+	if from != nil {
+		start = from.pos
+	}
+	if limit >= 0 {
+		end = min(start+limit, n)
+	}
+	// One pass over the order: the page, the name of the member after it,
+	// the failures (in flow order) and the result exec.
+	var page, fails []runMember
+	if end > start {
+		page = make([]runMember, 0, end-start)
+	}
+	var result runMember
+	foundResult := false
+	atStart, next := "", ""
+	pos := 0
+	for entry := range strings.SplitSeq(order, ",") {
+		name, u, ok := strings.Cut(entry, "=")
+		if !ok {
+			return false, nil
+		}
+		m := runMember{pos: pos, name: name, uuid: u}
+		switch {
+		case pos == start:
+			atStart = name
+		case pos == end && limit > 0:
+			next = name
+		}
+		if pos >= start && pos < end {
+			page = append(page, m)
+		}
+		if isFailed[u] {
+			fails = append(fails, m)
+		}
+		if u == resultUUID {
+			result, foundResult = m, true
+		}
+		pos++
+	}
+	if from != nil && (start >= n || atStart != from.name) {
+		return true, errRunCursor("the cursor names no member of this run")
+	}
+	if len(fails) != len(isFailed) {
+		return false, nil
+	}
+
+	// The second round: the page's members, the failures off the page and
+	// the result exec (its state, and its output once the run succeeded).
+	onPage := make(map[string]int, len(page)) // uuid -> position on the page
+	for k, m := range page {
+		onPage[m.uuid] = k
+	}
+	cmds := make(valkey.Commands, 0, len(page)+len(fails)+1)
+	for _, m := range page {
+		cmds = append(cmds, s.c.B().Hmget().Key(s.k.core(p, m.uuid)).Field(runMemberFields...).Build())
+	}
+	for _, m := range fails {
+		if _, on := onPage[m.uuid]; !on {
+			cmds = append(cmds, s.c.B().Hmget().Key(s.k.core(p, m.uuid)).Field("state", "failure_reason").Build())
+		}
+	}
+	wantResult := foundResult && run.State == RunSucceeded
+	_, resultOnPage := onPage[result.uuid]
+	readResult := foundResult && (wantResult || !resultOnPage)
+	if readResult {
+		cmds = append(cmds, s.c.B().Hmget().Key(s.k.core(p, result.uuid)).Field("state", "result").Build())
+	}
+	var resps []valkey.ValkeyResult
+	if len(cmds) > 0 {
+		resps = s.c.DoMulti(ctx, cmds...)
+	}
+	readErr := func(err error) (bool, error) { return true, fmt.Errorf("store: read run %s: %w", run.ID, err) }
+	var nodes []RunNode
+	if len(page) > 0 {
+		nodes = make([]RunNode, len(page))
+	}
+	ups := make([]string, len(page))
+	outs := map[string]string{} // the "out" of the page's upstreams, by uuid
+	for k, m := range page {
+		v, err := resps[k].ToArray()
+		if err == nil && len(v) < len(runMemberFields) {
+			err = fmt.Errorf("member %s: %d fields", m.name, len(v))
+		}
+		if err != nil {
+			return readErr(err)
+		}
+		nodes[k] = runNode(p, m.name, m.uuid, v)
+		if failedState(nodes[k].State.Public) != isFailed[m.uuid] {
+			return false, nil
+		}
+		ups[k] = str(v[9])
+		outs[m.uuid] = str(v[10])
+	}
+	failures := make([]RunFailure, 0, len(fails))
+	reasons := resps[len(page):]
+	for _, m := range fails {
+		fail := RunFailure{Name: m.name, ExecutionID: makeID(p, m.uuid)}
+		if k, on := onPage[m.uuid]; on {
+			fail.State, fail.Error = nodes[k].State.Public, nodes[k].Error
+		} else {
+			v, err := reasons[0].ToArray()
+			if err == nil && len(v) < 2 {
+				err = fmt.Errorf("member %s: %d fields", m.name, len(v))
+			}
+			if err != nil {
+				return readErr(err)
+			}
+			reasons = reasons[1:]
+			if fail.State = publicOf(str(v[0])); !failedState(fail.State) {
+				return false, nil
+			}
+			fail.Error = str(v[1])
+		}
+		failures = append(failures, fail)
+	}
+	var resultState PublicState
+	var resultOut []byte
+	if foundResult {
+		if k, on := onPage[result.uuid]; on {
+			resultState = nodes[k].State.Public
+		}
+		if readResult {
+			v, err := reasons[0].ToArray()
+			if err == nil && len(v) < 2 {
+				err = fmt.Errorf("result exec %s: %d fields", result.name, len(v))
+			}
+			if err != nil {
+				return readErr(err)
+			}
+			if !resultOnPage {
+				resultState = publicOf(str(v[0]))
+			}
+			if wantResult && resultState == StateCompleted && !v[1].IsNil() {
+				res, err := v[1].ToString()
+				if err != nil {
+					return readErr(err)
+				}
+				resultOut = []byte(res)
+			}
+		}
+	}
+
+	// The third round: the "out" of the page's upstreams off the page, for
+	// the conditions of their edges into the page.
+	isUp := map[string]bool{}
+	var outOf []string
+	for k := range page {
+		for e := range strings.SplitSeq(ups[k], ",") {
+			if _, u, ok := strings.Cut(e, "="); ok && !isUp[u] {
+				isUp[u] = true
+				if _, on := onPage[u]; !on {
+					outOf = append(outOf, u)
+				}
+			}
+		}
+	}
+	if len(outOf) > 0 {
+		cmds = make(valkey.Commands, len(outOf))
+		for i, u := range outOf {
+			cmds[i] = s.c.B().Hget().Key(s.k.core(p, u)).Field("out").Build()
+		}
+		for i, r := range s.c.DoMulti(ctx, cmds...) {
+			out, err := r.ToString()
+			if err != nil && !valkey.IsValkeyNil(err) {
+				return readErr(err)
+			}
+			outs[outOf[i]] = out
+		}
+	}
+	// The conditions of the edges into the page's members, by upstream
+	// and position on the page, each upstream's "out" parsed once.
+	type edge struct {
+		up string
+		k  int
+	}
+	conds := map[edge]string{}
+	for u, out := range outs {
+		if !isUp[u] {
+			continue
+		}
+		for e := range strings.SplitSeq(out, ",") {
+			if down, cond, ok := strings.Cut(e, ":"); ok {
+				if k, on := onPage[down]; on {
+					conds[edge{u, k}] = cond
+				}
+			}
+		}
+	}
+	edges := 0
+	for k := range page {
+		edges += strings.Count(ups[k], "=")
+	}
+	slab := make([]RunEdge, 0, edges) // the page's upstreams: one allocation
+	for k := range page {
+		first := len(slab)
+		for e := range strings.SplitSeq(ups[k], ",") {
+			if name, u, ok := strings.Cut(e, "="); ok {
+				slab = append(slab, RunEdge{Name: name, On: conds[edge{u, k}]})
+			}
+		}
+		if len(slab) > first {
+			nodes[k].Upstreams = slab[first:len(slab):len(slab)]
+		}
+	}
+
+	run.Nodes = nodes
+	if next != "" {
+		run.NextCursor = runCursor{pos: end, name: next}.String()
+	}
+	if len(failures) > 0 {
+		run.Failures = failures
+	}
+	if foundResult {
+		run.ResultNode, run.ResultState = result.name, resultState
+		run.Result = resultOut
+	}
+	return true, nil
 }
 
 // readMembers reads every member of run (of partition p, result exec
@@ -1374,6 +1723,8 @@ func readResult(run *Run, r valkey.ValkeyResult) error {
 // upstreams of every member, for the flow order and the failures (with
 // the result), then the page's members, the edges of their upstreams off
 // the page ("out") and the failure reason of the failures off the page.
+// With limit 0 there is no page (GetRunOutcome): Nodes stay nil, and the
+// second round reads only the failure reasons.
 func (s *Store) readMemberPage(ctx context.Context, run *Run, p int, resultUUID string, nodes map[string]string, names []string,
 	from *runCursor, limit int) (*Run, error) {
 	n := len(names)
@@ -1413,7 +1764,7 @@ func (s *Store) readMemberPage(ctx context.Context, run *Run, p int, resultUUID 
 	}
 	end := min(start+limit, n)
 	page := order[start:end]
-	if end < n {
+	if limit > 0 && end < n {
 		run.NextCursor = runCursor{pos: end, name: names[order[end]]}.String()
 	}
 	if result >= 0 {
@@ -1459,7 +1810,10 @@ func (s *Store) readMemberPage(ctx context.Context, run *Run, p int, resultUUID 
 	for _, i := range reasonOf {
 		cmds = append(cmds, s.c.B().Hget().Key(s.k.core(p, nodes[names[i]])).Field("failure_reason").Build())
 	}
-	resps = s.c.DoMulti(ctx, cmds...)
+	resps = nil
+	if len(cmds) > 0 {
+		resps = s.c.DoMulti(ctx, cmds...)
+	}
 	optional := func(r valkey.ValkeyResult) (string, error) {
 		v, err := r.ToString()
 		if err != nil && !valkey.IsValkeyNil(err) {
@@ -1467,7 +1821,9 @@ func (s *Store) readMemberPage(ctx context.Context, run *Run, p int, resultUUID 
 		}
 		return v, nil
 	}
-	run.Nodes = make([]RunNode, len(page))
+	if len(page) > 0 {
+		run.Nodes = make([]RunNode, len(page))
+	}
 	outs := make(map[int]string, len(page)+len(outOf)) // the "out" of the members need says
 	for k, i := range page {
 		v, err := resps[k].ToArray()

@@ -330,7 +330,10 @@ func BenchmarkFlowReplayLarge(b *testing.B) {
 // BenchmarkRunRead reads a staged run of 10,000 members (src -> 9,998
 // members -> sink): whole (GetRun, what GET /v1/flows/{id} read before its
 // members were paged), its first page and a page in the middle (GetRunPage
-// of RunPageMax members), with the bytes and allocations of each read.
+// of RunPageMax members), with the bytes and allocations of each read;
+// then the outcome (GetRunOutcome, the result route's read) of a run of
+// the same plan that failed (src failed, every other member skipped) and
+// of one that was cancelled (every member a failure).
 //
 //	go test -run '^$' -bench RunRead -benchmem ./runtime/store/
 func BenchmarkRunRead(b *testing.B) {
@@ -340,8 +343,29 @@ func BenchmarkRunRead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, _, err := s.StageFlow(ctx, StageRequest{Flow: bigCancelFlow(10_000-2, 0, 0), Input: []byte(`{}`)})
+	f := bigCancelFlow(10_000-2, 0, 0)
+	// The failed run's src is the only eligible member when it is
+	// claimed, and fails.
+	failed, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Shared: true, Input: []byte(`{}`)})
 	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := s.Claim(ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker1, Max: 1})
+	if err != nil || len(g) != 1 || !strings.HasSuffix(string(failed.ID), "."+g[0].FlowID) {
+		b.Fatalf("claim: %+v %v", g, err)
+	}
+	if _, err := s.Fail(ctx, g[0].Lease, "src failed", false); err != nil {
+		b.Fatal(err)
+	}
+	r, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Shared: true, Input: []byte(`{}`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cancelled, _, err := s.StageFlow(ctx, StageRequest{Flow: f, Shared: true, Input: []byte(`{}`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.CancelRun(ctx, cancelled.ID, "bench"); err != nil {
 		b.Fatal(err)
 	}
 	middle := ""
@@ -354,20 +378,32 @@ func BenchmarkRunRead(b *testing.B) {
 	}
 	for _, bc := range []struct {
 		name    string
-		members int
+		members int // read with it (Nodes); -1 for an outcome
 		read    func() (*Run, error)
 	}{
 		{"whole", 10_000, func() (*Run, error) { return s.GetRun(ctx, r.ID) }},
 		{"first-page", RunPageMax, func() (*Run, error) { return s.GetRunPage(ctx, r.ID, "", 0) }},
 		{"middle-page", RunPageMax, func() (*Run, error) { return s.GetRunPage(ctx, r.ID, middle, 0) }},
 		{"page-of-1", 1, func() (*Run, error) { return s.GetRunPage(ctx, r.ID, "", 1) }},
+		{"outcome-failed", -1, func() (*Run, error) { return s.GetRunOutcome(ctx, failed.ID) }},
+		{"outcome-cancelled", -1, func() (*Run, error) { return s.GetRunOutcome(ctx, cancelled.ID) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				run, err := bc.read()
-				if err != nil || len(run.Nodes) != bc.members {
-					b.Fatalf("%d members, %v", len(run.Nodes), err)
+				if err != nil {
+					b.Fatal(err)
+				}
+				switch {
+				case bc.members >= 0 && len(run.Nodes) != bc.members:
+					b.Fatalf("%d members", len(run.Nodes))
+				case bc.members < 0 && run.State == RunFailed && (len(run.Failures) != 1 || run.Failures[0].Error != "src failed"):
+					b.Fatalf("failures %+v", run.Failures)
+				case bc.members < 0 && run.State == RunCancelled && len(run.Failures) != 10_000:
+					b.Fatalf("%d failures", len(run.Failures))
+				case bc.members < 0 && run.State != RunFailed && run.State != RunCancelled:
+					b.Fatalf("run %s", run.State)
 				}
 			}
 		})

@@ -173,8 +173,8 @@ func TestSkippedResultExecFailsRun(t *testing.T) {
 	if out.State != RunFailed || out.Result != nil || out.ResultNode != "r" || out.Skipped != 1 || out.Failed != 1 {
 		t.Fatalf("outcome = %+v", out)
 	}
-	if nodeStates(out)["r"] != StateSkipped {
-		t.Fatalf("r = %v", nodeStates(out))
+	if out.ResultState != StateSkipped {
+		t.Fatalf("r = %v", out.ResultState)
 	}
 }
 

@@ -412,6 +412,15 @@ type Execution struct {
 	Attempts []Attempt `json:"attempts,omitempty"` // filled by GetExecution
 }
 
+// Run returns the id of the flow run e is a member of, "" for an
+// execution outside a flow.
+func (e *Execution) Run() RunID {
+	if e.FlowID == "" {
+		return ""
+	}
+	return RunID(makeID(e.Partition, e.FlowID))
+}
+
 // ResultInfo is the outcome of a finished execution.
 type ResultInfo struct {
 	State   PublicState `json:"state"`

@@ -100,6 +100,10 @@ type Execution struct {
 	Priority  int               `json:"priority"`
 	Tags      map[string]string `json:"tags,omitempty"`
 	Requires  []string          `json:"requires,omitempty"`
+	// RunID and FlowNode are, for a member of a flow run, the run and its
+	// exec name in the run's plan (absent outside a flow).
+	RunID    string `json:"run_id,omitempty"`
+	FlowNode string `json:"flow_node,omitempty"`
 
 	// State is the public state (waiting, delayed, active, completed,
 	// failed, cancelled, expired, ...); the fields below it are the state
