@@ -1035,8 +1035,12 @@ func (c *cmd) describeExecution(x *wire.Execution) error {
 		return c.printJSON(x)
 	}
 	out := c.env.Stdout
-	fmt.Fprintf(out, "execution %s (not a run)\nkind %s (namespace %s, lane %s)\nstate %s, %d attempt(s) started",
-		x.ID, x.Kind, x.Namespace, x.Lane, x.State, x.Attempt)
+	what := "not a run"
+	if x.RunID != "" {
+		what = fmt.Sprintf("exec %s of run %s: ffrun get %[2]s shows the run", x.FlowNode, x.RunID)
+	}
+	fmt.Fprintf(out, "execution %s (%s)\nkind %s (namespace %s, lane %s)\nstate %s, %d attempt(s) started",
+		x.ID, what, x.Kind, x.Namespace, x.Lane, x.State, x.Attempt)
 	if x.LastError != "" {
 		fmt.Fprintf(out, "; last error: %s", clip(x.LastError, 200))
 	}

@@ -724,7 +724,8 @@ func TestGetExecution(t *testing.T) {
 	}
 	x := run.Execs[0].ExecutionID
 	g := e.run("", "get", x)
-	if g.code != 0 || !strings.HasPrefix(g.stdout, "execution "+x+" (not a run)\n") ||
+	// A member says which exec of which run it is.
+	if g.code != 0 || !strings.HasPrefix(g.stdout, "execution "+x+" (exec "+run.Execs[0].Name+" of run "+id+": ffrun get "+id+" shows the run)\n") ||
 		!regexp.MustCompile(`(?m)^# +TYPE +WORKER +STARTED +TOOK +OUTCOME +ERROR\n1 +initial +\S+ .* success`).MatchString(g.stdout) {
 		t.Fatalf("get of an execution = %+v", g)
 	}

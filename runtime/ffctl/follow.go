@@ -33,9 +33,9 @@ type FollowOptions struct {
 // A run of more members than one answer holds (1,000) is followed by its
 // counts instead: a line whenever they change, and one per member that
 // failed or expired (those cancelled are counted), each poll asking for
-// one member only (the server still reads every member's state, but
-// neither the rest of every member nor an answer of thousands). The run
-// it returns then has no members.
+// one member only (the server reads the run's record, its order and its
+// failures, not every member; a run staged before those were kept, every
+// member's state). The run it returns then has no members.
 //
 // A read that fails for a cause that may pass (client.Passing: ffrun
 // restarting, Valkey away) is made again, with a backoff, for up to
