@@ -46,11 +46,10 @@ const SessionTTL = 12 * time.Hour
 // RefreshDefault is how often a page showing running work reloads itself.
 const RefreshDefault = 2 * time.Second
 
-// A page that reads many members per load (a large run's) reloads once
-// per Refresh for each RefreshMembers of them, at most every
-// RefreshSlowest: a 10,000-member run's page read every member every 2 s
-// (tens of MB of garbage and a read of every member record per reload,
-// per open tab).
+// A page that reads many members per load (a run's page of members and
+// its failures) reloads once per Refresh for each RefreshMembers of them,
+// at most every RefreshSlowest: a page of 1,000 members every 4 s, not
+// every 2 s per open tab.
 const (
 	RefreshMembers = 500
 	RefreshSlowest = 30 * time.Second

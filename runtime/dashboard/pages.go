@@ -304,7 +304,8 @@ func (d *Dashboard) showRun(q *request, notice, refused string) (*view, error) {
 	if _, err := q.api.Template(q.ctx(), run.Flow); err == nil {
 		data.Template = run.Flow
 	}
-	v := &view{page: "run", title: "Run " + run.ID, data: data, refresh: run.State == wire.RunRunning && refused == "", members: run.Total}
+	v := &view{page: "run", title: "Run " + run.ID, data: data, refresh: run.State == wire.RunRunning && refused == "",
+		members: len(run.Execs) + run.Failed + run.Cancelled}
 	if refused != "" {
 		v.status = http.StatusConflict
 	}
