@@ -264,9 +264,16 @@ local BLOCK_ELIGIBILITY = {
 -- ARGV[3]  detail (human-readable)
 -- ARGV[4]  recheck delay, ms: the blocked index score is now + delay, and
 --          the unblock scanner looks at entries whose score has passed
+-- ARGV[5]  optional: the next attempt and ARGV[6] the reset count the
+--          caller's claim read (a quota denial of ClaimAdmitted): blocked
+--          only while they are still the execution's, so a member a
+--          replay reset in between (same attempt, its deferred quota
+--          references back) is not parked under what was read before
 -- Reply: {1, 'blocked'}
 --        {0, 'not_found'}
 --        {0, 'wrong_state', public_state}  (not eligible now)
+--        {0, 'wrong_state', public_state, 'changed'}  (not the attempt or
+--        reset count given; nothing written)
 --        {0, 'invalid', 'reason' | 'delay', message} (nothing written)
 local function ff_block(keys, argv)
   local p = part(keys[1])
@@ -278,6 +285,10 @@ local function ff_block(keys, argv)
   if not c then return refuse('not_found') end
   if not is(c.state, 'runnable') or split(c).eligibility ~= 'eligible_now' then
     return refuse('wrong_state', public_of(c.state))
+  end
+  if argv[5] and (num(c.attempt_count) + 1 ~= num(argv[5])
+      or num(redis.call('HGET', c.key, 'resets')) ~= num(argv[6])) then
+    return refuse('wrong_state', public_of(c.state), 'changed')
   end
   local now = now_ms()
   leave_indexes(p, c)

@@ -807,8 +807,10 @@ end
 local REPLAY_STEP = 500
 
 -- The fields of a member a replay reads: to decide (state, edges, join)
--- and to apply its decision (lane, attempts, deferred quota references).
-local REPLAY_FIELDS = {'state', 'ns', 'lane', 'attempt_count', 'out', 'ups', 'deps_total', 'join_need', 'quotas_deferred'}
+-- and to apply its decision (lane, attempts, deferred quota references,
+-- reset count).
+local REPLAY_FIELDS = {'state', 'ns', 'lane', 'attempt_count', 'out', 'ups', 'deps_total', 'join_need', 'quotas_deferred',
+  'resets'}
 
 -- read_replayed returns member u as a replay reads it, or nil when its
 -- record is gone.
@@ -819,7 +821,7 @@ local function read_replayed(p, u)
   local deps_total = num(v[7])
   return {key = key, u = u, state = v[1], ns = v[2] or '', lane = v[3] or '', attempt_count = v[4] or '',
     out = v[5] or '', ups = v[6] or '', deps_total = deps_total, join_need = v[8] and num(v[8]) or deps_total,
-    quotas_deferred = v[9]}
+    quotas_deferred = v[9], resets = v[10]}
 end
 
 -- replay_member applies a replay's decision about member c of the run of
@@ -840,9 +842,12 @@ local function replay_member(p, runkey, c, kind, done, okc, now)
   zrem(p, lane_key(p, c.ns, c.lane, 'terminal'), c.u)
   redis.call('HDEL', c.key, 'result', 'handoff_prefix')
   -- Its allowances start again: retries (charged_attempts) and lost
-  -- leases (reclaims).
+  -- leases (reclaims). Its reset count moves: a claim's admission of it
+  -- that began before (ff_resolve_quotas, ff_block, the admitted
+  -- ff_claim: same attempt, same deferred references) is not applied.
   local common = {'deps_done', itoa(done), 'deps_ok', itoa(okc), 'charged_attempts', '0', 'reclaims', '0', 'deadline_at', '',
-    'ended_at', '', 'failure_reason', '', 'last_error', '', 'eligible_at', '', 'updated_at', ts(now)}
+    'ended_at', '', 'failure_reason', '', 'last_error', '', 'eligible_at', '', 'updated_at', ts(now),
+    'resets', itoa(num(c.resets) + 1)}
   if c.quotas_deferred then
     -- Its key values are read again from the input it gets this time.
     common[#common + 1] = 'quotas'
@@ -1441,36 +1446,42 @@ end
 -- member whose input is an upstream's result (unknown at staging) and
 -- that is admitted by a keyed quota is staged with the reference
 -- "<quota id>?<key path>"; ff_claim returns it among the admission needs
--- with the member's input, and the caller reads the key value from it.
+-- with the member's input and its reset count, and the caller reads the
+-- key value from that input.
 -- KEYS[1]  partition anchor
--- ARGV     quads: uuid, the quotas field as the claim read it, the quotas
---          field with every key value read ('' when one could not be),
---          the failure reason when it could not
--- A member whose quotas field changed since is left alone. One whose key
--- could not be read fails (when eligible): its input will not change, so
--- waiting would never admit it.
+-- ARGV     quints: uuid, the reset count and the quotas field as the claim
+--          read them, the quotas field with every key value read ('' when
+--          one could not be), the failure reason when it could not
+-- A member whose quotas field or reset count changed since is left alone:
+-- a replay that reset it in between puts back the same deferred quotas,
+-- but its input is about to change, so what was read from the old one
+-- must not key it. One whose key could not be read fails (when eligible):
+-- its input will not change, so waiting would never admit it.
 -- Reply: {1, item...}, item = 1 when written (or failed), 0 when left
---        {0, 'invalid', 'items', message} (not quads; nothing written)
+--        {0, 'invalid', 'items', message} (not quints; nothing written)
 local function ff_resolve_quotas(keys, argv)
-  if #argv % 4 ~= 0 then return refuse('invalid', 'items', 'want quads of uuid, quotas read, quotas resolved, reason') end
+  if #argv % 5 ~= 0 then
+    return refuse('invalid', 'items', 'want quints of uuid, resets, quotas read, quotas resolved, reason')
+  end
   local p = part(keys[1])
   local items = {}
   local now
-  for i = 1, #argv, 4 do
+  for i = 1, #argv, 5 do
     local c = read_core(p, argv[i])
     local done = 0
-    if c and redis.call('HGET', c.key, 'quotas') == argv[i + 1] then
-      if argv[i + 2] ~= '' then
+    local r = c and redis.call('HMGET', c.key, 'quotas', 'resets')
+    if r and r[1] == argv[i + 2] and num(r[2]) == num(argv[i + 1]) then
+      if argv[i + 3] ~= '' then
         -- The deferred references are kept: a replay that runs the
         -- feeding upstream again restores them (its new output may name
         -- another key value).
-        redis.call('HSET', c.key, 'quotas', argv[i + 2])
-        redis.call('HSETNX', c.key, 'quotas_deferred', argv[i + 1])
+        redis.call('HSET', c.key, 'quotas', argv[i + 3])
+        redis.call('HSETNX', c.key, 'quotas_deferred', argv[i + 2])
         done = 1
       elseif is(c.state, 'runnable') and split(c).eligibility == 'eligible_now' then
         now = now or now_ms()
         leave_indexes(p, c)
-        to_terminal(p, c, 'failed', argv[i + 3], now)
+        to_terminal(p, c, 'failed', argv[i + 4], now)
         done = 1
       end
     end

@@ -18,6 +18,10 @@ type Candidate struct {
 	ExecutionID ExecutionID
 	Attempt     int      // the attempt a grant would start
 	Quotas      []string // its quota subjects
+	// Resets is how many times a replay reset the execution (a flow
+	// member) when the claim read it: the later calls of the grant cycle
+	// act only while it is unchanged.
+	Resets int
 }
 
 // ClaimAdmitted is the claim of the scheduler's grant cycle with budget and
@@ -38,6 +42,12 @@ type Candidate struct {
 //     admissions it did not use are given back at once. Admissions carry
 //     a token random per call, so concurrent schedulers admitting the same
 //     candidate each hold and give back only their own slot.
+//
+// Steps 3 and 4 (and the settling of deferred quota keys in step 2) act
+// on a candidate only while its next attempt and reset count
+// (Candidate.Resets) are those the first claim read: a run replayed in
+// between resets a flow member to the same attempt number and deferred
+// quota references, and its input changes.
 //
 // A transport error during admission grants none of the quota candidates
 // (fail closed) and is logged; the grants of step 2 are returned. An error
@@ -83,7 +93,7 @@ func (s *Store) claimRound(ctx context.Context, req ClaimRequest) ([]Grant, int,
 	var items []admitItem
 	for _, c := range needs {
 		for _, q := range c.Quotas {
-			items = append(items, admitItem{q, Admitted{ExecutionID: c.ExecutionID, Attempt: c.Attempt, Token: token}})
+			items = append(items, admitItem{q, Admitted{ExecutionID: c.ExecutionID, Attempt: c.Attempt, Resets: c.Resets, Token: token}})
 		}
 	}
 	res, err := s.admitMany(ctx, items)
@@ -108,7 +118,7 @@ func (s *Store) claimRound(ctx context.Context, req ClaimRequest) ([]Grant, int,
 			i++
 		}
 		if denied == nil {
-			admitted = append(admitted, Admitted{ExecutionID: c.ExecutionID, Attempt: c.Attempt, Token: token})
+			admitted = append(admitted, Admitted{ExecutionID: c.ExecutionID, Attempt: c.Attempt, Resets: c.Resets, Token: token})
 			given = append(given, took...)
 			continue
 		}
@@ -116,7 +126,10 @@ func (s *Store) claimRound(ctx context.Context, req ClaimRequest) ([]Grant, int,
 		if denied.Cause == QuotaDeniedContended {
 			continue // another scheduler's claim grants it: left eligible
 		}
-		err := s.Block(ctx, c.ExecutionID, WaitingForQuota, denied.Detail(), denied.RetryAfter)
+		// Fenced by the attempt and reset count the claim read: a member a
+		// replay reset meanwhile is left eligible, for the next claim to
+		// read its references again.
+		err := s.block(ctx, c.ExecutionID, WaitingForQuota, denied.Detail(), denied.RetryAfter, &c)
 		switch {
 		case err == nil:
 			blocked++
@@ -167,6 +180,14 @@ func (s *Store) releaseItems(ctx context.Context, items []admitItem) {
 // scanner looks at it again after recheck (0 = at its next tick). An
 // execution that is not eligible now gets a *StateError.
 func (s *Store) Block(ctx context.Context, id ExecutionID, reason BlockingReason, detail string, recheck time.Duration) error {
+	return s.block(ctx, id, reason, detail, recheck, nil)
+}
+
+// block is Block that, with a candidate of the claim that was denied,
+// blocks the execution only while its next attempt and reset count are
+// the candidate's (a *StateError otherwise).
+func (s *Store) block(ctx context.Context, id ExecutionID, reason BlockingReason, detail string, recheck time.Duration,
+	c *Candidate) error {
 	switch reason {
 	case WaitingForBudget, WaitingForQuota, WaitingForCapableWorker:
 	default:
@@ -179,8 +200,11 @@ func (s *Store) Block(ctx context.Context, id ExecutionID, reason BlockingReason
 	if err != nil {
 		return err
 	}
-	_, err = s.single(ctx, call{fn: "ff_block", partition: p,
-		args: []string{uuid, string(reason), clip(detail, MaxErrorBytes), ms(recheck)}}, id, "block")
+	args := []string{uuid, string(reason), clip(detail, MaxErrorBytes), ms(recheck)}
+	if c != nil {
+		args = append(args, strconv.Itoa(c.Attempt), strconv.Itoa(c.Resets))
+	}
+	_, err = s.single(ctx, call{fn: "ff_block", partition: p, args: args}, id, "block")
 	return err
 }
 

@@ -449,10 +449,11 @@ type deferredNeed struct {
 // and returns the members as candidates with their subjects. A member
 // whose key cannot be read (its input lacks the field, or the value is not
 // a valid key) fails with reason quota_key_invalid: its input will not
-// change. Members changed since the claim read them are left out (the next
-// claim sees them as they are).
+// change. Members changed since the claim read them (their quotas, or
+// their reset count: a replay reset them, and their input is about to
+// change) are left out (the next claim sees them as they are).
 func (s *Store) settleQuotaKeys(ctx context.Context, p int, needs []deferredNeed) ([]Candidate, error) {
-	args := make([]string, 0, 4*len(needs))
+	args := make([]string, 0, 5*len(needs))
 	resolved := make([][]string, len(needs))
 	for i, n := range needs {
 		var failure string
@@ -478,7 +479,7 @@ func (s *Store) settleQuotaKeys(ctx context.Context, p int, needs []deferredNeed
 		if failure != "" {
 			resolved[i], joined = nil, ""
 		}
-		args = append(args, n.uuid, n.stored, joined, failure)
+		args = append(args, n.uuid, strconv.Itoa(n.c.Resets), n.stored, joined, failure)
 	}
 	items, err := s.single(ctx, call{fn: "ff_resolve_quotas", partition: p, args: args}, "", "resolve quota keys")
 	if err != nil {

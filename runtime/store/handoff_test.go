@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -425,5 +426,123 @@ func TestHandoffSentAgainAfterLostAnswer(t *testing.T) {
 	time.Sleep(LeaseTTLMin + 30*time.Millisecond)
 	if g := e.finishOK(a2, `1`, handoff(1)); len(g) != 0 {
 		t.Fatalf("an expired grant was sent again: %+v", grantIDs(g))
+	}
+}
+
+// The members one success makes eligible are settled in claim order (best
+// score first), and one the hand-off leaves in the index is the head of
+// its lane for those after it: a member of lower priority is never handed
+// off while one of higher priority, made eligible by the same call, waits
+// in the index (it counts against a budget, or the grants were spent), so
+// the hand-off never overtakes what a claim would take first.
+func TestHandoffKeepsClaimOrderAmongMembersOfOneCall(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		edges  []string // a's edges, in the order its success decides them
+		budget bool     // b counts against a budget (not handed off)
+		handed []string // the members handed off, in order
+		next   string   // what a claim of the lane then grants
+	}{
+		{name: "the higher one has a budget", edges: []string{"a->b", "a->c"}, budget: true, next: "b"},
+		{name: "the lower one became eligible first", edges: []string{"a->c", "a->b"}, handed: []string{"b"}, next: "c"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := onePartition(t)
+			fl := flowOf("fan", execs("a", "b", "c"), tc.edges...)
+			fl.Execs[0].Lane = "first" // claimed on its own, before b and c are eligible
+			fl.Execs[1].Priority = 900
+			fl.Execs[2].Priority = 100
+			if tc.budget {
+				fl.Execs[1].Budgets = []string{"spend"}
+				fl.BudgetDefs = []plan.Budget{{Name: "spend", Dimensions: []plan.Dimension{{Name: "tokens", Hard: 1000}},
+					OnHardLimit: plan.OnHardLimitBlock, Scope: plan.ScopeShared}}
+			}
+			r := e.stage(fl, `{}`)
+			ids := nodeIDs(r)
+			a, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"first"}, Worker: worker1, Max: 1, LeaseTTL: time.Minute})
+			if err != nil || len(a) != 1 {
+				t.Fatalf("claim a = %v, %v", a, err)
+			}
+			var handed []string
+			for _, g := range e.finishOK(a[0], `1`, handoff(1)) {
+				handed = append(handed, g.FlowNode)
+			}
+			if !cmp.Equal(handed, tc.handed) {
+				t.Fatalf("handed off %v, want %v (b: priority 900, c: 100)", handed, tc.handed)
+			}
+			next, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker2, Max: 1, LeaseTTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []ExecutionID
+			if tc.next != "" {
+				want = []ExecutionID{ids[tc.next]}
+			}
+			if got := grantIDs(next); !cmp.Equal(got, want) {
+				t.Fatalf("the next claim granted %v, want %v (%s)", got, want, tc.next)
+			}
+		})
+	}
+}
+
+// The same holds for a fan-out too wide to be ordered by insertion
+// (claim_order sorts it): the best member, made eligible last, is handed
+// off, or, when it counts against a budget, nothing is.
+func TestHandoffKeepsClaimOrderInAWideFanOut(t *testing.T) {
+	t.Parallel()
+	for _, budget := range []bool{false, true} {
+		t.Run(fmt.Sprintf("budget %v", budget), func(t *testing.T) {
+			t.Parallel()
+			e := onePartition(t)
+			const n = 20
+			names := []string{"a"}
+			var edges []string
+			for i := range n {
+				names = append(names, fmt.Sprintf("x%02d", i))
+				edges = append(edges, "a->"+names[i+1])
+			}
+			fl := flowOf("wide", execs(names...), edges...)
+			fl.Execs[0].Lane = "first"
+			for i := 1; i <= n; i++ {
+				fl.Execs[i].Priority = 100 + i // the last edge's member is the best
+			}
+			if budget {
+				fl.Execs[n].Budgets = []string{"spend"}
+				fl.BudgetDefs = []plan.Budget{{Name: "spend", Dimensions: []plan.Dimension{{Name: "tokens", Hard: 1000}},
+					OnHardLimit: plan.OnHardLimitBlock, Scope: plan.ScopeShared}}
+			}
+			r := e.stage(fl, `{}`)
+			ids := nodeIDs(r)
+			a, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"first"}, Worker: worker1, Max: 1, LeaseTTL: time.Minute})
+			if err != nil || len(a) != 1 {
+				t.Fatalf("claim a = %v, %v", a, err)
+			}
+			var handed []string
+			for _, g := range e.finishOK(a[0], `1`, handoff(1)) {
+				handed = append(handed, g.FlowNode)
+			}
+			best := names[n]
+			want := []string{best}
+			if budget {
+				want = nil
+			}
+			if !cmp.Equal(handed, want) {
+				t.Fatalf("handed off %v, want %v", handed, want)
+			}
+			next, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker2, Max: 1, LeaseTTL: time.Minute})
+			if err != nil || len(next) != 1 {
+				t.Fatalf("next claim = %v, %v", grantIDs(next), err)
+			}
+			wantNext := names[n-1] // the best one left
+			if budget {
+				wantNext = best
+			}
+			if next[0].ExecutionID != ids[wantNext] {
+				t.Fatalf("next claim granted %s, want %s", next[0].FlowNode, wantNext)
+			}
+		})
 	}
 }

@@ -77,6 +77,20 @@ func (e *env) create(req CreateRequest) *Execution {
 	return x
 }
 
+// hookedStore returns a store of e's keys whose client runs hook once,
+// right after the first reply to an FCALL of fn (hookClient): what another
+// caller does between two calls of one store method (ClaimAdmitted makes
+// several).
+func (e *env) hookedStore(fn string, hook func()) *Store {
+	e.t.Helper()
+	h := &hookClient{Client: e.c, fn: fn, hook: hook}
+	s, err := Open(e.ctx, Config{Client: h, KeyPrefix: e.prefix, FlowPartitions: e.s.FlowPartitions(), Logger: testLogger(e.t)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
 func (e *env) get(id ExecutionID) *Execution {
 	e.t.Helper()
 	x, err := e.s.GetExecution(e.ctx, id)

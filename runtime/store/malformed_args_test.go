@@ -326,7 +326,7 @@ func TestMalformedCommitWritesNothing(t *testing.T) {
 }
 
 // ff_resolve_quotas writes an item before it reads the next: an
-// incomplete quad after a good one is refused before the first write.
+// incomplete quint after a good one is refused before the first write.
 func TestMalformedResolveQuotasWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := onePartition(t)
@@ -336,8 +336,8 @@ func TestMalformedResolveQuotasWritesNothing(t *testing.T) {
 	x1 := e.create(CreateRequest{Quotas: []string{"q"}})
 	x2 := e.create(CreateRequest{Quotas: []string{"q"}})
 	q := e.get(x1.ID).Quotas[0]
-	args := []string{uuidOf(t, x1.ID), q, q + ",default/other", "", uuidOf(t, x2.ID), q}
-	e.refusedUnchanged("resolve quotas with an incomplete quad", call{fn: "ff_resolve_quotas", partition: 0, args: args}, "items")
+	args := []string{uuidOf(t, x1.ID), "0", q, q + ",default/other", "", uuidOf(t, x2.ID), "0", q}
+	e.refusedUnchanged("resolve quotas with an incomplete quint", call{fn: "ff_resolve_quotas", partition: 0, args: args}, "items")
 }
 
 // ff_cancel of a running attempt that holds quota slots queues their

@@ -508,6 +508,9 @@ func checkAdmitted(a Admitted) error {
 	if a.Attempt < 1 {
 		return invalid("attempt", "%d: attempts count from 1", a.Attempt)
 	}
+	if a.Resets < 0 {
+		return invalid("resets", "%d: a reset count is not negative", a.Resets)
+	}
 	for _, c := range a.Token {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') || len(a.Token) > 64 {
 			return invalid("token", "%q: want up to 64 letters and digits", a.Token)

@@ -498,7 +498,13 @@ type ClaimRequest struct {
 type Admitted struct {
 	ExecutionID ExecutionID
 	Attempt     int
-	Token       string // letters and digits; may be empty
+	// Resets is the execution's reset count the admission is for
+	// (Candidate.Resets; 0 for an execution no replay reset): a claim
+	// grants under the admission only while it is still the execution's,
+	// since a replay that resets a flow member leaves its attempt number
+	// as it was.
+	Resets int
+	Token  string // letters and digits; may be empty
 }
 
 // holder is the slot holder of an admission.

@@ -22,7 +22,8 @@ import (
 // and no error when nothing is eligible.
 //
 // Candidates with quota references are granted only when req.Admitted
-// holds an admission for their next attempt; otherwise they are passed
+// holds an admission for their next attempt and reset count (a replay
+// that resets a flow member counts it); otherwise they are passed
 // over (ClaimAdmitted admits them). Candidates counting against a budget in
 // req.BreachedBudgets are blocked or failed instead of granted.
 func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]Grant, error) {
@@ -70,10 +71,10 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 			return nil, err
 		}
 		if ap == p {
-			admitted = append(admitted, uuid, strconv.Itoa(a.Attempt), a.Token)
+			admitted = append(admitted, uuid, strconv.Itoa(a.Attempt), strconv.Itoa(a.Resets), a.Token)
 		}
 	}
-	args = append(append(append(args, strconv.Itoa(len(admitted)/3)), admitted...), req.Lanes...)
+	args = append(append(append(args, strconv.Itoa(len(admitted)/4)), admitted...), req.Lanes...)
 	keys := []string{s.k.anchor(p), s.k.leases(p), s.k.timeouts(p)}
 	for _, l := range req.Lanes {
 		keys = append(keys, s.k.lane(p, req.Worker.Namespace, l, indexEligible))
@@ -93,12 +94,13 @@ func (s *Store) claim(ctx context.Context, req ClaimRequest, needs *[]Candidate)
 		var deferred []deferredNeed
 		for _, it := range nv {
 			v, err := it.ToArray()
-			if err != nil || len(v) < 3 || len(v) > 4 {
+			if err != nil || len(v) < 4 || len(v) > 5 {
 				return nil, fmt.Errorf("store: ff_claim: malformed admission candidate: %v", err)
 			}
-			c := Candidate{ExecutionID: makeID(p, str(v[0])), Attempt: atoi(str(v[1])), Quotas: splitList(str(v[2]))}
-			if len(v) == 4 {
-				deferred = append(deferred, deferredNeed{c: c, uuid: str(v[0]), stored: str(v[2]), input: []byte(str(v[3]))})
+			c := Candidate{ExecutionID: makeID(p, str(v[0])), Attempt: atoi(str(v[1])), Quotas: splitList(str(v[2])),
+				Resets: atoi(str(v[3]))}
+			if len(v) == 5 {
+				deferred = append(deferred, deferredNeed{c: c, uuid: str(v[0]), stored: str(v[2]), input: []byte(str(v[4]))})
 				continue
 			}
 			*needs = append(*needs, c)
