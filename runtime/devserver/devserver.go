@@ -425,9 +425,9 @@ func shellQuote(s string) string {
 }
 
 // Stop asks the child to shut down (SIGTERM: it flushes its append-only
-// file), waits up to StopTimeout or ctx, then kills it, and releases the
-// data directory's lock (and removes the socket's temporary directory).
-// Safe to call twice.
+// file), waits up to StopTimeout or ctx, then kills it (the error says
+// which ended the wait), and releases the data directory's lock (and
+// removes the socket's temporary directory). Safe to call twice.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopChild(ctx)
 	s.unlock.Do(func() {
@@ -453,11 +453,12 @@ func (s *Server) stopChild(ctx context.Context) {
 			s.cfg.Logger.Info("dev valkey stopped", s.listens()...)
 			return
 		case <-t.C:
+			s.stopErr = fmt.Errorf("devserver: %s did not stop within %s; killed", s.Binary, s.cfg.StopTimeout)
 		case <-ctx.Done():
+			s.stopErr = fmt.Errorf("devserver: %s killed: the stop's context ended before it stopped: %w", s.Binary, ctx.Err())
 		}
 		_ = s.cmd.Process.Kill()
 		<-s.exited
-		s.stopErr = fmt.Errorf("devserver: %s did not stop within %s; killed", s.Binary, s.cfg.StopTimeout)
 	})
 }
 

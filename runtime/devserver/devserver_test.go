@@ -2,6 +2,7 @@ package devserver_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -57,6 +58,26 @@ func TestStartStop(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(names, " "), "appendonly") {
 		t.Fatalf("no append-only file in %s: %v", dir, names)
+	}
+}
+
+// TestStopWithEndedContextSaysSo: a Stop whose ctx has ended kills the
+// child without waiting, and its error says so, not that the child did
+// not stop within StopTimeout.
+func TestStopWithEndedContextSaysSo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := devserver.Start(ctx, devserver.Config{Dir: t.TempDir(), NoPersistence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, end := context.WithCancel(ctx)
+	end()
+	err = s.Stop(ended)
+	<-s.Exited()
+	// nil only when the child exited on SIGTERM before Stop looked.
+	if err != nil && (!errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "within")) {
+		t.Fatalf("Stop with its ctx ended = %v, want an error that wraps the ctx's and names no timeout", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -205,5 +206,50 @@ func TestStopWhileWaitingForValkeyIsClean(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("ffrun serve did not stop")
+	}
+}
+
+// TestStopWhileValkeyHangsAtStartIsPrompt: ffrun serve starts against a
+// Valkey that takes the connection and never answers (a hung host, a
+// partition). A stop meanwhile ends the start at once ("SIGINT/SIGTERM
+// ends the wait at once, a clean stop"), not once the attempt in progress
+// has waited out its connection timeout (10 s).
+func TestStopWhileValkeyHangsAtStartIsPrompt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := servertest.Silent(t, ln)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stopCtx, stop := context.WithCancel(ctx)
+	stderr := &servertest.LogBuffer{}
+	_, done := background(stopCtx, []string{"serve", "--valkey", ln.Addr().String(), "--listen", "127.0.0.1:0", "--valkey-wait", "1m"}, nil, stderr)
+	select {
+	case <-accepted: // the first attempt is connected, waiting for an answer
+	case err := <-done:
+		t.Fatalf("ffrun returned %v before connecting to Valkey\n%s", err, stderr)
+	case <-ctx.Done():
+		t.Fatalf("ffrun never connected to Valkey\n%s", stderr)
+	}
+	start := time.Now()
+	stop() // the signal
+	// Generous for a loaded machine, and half the connection timeout.
+	const bound = 5 * time.Second
+	select {
+	case err := <-done:
+		took := time.Since(start)
+		if err != nil {
+			t.Errorf("ffrun serve stopped while Valkey hangs at start returned %v; want nil (exit status 0)", err)
+		}
+		if took > bound {
+			t.Errorf("ffrun serve returned %s after the stop while Valkey hangs at start; want at most %s\n%s",
+				took.Round(100*time.Millisecond), bound, stderr)
+		}
+		if !strings.Contains(stderr.String(), `level=INFO msg="stopped while waiting for valkey"`) {
+			t.Errorf("no info line about the stop:\n%s", stderr)
+		}
+	case <-ctx.Done():
+		t.Fatalf("ffrun serve did not stop\n%s", stderr)
 	}
 }

@@ -9,9 +9,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/flowfabric/ff/runtime/internal/lifecycle"
 	"github.com/flowfabric/ff/runtime/store"
 )
 
@@ -75,13 +75,8 @@ type runner struct {
 	changeWarnEvery time.Duration
 	log             *slog.Logger
 
-	// mu guards cancel and done. cancel is set from Start to Stop; done is
-	// the last loop's, closed when it ended, and kept after Stop, so that
-	// a Start after a Stop that did not wait for the end does not run a
-	// loop beside it.
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	// bg runs loop from Start to Stop, one loop at a time.
+	bg lifecycle.Background
 }
 
 func newRunner(name string, s *store.Store, interval time.Duration, log *slog.Logger, fn step) *runner {
@@ -125,64 +120,24 @@ func checkCommon(name string, s *store.Store, interval time.Duration, limit int)
 // scanner never tick at once: when ctx ends first, it returns ctx's error
 // and the scanner stays stopped.
 func (r *runner) Start(ctx context.Context) error {
-	for {
-		r.mu.Lock()
-		if r.cancel != nil {
-			r.mu.Unlock()
-			return nil
-		}
-		if last := r.done; last != nil && !closed(last) {
-			r.mu.Unlock()
-			select {
-			case <-last:
-				continue // and look again: another Start may have come first
-			case <-ctx.Done():
-				return fmt.Errorf("scanner: %s: start: the last stop's tick has not ended: %w", r.name, ctx.Err())
-			}
-		}
-		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		r.cancel, r.done = cancel, make(chan struct{})
-		go r.loop(lctx, r.done)
-		r.mu.Unlock()
-		r.log.DebugContext(ctx, "scanner started")
-		return nil
+	if err := r.bg.Start(ctx, r.loop); err != nil {
+		return fmt.Errorf("scanner: %s: %w", r.name, err)
 	}
-}
-
-// closed reports whether ch is closed.
-func closed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
+	return nil
 }
 
 // Stop stops the scanner and waits for its current tick to end, or for ctx.
 // Stopping a stopped scanner does nothing, unless the last Stop returned
 // before the tick ended: then it waits for that tick again.
 func (r *runner) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.cancel = nil
-	r.mu.Unlock()
-	if done == nil {
-		return nil
+	if err := r.bg.Stop(ctx); err != nil {
+		return fmt.Errorf("scanner: %s: stop: %w", r.name, err)
 	}
-	if cancel != nil {
-		cancel()
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("scanner: %s: stop: %w", r.name, ctx.Err())
-	}
+	return nil
 }
 
-func (r *runner) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (r *runner) loop(ctx context.Context) {
+	r.log.DebugContext(ctx, "scanner started")
 	// Start at a random point of the first interval so that several ffrun
 	// processes do not tick in step.
 	wait := time.Duration(rand.Int64N(int64(r.interval)))

@@ -104,10 +104,20 @@ func (s *Set) all() []startStopper {
 		s.BudgetReset, s.QuotaRelease, s.QuotaReconcile, s.Library, s.RunResume}
 }
 
-// Start starts every scanner. It is safe to call twice.
+// Start starts every scanner. It is safe to call twice. When a scanner
+// does not start (a Stop left its tick running and ctx ended first), it
+// stops the scanners it started, waiting for them, and returns the error:
+// a failed Start leaves none running.
 func (s *Set) Start(ctx context.Context) error {
-	for _, sc := range s.all() {
+	all := s.all()
+	for i, sc := range all {
 		if err := sc.Start(ctx); err != nil {
+			// Their loops end as soon as they are stopped: ctx, which has
+			// ended, does not bound the wait.
+			stopped := context.WithoutCancel(ctx)
+			for _, started := range all[:i] {
+				err = errors.Join(err, started.Stop(stopped))
+			}
 			return err
 		}
 	}

@@ -43,6 +43,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowfabric/ff/runtime/internal/lifecycle"
 	"github.com/flowfabric/ff/runtime/store"
 )
 
@@ -144,10 +145,8 @@ type Scheduler struct {
 	stopping chan struct{} // closed by Stop: waiting claims return
 	rearmed  func()        // tests only: called after a waiter is re-armed for an attempt
 	startMu  sync.Mutex
-	started  bool
 	stopped  bool
-	cancel   context.CancelFunc
-	done     chan struct{}
+	bg       lifecycle.Background // the wake-up subscription and resync loops
 }
 
 type laneKey struct{ ns, lane string }
@@ -194,50 +193,45 @@ func New(cfg Config) (*Scheduler, error) {
 }
 
 // Start runs the wake-up subscription and the resynchronisation loop until
-// Stop. Calling it twice is harmless.
+// Stop. Calling it twice is harmless; after Stop it fails.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.startMu.Lock()
-	defer s.startMu.Unlock()
-	if s.started {
-		return nil
-	}
+	defer s.startMu.Unlock() // held while starting: a Stop comes after, and sees it
 	if s.stopped {
 		return errors.New("scheduler: start after stop")
 	}
-	s.started = true
-	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.done = make(chan struct{})
-	var wg sync.WaitGroup
-	if s.cfg.Subscribe != nil {
-		wg.Go(func() { s.subscribeLoop(ctx) })
+	err := s.bg.Start(ctx, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		if s.cfg.Subscribe != nil {
+			wg.Go(func() { s.subscribeLoop(ctx) })
+		}
+		wg.Go(func() { s.resyncLoop(ctx) })
+		wg.Wait()
+	})
+	if err != nil {
+		return fmt.Errorf("scheduler: %w", err)
 	}
-	wg.Go(func() { s.resyncLoop(ctx) })
-	go func() { wg.Wait(); close(s.done) }()
 	return nil
 }
 
-// Stop releases every waiting claim (they return what they have, usually
-// nothing) and stops the background loops. Calling it twice is harmless.
+// Stop releases every waiting claim at once (they return what they have,
+// usually nothing), stops the background loops and waits for them within
+// ctx: when ctx ends first (with Valkey hung, the release of the wake-up
+// subscription's connection waits for it) it returns ctx's error, and a
+// later Stop waits for them again. So a Stop with a ctx that has ended
+// releases the claims without waiting, and a Stop that returns nil, one
+// of several at once too, returns once the loops ended.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.startMu.Lock()
-	if s.stopped {
-		s.startMu.Unlock()
-		return nil
+	if !s.stopped {
+		s.stopped = true
+		close(s.stopping)
 	}
-	s.stopped = true
-	close(s.stopping)
-	started := s.started
 	s.startMu.Unlock()
-	if !started {
-		return nil
+	if err := s.bg.Stop(ctx); err != nil {
+		return fmt.Errorf("scheduler: stop: %w", err)
 	}
-	s.cancel()
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("scheduler: stop: %w", ctx.Err())
-	}
+	return nil
 }
 
 // Waiting returns how many claims wait for work now (long-polls parked

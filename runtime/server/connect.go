@@ -135,7 +135,7 @@ func connect(ctx context.Context, cfg Config, stCfg store.Config) (valkey.Client
 
 // openOnce makes one attempt at connecting and opening the store.
 func openOnce(ctx context.Context, cfg Config, stCfg store.Config) (valkey.Client, *store.Store, error) {
-	vk, err := valkey.NewClient(valkeyOptions(cfg))
+	vk, err := newClient(ctx, valkeyOptions(cfg))
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: connect to valkey at %s: %w", cfg.ValkeyAddr, err)
 	}
@@ -146,6 +146,34 @@ func openOnce(ctx context.Context, cfg Config, stCfg store.Config) (valkey.Clien
 		return nil, nil, fmt.Errorf("server: open store: %w", err)
 	}
 	return vk, st, nil
+}
+
+// newClient is valkey.NewClient, which takes no context, ended by ctx:
+// against a Valkey that takes the connection and never answers, the
+// client's first command waits out ConnWriteTimeout (10 s), and a stop
+// must not wait for it. The client of an attempt given up is closed
+// when NewClient returns, in the background.
+func newClient(ctx context.Context, opt valkey.ClientOption) (valkey.Client, error) {
+	type made struct {
+		vk  valkey.Client
+		err error
+	}
+	ch := make(chan made, 1)
+	go func() {
+		vk, err := valkey.NewClient(opt)
+		ch <- made{vk, err}
+	}()
+	select {
+	case m := <-ch:
+		return m.vk, m.err
+	case <-ctx.Done():
+		go func() {
+			if m := <-ch; m.err == nil {
+				m.vk.Close()
+			}
+		}()
+		return nil, context.Cause(ctx)
+	}
 }
 
 // retryable reports whether a failure to reach Valkey may heal by

@@ -34,7 +34,7 @@ func newParkLog(st *store.Store, log *slog.Logger, interval time.Duration) *park
 		interval = scanner.UnblockIntervalDefault // it runs with the unblock scanner
 	}
 	p := &parkLog{st: st, log: log, parked: map[store.ExecutionID]string{}}
-	p.loop = loop{interval: interval, tick: p.tick}
+	p.loop.name, p.loop.interval, p.loop.tick = "park log", interval, p.tick
 	return p
 }
 

@@ -321,7 +321,7 @@ func newScheduleRunner(st *store.Store, flows *flowService, templates map[string
 	}
 	r := &scheduleRunner{st: st, flows: flows, templates: templates, every: every, log: log,
 		retry: map[string]scheduleRetry{}, noted: map[string]scheduleNote{}}
-	r.loop = loop{interval: every, tick: r.pass}
+	r.loop.name, r.loop.interval, r.loop.tick = "schedule runner", every, r.pass
 	return r
 }
 

@@ -99,7 +99,7 @@ type Config struct {
 	// RunPoll is how often a waiting run result request re-reads the run
 	// when no end notice came; 0 = RunPollDefault.
 	RunPoll         time.Duration
-	ShutdownTimeout time.Duration // how long in-flight requests may finish
+	ShutdownTimeout time.Duration // how long in-flight requests may finish, and the shutdown take (Serve, Close)
 	Logger          *slog.Logger
 }
 
@@ -242,6 +242,16 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// fail is every error return once the store is open: it stops what
+	// the store runs in the background and closes the client, for up to
+	// ShutdownTimeout (a stop of a start that fails on a hung Valkey must
+	// not wait on it longer than a stop of a server).
+	fail := func(err error) (*Server, error) {
+		closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		closeValkey(closing, log, re, st, vk)
+		return nil, err
+	}
 	sched, err := scheduler.New(scheduler.Config{
 		Store:          st,
 		Subscribe:      scheduler.ValkeySubscriber(vk, st.WakeChannel()),
@@ -250,8 +260,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:         log,
 	})
 	if err != nil {
-		vk.Close()
-		return nil, err
+		return fail(err)
 	}
 	s := &Server{cfg: cfg, log: log, vk: vk, store: st, sched: sched, redeclare: re}
 	notices.subscribe = scheduler.ValkeySubscriber(vk, st.RunsChannel())
@@ -272,33 +281,27 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		AuthLimiter:  authLimiter,
 	})
 	if err != nil {
-		vk.Close()
-		return nil, err
+		return fail(err)
 	}
 	s.api = a
 	flows := &flowService{st: st, hints: hints, notice: s.notices, poll: cfg.RunPoll, bulkMembers: cfg.BulkRunMembers}
 	if err := a.AddFlows(flows, cfg.Templates); err != nil {
-		vk.Close()
-		return nil, fmt.Errorf("server: %w", err)
+		return fail(fmt.Errorf("server: %w", err))
 	}
 	templates := templatesByName(cfg.Templates)
 	if err := a.AddSchedules(&scheduleService{st: st, flows: flows, templates: templates, log: log}); err != nil {
-		vk.Close()
-		return nil, fmt.Errorf("server: %w", err)
+		return fail(fmt.Errorf("server: %w", err))
 	}
 	if err := a.AddAdmission(adm); err != nil {
-		vk.Close()
-		return nil, fmt.Errorf("server: %w", err)
+		return fail(fmt.Errorf("server: %w", err))
 	}
 	if err := a.AddLeaseWatch(svc); err != nil {
-		vk.Close()
-		return nil, fmt.Errorf("server: %w", err)
+		return fail(fmt.Errorf("server: %w", err))
 	}
 	if !cfg.DisableUI {
 		ui, err := dashboard.New(dashboard.Config{API: a, Token: cfg.Token, Logger: log, Revoked: st, AuthLimiter: authLimiter})
 		if err != nil {
-			vk.Close()
-			return nil, fmt.Errorf("server: %w", err)
+			return fail(fmt.Errorf("server: %w", err))
 		}
 		a.Mount(dashboard.Prefix, ui)
 	}
@@ -312,14 +315,12 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return registerSchedules(ctx, a, cfg.Token, cfg.Schedules, cfg.Templates, log)
 	}
 	if err := declare(ctx); err != nil {
-		vk.Close()
-		return nil, fmt.Errorf("server: %w", err)
+		return fail(fmt.Errorf("server: %w", err))
 	}
 	if !cfg.DisableScanners {
 		s.scanners, err = newScanners(st, cfg.Scanners, log, met)
 		if err != nil {
-			vk.Close()
-			return nil, err
+			return fail(err)
 		}
 		s.scanners = append(s.scanners, newParkLog(st, log, cfg.Scanners.Unblock),
 			newScheduleRunner(st, flows, templates, cfg.Scanners.Schedules, log))
@@ -339,8 +340,11 @@ func (s *Server) API() *api.Server { return s.api }
 
 // Serve starts the scheduler and scanners and serves the API on ln until
 // ctx ends; then it shuts down gracefully: waiting claims are released at
-// once, in-flight requests may finish within ShutdownTimeout, background
-// components stop, and the Valkey connection closes.
+// once, the listener closes, in-flight requests may finish within
+// ShutdownTimeout, background components stop, and the Valkey connection
+// closes. It returns within ShutdownTimeout (closeGraceMin more when the
+// requests used it all up), leaving what has not ended then (with Valkey
+// hung, the close of its connections) to end in the background.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return s.ServeFront(ctx, newFront(ln, FrontConfig{TLS: s.cfg.APITLS, Logger: s.log}))
 }
@@ -389,20 +393,22 @@ func (s *Server) ServeFront(ctx context.Context, f *Front) error {
 	s.log.Info("ffrun shutting down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
-	// Release long-polls first so Shutdown does not wait for them.
-	if err := s.sched.Stop(sctx); err != nil {
-		s.log.Warn("scheduler stop", slog.Any("error", err))
-	}
-	if err := s.notices.Stop(sctx); err != nil { // answers waiting result requests
-		s.log.Warn("run notices stop", slog.Any("error", err))
-	}
-	if err := s.leases.Stop(sctx); err != nil { // answers waiting lease watches
-		s.log.Warn("lease notices stop", slog.Any("error", err))
+	// Parked claims, waiting result requests and lease watches answer at
+	// once, so that the HTTP shutdown does not wait for them: a Stop with
+	// a ctx that has ended ends their background loops without waiting
+	// for them (with Valkey hung, the release of a subscription's
+	// connection waits for it); close waits for them, after the requests.
+	released, release := context.WithCancel(sctx)
+	release()
+	for _, w := range s.waiters() {
+		_ = w.c.Stop(released)
 	}
 	if err := f.shutdown(sctx); err != nil {
 		s.log.Warn("http shutdown did not finish in time", slog.Any("error", err))
 	}
 	s.stopScanners(sctx, s.scanners)
+	deadline, _ := sctx.Deadline()
+	s.close(deadline)
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("server: serve: %w", serveErr)
 	}
@@ -418,15 +424,71 @@ func (s *Server) stopScanners(ctx context.Context, scanners []component) {
 	}
 }
 
-// Close releases the Valkey connection. Serve calls it; call it yourself
-// only when Serve never ran. Safe to call twice.
+// namedComponent is a component and what its log lines call it.
+type namedComponent struct {
+	name string
+	c    component
+}
+
+// waiters are the components that requests wait on: their Stop answers
+// the waiting requests at once.
+func (s *Server) waiters() []namedComponent {
+	return []namedComponent{{"scheduler", s.sched}, {"run notices", s.notices}, {"lease notices", s.leases}}
+}
+
+// closeGraceMin is how long at least Close waits for the background parts
+// to end and the Valkey connections to close, when the requests of a
+// shutdown used up its ShutdownTimeout.
+const closeGraceMin = time.Second
+
+// Close stops the scheduler and the run and lease notices, and closes the
+// Valkey connection, waiting for them for up to ShutdownTimeout: past it,
+// it logs what was left and returns, leaving it to end in the background.
+// Serve calls it; call it yourself only when Serve never ran. Safe to call
+// twice.
 func (s *Server) Close() {
+	s.close(time.Now().Add(s.cfg.ShutdownTimeout))
+}
+
+// close is Close, waiting until deadline, or for closeGraceMin when that
+// is later.
+func (s *Server) close(deadline time.Time) {
 	s.closeOnce.Do(func() {
-		_ = s.sched.Stop(context.Background())
-		_ = s.notices.Stop(context.Background())
-		_ = s.leases.Stop(context.Background())
-		s.redeclare.stop()
-		s.store.Wait() // run-end notices still being published
-		s.vk.Close()
+		if grace := time.Now().Add(closeGraceMin); deadline.Before(grace) {
+			deadline = grace
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		for _, w := range s.waiters() {
+			if err := w.c.Stop(ctx); err != nil {
+				s.log.Warn(w.name+" stop", slog.Any("error", err))
+			}
+		}
+		closeValkey(ctx, s.log, s.redeclare, s.store, s.vk)
 	})
+}
+
+// closeValkey ends a pass of re under way, waits for the run-end notices
+// the store is publishing (Store.Wait) and closes the client, waiting for
+// that until ctx ends: then it logs it and returns, leaving the rest to
+// the background. With Valkey hung, closing the client waits up to a
+// second for each of its connections, one after the other (valkey-go).
+func closeValkey(ctx context.Context, log *slog.Logger, re *redeclare, st *store.Store, vk valkey.Client) {
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		re.stop()
+		st.Wait()
+		vk.Close()
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		select {
+		case <-closed:
+		default:
+			log.Warn("the valkey connections did not close in time; left to close in the background",
+				slog.Any("error", ctx.Err()))
+		}
+	}
 }

@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/flowfabric/ff/runtime/internal/lifecycle"
 	"github.com/flowfabric/ff/runtime/scheduler"
 )
 
@@ -61,8 +63,9 @@ func keepSubscribed(ctx context.Context, log *slog.Logger, what string, subscrib
 // Start and Stop (keepSubscribed), for a component that fans a channel's
 // messages out to requests waiting in this process (runNotices,
 // leaseWatch): it has the Start/Stop shape of the other background
-// components, and closes Closed at Stop so that the waiting requests
-// answer at once.
+// components (lifecycle.Background), and closes Closed at Stop so that
+// the waiting requests answer at once. It does not start again once
+// stopped.
 type subscription struct {
 	log       *slog.Logger
 	what      string // leads its log messages ("run notices")
@@ -71,53 +74,44 @@ type subscription struct {
 	deliver   func(string) // each message
 
 	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
-	closed  chan struct{}
 	stopped bool
+	closed  chan struct{}
+	bg      lifecycle.Background
 }
 
 func newSubscription(log *slog.Logger, what string, subscribe scheduler.SubscribeFunc, onReady func(), deliver func(string)) *subscription {
 	return &subscription{log: log, what: what, subscribe: subscribe, onReady: onReady, deliver: deliver, closed: make(chan struct{})}
 }
 
-// Start subscribes in the background until Stop; safe to call twice.
+// Start subscribes in the background until Stop; safe to call twice, and
+// does nothing after Stop.
 func (s *subscription) Start(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil || s.stopped {
+	defer s.mu.Unlock() // held while starting: a Stop comes after, and sees it
+	if s.stopped {
 		return nil
 	}
-	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
+	err := s.bg.Start(ctx, func(ctx context.Context) {
 		keepSubscribed(ctx, s.log, s.what, s.subscribe, s.onReady, s.deliver)
-	}()
+	})
+	if err != nil {
+		return fmt.Errorf("server: %s: %w", s.what, err)
+	}
 	return nil
 }
 
-// Stop closes Closed and ends the subscription; safe to call twice.
+// Stop closes Closed, ends the subscription and waits for it within ctx
+// (its error when ctx ends first: with Valkey hung, the release of the
+// subscription's connection waits for it). Safe to call twice, and at
+// once: a Stop returns nil only once the subscription ended.
 func (s *subscription) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		return nil
+	if !s.stopped {
+		s.stopped = true
+		close(s.closed)
 	}
-	s.stopped = true
-	close(s.closed)
-	cancel, done := s.cancel, s.done
 	s.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.bg.Stop(ctx)
 }
 
 // Closed is closed by Stop.

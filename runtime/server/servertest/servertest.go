@@ -190,10 +190,12 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 // Silent takes every connection ln accepts and never answers on it (a
 // hung server, a partition) until t ends, when ln and the connections are
-// closed.
-func Silent(t testing.TB, ln net.Listener) {
+// closed. The channel it returns receives once per connection taken (those
+// that come while it holds 64 unread are not told).
+func Silent(t testing.TB, ln net.Listener) <-chan struct{} {
 	var mu sync.Mutex
 	var conns []net.Conn
+	accepted := make(chan struct{}, 64)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -203,6 +205,10 @@ func Silent(t testing.TB, ln net.Listener) {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	t.Cleanup(func() {
@@ -213,6 +219,7 @@ func Silent(t testing.TB, ln net.Listener) {
 			c.Close()
 		}
 	})
+	return accepted
 }
 
 // LogBuffer is a log destination safe for the concurrent writes of a
