@@ -27,6 +27,28 @@ func (e *env) cancelReplay(id RunID) {
 	}
 }
 
+// acmeMember stages a run u -> m, m admitted by quota per_tenant
+// (concurrency 1, keyed by its input's tenant), claims u and completes it
+// with the output {"tenant":"acme"}: m is eligible, its deferred key about
+// to be read by the next claim.
+func (e *env) acmeMember() (*Run, map[string]ExecutionID) {
+	e.t.Helper()
+	x := execs("u", "m")
+	x[1].Quotas = []string{"per_tenant"}
+	fl := flowOf("q", x, "u->m")
+	fl.QuotaDefs = []plan.Quota{{Name: "per_tenant", Concurrency: 1, Key: "tenant"}}
+	r := e.stage(fl, `{}`)
+	ids := nodeIDs(r)
+	gs := e.claimAdm(worker1, 1, time.Minute)
+	if len(gs) != 1 || gs[0].ExecutionID != ids["u"] {
+		e.t.Fatalf("claim = %v, want u", grantIDs(gs))
+	}
+	if err := e.s.Complete(e.ctx, gs[0].Lease, []byte(`{"tenant":"acme"}`)); err != nil {
+		e.t.Fatal(err)
+	}
+	return r, ids
+}
+
 // A member's deferred quota key read from its input by a claim is not
 // stored once a replay reset the member (its deferred reference back, its
 // input about to change): its next attempt is keyed by the input it gets
@@ -95,19 +117,7 @@ func TestDeferredQuotaKeyIsNotStoredAfterAReplayResetTheMember(t *testing.T) {
 func TestAdmissionIsNotUsedAfterAReplayResetTheMember(t *testing.T) {
 	t.Parallel()
 	e := onePartition(t)
-	x := execs("u", "m")
-	x[1].Quotas = []string{"per_tenant"}
-	fl := flowOf("q", x, "u->m")
-	fl.QuotaDefs = []plan.Quota{{Name: "per_tenant", Concurrency: 1, Key: "tenant"}}
-	r := e.stage(fl, `{}`)
-	ids := nodeIDs(r)
-	gs := e.claimAdm(worker1, 1, time.Minute)
-	if len(gs) != 1 || gs[0].ExecutionID != ids["u"] {
-		t.Fatalf("claim = %v, want u", grantIDs(gs))
-	}
-	if err := e.s.Complete(e.ctx, gs[0].Lease, []byte(`{"tenant":"acme"}`)); err != nil {
-		t.Fatal(err)
-	}
+	r, ids := e.acmeMember()
 	// m is admitted under acme; the run is cancelled and replayed (u kept,
 	// m eligible again at once) before the claim that would use it.
 	hooked := e.hookedStore("ff_quota_admit", func() { e.cancelReplay(r.ID) })
@@ -162,19 +172,7 @@ func TestQuotaDenialDoesNotBlockAMemberAReplayReset(t *testing.T) {
 	if len(hg) != 1 || hg[0].ExecutionID != holder.ID {
 		t.Fatalf("claim = %v, want the holder", grantIDs(hg))
 	}
-	x := execs("u", "m")
-	x[1].Quotas = []string{"per_tenant"}
-	fl := flowOf("q", x, "u->m")
-	fl.QuotaDefs = []plan.Quota{{Name: "per_tenant", Concurrency: 1, Key: "tenant"}}
-	r := e.stage(fl, `{}`)
-	ids := nodeIDs(r)
-	gs := e.claimAdm(worker1, 1, time.Minute)
-	if len(gs) != 1 || gs[0].ExecutionID != ids["u"] {
-		t.Fatalf("claim = %v, want u", grantIDs(gs))
-	}
-	if err := e.s.Complete(e.ctx, gs[0].Lease, []byte(`{"tenant":"acme"}`)); err != nil {
-		t.Fatal(err)
-	}
+	r, ids := e.acmeMember()
 	// m is denied (acme is full); the run is cancelled and replayed (u
 	// kept, m eligible again) before the call that blocks it.
 	hooked := e.hookedStore("ff_quota_admit", func() { e.cancelReplay(r.ID) })
@@ -192,7 +190,7 @@ func TestQuotaDenialDoesNotBlockAMemberAReplayReset(t *testing.T) {
 	}
 	e.drain()
 	e.unblockAll()
-	gs = e.claimAdm(worker2, 1, time.Minute)
+	gs := e.claimAdm(worker2, 1, time.Minute)
 	if len(gs) != 1 || gs[0].ExecutionID != ids["m"] {
 		m := e.get(ids["m"])
 		t.Fatalf("claim after the slot freed = %v, want m (%s: %q, quotas %v)", grantIDs(gs), m.State.BlockingReason,

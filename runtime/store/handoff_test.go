@@ -456,20 +456,10 @@ func TestHandoffKeepsClaimOrderAmongMembersOfOneCall(t *testing.T) {
 			fl.Execs[1].Priority = 900
 			fl.Execs[2].Priority = 100
 			if tc.budget {
-				fl.Execs[1].Budgets = []string{"spend"}
-				fl.BudgetDefs = []plan.Budget{{Name: "spend", Dimensions: []plan.Dimension{{Name: "tokens", Hard: 1000}},
-					OnHardLimit: plan.OnHardLimitBlock, Scope: plan.ScopeShared}}
+				budgeted(fl, 1)
 			}
-			r := e.stage(fl, `{}`)
-			ids := nodeIDs(r)
-			a, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"first"}, Worker: worker1, Max: 1, LeaseTTL: time.Minute})
-			if err != nil || len(a) != 1 {
-				t.Fatalf("claim a = %v, %v", a, err)
-			}
-			var handed []string
-			for _, g := range e.finishOK(a[0], `1`, handoff(1)) {
-				handed = append(handed, g.FlowNode)
-			}
+			ids := nodeIDs(e.stage(fl, `{}`))
+			handed := e.handOffOne()
 			if !cmp.Equal(handed, tc.handed) {
 				t.Fatalf("handed off %v, want %v (b: priority 900, c: 100)", handed, tc.handed)
 			}
@@ -510,20 +500,10 @@ func TestHandoffKeepsClaimOrderInAWideFanOut(t *testing.T) {
 				fl.Execs[i].Priority = 100 + i // the last edge's member is the best
 			}
 			if budget {
-				fl.Execs[n].Budgets = []string{"spend"}
-				fl.BudgetDefs = []plan.Budget{{Name: "spend", Dimensions: []plan.Dimension{{Name: "tokens", Hard: 1000}},
-					OnHardLimit: plan.OnHardLimitBlock, Scope: plan.ScopeShared}}
+				budgeted(fl, n)
 			}
-			r := e.stage(fl, `{}`)
-			ids := nodeIDs(r)
-			a, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"first"}, Worker: worker1, Max: 1, LeaseTTL: time.Minute})
-			if err != nil || len(a) != 1 {
-				t.Fatalf("claim a = %v, %v", a, err)
-			}
-			var handed []string
-			for _, g := range e.finishOK(a[0], `1`, handoff(1)) {
-				handed = append(handed, g.FlowNode)
-			}
+			ids := nodeIDs(e.stage(fl, `{}`))
+			handed := e.handOffOne()
 			best := names[n]
 			want := []string{best}
 			if budget {
@@ -545,4 +525,27 @@ func TestHandoffKeepsClaimOrderInAWideFanOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// budgeted makes exec i of fl count against a shared budget that blocks
+// at its hard limit: a hand-off passes such a member over.
+func budgeted(fl *plan.Flow, i int) {
+	fl.Execs[i].Budgets = []string{"spend"}
+	fl.BudgetDefs = []plan.Budget{{Name: "spend", Dimensions: []plan.Dimension{{Name: "tokens", Hard: 1000}},
+		OnHardLimit: plan.OnHardLimitBlock, Scope: plan.ScopeShared}}
+}
+
+// handOffOne claims the member of lane "first" and completes it with a
+// hand-off of at most one member: the names of those handed off.
+func (e *env) handOffOne() []string {
+	e.t.Helper()
+	a, err := e.s.Claim(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"first"}, Worker: worker1, Max: 1, LeaseTTL: time.Minute})
+	if err != nil || len(a) != 1 {
+		e.t.Fatalf("claim a = %v, %v", a, err)
+	}
+	var handed []string
+	for _, g := range e.finishOK(a[0], `1`, handoff(1)) {
+		handed = append(handed, g.FlowNode)
+	}
+	return handed
 }
