@@ -14,12 +14,15 @@
 -- ARGV[7]  the kinds it has handlers for, comma-separated (sorted; '' =
 --          not said: any kind)
 -- Reply: {1, 'registered' | 'refreshed', expires_at}
+--        {0, 'invalid', 'ttl', message} (nothing written)
 -- Registry keys are not on a flow partition: they are per namespace, with
 -- their own hash tag {w:<ns>}. Expired instances are dropped from the ZSET
 -- here; their hashes expire on their own.
 local function ff_worker_heartbeat(keys, argv)
+  local ttl, bad = int_arg(argv[6], 'ttl', 1)
+  if not ttl then return bad end
   local now = now_ms()
-  local expires = now + tonumber(argv[6])
+  local expires = now + ttl
   local fresh = redis.call('ZSCORE', keys[1], argv[2])
   local now_s, expires_s = ts(now), ts(expires)
   local status, connected = 'refreshed', NONE

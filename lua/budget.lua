@@ -275,10 +275,12 @@ local DURATION_DIGITS = 15
 -- ARGV[1]  scope ('shared' | 'run')
 -- ARGV[2]  on_hard_limit ('block' | 'fail')
 -- ARGV[3]  reset interval ms ('0' = none)
--- ARGV[4]  '1' = only create (an existing budget is left as it is)
+-- ARGV[4]  '1' = only create (an existing budget is left as it is, its
+--          lifetime too)
 -- ARGV[5]  lifetime ms ('0' = forever): the budget's keys expire after it,
---          renewed by every upsert and report (run-scoped budgets); resets
---          do not renew it
+--          renewed by every upsert (but an only-create one of a budget
+--          that exists) and report (run-scoped budgets); resets do not
+--          renew it
 -- ARGV[6..] triples: dimension, hard limit, soft limit ('0' = none);
 --          limits are integers 0..2^63-1
 -- Reply: {1, 'created' | 'updated' | 'exists' | 'differs'}: 'differs' is
@@ -462,9 +464,11 @@ end
 -- KEYS[1]  <prefix>ff:{b:M}:resets
 -- ARGV[1]  limit
 -- Reply: {1, processed, more}
+--        {0, 'invalid', 'limit', message} (nothing written)
 local function ff_budget_resets(keys, argv)
+  local limit, bad = int_arg(argv[1], 'limit', 1)
+  if not limit then return bad end
   local base = string.sub(keys[1], 1, -8) -- strip ':resets'
-  local limit = tonumber(argv[1])
   local now = now_ms()
   local list = due(keys[1], now, limit)
   local n = 0

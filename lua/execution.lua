@@ -207,13 +207,15 @@ end
 -- Reply: {1, public_state}
 --        {0, 'not_found'}
 --        {0, 'wrong_state', public_state}  (active or terminal)
+--        {0, 'invalid', 'priority', message}  (nothing written)
 local function ff_change_priority(keys, argv)
+  local priority, bad = int_arg(argv[2], 'priority', 0, 1000)
+  if not priority then return bad end
   local p = part(keys[1])
   local c = read_core(p, argv[1])
   if not c then return refuse('not_found') end
   if not is(c.state, 'runnable') then return refuse('wrong_state', public_of(c.state)) end
   more(c)
-  local priority = tonumber(argv[2])
   redis.call('HSET', c.key, 'priority', itoa(priority), 'updated_at', ts(now_ms()))
   if split(c).eligibility == 'eligible_now' then
     redis.call('ZADD', lane_key(p, c.ns, c.lane, 'eligible'), ts(eligible_score(priority, num(c.created_at))), c.u)

@@ -7,8 +7,10 @@
 -- skipped, cancelled, unhandled (failed members without an `on failure`/
 -- `on done` edge out), result_node (uuid), result_outcome (set when the
 -- result exec ends; kept by a replay when it succeeded), input, idem_key,
--- cancelling, created_at, updated_at (the run's own changes: staging,
--- end, cancel, replay), ended_at. A member's end costs the record one
+-- cancelling, cancel_reason, cancel_cursor, created_at, updated_at (the
+-- run's own changes: staging, end, cancel, replay), ended_at, replays,
+-- replayed_at, deciding ('1' while a replay by steps is decided: see
+-- decide_step). A member's end costs the record one
 -- HINCRBY: successes are counted by `left` alone (the store derives done
 -- and succeeded). Runs staged before `left` existed carry done and
 -- succeeded instead; their next member end converts them (count_end).
@@ -829,11 +831,15 @@ end
 -- cancelled with its run, becomes skipped), 'e' (it runs again, eligible
 -- at once: its join is satisfied) or 'p' (it runs again once its join is,
 -- pending), with done and okc its join counters from the kept members.
--- Either way it is none of the run's failures any more.
+-- Either way it is none of the run's failures any more. A success that
+-- becomes skipped (it consumed an outcome the replay changes) loses its
+-- result: a skipped upstream gives its downstream members no output, only
+-- an upstream error.
 local function replay_member(p, runkey, c, kind, done, okc, now)
   redis.call('SREM', runkey .. ':failed', c.u)
   if kind == 's' then
     local attempted = c.attempt_count ~= '' and c.attempt_count ~= '0'
+    if split(c).outcome == 'success' then redis.call('HDEL', c.key, 'result', 'handoff_prefix') end
     redis.call('HSET', c.key, 'state', sv('terminal', 'unowned', 'not_applicable', 'none', 'skipped',
       attempted and 'attempt_terminal' or 'none'), 'failure_reason', 'its join can no longer be satisfied',
       'updated_at', ts(now))
@@ -1193,8 +1199,8 @@ end
 -- ARGV[3]  step (optional, 1..REPLAY_STEP; default REPLAY_STEP): tests
 --          take small runs by steps with it
 -- Reply: {1, members reset, more, generation} (members reset 0: no member
---        runs again, but cancelled ones became skipped and the run ended
---        again, or will with the last step; a later step also answers 0;
+--        runs again, but some became skipped and the run ended again, or
+--        will with the last step; a later step also answers 0;
 --        more 1: call again) | {0, 'not_found'} |
 --        {0, 'wrong_state', run state} | {0, 'wrong_state', run state,
 --        'nothing_to_replay'} (a failed or cancelled run none of whose
@@ -1361,7 +1367,8 @@ local function ff_replay_run(keys, argv)
   if reset == 0 then
     -- Nothing runs again: the members that succeeded decide every other.
     -- A replay that changes nothing is refused; one that only turns
-    -- cancelled members whose join can no longer hold into skipped ones
+    -- members whose join can no longer hold (cancelled, failed, expired,
+    -- or successes that consumed a changed outcome) into skipped ones
     -- ends the run again at once, with the outcome those give it.
     local changes = false
     for _, c in ipairs(members) do

@@ -200,6 +200,27 @@ local function clip(s)
   return s
 end
 
+-- uint_ok reports whether s is a whole number in decimal digits alone, at
+-- most maxlen of them (default 15: exact as a Lua number, and now + it
+-- too): what the store sends for a count, a limit or a time in ms.
+local function uint_ok(s, maxlen)
+  return s ~= nil and #s <= (maxlen or 15) and string.find(s, '^%d+$') ~= nil
+end
+
+-- int_arg returns the number that argument s holds when uint_ok(s) and
+-- it lies in lo..hi (hi nil: no bound but uint_ok's), else nil and the
+-- refusal {0, 'invalid', name, message} for the caller to return: the
+-- check, before the first write, of a number argument such as a limit,
+-- an age or a lifetime.
+local function int_arg(s, name, lo, hi)
+  if uint_ok(s) then
+    local n = NUMS[s] or tonumber(s)
+    if n >= lo and (not hi or n <= hi) then return n end
+  end
+  local want = hi and string.format('%d..%d', lo, hi) or string.format('%d or more', lo)
+  return nil, refuse('invalid', name, 'want a whole number ' .. want .. ', got ' .. clip(tostring(s)))
+end
+
 local function eligible_score(priority, created)
   local age = created - SCORE_EPOCH_MS
   if age < 0 then age = 0 end

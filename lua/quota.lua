@@ -23,18 +23,27 @@
 
 -- ff_quota_upsert: create or update a quota definition. Windows and slots
 -- are kept. The quota's id is added to <prefix>ff:{q:K}:quotas, its
--- partition's index.
+-- partition's index. Every argument is checked before the first write.
 -- KEYS[1]  definition key
 -- ARGV[1]  rate (admissions per window, '0' = no rate limit)
 -- ARGV[2]  window ms
 -- ARGV[3]  concurrency cap ('0' = none)
 -- ARGV[4]  jitter ms
 -- ARGV[5]  key field path ('' = unkeyed)
--- ARGV[6]  '1' = only create
+-- ARGV[6]  '1' = only create, '0' = create or update
 -- Reply: {1, 'created' | 'updated' | 'exists' | 'differs'}: 'differs' is
 --        an existing definition left as it is although the one given
 --        (only create) is another
+--        {0, 'invalid', field, message} (nothing written): rate and
+--        concurrency not whole numbers (up to 19 digits), window and jitter
+--        not whole numbers of ms, no key path, only create not 0 or 1
 local function ff_quota_upsert(keys, argv)
+  if not uint_ok(argv[1], 19) then return refuse('invalid', 'rate', 'want a whole number') end
+  if not uint_ok(argv[2]) then return refuse('invalid', 'window', 'want a whole number of milliseconds') end
+  if not uint_ok(argv[3], 19) then return refuse('invalid', 'concurrency', 'want a whole number') end
+  if not uint_ok(argv[4]) then return refuse('invalid', 'jitter', 'want a whole number of milliseconds') end
+  if not argv[5] then return refuse('invalid', 'key', "want a key field path ('' for none)") end
+  if argv[6] ~= '0' and argv[6] ~= '1' then return refuse('invalid', 'only_create', 'want 0 or 1') end
   local base, id = string.match(keys[1], '^(.*):quota:(.*)$')
   local existed = redis.call('EXISTS', keys[1]) == 1
   -- The partition's index (see budget.lua); again when it exists, in case

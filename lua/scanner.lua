@@ -4,7 +4,8 @@
 -- drops entries that no longer apply.
 --
 -- Every function replies {1, processed, more} where more is 1 when the
--- limit was reached.
+-- limit was reached, or {0, 'invalid', field, message} for a limit (or
+-- age) that is not a whole number in range (nothing written).
 
 -- sweep is the step of a scanner over one time-scored index of a
 -- partition (p[index]). For each due member, at(c) gives the time its
@@ -14,9 +15,10 @@
 -- keys and argv are the scanner function's: KEYS[1] is the partition
 -- anchor, ARGV[1] the limit.
 local function sweep(keys, argv, index, at, act)
+  local limit, bad = int_arg(argv[1], 'limit', 1)
+  if not limit then return bad end
   local p = part(keys[1])
   local key = p[index]
-  local limit = tonumber(argv[1])
   local now = now_ms()
   local list = due(key, now, limit)
   local n = 0
@@ -136,8 +138,9 @@ local SEED_LANES = 16
 -- KEYS[1]  partition anchor
 -- ARGV[1]  limit
 local function ff_promote_delayed(keys, argv)
+  local limit, bad = int_arg(argv[1], 'limit', 1)
+  if not limit then return bad end
   local p = part(keys[1])
-  local limit = tonumber(argv[1])
   local now = now_ms()
   local n, seen = 0, 0
   local lanes = p.base .. ':due:delayed'
@@ -201,10 +204,14 @@ end
 --        (or looked at) in this call name; the same id may come again in
 --        a later call, while the run's members are drained
 local function ff_purge_terminal(keys, argv)
+  local limit, bad = int_arg(argv[1], 'limit', 1)
+  if not limit then return bad end
+  local age
+  age, bad = int_arg(argv[2], 'age', 0)
+  if not age then return bad end
   local p = part(keys[1])
-  local limit = tonumber(argv[1])
   local now = now_ms()
-  local cutoff = now - tonumber(argv[2])
+  local cutoff = now - age
   local n, seen = 0, 0
   -- Flow runs ended before the cutoff, first (the lane pass below must not
   -- keep members deleted here). A run goes at once: its record and

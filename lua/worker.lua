@@ -801,6 +801,9 @@ local function failed_with(c, lease_id, epoch, message)
   return false
 end
 
+-- FINISH_KINDS are the kinds of an ff_finish group.
+local FINISH_KINDS = {ok = true, retry = true, fail = true}
+
 -- ff_finish: end many attempts of one partition, each a success or a
 -- failure, fenced by lease id and epoch; optionally hand the downstream
 -- flow members the successes make eligible to the finishing worker.
@@ -836,8 +839,9 @@ end
 --        earlier one when the retry it scheduled was claimed since), with
 --        the same message, is answered {1, public_state, retry_at} with
 --        the execution's state now and changes nothing.
---        {0, 'invalid', 'handoff' | 'items', message}: a malformed head or
---        an incomplete group (nothing written)
+--        {0, 'invalid', 'handoff' | 'items', message}: a malformed head,
+--        an incomplete group or a kind other than ok, retry and fail
+--        (nothing written)
 local function ff_finish(keys, argv)
   -- The shape is checked before the first item: an item is written before
   -- the next is read, and the index updates of all wait for flush, after
@@ -845,6 +849,11 @@ local function ff_finish(keys, argv)
   local nargv = #argv
   if nargv < 10 or (nargv - 10) % 5 ~= 0 then
     return refuse('invalid', 'items', 'want a head of 10 entries, then groups of uuid, lease id, lease epoch, kind, data')
+  end
+  for i = 14, nargv, 5 do
+    if not FINISH_KINDS[argv[i]] then
+      return refuse('invalid', 'items', 'group ' .. itoa((i - 9) / 5) .. ': kind ' .. clip(argv[i]) .. ' is none of ok, retry, fail')
+    end
   end
   local max, ttl = tonumber(argv[2]), nil
   if max and max > 0 then ttl = tonumber(argv[8]) end

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -368,5 +369,104 @@ func TestMalformedCancelWithoutReason(t *testing.T) {
 	n, err := e.c.Do(e.ctx, e.c.B().Zcard().Key(e.s.k.qrelease(0)).Build()).AsInt64()
 	if err != nil || n != 1 {
 		t.Errorf("quota releases queued: %d (%v), want 1", n, err)
+	}
+}
+
+// ff_finish: a group's kind is ok, retry or fail; any other is refused
+// before the first item is written (it used to end the attempt as a
+// permanent failure with the data as its error, retries left or not).
+func TestMalformedFinishUnknownKindRefused(t *testing.T) {
+	t.Parallel()
+	e := onePartition(t)
+	x1 := e.create(CreateRequest{Priority: 9, Retry: RetryPolicy{Attempts: 3}})
+	x2 := e.create(CreateRequest{Priority: 1, Retry: RetryPolicy{Attempts: 3}})
+	g1 := e.claim(x1.ID, worker1, time.Minute)
+	g2 := e.claim(x2.ID, worker1, time.Minute)
+	head := []string{"7", "0", "", "", "", "", "", "0", "", ""}
+	for _, kind := range []string{"okay", "OK", ""} {
+		args := append(append(append(append([]string{}, head...), leaseArgs(t, g1)...), "ok", `"done"`),
+			append(leaseArgs(t, g2), kind, `"done"`)...)
+		e.refusedUnchanged("finish with kind "+strconv.Quote(kind), call{fn: "ff_finish", partition: 0, args: args}, "items")
+	}
+	e.wantState(x1.ID, StateActive)
+	e.wantState(x2.ID, StateActive)
+}
+
+// spec/runtime.md, Functions: a number argument the store never sends (a
+// limit, an age, a lifetime that is no whole number, a priority outside
+// 0..1000) is refused with invalid and writes nothing, instead of raising
+// a Lua error (or, for a priority, being stored).
+func TestMalformedNumbersRefused(t *testing.T) {
+	t.Parallel()
+	e := onePartition(t)
+	x := e.create(CreateRequest{})
+	u := uuidOf(t, x.ID)
+	k := e.s.k
+	hb := func(ttl string) call {
+		return call{fn: "ff_worker_heartbeat", keys: []string{k.workers("default"), k.worker("default", "i1")},
+			args: []string{"default", "i1", "w1", "default", "", ttl, ""}}
+	}
+	for _, tc := range []struct {
+		name  string
+		c     call
+		field string
+	}{
+		{"ff_change_priority, priority \"high\"", call{fn: "ff_change_priority", args: []string{u, "high"}}, "priority"},
+		{"ff_change_priority, priority 5000", call{fn: "ff_change_priority", args: []string{u, "5000"}}, "priority"},
+		{"ff_change_priority, priority -1", call{fn: "ff_change_priority", args: []string{u, "-1"}}, "priority"},
+		{"ff_change_priority, priority 2.5", call{fn: "ff_change_priority", args: []string{u, "2.5"}}, "priority"},
+		{"ff_change_priority, no priority", call{fn: "ff_change_priority", args: []string{u}}, "priority"},
+		{"ff_expire_leases, limit \"many\"", call{fn: "ff_expire_leases", args: []string{"many", "1"}}, "limit"},
+		{"ff_expire_leases, limit 0", call{fn: "ff_expire_leases", args: []string{"0", "1"}}, "limit"},
+		{"ff_timeout_attempts, limit \"many\"", call{fn: "ff_timeout_attempts", args: []string{"many", "1"}}, "limit"},
+		{"ff_expire_deadlines, limit \"many\"", call{fn: "ff_expire_deadlines", args: []string{"many", "1"}}, "limit"},
+		{"ff_promote_delayed, limit \"many\"", call{fn: "ff_promote_delayed", args: []string{"many"}}, "limit"},
+		{"ff_promote_delayed, limit 1e3", call{fn: "ff_promote_delayed", args: []string{"1e3"}}, "limit"},
+		{"ff_purge_terminal, limit \"many\"", call{fn: "ff_purge_terminal", args: []string{"many", "0"}}, "limit"},
+		{"ff_purge_terminal, age \"a day\"", call{fn: "ff_purge_terminal", args: []string{"100", "a day"}}, "age"},
+		{"ff_purge_terminal, no age", call{fn: "ff_purge_terminal", args: []string{"100"}}, "age"},
+		{"ff_budget_resets, limit \"many\"", call{fn: "ff_budget_resets", keys: []string{k.resets(0)}, args: []string{"many"}}, "limit"},
+		{"ff_worker_heartbeat, TTL \"a minute\"", hb("a minute"), "ttl"},
+		{"ff_worker_heartbeat, TTL 0", hb("0"), "ttl"},
+	} {
+		e.refusedUnchanged(tc.name, tc.c, tc.field)
+	}
+	e.wantState(x.ID, StateWaiting)
+	if got := e.get(x.ID).Priority; got != x.Priority {
+		t.Errorf("priority %d after the refused changes, want %d", got, x.Priority)
+	}
+}
+
+// ff_quota_upsert checks every argument before its first write, as
+// ff_budget_upsert does: a rate, window, concurrency or jitter that is no
+// whole number, a missing key path or an only-create flag other than 0
+// and 1 is refused, and neither a new quota nor its partition's index is
+// written, nor an existing definition changed.
+func TestMalformedQuotaUpsertWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := onePartition(t)
+	if _, err := e.s.UpsertQuota(e.ctx, QuotaSpec{ID: "default/kept", Rate: 5, Window: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"default/new", "default/kept"} {
+		key := e.s.k.quota(e.s.quotaPart(id), id)
+		for _, tc := range []struct {
+			name, field string
+			args        []string
+		}{
+			{"rate \"fast\"", "rate", []string{"fast", "1000", "0", "0", "", "0"}},
+			{"rate -1", "rate", []string{"-1", "1000", "0", "0", "", "0"}},
+			{"window \"1s\"", "window", []string{"5", "1s", "0", "0", "", "0"}},
+			{"concurrency 1.5", "concurrency", []string{"5", "1000", "1.5", "0", "", "0"}},
+			{"jitter \"some\"", "jitter", []string{"5", "1000", "0", "some", "", "0"}},
+			{"no key path", "key", []string{"5", "1000", "0", "0"}},
+			{"only create \"yes\"", "only_create", []string{"5", "1000", "0", "0", "", "yes"}},
+			{"no only-create flag", "only_create", []string{"5", "1000", "0", "0", ""}},
+		} {
+			e.refusedUnchanged("quota upsert of "+id+" with "+tc.name, call{fn: "ff_quota_upsert", keys: []string{key}, args: tc.args}, tc.field)
+		}
+	}
+	if _, err := e.s.GetQuota(e.ctx, "default/new"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetQuota of the quota only refused upserts named: %v, want not found", err)
 	}
 }

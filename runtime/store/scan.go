@@ -67,12 +67,14 @@ func (s *Store) ExpireDeadlines(ctx context.Context, partition, limit int) (Scan
 // jitterSeed returns a random seed of the retry jitter of a call.
 func jitterSeed() string { return strconv.Itoa(rand.IntN(1_000_000_000)) }
 
-// PurgeTerminal deletes executions of partition that have been terminal
-// for longer than age, with every key and index entry, then flow runs that
-// ended longer ago than age, then stagings of large runs never committed
-// whose lifetime passed (a staging's members about limit per call: a
-// staging stays listed until they are all gone). limit bounds the entries
-// handled in all three; Processed counts the executions deleted.
+// PurgeTerminal deletes the flow runs of partition that ended longer ago
+// than age, with their members (a large run's members over several calls),
+// then executions that have been terminal for longer than age, with every
+// key and index entry (a flow member goes with its run, never before it),
+// then stagings of large runs never committed whose lifetime passed (a
+// staging's members about limit per call: a staging stays listed until
+// they are all gone). limit bounds the entries handled in all three;
+// Processed counts the executions deleted (run members included).
 //
 // The run-scoped budgets of the runs it deletes (RunBudgetID) are deleted
 // after, with their breached entries: budgets live on other hash slots

@@ -258,3 +258,80 @@ func TestSkippedInputUpstreamInHandoff(t *testing.T) {
 		t.Fatalf("hand-off grant of d: upstream errors (-want +got):\n%s; payload %q, upstreams %v", diff, gd.Payload, gd.Upstreams)
 	}
 }
+
+// TestReplaySkippedSuccessLosesItsResult: a replay that turns a success
+// into a skip (it consumed an outcome the replay changes, and the kept
+// members make its join impossible) clears its result and hand-off
+// prefix, so that a downstream member that runs again is told it was
+// skipped instead of getting its old output; the run's counters count it
+// skipped. u waits on a on failure and expires while a runs; that fires
+// m, which succeeds and hands off d (join any of m and a, input from m);
+// d fails, a succeeds: the run fails. The replay keeps a, so u stays
+// skipped and m, which consumed u's expiry, becomes skipped; d runs
+// again. Replayed in one call and by steps.
+func TestReplaySkippedSuccessLosesItsResult(t *testing.T) {
+	t.Parallel()
+	e := onePartition(t)
+	for _, st := range []*Store{e.s, e.stepped(1)} {
+		x := execs("a", "u", "m", "d")
+		x[1].DeadlineMs = 1
+		x[3].Join = plan.Join{Kind: plan.JoinAny}
+		x[3].InputFrom, x[3].InputExec = plan.InputExec, "m"
+		r := e.stage(flow7("consumed", x, "a->u on failure", "u->m on failure", "m->d", "a->d"), "")
+		ids := nodeIDs(r)
+		ga := e.claim(ids["a"], worker1, time.Minute)
+		time.Sleep(5 * time.Millisecond) // u's deadline passes
+		if _, err := e.s.ExpireDeadlines(e.ctx, 0, 100); err != nil {
+			t.Fatal(err)
+		}
+		e.wantState(ids["u"], StateExpired)
+		gm := e.claim(ids["m"], worker1, time.Minute)
+		gd := grantOf(t, e.finishOK(gm, `"M"`, handoff(1)), ids["d"])
+		if string(gd.Payload) != `"M"` {
+			t.Fatalf("d's input before the replay = %q, want m's output", gd.Payload)
+		}
+		if _, err := e.s.Fail(e.ctx, gd.Lease, "d broke", false); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.Complete(e.ctx, ga.Lease, []byte(`"A"`)); err != nil {
+			t.Fatal(err)
+		}
+		if run := e.run(r.ID); run.State != RunFailed {
+			t.Fatalf("run before the replay = %s, want failed", run.State)
+		}
+		if _, err := st.ReplayRun(e.ctx, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		e.wantState(ids["u"], StateSkipped)
+		e.wantState(ids["m"], StateSkipped)
+		p, um, _ := splitID(string(ids["m"]))
+		v, err := e.c.Do(e.ctx, e.c.B().Hmget().Key(e.s.k.core(p, um)).Field("result", "handoff_prefix").Build()).ToArray()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, f := range []string{"result", "handoff_prefix"} {
+			if s, err := v[i].ToString(); err == nil {
+				t.Errorf("m, skipped by the replay, keeps its %s %q", f, s)
+			}
+		}
+		rec := e.runRecord(r.ID)
+		if rec["state"] != "running" || rec["left"] != "1" || rec["skipped"] != "2" || rec["failed"] != "0" {
+			t.Errorf("run record after the replay: state %s, left %s, skipped %s, failed %s; want running, 1, 2, 0",
+				rec["state"], rec["left"], rec["skipped"], rec["failed"])
+		}
+		gd = e.claim(ids["d"], worker1, time.Minute)
+		want := map[string]UpstreamError{"m": {State: StateSkipped, Error: "its join can no longer be satisfied"}}
+		if diff := cmp.Diff(want, gd.UpstreamErrors); diff != "" {
+			t.Errorf("d's upstream errors after the replay (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(map[string][]byte{"a": []byte(`"A"`)}, gd.Upstreams); diff != "" || len(gd.Payload) != 0 {
+			t.Errorf("d after the replay: input %q, upstreams (-want +got):\n%s", gd.Payload, diff)
+		}
+		if err := e.s.Complete(e.ctx, gd.Lease, []byte(`"D"`)); err != nil {
+			t.Fatal(err)
+		}
+		if run := e.run(r.ID); run.State != RunSucceeded || run.Succeeded != 2 || run.Skipped != 2 {
+			t.Errorf("run after d: %s, %d succeeded, %d skipped; want succeeded, 2, 2", run.State, run.Succeeded, run.Skipped)
+		}
+	}
+}

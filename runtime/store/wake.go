@@ -16,11 +16,13 @@ const wakeChannel = "ff:wake"
 // A wake-up is published by every FCALL that makes at least one execution
 // of a lane eligible, whether or not the lane's eligible index was empty
 // before: create without delay, delayed promotion, a retry with zero
-// backoff, requeue after lease expiry or revoke (later: dependency
-// resolution and unblocking). One message per lane per call (a batch
-// create of 50 executions on one lane publishes once). Pub/sub is at most
-// once: a lost message delays a claim until the long-poll's own timeout but
-// never loses work.
+// backoff, requeue after lease expiry or revoke, a flow's roots and the
+// members their upstreams' ends make eligible (dependency resolution; a
+// member a hand-off grants at once is indexed nowhere and wakes nobody),
+// a replay, and unblocking (budgets, quotas, routes). One message per lane
+// per call (a batch create of 50 executions on one lane publishes once).
+// Pub/sub is at most once: a lost message delays a claim until the
+// long-poll's own timeout but never loses work.
 type Wake struct {
 	Partition int
 	Namespace string
