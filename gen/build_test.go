@@ -99,10 +99,11 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the go command is needed to build generated code: %v", err)
 	}
-	// A plan with a backquote in it is embedded as an interpreted string
-	// literal rather than a raw one.
+	// A plan with a backquote or Unicode format characters in it is
+	// embedded as an interpreted string literal rather than a raw one.
 	odd := handPlan()
 	odd.Flows[0].Execs[0].Kind = "media.`probe`"
+	odd.Flows[0].Execs[1].Requires = append(odd.Flows[0].Execs[1].Requires, "gpu\u00ad\u202e")
 	// Execs named like methods go vet checks in other shapes only.
 	vetNames, diags := compiler.Compile([]dsl.Source{{Name: "vetnames.ff", Data: []byte(vetAcceptedSource)}})
 	if diags.HasErrors() {

@@ -39,8 +39,11 @@
 //
 // The plan is embedded as the indented JSON that `ffc plan -flow publish`
 // prints (json.MarshalIndent of the plan.Flow), in a raw string literal
-// unless it contains a backquote or a byte order mark, then in an
-// interpreted one. PublishPlan decodes it strictly with bind.DecodePlan:
+// unless it contains a backquote, a control character other than a line
+// feed or tab, or a Unicode format character (a zero-width or
+// bidirectional control, a byte order mark: invisible, and refused by
+// staticcheck's ST1018 in a string literal), then in an interpreted one
+// that spells them with escapes. PublishPlan decodes it strictly with bind.DecodePlan:
 // a plan whose schema version is not plan.SchemaVersion, or that has a
 // field the package plan of the program does not know (it was generated
 // by an incompatible ffc), is an error naming the flow, never a plan with
@@ -67,9 +70,13 @@
 // input has succeeded (FF0309). RegisterPublish decodes the plan and passes it
 // with h to bind.Register, which binds each method to its exec's kind by
 // the rule the interface was written by (bind.MethodOf), checking every
-// method's signature first. Its handlers decode the input and the upstream
-// outputs (a decoding failure is a worker.Permanent error naming flow,
-// exec and field), call the method and encode its output. No code is
+// method's signature first. Its handlers check the input and the upstream
+// outputs against their types in the plan with the rules ffrun stages a
+// run's input by (package flowinput: required fields present and not null,
+// no unknown field or key given twice, names matched exactly), decode them
+// (a mismatch or a decoding failure is a worker.Permanent error naming
+// flow, exec, value and field, and the method is not called), call the
+// method and encode its output. No code is
 // generated per exec to bind it, so the file of a 10,000-exec flow
 // compiles in seconds.
 //

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/dave/jennifer/jen"
@@ -95,14 +96,26 @@ func (g *generator) genFlow(f *jen.File, fl *plan.Flow) error {
 }
 
 // stringLit returns s as a raw string literal when it can be one, else as
-// an interpreted string literal. A raw string cannot hold a backquote or a
-// carriage return (the compiler drops it), and Go source cannot hold a NUL
-// byte, a byte order mark after the start of the file or invalid UTF-8.
+// an interpreted string literal, which spells with escapes what it must.
+// A raw string cannot hold a backquote or a carriage return (the compiler
+// drops it), and Go source cannot hold a NUL byte, a byte order mark after
+// the start of the file or invalid UTF-8. Nor should it hold, unescaped,
+// control characters other than line feeds and tabs or Unicode format
+// characters (category Cf: zero-width and bidirectional controls, the
+// soft hyphen): they are invisible or reorder the text around them, and
+// staticcheck (ST1018) rejects string literals holding them.
 func stringLit(s string) jen.Code {
-	if strings.ContainsAny(s, "`\r\x00") || strings.Contains(s, "\ufeff") || !utf8.ValidString(s) {
+	if strings.ContainsRune(s, '`') || !utf8.ValidString(s) || strings.ContainsFunc(s, invisible) {
 		return jen.Lit(s)
 	}
 	return jen.Op("`" + s + "`")
+}
+
+// invisible reports whether r is a control character other than a line
+// feed or a tab (a carriage return and NUL among them), or a format
+// character (a byte order mark among them).
+func invisible(r rune) bool {
+	return unicode.Is(unicode.Cf, r) || unicode.IsControl(r) && r != '\n' && r != '\t'
 }
 
 // genStage writes Stage<Flow>, <Flow>Run and its Result method.
@@ -205,8 +218,9 @@ func (g *generator) method(fl *plan.Flow, ex *plan.Exec, n goname.Flow) method {
 
 // onFailureOnly reports whether ex runs only when upstream up failed, so
 // that up's output is never there: ex needs every edge into it to hold
-// (join all, or join N of its N upstreams) and its edge from up holds on
-// failure only. join names that join for the doc comment.
+// (join all, join N of its N upstreams, or join any of its one upstream)
+// and its edge from up holds on failure only. join names that join for
+// the doc comment.
 func onFailureOnly(fl *plan.Flow, ex *plan.Exec, up string) (join string, ok bool) {
 	ups, onFailure := 0, false
 	for _, e := range fl.Edges {
@@ -223,7 +237,12 @@ func onFailureOnly(fl *plan.Flow, ex *plan.Exec, up string) (join string, ok boo
 	case ex.Join.Kind == plan.JoinAll:
 		return "join all", true
 	case ex.Join.Kind == plan.JoinCount && ex.Join.N == ups:
+		if ups == 1 {
+			return "join 1 of its one upstream", true
+		}
 		return fmt.Sprintf("join %d of its %d upstreams", ups, ups), true
+	case ex.Join.Kind == plan.JoinAny && ups == 1:
+		return "join any of its one upstream", true
 	}
 	return "", false
 }
@@ -309,7 +328,7 @@ func (g *generator) genHandlers(f *jen.File, fl *plan.Flow, n goname.Flow) error
 // genRegister writes Register<Flow>, which binds the methods through
 // bind.Register by the flow's plan: no code per exec.
 func genRegister(f *jen.File, fl *plan.Flow, n goname.Flow) {
-	decl(f, "%s binds every exec of flow %q to w under the exec's kind. Each handler decodes the task input and the outputs of the upstreams from JSON (a decoding failure is permanent: a retry cannot fix it), calls the matching method of h and encodes its output. It fails, binding nothing, when %s fails; otherwise it stops at, and returns, the first registration error.", n.Register, fl.Name, n.Plan)
+	decl(f, "%s binds every exec of flow %q to w under the exec's kind. Each handler checks the task input and the outputs of the upstreams against their types in the plan (required fields present, no unknown field, names matched exactly), decodes them from JSON, calls the matching method of h and encodes its output; a value that does not match its type, or does not decode, fails the attempt without calling the method, permanently: a retry cannot fix it. It fails, binding nothing, when %s fails; otherwise it stops at, and returns, the first registration error.", n.Register, fl.Name, n.Plan)
 	f.Func().Id(n.Register).Params(
 		jen.Id("w").Qual(pathWorker, "Registrar"),
 		jen.Id("h").Id(n.Handlers),

@@ -258,9 +258,11 @@ func TestCollisionListIsCapped(t *testing.T) {
 }
 
 // TestOddStringsStayFormatted checks that strings a raw string literal
-// cannot hold (a backquote, a byte order mark) still give gofmt'ed code
-// whose embedded plan decodes to the plan it was generated from, and that
-// the plan is embedded as a raw string literal when it can be.
+// cannot or should not hold (a backquote, a byte order mark, control
+// characters JSON does not escape, Unicode format characters) still give
+// gofmt'ed code whose embedded plan decodes to the plan it was generated
+// from, and that the plan is embedded as a raw string literal when it can
+// be.
 func TestOddStringsStayFormatted(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -270,7 +272,9 @@ func TestOddStringsStayFormatted(t *testing.T) {
 		{"plain", "media.probe", true},
 		{"backquote", "k\"\\`\n\t€\x00%v", false},
 		{"byte order mark", "k\ufeff", false},
-		{"control characters", "k\r\x01\x7f", true}, // JSON escapes them
+		{"control characters", "k\r\x01", true}, // JSON escapes them
+		{"delete", "k\x7f", false},              // JSON does not escape DEL
+		{"format characters", "k\u200b\u202e", false},
 		{"html", "<a&b>", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -68,7 +68,8 @@ func TestGenBadPackageFlagExit(t *testing.T) {
 // TestGenOutputNameIgnoredByGoTool: -o must name a file the go tool
 // builds into the package on every system; other names are a bad command
 // line (exit 2) and nothing is written: a test file, names starting with
-// "_" or ".", and names ending in _GOOS, _GOARCH or _GOOS_GOARCH.
+// "_" or ".", and names whose part before the first dot ends in _GOOS,
+// _GOARCH or _GOOS_GOARCH (flows_windows.ff.go is built on Windows only).
 func TestGenOutputNameIgnoredByGoTool(t *testing.T) {
 	dir, src := writeFlow(t)
 	for _, c := range []struct {
@@ -81,6 +82,12 @@ func TestGenOutputNameIgnoredByGoTool(t *testing.T) {
 		{"flows_amd64.go", 2},
 		{"flows_windows_amd64.go", 2},
 		{"flows_windows_amd64_test.go", 2},
+		{"flows_windows.ff.go", 2},
+		{"flows_linux.gen.go", 2},
+		{"flows_arm64.v2.go", 2},
+		{"flows_linux_test.ff.go", 2},
+		{"flows.linux.go", 0},
+		{"flows_ff.v2.go", 0},
 		{"_flows.go", 2},
 		{".flows.go", 2},
 		{"flows_ff.go", 0},

@@ -10,8 +10,8 @@ import (
 )
 
 // CheckCapability reports why tok is not a valid capability token: tokens
-// are non-empty, valid UTF-8, and contain no comma, white space or control
-// character.
+// are non-empty, valid UTF-8, and contain no comma, white space, control
+// character or Unicode format character (FormatProblem).
 func CheckCapability(tok string) error {
 	if tok == "" {
 		return errors.New("capability must not be empty")
@@ -29,7 +29,26 @@ func CheckCapability(tok string) error {
 			return fmt.Errorf("capability %q contains a control character", tok)
 		}
 	}
+	if p := FormatProblem(tok); p != "" {
+		return fmt.Errorf("capability %q %s", tok, p)
+	}
 	return nil
+}
+
+// FormatProblem says why s, a kind or a capability, may not hold the
+// Unicode format character (category Cf) it holds, or returns "". Such
+// characters are invisible (zero-width spaces and joiners, the soft
+// hyphen, a byte order mark) or reorder the text around them
+// (bidirectional overrides and isolates): two kinds or capabilities that
+// differ only by one look the same in every listing, and a worker that
+// advertises the one seen would never match the other.
+func FormatProblem(s string) string {
+	for _, r := range s {
+		if unicode.Is(unicode.Cf, r) {
+			return fmt.Sprintf("contains the invisible Unicode format character %U: zero-width and bidirectional characters make different names look the same", r)
+		}
+	}
+	return ""
 }
 
 // ValidateCapabilities checks a set of capability tokens, required by an
@@ -161,7 +180,8 @@ func LabelProblem(s string) string {
 
 // ValidateKind reports why s is not a valid kind: 1..MaxKindLen bytes of
 // valid UTF-8 without white space, control characters or commas (claims
-// send kinds comma-separated).
+// send kinds comma-separated), nor Unicode format characters
+// (FormatProblem).
 func ValidateKind(s string) error {
 	if s == "" {
 		return errors.New("must not be empty")
@@ -176,6 +196,9 @@ func ValidateKind(s string) error {
 		if unicode.IsSpace(r) || unicode.IsControl(r) || r == ',' {
 			return fmt.Errorf("%q contains white space, a control character or a comma", s)
 		}
+	}
+	if p := FormatProblem(s); p != "" {
+		return fmt.Errorf("%q %s", s, p)
 	}
 	return nil
 }

@@ -75,6 +75,7 @@ func TestValidate(t *testing.T) {
 		{"lane", func(f *Flow) { f.Lane = "a b" }, []string{`lane: "a b": only letters, digits, '_', '-', '.' and '/' are allowed`}},
 		{"lane with colon", func(f *Flow) { f.Lane = "gpu:1" }, []string{`lane: "gpu:1": only letters`}},
 		{"kind with comma", func(f *Flow) { f.Execs[0].Kind = "a,b" }, []string{`execs[0].kind: "a,b" contains white space, a control character or a comma`}},
+		{"kind with format character", func(f *Flow) { f.Execs[0].Kind = "f.a\u202e" }, []string{`execs[0].kind: "f.a\u202e" contains the invisible Unicode format character U+202E`}},
 		{"no execs", func(f *Flow) { f.Execs, f.Edges, f.Result, f.Output = nil, nil, "", nil }, []string{"execs: flow has no exec"}},
 		{"duplicate exec", func(f *Flow) { f.Execs[2].Name = "b"; f.Execs[2].Kind = "x" }, []string{
 			`execs[2].name: duplicate exec "b"`, "execs[1].upstreams", "execs[3].upstreams"}},
@@ -236,6 +237,12 @@ func TestValidateCapabilities(t *testing.T) {
 		{[]string{""}, "capability 0: capability must not be empty"},
 		{[]string{"ok", "a b"}, `capability 1: capability "a b" contains white space`},
 		{[]string{"a\x01"}, "contains a control character"},
+		// Unicode format characters: a zero-width space, a soft hyphen, a
+		// right-to-left override, a byte order mark.
+		{[]string{"gpu\u200b"}, `capability 0: capability "gpu\u200b" contains the invisible Unicode format character U+200B`},
+		{[]string{"ok", "gpu\u00ad"}, "capability 1: capability \"gpu\\u00ad\" contains the invisible Unicode format character U+00AD"},
+		{[]string{"cuda\u202e"}, "U+202E"},
+		{[]string{"\ufeffx"}, "U+FEFF"},
 		{[]string{"\xff"}, "is not valid UTF-8"},
 		{make([]string, MaxCapabilities+1), "257 capabilities: at most 256 are allowed"},
 		{[]string{strings.Repeat("x", 4000), strings.Repeat("y", 96)}, "4097 bytes when joined"},

@@ -651,10 +651,13 @@ type AskHandlers interface {
 }
 
 // RegisterAsk binds every exec of flow "ask" to w under the exec's kind. Each
-// handler decodes the task input and the outputs of the upstreams from JSON (a
-// decoding failure is permanent: a retry cannot fix it), calls the matching
-// method of h and encodes its output. It fails, binding nothing, when AskPlan
-// fails; otherwise it stops at, and returns, the first registration error.
+// handler checks the task input and the outputs of the upstreams against their
+// types in the plan (required fields present, no unknown field, names matched
+// exactly), decodes them from JSON, calls the matching method of h and encodes
+// its output; a value that does not match its type, or does not decode, fails
+// the attempt without calling the method, permanently: a retry cannot fix it.
+// It fails, binding nothing, when AskPlan fails; otherwise it stops at, and
+// returns, the first registration error.
 func RegisterAsk(w ff_worker.Registrar, h AskHandlers) error {
 	if h == nil {
 		return ff_errors.New("register flow ask: nil AskHandlers")
@@ -1417,11 +1420,14 @@ type FulfilOrderHandlers interface {
 }
 
 // RegisterFulfilOrder binds every exec of flow "fulfil_order" to w under the
-// exec's kind. Each handler decodes the task input and the outputs of the
-// upstreams from JSON (a decoding failure is permanent: a retry cannot fix it),
-// calls the matching method of h and encodes its output. It fails, binding
-// nothing, when FulfilOrderPlan fails; otherwise it stops at, and returns, the
-// first registration error.
+// exec's kind. Each handler checks the task input and the outputs of the
+// upstreams against their types in the plan (required fields present, no
+// unknown field, names matched exactly), decodes them from JSON, calls the
+// matching method of h and encodes its output; a value that does not match its
+// type, or does not decode, fails the attempt without calling the method,
+// permanently: a retry cannot fix it. It fails, binding nothing, when
+// FulfilOrderPlan fails; otherwise it stops at, and returns, the first
+// registration error.
 func RegisterFulfilOrder(w ff_worker.Registrar, h FulfilOrderHandlers) error {
 	if h == nil {
 		return ff_errors.New("register flow fulfil_order: nil FulfilOrderHandlers")
@@ -1943,11 +1949,14 @@ type NightlyETLHandlers interface {
 }
 
 // RegisterNightlyETL binds every exec of flow "nightly_etl" to w under the
-// exec's kind. Each handler decodes the task input and the outputs of the
-// upstreams from JSON (a decoding failure is permanent: a retry cannot fix it),
-// calls the matching method of h and encodes its output. It fails, binding
-// nothing, when NightlyETLPlan fails; otherwise it stops at, and returns, the
-// first registration error.
+// exec's kind. Each handler checks the task input and the outputs of the
+// upstreams against their types in the plan (required fields present, no
+// unknown field, names matched exactly), decodes them from JSON, calls the
+// matching method of h and encodes its output; a value that does not match its
+// type, or does not decode, fails the attempt without calling the method,
+// permanently: a retry cannot fix it. It fails, binding nothing, when
+// NightlyETLPlan fails; otherwise it stops at, and returns, the first
+// registration error.
 func RegisterNightlyETL(w ff_worker.Registrar, h NightlyETLHandlers) error {
 	if h == nil {
 		return ff_errors.New("register flow nightly_etl: nil NightlyETLHandlers")
@@ -2388,11 +2397,13 @@ type PublishHandlers interface {
 }
 
 // RegisterPublish binds every exec of flow "publish" to w under the exec's
-// kind. Each handler decodes the task input and the outputs of the upstreams
-// from JSON (a decoding failure is permanent: a retry cannot fix it), calls the
-// matching method of h and encodes its output. It fails, binding nothing, when
-// PublishPlan fails; otherwise it stops at, and returns, the first registration
-// error.
+// kind. Each handler checks the task input and the outputs of the upstreams
+// against their types in the plan (required fields present, no unknown field,
+// names matched exactly), decodes them from JSON, calls the matching method of
+// h and encodes its output; a value that does not match its type, or does not
+// decode, fails the attempt without calling the method, permanently: a retry
+// cannot fix it. It fails, binding nothing, when PublishPlan fails; otherwise
+// it stops at, and returns, the first registration error.
 func RegisterPublish(w ff_worker.Registrar, h PublishHandlers) error {
 	if h == nil {
 		return ff_errors.New("register flow publish: nil PublishHandlers")

@@ -90,9 +90,28 @@ func TestFaults(t *testing.T) {
 	})
 	t.Run("bad input is permanent", func(t *testing.T) {
 		_, r := newDemo(t, Faults{})
-		_, err := r["fulfil_order.check_order"](context.Background(), worker.NewTestTask(json.RawMessage(`{"items": "many"}`), nil))
-		if !worker.IsPermanent(err) || !strings.Contains(err.Error(), "flow fulfil_order: exec check_order: decode input") || !strings.Contains(err.Error(), "items") {
+		_, err := r["fulfil_order.check_order"](context.Background(), worker.NewTestTask(badOrder(t), nil))
+		if !worker.IsPermanent(err) || !strings.Contains(err.Error(), "flow fulfil_order: exec check_order: the input does not match its type Order: input.items:") {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// badOrder is sampleOrder as JSON with "many" for its list of items.
+func badOrder(t *testing.T) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(sampleOrder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["items"] = "many"
+	b, err = json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

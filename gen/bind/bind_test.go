@@ -105,9 +105,15 @@ func exec(name string, in, out *plan.TypeRef, upstreams ...string) plan.Exec {
 	return plan.Exec{Name: name, Kind: "k." + name, Input: in, Output: out, InputFrom: from, Upstreams: upstreams}
 }
 
+// itemDecl declares the type Item, the .ff form of item.
+var itemDecl = plan.Type{Name: "Item", Fields: []plan.Field{
+	{Name: "n", Type: plan.TypeRef{Kind: plan.KindInt}},
+	{Name: "tags", Type: plan.TypeRef{Kind: plan.KindList, Elem: &plan.TypeRef{Kind: plan.KindString}}, Optional: true},
+}}
+
 // shapesPlan is a flow with an exec per method of shapes.
 func shapesPlan(name string) *plan.Flow {
-	return &plan.Flow{Name: name, Execs: []plan.Exec{
+	return &plan.Flow{Name: name, Types: []plan.Type{itemDecl}, Execs: []plan.Exec{
 		exec("a", nil, itemType),
 		exec("b", nil, listType),
 		exec("in_up_out", itemType, itemType, "a", "b"),
@@ -201,11 +207,11 @@ func TestDecodeFailuresArePermanent(t *testing.T) {
 		up       map[string]json.RawMessage
 		want     []string
 	}{
-		{"wrong field type", `{"n": "seven"}`, nil, []string{"flow flowx: exec in_up_out: decode input", "item.n"}},
-		{"not JSON", `{`, nil, []string{"flow flowx: exec in_up_out: decode input"}},
-		{"missing input", ``, nil, []string{"flow flowx: exec in_up_out: decode input"}},
-		{"bad upstream", `{"n": 1}`, map[string]json.RawMessage{"a": json.RawMessage(`"text"`)}, []string{"flow flowx: exec in_up_out: decode output of upstream a"}},
-		{"truncated upstream", `{"n": 1}`, map[string]json.RawMessage{"a": json.RawMessage(`{"n":`)}, []string{"decode output of upstream a"}},
+		{"wrong field type", `{"n": "seven"}`, nil, []string{"flow flowx: exec in_up_out: the input does not match its type Item: input.n: want int (an integer), got a string"}},
+		{"not JSON", `{`, nil, []string{"flow flowx: exec in_up_out: the input does not match its type Item: input: is not valid JSON"}},
+		{"missing input", ``, nil, []string{"flow flowx: exec in_up_out: the input does not match its type Item: input: is required (Item (an object)) but missing"}},
+		{"bad upstream", `{"n": 1}`, map[string]json.RawMessage{"a": json.RawMessage(`"text"`)}, []string{"flow flowx: exec in_up_out: the output of upstream a does not match its type Item: a: want Item (an object), got a string"}},
+		{"truncated upstream", `{"n": 1}`, map[string]json.RawMessage{"a": json.RawMessage(`{"n":`)}, []string{"the output of upstream a does not match its type Item: a: is not valid JSON"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := call(t, r, "k.in_up_out", tt.in, tt.up)

@@ -115,7 +115,29 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
+	if misplacedFlag(fs, stderr) {
+		return exitUsage
+	}
 	return -1
+}
+
+// misplacedFlag reports, with the usage, an argument after the first file
+// that starts with "-" and names no file: a flag given after the files,
+// which package flag leaves among them (ffc gen flows.ff -package x). It
+// returns whether there was one.
+func misplacedFlag(fs *flag.FlagSet, stderr io.Writer) bool {
+	for _, a := range fs.Args() {
+		if len(a) < 2 || a[0] != '-' {
+			continue
+		}
+		if _, err := os.Lstat(a); err == nil {
+			continue
+		}
+		fmt.Fprintf(stderr, "%s: %s after the files is not a file: flags go before the files\n", fs.Name(), a)
+		fs.Usage()
+		return true
+	}
+	return false
 }
 
 // compile compiles the paths and prints diagnostics as text to stderr
@@ -423,21 +445,26 @@ func isPackageName(s string) bool { return token.IsIdentifier(s) && s != "_" }
 
 // ignoredByGoTool says why the go tool leaves a .go file named base out of
 // a package's build, or returns "": names starting with "." or "_", test
-// files, and names ending in _GOOS, _GOARCH or _GOOS_GOARCH (built only
-// for that system), as package go/build decides.
+// files, and names whose part before the first "." ends in _GOOS, _GOARCH
+// or _GOOS_GOARCH, a _test after them aside (flows_linux.go,
+// flows_windows.ff.go: built only for that system), as package go/build
+// decides.
 func ignoredByGoTool(base string) string {
-	stem := strings.TrimSuffix(base, ".go")
 	switch {
 	case strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_"):
 		return "its name starts with \".\" or \"_\""
-	case strings.HasSuffix(stem, "_test"):
+	case strings.HasSuffix(base, "_test.go"):
 		return "it is a test file (_test.go)"
 	}
+	stem, _, _ := strings.Cut(base, ".")
 	i := strings.IndexByte(stem, '_')
 	if i < 0 {
 		return ""
 	}
 	parts := strings.Split(stem[i:], "_")
+	if n := len(parts); parts[n-1] == "test" {
+		parts = parts[:n-1]
+	}
 	n := len(parts)
 	if n >= 2 && knownOS(parts[n-2]) && knownArch(parts[n-1]) {
 		return fmt.Sprintf("it is built only for GOOS=%s GOARCH=%s", parts[n-2], parts[n-1])
@@ -473,19 +500,23 @@ func knownArch(s string) bool {
 }
 
 // writeFileAtomic writes data to a temporary file next to path and renames
-// it into place with permissions perm, so readers never see a partial file.
-// When path is a symbolic link, the file at the end of its links is
-// replaced so (created, for a dangling link) and the links are kept.
+// it into place, so readers never see a partial file, with the permissions
+// of the file it replaces, or perm for a new file. When path is a
+// symbolic link, the file at the end of its links is replaced so (created,
+// for a dangling link) and the links are kept.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	name := path
 	path, err := followLinks(path)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
+	if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() {
+		perm = info.Mode().Perm() // the file's own, as an editor keeps it
+	}
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fmt.Errorf("write %s: %w", path, dirProblem(dir, err))
 	}
 	defer os.Remove(tmp.Name()) // no-op after a successful rename
 	if _, err := tmp.Write(data); err != nil {
@@ -503,6 +534,24 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// dirProblem explains err, the failure to create a temporary file in dir,
+// by dir rather than by the temporary file's name, which the user never
+// chose: dir missing, not a directory, or the system's reason.
+func dirProblem(dir string, err error) error {
+	info, serr := os.Stat(dir)
+	switch {
+	case errors.Is(serr, fs.ErrNotExist):
+		return fmt.Errorf("the directory %s does not exist (ffc gen does not create it)", dir)
+	case serr == nil && !info.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("cannot create a file in %s: %w", dir, pe.Err)
+	}
+	return err
 }
 
 // linksFollowedMax bounds how many symbolic links followLinks follows,

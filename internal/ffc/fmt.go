@@ -29,6 +29,9 @@ func runFmt(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
+	if misplacedFlag(fs, stderr) {
+		return exitUsage
+	}
 	if fs.NArg() == 0 {
 		if *write || *list {
 			fmt.Fprintln(stderr, "ffc fmt: -w and -l need files: standard input is formatted to standard output")

@@ -1,7 +1,10 @@
 // Package flowinput checks a JSON value against a type of a compiled flow
-// (plan.TypeRef and the flow's declared plan.Type records) before anything
-// is staged, so that a run never starts with an input its generated Go
-// handlers cannot decode.
+// (plan.TypeRef and the flow's declared plan.Type records): a run's input
+// before anything is staged (Flow), so that a run never starts with an
+// input its generated Go handlers cannot decode, and, in those handlers
+// (package gen/bind), each exec's input and the upstream outputs it reads
+// before they are decoded (Checker), so that a value that does not match
+// its type never reaches a handler as zero values.
 //
 // The rules follow the JSON encoding of the generated Go types: records are
 // objects whose required fields must be present and not null, optional
@@ -75,7 +78,13 @@ func (c *checker) flow(f *plan.Flow, root string, input []byte) error {
 	if len(trimmed) == 0 {
 		return c.report(&Error{Path: root, Msg: fmt.Sprintf("is required: flow %q takes %s", f.Name, plan.TypeString(f.Input))})
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	return c.value(root, f.Input, trimmed)
+}
+
+// value checks data, one JSON value without white space around it,
+// against t.
+func (c *checker) value(root string, t *plan.TypeRef, data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	val, err := decode(dec, 0)
 	if err != nil {
@@ -85,7 +94,7 @@ func (c *checker) flow(f *plan.Flow, root string, input []byte) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return c.report(&Error{Path: root, Msg: "has data after the JSON value"})
 	}
-	return c.check(root, f.Input, val, 0)
+	return c.check(root, t, val, 0)
 }
 
 // repeated stands for the value of a member whose key appears more than

@@ -135,13 +135,25 @@ func TestBadInputIsPermanent(t *testing.T) {
 		if err == nil || !worker.IsPermanent(err) {
 			t.Fatalf("input %q: err = %v, want a permanent error", in, err)
 		}
-		if !strings.Contains(err.Error(), "flow publish: exec probe: decode input") {
+		if !strings.Contains(err.Error(), "flow publish: exec probe: the input does not match its type Clip: input") {
 			t.Fatalf("input %q: message %q does not name flow and exec", in, err)
 		}
 	}
-	_, err := r["media.probe"](context.Background(), worker.NewTestTask(json.RawMessage(`{"seconds": "long"}`), nil))
-	if !strings.Contains(err.Error(), "seconds") {
-		t.Fatalf("message %q does not name the field", err)
+	long := strings.Replace(string(clipJSON(t, sample)), `"seconds":12.5`, `"seconds":"long"`, 1)
+	_, err := r["media.probe"](context.Background(), worker.NewTestTask(json.RawMessage(long), nil))
+	if err == nil || !strings.Contains(err.Error(), "input.seconds: want float, got a string") {
+		t.Fatalf("message %v does not name the field", err)
+	}
+	// A field spelt in another case, which encoding/json would take, or
+	// an unknown field, which it would drop, fails too.
+	for _, in := range []string{
+		strings.Replace(string(clipJSON(t, sample)), `"seconds":`, `"Seconds":`, 1),
+		strings.Replace(string(clipJSON(t, sample)), `"seconds":`, `"length":1,"seconds":`, 1),
+	} {
+		_, err := r["media.probe"](context.Background(), worker.NewTestTask(json.RawMessage(in), nil))
+		if !worker.IsPermanent(err) || !strings.Contains(err.Error(), "flow publish: exec probe: the input does not match its type Clip: input.") {
+			t.Fatalf("input %s: err = %v, want a permanent mismatch", in, err)
+		}
 	}
 }
 
@@ -190,7 +202,7 @@ func TestUpstreamsAreDecoded(t *testing.T) {
 	// A malformed upstream output is a permanent failure naming it.
 	_, err = r["publish.publish"](context.Background(),
 		worker.NewTestTask(clipJSON(t, trans), map[string]json.RawMessage{"transcode": json.RawMessage(`[1]`)}))
-	if !worker.IsPermanent(err) || !strings.Contains(err.Error(), "flow publish: exec publish: decode output of upstream transcode") {
+	if !worker.IsPermanent(err) || !strings.Contains(err.Error(), "flow publish: exec publish: the output of upstream transcode does not match its type Clip: transcode: want Clip (an object), got an array") {
 		t.Fatalf("err = %v", err)
 	}
 }
