@@ -369,7 +369,7 @@ func (s *Server) renew(c echo.Context) error {
 		return e
 	}
 	for i, l := range req.Leases {
-		if e := checkLease("leases["+strconv.Itoa(i)+"]", l); e != nil {
+		if e := checkLeaseItem("leases", i, l); e != nil {
 			return e
 		}
 	}
@@ -407,7 +407,7 @@ func (s *Server) complete(c echo.Context) error {
 		return e
 	}
 	for i, it := range req.Completions {
-		if e := checkLease("completions["+strconv.Itoa(i)+"]", it.Lease); e != nil {
+		if e := checkLeaseItem("completions", i, it.Lease); e != nil {
 			return e
 		}
 	}
@@ -462,7 +462,7 @@ func (s *Server) fail(c echo.Context) error {
 	}
 	for i := range req.Failures {
 		f := &req.Failures[i]
-		if e := checkLease("failures["+strconv.Itoa(i)+"]", f.Lease); e != nil {
+		if e := checkLeaseItem("failures", i, f.Lease); e != nil {
 			return e
 		}
 		f.Message = cutMessage(f.Message)
@@ -594,10 +594,15 @@ func statusOf(code string) int {
 
 // jsonBlob answers 200 with b, an answer the wire package encoded as
 // encoding/json would (and as c.JSON writes it, with a final newline), or
-// the encoding error.
+// the encoding error. The answer says its length: net/http would send one
+// over 2 KiB (a claim or a hand-off of a few tasks) chunked, which the
+// client reads into a buffer grown as it goes instead of one of the
+// announced size.
 func jsonBlob(c echo.Context, b []byte, err error) error {
 	if err != nil {
 		return fmt.Errorf("encode answer: %w", err)
 	}
-	return c.JSONBlob(http.StatusOK, append(b, '\n'))
+	b = append(b, '\n')
+	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(b)))
+	return c.JSONBlob(http.StatusOK, b)
 }

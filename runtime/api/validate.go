@@ -195,8 +195,16 @@ func normalizeCreate(prefix string, r *wire.CreateExecution) *Error {
 // checkLease checks a lease given under field (a list item,
 // "completions[2]"), or, with field "", as members of the body itself (the
 // single-execution routes: {"lease_id": …, "epoch": …}).
-func checkLease(field string, l wire.Lease) *Error {
+func checkLease(field string, l wire.Lease) *Error { return checkLeaseItem(field, -1, l) }
+
+// checkLeaseItem is checkLease of item i of the list field (field itself
+// when i < 0), whose name ("completions[2]") is written only for an
+// error: a batch of reports is not charged a string per item.
+func checkLeaseItem(field string, i int, l wire.Lease) *Error {
 	path := func(f string) string {
+		if i >= 0 {
+			return field + "[" + strconv.Itoa(i) + "]." + f
+		}
 		if field == "" {
 			return f
 		}

@@ -191,11 +191,8 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	} else {
 		p = s.streakPartition()
 	}
-	runUUID := newUUID()
-	uuids := make([]string, len(f.Execs))
-	for i := range uuids {
-		uuids[i] = newUUID()
-	}
+	ids := newUUIDs(1 + len(f.Execs))
+	runUUID, uuids := ids[0], ids[1:]
 	resultUUID := ""
 	if f.Result != "" {
 		resultUUID = uuids[pf.g.index[f.Result]]
@@ -210,11 +207,19 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 	if err := s.readQuotaKeys(ctx, refs); err != nil {
 		return nil, false, err
 	}
+	// Every member's entries in one slice.
+	n := 0
+	for i := range pf.members {
+		n += pf.members[i].argsMax()
+	}
+	all := make([]string, 0, n)
 	members := make([][]string, len(f.Execs))
 	for i := range pf.members {
-		if members[i], err = pf.members[i].args(uuids, refs); err != nil {
+		start := len(all)
+		if all, err = pf.members[i].appendArgs(all, uuids, refs); err != nil {
 			return nil, false, err
 		}
+		members[i] = all[start:len(all):len(all)]
 	}
 	if err := refs.checkResources(f); err != nil {
 		return nil, false, err
@@ -919,6 +924,15 @@ func prepareMember(f *plan.Flow, x plan.Exec, i int, g *graph) (memberPlan, erro
 // args returns the ff_stage_flow entries of the member (after the count)
 // for a run whose members have uuids (by exec index).
 func (m *memberPlan) args(uuids []string, refs *stageRefs) ([]string, error) {
+	return m.appendArgs(make([]string, 0, m.argsMax()), uuids, refs)
+}
+
+// argsMax bounds the number of entries args returns.
+func (m *memberPlan) argsMax() int { return 8 + len(m.tail) + 12 }
+
+// appendArgs appends args' entries to dst: the members of a run share one
+// slice (StageFlow).
+func (m *memberPlan) appendArgs(dst []string, uuids []string, refs *stageRefs) ([]string, error) {
 	var budgets, quotas string
 	if len(m.budgets) > 0 || len(m.quotas) > 0 {
 		field := fmt.Sprintf("flow.execs[%d]", m.index)
@@ -935,30 +949,41 @@ func (m *memberPlan) args(uuids []string, refs *stageRefs) ([]string, error) {
 	if m.inputFrom == inputFlow {
 		takesInput = "1"
 	}
-	var ups, out strings.Builder
+	// The upstreams ("name=uuid,…") and the edges out ("uuid:on,…"),
+	// written into one string of their exact size.
+	upsLen, outLen := 0, 0
+	for j, u := range m.ups {
+		upsLen += min(j, 1) + len(u.name) + 1 + len(uuids[u.index])
+	}
+	for j, e := range m.out {
+		outLen += min(j, 1) + len(uuids[e.to]) + 1 + len(e.on)
+	}
+	var b strings.Builder
+	b.Grow(upsLen + outLen)
 	for j, u := range m.ups {
 		if j > 0 {
-			ups.WriteByte(',')
+			b.WriteByte(',')
 		}
-		ups.WriteString(u.name)
-		ups.WriteByte('=')
-		ups.WriteString(uuids[u.index])
+		b.WriteString(u.name)
+		b.WriteByte('=')
+		b.WriteString(uuids[u.index])
 	}
 	for j, e := range m.out {
 		if j > 0 {
-			out.WriteByte(',')
+			b.WriteByte(',')
 		}
-		out.WriteString(uuids[e.to])
-		out.WriteByte(':')
-		out.WriteString(e.on)
+		b.WriteString(uuids[e.to])
+		b.WriteByte(':')
+		b.WriteString(e.on)
 	}
+	both := b.String()
+	ups, out := both[:upsLen], both[upsLen:]
 	// Optional fields go among the verbatim pairs, only when set: the
 	// server writes no empty field.
-	item := make([]string, 0, 8+len(m.tail)+12)
-	item = append(item, m.name, uuids[m.index], m.lane, m.priority, m.need, m.depsTotal, takesInput, m.deadline)
+	item := append(dst, m.name, uuids[m.index], m.lane, m.priority, m.need, m.depsTotal, takesInput, m.deadline)
 	item = append(item, m.tail...)
 	for _, kv := range [...][2]string{
-		{"ups", ups.String()}, {"out", out.String()}, {"handled", m.handled}, {"budgets", budgets}, {"quotas", quotas},
+		{"ups", ups}, {"out", out}, {"handled", m.handled}, {"budgets", budgets}, {"quotas", quotas},
 	} {
 		if kv[1] != "" {
 			item = append(item, kv[0], kv[1])

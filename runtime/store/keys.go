@@ -63,7 +63,21 @@ const (
 	indexBlockedQuota  = "blocked_quota"
 )
 
-type keys struct{ prefix string }
+type keys struct {
+	prefix  string
+	anchors []string // anchor(p) of every flow partition, written once (newKeys)
+}
+
+// newKeys returns the keys of prefix, with the anchors of partitions
+// flow partitions made once: every partition call names one.
+func newKeys(prefix string, partitions int) keys {
+	k := keys{prefix: prefix}
+	k.anchors = make([]string, partitions)
+	for p := range k.anchors {
+		k.anchors[p] = k.base(p) + ":lanes"
+	}
+	return k
+}
 
 func (k keys) config() string { return k.prefix + "ff:config" }
 
@@ -73,7 +87,12 @@ func (k keys) libraries() string { return k.prefix + "ff:libraries" }
 func (k keys) base(p int) string { return k.prefix + "ff:{fp:" + strconv.Itoa(p) + "}" }
 
 // anchor is KEYS[1] of every partition function.
-func (k keys) anchor(p int) string { return k.base(p) + ":lanes" }
+func (k keys) anchor(p int) string {
+	if p >= 0 && p < len(k.anchors) {
+		return k.anchors[p]
+	}
+	return k.base(p) + ":lanes"
+}
 
 func (k keys) core(p int, uuid string) string { return k.base(p) + ":x:" + uuid }
 

@@ -173,7 +173,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg, c: cfg.Client, k: keys{prefix: cfg.KeyPrefix}, log: cfg.Logger}
+	s := &Store{cfg: cfg, c: cfg.Client, k: newKeys(cfg.KeyPrefix, cfg.FlowPartitions), log: cfg.Logger}
 	server, err := s.checkServers(ctx)
 	if err != nil {
 		return nil, err
@@ -474,13 +474,35 @@ func (s *Store) locate(id ExecutionID) (int, string, error) {
 func makeID(p int, uuid string) ExecutionID { return ExecutionID(strconv.Itoa(p) + "." + uuid) }
 
 // newUUID returns a random (version 4) UUID.
-func newUUID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+func newUUID() string { return newUUIDs(1)[0] }
+
+// newUUIDs returns n random (version 4) UUIDs, made with one read of
+// random bytes and one allocation for their text (a run's staging needs
+// one per member).
+func newUUIDs(n int) []string {
+	raw := make([]byte, 16*n)
+	rand.Read(raw)
+	text := make([]byte, 0, 36*n)
+	for i := range n {
+		b := raw[16*i : 16*i+16]
+		b[6] = b[6]&0x0f | 0x40
+		b[8] = b[8]&0x3f | 0x80
+		text = hex.AppendEncode(text, b[0:4])
+		text = append(text, '-')
+		text = hex.AppendEncode(text, b[4:6])
+		text = append(text, '-')
+		text = hex.AppendEncode(text, b[6:8])
+		text = append(text, '-')
+		text = hex.AppendEncode(text, b[8:10])
+		text = append(text, '-')
+		text = hex.AppendEncode(text, b[10:16])
+	}
+	all := string(text)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = all[36*i : 36*i+36]
+	}
+	return out
 }
 
 // randomToken returns n random bytes in hex.
@@ -492,8 +514,10 @@ func randomToken(n int) string {
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
-func fromMs(s string) time.Time {
-	n := atoi64(s)
+func fromMs(s string) time.Time { return msTime(atoi64(s)) }
+
+// msTime is fromMs of a number of milliseconds already parsed.
+func msTime(n int64) time.Time {
 	if n <= 0 {
 		return time.Time{}
 	}
@@ -513,9 +537,23 @@ func str(m valkey.ValkeyMessage) string {
 
 func atoi(s string) int { return int(atoi64(s)) }
 
+// num returns a reply element as an integer, as atoi64(str(m)) does,
+// without writing an integer reply out as text first.
+func num(m valkey.ValkeyMessage) int64 {
+	if m.IsInt64() {
+		n, _ := m.AsInt64()
+		return n
+	}
+	s, _ := m.ToString()
+	return atoi64(s)
+}
+
 // atoi64 parses an integer the server formatted; it also accepts the
 // exponent form some servers use for large Lua numbers.
 func atoi64(s string) int64 {
+	if s == "" {
+		return 0 // as below, without the two parse errors' allocations
+	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		f, ferr := strconv.ParseFloat(s, 64)

@@ -165,16 +165,16 @@ func parseGrants(p int, ns string, gv []valkey.ValkeyMessage, fn string) ([]Gran
 		}
 		id := makeID(p, str(v[0]))
 		g := Grant{
-			Lease:           Lease{ExecutionID: id, ID: str(v[6]), Epoch: atoi64(str(v[7]))},
+			Lease:           Lease{ExecutionID: id, ID: str(v[6]), Epoch: num(v[7])},
 			Namespace:       ns,
 			Lane:            str(v[1]),
 			Kind:            str(v[2]),
-			Priority:        atoi(str(v[3])),
-			Attempt:         atoi(str(v[4])),
+			Priority:        int(num(v[3])),
+			Attempt:         int(num(v[4])),
 			AttemptType:     AttemptType(str(v[5])),
-			LeaseExpiresAt:  fromMs(str(v[8])),
-			AttemptDeadline: fromMs(str(v[9])),
-			MaxAttempts:     atoi(str(v[10])),
+			LeaseExpiresAt:  msTime(num(v[8])),
+			AttemptDeadline: msTime(num(v[9])),
+			MaxAttempts:     int(num(v[10])),
 			FlowID:          str(v[13]),
 			FlowNode:        str(v[14]),
 		}
@@ -182,13 +182,16 @@ func parseGrants(p int, ns string, gv []valkey.ValkeyMessage, fn string) ([]Gran
 			g.Payload = []byte(p)
 		}
 		if t := str(v[12]); t != "" {
-			json.Unmarshal([]byte(t), &g.Tags)
+			// Into a local: &g.Tags would move every grant to the heap.
+			var tags map[string]string
+			json.Unmarshal([]byte(t), &tags)
+			g.Tags = tags
 		}
 		ups, _ := v[15].ToArray()
+		if len(ups) >= 2 {
+			g.Upstreams = make(map[string][]byte, len(ups)/2)
+		}
 		for i := 0; i+1 < len(ups); i += 2 {
-			if g.Upstreams == nil {
-				g.Upstreams = map[string][]byte{}
-			}
 			g.Upstreams[str(ups[i])] = []byte(str(ups[i+1]))
 		}
 		g.Downstream = str(v[16]) == "1"
@@ -271,6 +274,9 @@ func leaseTTL(d time.Duration) (time.Duration, error) {
 type batch struct {
 	calls []call
 	index [][]int // index[c] = positions of call c's items in the input
+	// items, when set, is how many items the batch gets: a call is made
+	// with room for all of them (most batches go to one partition).
+	items int
 }
 
 func (b *batch) add(p int, fn string, head []string, pos int, item ...string) {
@@ -281,8 +287,10 @@ func (b *batch) add(p int, fn string, head []string, pos int, item ...string) {
 			return
 		}
 	}
-	b.calls = append(b.calls, call{fn: fn, partition: p, args: append(append([]string(nil), head...), item...)})
-	b.index = append(b.index, []int{pos})
+	n := max(b.items, 1)
+	args := make([]string, 0, len(head)+n*len(item))
+	b.calls = append(b.calls, call{fn: fn, partition: p, args: append(append(args, head...), item...)})
+	b.index = append(b.index, append(make([]int, 0, n), pos))
 }
 
 // run sends the calls pipelined and hands each item reply, or the refusal
@@ -391,7 +399,7 @@ func (s *Store) FinishHandoff(ctx context.Context, items []Finish, h *Handoff) (
 		return nil, nil, err
 	}
 	out := make([]FinishResult, len(items))
-	b := &batch{}
+	b := &batch{items: len(items)}
 	for i, f := range items {
 		p, uuid, err := s.locate(f.Lease.ExecutionID)
 		if err != nil {
@@ -460,7 +468,7 @@ func (s *Store) FinishHandoff(ctx context.Context, items []Finish, h *Handoff) (
 				continue
 			}
 			out[pos].State = PublicState(str(sub[0]))
-			out[pos].RetryAt = fromMs(str(sub[1]))
+			out[pos].RetryAt = msTime(num(sub[1]))
 			if len(sub) == 6 {
 				id := RunID(makeID(b.calls[c].partition, str(sub[2])))
 				if out[pos].RunEnded, err = cleanOutcome(id, sub[3:]); err != nil {

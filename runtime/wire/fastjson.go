@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -54,7 +55,7 @@ func AppendLeaseResults(b []byte, v *LeaseResults) ([]byte, error) {
 	if ok {
 		return append(b, '}'), nil
 	}
-	data, err := Marshal(v)
+	data, err := Marshal(*v) // *v, not v: the caller's value stays off the heap
 	return append(b[:n], data...), err
 }
 
@@ -67,7 +68,7 @@ func AppendClaimResponse(b []byte, v *ClaimResponse) ([]byte, error) {
 	if ok {
 		return append(b, '}'), nil
 	}
-	data, err := Marshal(v)
+	data, err := Marshal(*v)
 	return append(b[:n], data...), err
 }
 
@@ -148,7 +149,8 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 	}
 	if len(t.Upstreams) > 0 {
 		b = append(b, `,"upstreams":{`...)
-		for i, k := range sortedKeys(t.Upstreams) {
+		var buf keysBuf
+		for i, k := range sortedKeys(t.Upstreams, buf[:]) {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -160,7 +162,8 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 	}
 	if len(t.UpstreamErrors) > 0 {
 		b = append(b, `,"upstream_errors":{`...)
-		for i, k := range sortedKeys(t.UpstreamErrors) {
+		var buf keysBuf
+		for i, k := range sortedKeys(t.UpstreamErrors, buf[:]) {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -204,19 +207,19 @@ func appendLeaseResult(b []byte, r *LeaseResult) ([]byte, bool) {
 	return append(b, '}'), ok
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	if len(m) == 1 {
-		for k := range m {
-			return []string{k} // does not escape: no allocation
-		}
-	}
-	keys := make([]string, 0, len(m))
+// sortedKeys returns the keys of m, sorted, in buf when it has room (a
+// caller's array of keysBuf: no allocation).
+func sortedKeys[V any](m map[string]V, buf []string) []string {
+	keys := buf[:0]
 	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	return keys
 }
+
+// keysBuf is the room for the keys of the maps most tasks carry.
+type keysBuf [8]string
 
 // appendString appends s quoted when Marshal would write it as it is
 // (printable ASCII but the quote and the backslash); ok turns false
@@ -236,7 +239,8 @@ func appendString(b []byte, s string, ok bool) ([]byte, bool) {
 // order.
 func appendStringMap(b []byte, m map[string]string, ok bool) ([]byte, bool) {
 	b = append(b, '{')
-	for i, k := range sortedKeys(m) {
+	var buf keysBuf
+	for i, k := range sortedKeys(m, buf[:]) {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -338,6 +342,17 @@ type decoder struct {
 	b  []byte
 	i  int
 	ok bool // set by member when an object ended well
+	// held are the strings read by hold since the last flush, nheld of
+	// them.
+	held  [8]heldString
+	nheld int
+}
+
+// heldString is a string read by hold: where it goes, and its bytes in
+// the decoder's input.
+type heldString struct {
+	dst      *string
+	from, to int
 }
 
 func (d *decoder) space() {
@@ -441,6 +456,88 @@ func (d *decoder) str(s *string) bool {
 	b, ok := d.strBytes()
 	*s = string(b)
 	return ok
+}
+
+// hold reads a string as str does, into *dst once flush is called: flush
+// copies every string held since the last one out in one allocation (the
+// ids, kind, namespace and lane of a task), shared by them only. The
+// object that holds strings flushes before its list may grow, which would
+// move the strings' destinations.
+func (d *decoder) hold(dst *string) bool {
+	if d.nheld == len(d.held) {
+		return d.str(dst)
+	}
+	b, ok := d.strBytes()
+	if !ok {
+		return false
+	}
+	to := d.i - 1 // the closing quote
+	d.held[d.nheld] = heldString{dst: dst, from: to - len(b), to: to}
+	d.nheld++
+	return true
+}
+
+// flush writes the strings held (hold).
+func (d *decoder) flush() {
+	n := 0
+	for _, h := range d.held[:d.nheld] {
+		n += h.to - h.from
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, h := range d.held[:d.nheld] {
+		b.Write(d.b[h.from:h.to])
+	}
+	all := b.String()
+	for _, h := range d.held[:d.nheld] {
+		*h.dst, all = all[:h.to-h.from], all[h.to-h.from:]
+	}
+	d.nheld = 0
+}
+
+// heldFields is fields for an object whose field reads hold strings: they
+// are written when the object ends.
+func heldFields[T any](d *decoder, v *T, field func(*decoder, *T, []byte) bool) bool {
+	d.nheld = 0
+	if !fields(d, v, field) {
+		return false
+	}
+	d.flush()
+	return true
+}
+
+// strs reads an array of strings as array(d, out, (*decoder).str) does,
+// with one allocation for the text of all of them instead of one each (a
+// hand-off names every kind the worker has handlers for, in every
+// complete request): the strings are substrings of a copy of the array's
+// text, so they keep no more than that text alive.
+func (d *decoder) strs(out *[]string) bool {
+	if !d.byte('[') {
+		return false
+	}
+	from, n := d.i, 0
+	for d.list(n) {
+		if _, ok := d.strBytes(); !ok {
+			return false
+		}
+		n++
+	}
+	if !d.ok {
+		return false
+	}
+	end := d.i
+	text := string(d.b[from:end])
+	list := make([]string, n)
+	d.i = from
+	for i := range list {
+		d.list(i)
+		s, _ := d.strBytes()
+		at := d.i - 1 - len(s) - from // s ends before the closing quote, at d.i-1
+		list[i] = text[at : at+len(s)]
+	}
+	d.i = end
+	*out = list
+	return true
 }
 
 // int reads an integer literal (no fraction or exponent) that fits bits.
@@ -554,18 +651,18 @@ func (d *decoder) skipString() bool {
 	return false
 }
 
-func (d *decoder) task(t *Task) bool { return fields(d, t, (*decoder).taskField) }
+func (d *decoder) task(t *Task) bool { return heldFields(d, t, (*decoder).taskField) }
 
 func (d *decoder) taskField(t *Task, key []byte) bool {
 	switch string(key) {
 	case "execution_id":
-		return d.str(&t.ExecutionID)
+		return d.hold(&t.ExecutionID)
 	case "kind":
-		return d.str(&t.Kind)
+		return d.hold(&t.Kind)
 	case "namespace":
-		return d.str(&t.Namespace)
+		return d.hold(&t.Namespace)
 	case "lane":
-		return d.str(&t.Lane)
+		return d.hold(&t.Lane)
 	case "attempt":
 		n, ok := d.int(strconv.IntSize)
 		t.Attempt = int(n)
@@ -575,7 +672,7 @@ func (d *decoder) taskField(t *Task, key []byte) bool {
 		t.MaxAttempts = int(n)
 		return ok
 	case "lease_id":
-		return d.str(&t.LeaseID)
+		return d.hold(&t.LeaseID)
 	case "epoch":
 		n, ok := d.int(64)
 		t.Epoch = n
@@ -645,19 +742,21 @@ func (d *decoder) rawEntry(m *map[string]json.RawMessage, key []byte) bool {
 	return true
 }
 
-func (d *decoder) leaseResult(r *LeaseResult) bool { return fields(d, r, (*decoder).leaseResultField) }
+func (d *decoder) leaseResult(r *LeaseResult) bool {
+	return heldFields(d, r, (*decoder).leaseResultField)
+}
 
 func (d *decoder) leaseResultField(r *LeaseResult, key []byte) bool {
 	switch string(key) {
 	case "execution_id":
-		return d.str(&r.ExecutionID)
+		return d.hold(&r.ExecutionID)
 	case "ok":
 		return d.bool(&r.OK)
 	case "lease_expires_at":
 		r.LeaseExpiresAt = new(time.Time)
 		return d.time(r.LeaseExpiresAt)
 	case "state":
-		return d.str(&r.State)
+		return d.hold(&r.State)
 	}
 	return false
 }
@@ -733,7 +832,7 @@ func AppendCompleteRequest(b []byte, v *CompleteRequest) ([]byte, error) {
 	if ok {
 		return append(b, '}'), nil
 	}
-	data, err := Marshal(v)
+	data, err := Marshal(*v)
 	return append(b[:n], data...), err
 }
 
@@ -775,14 +874,14 @@ func (d *decoder) completeRequestField(v *CompleteRequest, key []byte) bool {
 	return false
 }
 
-func (d *decoder) completion(c *Completion) bool { return fields(d, c, (*decoder).completionField) }
+func (d *decoder) completion(c *Completion) bool { return heldFields(d, c, (*decoder).completionField) }
 
 func (d *decoder) completionField(c *Completion, key []byte) bool {
 	switch string(key) {
 	case "execution_id":
-		return d.str(&c.ExecutionID)
+		return d.hold(&c.ExecutionID)
 	case "lease_id":
-		return d.str(&c.LeaseID)
+		return d.hold(&c.LeaseID)
 	case "epoch":
 		n, ok := d.int(64)
 		c.Epoch = n
@@ -800,11 +899,11 @@ func (d *decoder) handoffField(h *Handoff, key []byte) bool {
 	case "namespace":
 		return d.str(&h.Namespace)
 	case "lanes":
-		return array(d, &h.Lanes, (*decoder).str)
+		return d.strs(&h.Lanes)
 	case "capabilities":
-		return array(d, &h.Capabilities, (*decoder).str)
+		return d.strs(&h.Capabilities)
 	case "kinds":
-		return array(d, &h.Kinds, (*decoder).str)
+		return d.strs(&h.Kinds)
 	case "max":
 		n, ok := d.int(strconv.IntSize)
 		h.Max = int(n)

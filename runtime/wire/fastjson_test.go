@@ -187,6 +187,13 @@ func FuzzDecode(f *testing.F) {
 		`{"tasks":[{"tags":{"a":"1","a":"2"}}]}`, `{"tasks":[{"input":[1,2}]}`, `{"tasks":[{"input":-}]}`,
 		`{"tasks":[{"upstreams_omitted":{"a":"1.x","b":"1.y"}}]}`, `{"tasks":[{"upstreams_omitted":{"a":null}}]}`,
 		`{"tasks":[{"upstreams_omitted":{"a":1}}]}`, `{"tasks":[{"upstreams_omitted":null}]}`,
+		// A task's and a result's strings are written together when it
+		// ends (one allocation): held strings of an object that fails,
+		// and of lists that grow.
+		`{"tasks":[{"execution_id":"1.x","kind":"k","namespace":"","lane":"l","lease_id":"a","nope":1}]}`,
+		`{"tasks":[{"lease_id":"a","execution_id":"1.x"},{"kind":"k2"},{"lane":"l3","namespace":"n3"},{},{"execution_id":"1.y","epoch":2}]}`,
+		`{"results":[{"execution_id":"1.a","ok":true,"state":"succeeded"},{"state":"","execution_id":""},{"execution_id":"1.c"}]}`,
+		`{"results":[{"execution_id":"1.a","state":1}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -400,6 +407,14 @@ func FuzzCompleteRequest(f *testing.F) {
 		`{"completions":[{"execution_id":"x","Lease_ID":"y"}]}`, `{"completions":[]} {}`, `{"completions":[],}`,
 		`{"completions":[{"epoch":1e2}]}`, `{"handoff":null}`, `{"handoff":{"max":1,"max":2}}`, `{"handoff":{"lanes":["a",]}}`,
 		`{"completions":[{"output":{"a":1}}],"worker_id":"w"}`, `{"completions":[{"output":[1,2]]}]}`, "{\"worker_id\":\"w\"}\n\n",
+		// Lists of strings (read with one allocation for all of them) and
+		// completions' held strings.
+		`{"handoff":{"kinds":[ "a" , "bc",""],"lanes":["x"],"max":1}}`, `{"handoff":{"kinds":["a","\u0062"],"max":1}}`,
+		`{"handoff":{"kinds":[],"capabilities":[ ],"max":1}}`, `{"handoff":{"kinds":["a"  ] ,"max":1}}`,
+		`{"handoff":{"kinds":["a",1],"max":1}}`, `{"handoff":{"kinds":["a" "b"],"max":1}}`, `{"handoff":{"kinds":null,"max":1}}`,
+		`{"completions":[{"execution_id":"1.a","lease_id":"","epoch":1},{"lease_id":"l2","execution_id":"1.b","epoch":2},` +
+			`{"execution_id":"1.c","lease_id":"l3","epoch":3},{"execution_id":"","lease_id":"l4"},{"execution_id":"1.e","lease_id":"l5","epoch":5}]}`,
+		`{"completions":[{"execution_id":"1.a","lease_id":"l","Epoch":1}]}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -37,6 +37,7 @@ const (
 	ClaimWaitDefault    = 30 * time.Second
 	DrainTimeoutDefault = 20 * time.Second // plus HandBackGrace: 25 s, within Kubernetes' default grace period (30 s)
 	ClaimLingerDefault  = time.Millisecond
+	ReportLingerDefault = 200 * time.Microsecond
 	OutputMaxBytes      = 1 << 20 // largest handler output the server accepts
 	// KindsMax is the most kinds a claim or a hand-off may name (the
 	// server's store.MaxKinds). A worker with handlers for more kinds
@@ -114,6 +115,13 @@ type Config struct {
 	// be free before claiming (batching); 0 = ClaimLingerDefault, negative
 	// = claim as soon as one slot is free.
 	ClaimLinger time.Duration
+	// ReportLinger is how long a finished attempt's report, once a report
+	// request is free to go, waits for the worker's other running
+	// handlers to finish too, so that their outcomes go in the same
+	// request (batching, as ClaimLinger does for claims); 0 =
+	// ReportLingerDefault, negative = report at once. A report waits for
+	// nothing when no other handler runs.
+	ReportLinger time.Duration
 
 	// NoHandoff turns off hand-offs: by default, completing a flow member
 	// with downstream members keeps its slot and asks the server to grant
@@ -172,6 +180,7 @@ func (c Config) withDefaults() Config {
 	c.ClaimWait = cmp.Or(c.ClaimWait, ClaimWaitDefault)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.ClaimLinger = cmp.Or(c.ClaimLinger, ClaimLingerDefault)
+	c.ReportLinger = cmp.Or(c.ReportLinger, ReportLingerDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -290,9 +299,19 @@ type Worker struct {
 	// watchKick tells the lease watch (watchLoop) of a new lease; set by
 	// Run.
 	watchKick chan struct{}
+	// watchArmed is true while the lease watch's timer is set: the watch
+	// then looks at every lease held when it fires, so a new lease needs
+	// no kick (which would wake it for nothing, once per task).
+	watchArmed atomic.Bool
 	// renewKick asks the renew loop for a round now: a lease arrived
 	// late (start); set by Run.
 	renewKick chan struct{}
+	// unreported counts the attempts whose handlers were started and
+	// whose reports the report loop has not taken from reports yet;
+	// settled, set by Run, is poked by every report queued. Both serve
+	// reportLinger.
+	unreported atomic.Int32
+	settled    chan struct{}
 	// reportedMu is held, for reading, by the calls of Config.OnReported
 	// (reported); Run takes it to set reportedOff, so that no call comes
 	// after it returned.
@@ -501,6 +520,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.idle = make(chan func())
 	w.watchKick = make(chan struct{}, 1)
 	w.renewKick = make(chan struct{}, 1)
+	w.settled = make(chan struct{}, 1)
 
 	// Handlers, renewals and reports outlive ctx during the drain.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -744,9 +764,14 @@ func (w *Worker) start(base context.Context, t wire.Task, sent time.Time) {
 	w.active[t.ExecutionID] = r
 	h := w.handlers[t.Kind]
 	w.mu.Unlock()
-	select {
-	case w.watchKick <- struct{}{}:
-	default: // a kick is pending already
+	// After the lease joined w.active: a watch whose timer is set looks
+	// at it when the timer fires (watchLoop clears watchArmed before it
+	// looks).
+	if !w.watchArmed.Load() {
+		select {
+		case w.watchKick <- struct{}{}:
+		default: // a kick is pending already
+		}
 	}
 	if w.late(t, sent, now) {
 		select {
@@ -768,7 +793,11 @@ func (w *Worker) start(base context.Context, t wire.Task, sent time.Time) {
 	if t.DeadlineAt != nil {
 		task.deadline = t.DeadlineAt.Add(shift)
 	}
+	// The handler's goroutine reads what it needs of t from these and
+	// task: a closure over t would move all of it to the heap.
+	omitted, downstream := t.UpstreamsOmitted, t.Downstream
 	w.inWork.Add(1)
+	w.unreported.Add(1)
 	w.runOn(func() {
 		defer w.inWork.Done()
 		defer cancel(nil)
@@ -784,15 +813,15 @@ func (w *Worker) start(base context.Context, t wire.Task, sent time.Time) {
 			if !inHandler {
 				return
 			}
-			w.log.Error("handler exited its goroutine", slog.String(attrKind, t.Kind), slog.String(attrExecution, t.ExecutionID))
+			w.log.Error("handler exited its goroutine", slog.String(attrKind, task.kind), slog.String(attrExecution, task.id))
 			rep.failed, rep.retryable, rep.message = true, true, goexitMessage
 			rep.handBack = errors.Is(context.Cause(hctx), ErrShutdown)
-			w.settle(rep, t.Downstream)
+			w.settle(rep, downstream)
 		}()
 		if h == nil {
 			rep.failed, rep.retryable = true, true
-			rep.message = fmt.Sprintf("worker %s has no handler for kind %q", w.cfg.Name, t.Kind)
-			w.log.Warn("no handler for claimed task", slog.String(attrKind, t.Kind), slog.String(attrExecution, t.ExecutionID))
+			rep.message = fmt.Sprintf("worker %s has no handler for kind %q", w.cfg.Name, task.kind)
+			w.log.Warn("no handler for claimed task", slog.String(attrKind, task.kind), slog.String(attrExecution, task.id))
 		} else {
 			j.ctx = taskCtx{Context: hctx, t: task}
 			ctx := context.Context(&j.ctx)
@@ -803,9 +832,9 @@ func (w *Worker) start(base context.Context, t wire.Task, sent time.Time) {
 			}
 			var out []byte
 			var err error
-			if len(t.UpstreamsOmitted) > 0 {
+			if len(omitted) > 0 {
 				// The handler runs with every upstream result or not at all.
-				err = w.fetchUpstreams(ctx, task, t.UpstreamsOmitted)
+				err = w.fetchUpstreams(ctx, task, omitted)
 			}
 			if err == nil {
 				inHandler = true
@@ -833,7 +862,7 @@ func (w *Worker) start(base context.Context, t wire.Task, sent time.Time) {
 				rep.handBack = true
 			}
 		}
-		w.settle(rep, t.Downstream)
+		w.settle(rep, downstream)
 	})
 }
 
@@ -873,7 +902,12 @@ func (w *Worker) settle(rep report, downstream bool) {
 	}
 	select {
 	case w.reports <- rep:
+		select {
+		case w.settled <- struct{}{}:
+		default: // a poke is pending already
+		}
 	case <-w.quit: // abandoned after the drain timeout
+		w.unreported.Add(-1)
 		if rep.held {
 			w.release(nil, time.Time{})
 		}
@@ -1181,6 +1215,8 @@ func (w *Worker) reportLoop(ctx context.Context) {
 	}()
 	var carry *report // taken from the channel, but over the size of the batch before
 	quitting := false
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for {
 		var first report
 		switch {
@@ -1189,6 +1225,7 @@ func (w *Worker) reportLoop(ctx context.Context) {
 		case !quitting:
 			select {
 			case first = <-w.reports:
+				w.unreported.Add(-1)
 			case <-w.quit:
 				// Report what is queued, one request after the other.
 				quitting = true
@@ -1198,6 +1235,7 @@ func (w *Worker) reportLoop(ctx context.Context) {
 		default:
 			select {
 			case first = <-w.reports:
+				w.unreported.Add(-1)
 			default:
 				return
 			}
@@ -1206,6 +1244,7 @@ func (w *Worker) reportLoop(ctx context.Context) {
 			// Wait for a request slot before taking the queue: what
 			// finishes meanwhile joins this batch (fewer, larger reports).
 			sem <- struct{}{}
+			w.reportLinger(linger)
 		}
 		var batch []report
 		batch, carry = w.fill(first)
@@ -1218,18 +1257,46 @@ func (w *Worker) reportLoop(ctx context.Context) {
 	}
 }
 
+// reportLinger waits, once a report request is free to go, up to
+// ReportLinger for the handlers still running to finish, so that their
+// outcomes join the request: fewer, larger reports cost the server much
+// less per task (an HTTP request and a store call each), as fewer, larger
+// claims do (takeSlots). It returns at once when no handler runs (their
+// reports, if any, are queued already) and once the drain started. t is
+// the loop's timer, stopped.
+func (w *Worker) reportLinger(t *time.Timer) {
+	running := func() bool { return int(w.unreported.Load()) > len(w.reports) }
+	if w.cfg.ReportLinger <= 0 || w.draining.Load() || !running() {
+		return
+	}
+	t.Reset(w.cfg.ReportLinger)
+	defer t.Stop()
+	for running() {
+		select {
+		case <-w.settled:
+		case <-t.C:
+			return
+		case <-w.quit:
+			return
+		}
+	}
+}
+
 // fill makes a batch of first and the reports waiting in the channel,
 // without blocking: at most wire.BatchMax of them, and no more than
 // reportBytesMax bytes once encoded unless first alone is. It returns the
 // report it took that did not fit, if any: the first of the next batch.
 func (w *Worker) fill(first report) ([]report, *report) {
-	batch := []report{first}
+	batch := make([]report, 1, min(1+len(w.reports), wire.BatchMax))
+	batch[0] = first
 	size := first.size()
 	for len(batch) < wire.BatchMax {
 		select {
 		case r := <-w.reports:
+			w.unreported.Add(-1)
 			if size += r.size(); size > reportBytesMax {
-				return batch, &r
+				carry := r // a copy: taking r's address would move every report taken to the heap
+				return batch, &carry
 			}
 			batch = append(batch, r)
 		default:
@@ -1240,11 +1307,14 @@ func (w *Worker) fill(first report) ([]report, *report) {
 }
 
 func (w *Worker) send(ctx context.Context, batch []report) {
-	var comps []wire.Completion
+	// Most batches are completions only: room for all of them at once.
+	comps := make([]wire.Completion, 0, len(batch))
+	compR := make([]*running, 0, len(batch))
+	compSize := make([]int, 0, len(batch))  // their reports' sizes
+	compHeld := make([]bool, 0, len(batch)) // completions whose slot is kept for a hand-off
 	var fails []wire.Failure
-	var compR, failR, backR []*running
-	var compSize, failSize []int // their reports' sizes
-	var compHeld []bool          // completions whose slot is kept for a hand-off
+	var failR, backR []*running
+	var failSize []int
 	held := 0
 	draining := w.draining.Load()
 	for _, rep := range batch {
@@ -1272,77 +1342,101 @@ func (w *Worker) send(ctx context.Context, batch []report) {
 			}
 		}
 	}
-	var parts []func() // one request per kind of outcome
-	if len(comps) > 0 {
-		parts = append(parts, func() {
-			var granted []wire.Task
-			var tooLarge []wire.Failure
-			// asked is when the first request was sent: a request sent
-			// again may be answered grants of one sent before.
-			var asked time.Time
-			w.deliver(ctx, "complete", compR, compSize, func(ctx context.Context, items []int) ([]wire.LeaseResult, error) {
-				if asked.IsZero() {
-					asked = time.Now()
-				}
-				part := make([]wire.Completion, len(items))
-				ask := 0
-				for j, i := range items {
-					part[j] = comps[i]
-					if compHeld[i] {
-						ask++
-					}
-				}
-				// A request sent again (split, or items retried) asks for
-				// no more than the slots still kept.
-				res, tasks, err := w.complete(ctx, part, min(ask, held-len(granted)))
-				granted = append(granted, tasks...)
-				tooLarge = append(tooLarge, refusedTooLarge(part, res, err)...)
-				return res, err
-			})
-			if len(tooLarge) > 0 {
-				w.failTooLarge(ctx, tooLarge)
-			}
-			for i := range held {
-				var t *wire.Task
-				if i < len(granted) {
-					t = &granted[i]
-				}
-				if t != nil && w.draining.Load() {
-					// Granted once the drain started: hand it back, not run.
-					_ = w.giveBack(ctx, wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch})
-					t = nil
-				}
-				w.release(t, asked)
-			}
-			if len(granted) > held {
-				w.log.Error("hand-off granted more tasks than asked for; their leases will expire",
-					slog.Int("asked", held), slog.Int("granted", len(granted)))
-			}
-		})
+	// One request per kind of outcome; the usual batch has one kind and
+	// sends it on this goroutine.
+	parts := 0
+	for _, n := range [...]int{len(comps), len(fails), len(backR)} {
+		parts += min(n, 1)
 	}
-	if len(fails) > 0 {
-		parts = append(parts, func() {
-			w.deliver(ctx, "fail", failR, failSize, func(ctx context.Context, items []int) ([]wire.LeaseResult, error) {
-				part := make([]wire.Failure, len(items))
-				for j, i := range items {
-					part[j] = fails[i]
-				}
-				return w.c.Fail(ctx, wire.FailRequest{WorkerID: w.cfg.Name, Failures: part})
-			})
-		})
-	}
-	if len(backR) > 0 {
-		parts = append(parts, func() { w.handBack(ctx, backR) })
-	}
-	if len(parts) == 1 {
-		parts[0]() // the usual case: no goroutine to start
+	if parts == 1 {
+		switch {
+		case len(comps) > 0:
+			w.sendCompletions(ctx, comps, compR, compSize, compHeld, held)
+		case len(fails) > 0:
+			w.sendFailures(ctx, fails, failR, failSize)
+		default:
+			w.handBack(ctx, backR)
+		}
 		return
 	}
 	var wg sync.WaitGroup
-	for _, f := range parts {
-		wg.Go(f)
+	if len(comps) > 0 {
+		wg.Go(func() { w.sendCompletions(ctx, comps, compR, compSize, compHeld, held) })
+	}
+	if len(fails) > 0 {
+		wg.Go(func() { w.sendFailures(ctx, fails, failR, failSize) })
+	}
+	if len(backR) > 0 {
+		wg.Go(func() { w.handBack(ctx, backR) })
 	}
 	wg.Wait()
+}
+
+// sendCompletions reports comps, the completions of the attempts rs (their
+// reports' sizes, and whether each kept its slot for a hand-off: held of
+// them did), and runs or frees what the hand-off granted on those slots.
+func (w *Worker) sendCompletions(ctx context.Context, comps []wire.Completion, rs []*running, sizes []int, kept []bool, held int) {
+	var granted []wire.Task
+	var tooLarge []wire.Failure
+	// asked is when the first request was sent: a request sent
+	// again may be answered grants of one sent before.
+	var asked time.Time
+	w.deliver(ctx, "complete", rs, sizes, func(ctx context.Context, items []int) ([]wire.LeaseResult, error) {
+		if asked.IsZero() {
+			asked = time.Now()
+		}
+		// items are in order: as many as comps are all of them.
+		part := comps
+		if len(items) != len(comps) {
+			part = make([]wire.Completion, len(items))
+			for j, i := range items {
+				part[j] = comps[i]
+			}
+		}
+		ask := 0
+		for _, i := range items {
+			if kept[i] {
+				ask++
+			}
+		}
+		// A request sent again (split, or items retried) asks for
+		// no more than the slots still kept.
+		res, tasks, err := w.complete(ctx, part, min(ask, held-len(granted)))
+		granted = append(granted, tasks...)
+		tooLarge = append(tooLarge, refusedTooLarge(part, res, err)...)
+		return res, err
+	})
+	if len(tooLarge) > 0 {
+		w.failTooLarge(ctx, tooLarge)
+	}
+	for i := range held {
+		var t *wire.Task
+		if i < len(granted) {
+			t = &granted[i]
+		}
+		if t != nil && w.draining.Load() {
+			// Granted once the drain started: hand it back, not run.
+			_ = w.giveBack(ctx, wire.Lease{ExecutionID: t.ExecutionID, LeaseID: t.LeaseID, Epoch: t.Epoch})
+			t = nil
+		}
+		w.release(t, asked)
+	}
+	if len(granted) > held {
+		w.log.Error("hand-off granted more tasks than asked for; their leases will expire",
+			slog.Int("asked", held), slog.Int("granted", len(granted)))
+	}
+}
+
+// sendFailures reports fails, the failures of the attempts rs (their
+// reports' sizes).
+func (w *Worker) sendFailures(ctx context.Context, fails []wire.Failure, rs []*running, sizes []int) {
+	w.deliver(ctx, "fail", rs, sizes, func(ctx context.Context, items []int) ([]wire.LeaseResult, error) {
+		part := make([]wire.Failure, len(items))
+		for j, i := range items {
+			part[j] = fails[i]
+		}
+		return w.c.Fail(ctx, wire.FailRequest{WorkerID: w.cfg.Name, Failures: part})
+	})
 }
 
 // refusedTooLarge returns the failures that end, not retryable, the
@@ -1356,12 +1450,16 @@ func refusedTooLarge(comps []wire.Completion, res []wire.LeaseResult, err error)
 	why := func(code, msg string) string {
 		return fmt.Sprintf("handler output refused by the server: %s: %s", code, msg)
 	}
-	var ae *client.APIError
-	if errors.As(err, &ae) {
-		if len(comps) == 1 && ae.Status == http.StatusRequestEntityTooLarge {
-			return []wire.Failure{{Lease: comps[0].Lease, Message: why(ae.Code, ae.Message)}}
+	if err != nil {
+		// (Declared here: ae escapes, and would cost every report an
+		// allocation.)
+		var ae *client.APIError
+		if errors.As(err, &ae) {
+			if len(comps) == 1 && ae.Status == http.StatusRequestEntityTooLarge {
+				return []wire.Failure{{Lease: comps[0].Lease, Message: why(ae.Code, ae.Message)}}
+			}
+			return nil
 		}
-		return nil
 	}
 	var out []wire.Failure
 	for j, rr := range res {
@@ -1409,14 +1507,39 @@ func (w *Worker) complete(ctx context.Context, comps []wire.Completion, held int
 		}
 	}
 	res, tasks, err := w.c.CompleteHandoff(ctx, req)
-	var ae *client.APIError
-	if req.Handoff != nil && errors.As(err, &ae) && ae.Status == http.StatusBadRequest && strings.HasPrefix(fieldOf(ae), "handoff") {
+	if req.Handoff != nil && err != nil && refusedHandoff(err) {
 		w.log.Warn("the server refused a hand-off; completing without", slog.Any(attrError, err))
 		w.handoffOff.Store(true)
 		req.Handoff = nil
 		res, tasks, err = w.c.CompleteHandoff(ctx, req)
 	}
 	return res, tasks, err
+}
+
+// isTimeout reports whether err is a net.Error that timed out.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// apiError returns err as a *client.APIError, nil when it is none (or
+// nil: a delivered report costs no allocation here).
+func apiError(err error) *client.APIError {
+	if err == nil {
+		return nil
+	}
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return nil
+}
+
+// refusedHandoff reports whether err is a refusal of a complete request's
+// hand-off: a 400 about a field of it.
+func refusedHandoff(err error) bool {
+	var ae *client.APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusBadRequest && strings.HasPrefix(fieldOf(ae), "handoff")
 }
 
 // deliver sends one batched report: call sends the items of rs it is
@@ -1490,12 +1613,11 @@ func (w *Worker) deliver(ctx context.Context, op string, rs []*running, sizes []
 		// Cut short by its bound (or the http.Client's Timeout), not by
 		// ctx: a link too slow for the batch, or a server that did not
 		// answer.
-		var ne net.Error
 		timedOut := err != nil && ctx.Err() == nil &&
-			(errors.Is(cctx.Err(), context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout())
+			(errors.Is(cctx.Err(), context.DeadlineExceeded) || isTimeout(err))
 		cancel()
-		var ae *client.APIError
-		isAPI := errors.As(err, &ae)
+		ae := apiError(err)
+		isAPI := ae != nil
 		hint = 0
 		if isAPI {
 			hint = ae.RetryAfter

@@ -68,9 +68,14 @@ func (w *Worker) watchLoop(ctx context.Context, done <-chan struct{}) {
 		lcancel()
 		reqs.Wait()
 	}()
+	// w.watchArmed mirrors armed for start, which kicks the loop only
+	// when it is false: it is cleared before the look at the leases that
+	// follows the timer (watchPlan, under w.mu), so that a lease start
+	// added without a kick is in that look.
 	arm := func(d time.Duration) {
 		timer.Reset(d)
 		armed = true
+		w.watchArmed.Store(true)
 	}
 	for {
 		look := false
@@ -87,6 +92,7 @@ func (w *Worker) watchLoop(ctx context.Context, done <-chan struct{}) {
 			}
 		case <-timer.C:
 			armed, look = false, true
+			w.watchArmed.Store(false)
 		case a := <-answers:
 			cancel()
 			cancel, answers, watched = nil, nil, nil
