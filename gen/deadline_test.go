@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/flowfabric/ff/compiler"
+	"github.com/flowfabric/ff/compiler/plan"
 	"github.com/flowfabric/ff/dsl"
 )
 
@@ -106,18 +107,26 @@ func TestGeneratedInputWithDeadline(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
+	goTestGenerated(t, goBin, pkg, "dl", deadlineHarness, "TestDeadlineInput")
+}
+
+// goTestGenerated writes pkg's generated code (name_ff.go) and harness
+// (name_test.go) to a new package under testdata, and runs its tests
+// matching run with the go command goBin: they must pass.
+func goTestGenerated(t *testing.T, goBin string, pkg *plan.Package, name, harness, run string) {
+	t.Helper()
 	src, err := Generate(pkg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := os.MkdirTemp("testdata", "build-deadline-")
+	root, err := os.MkdirTemp("testdata", "build-"+name+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	write(t, filepath.Join(root, "dl_ff.go"), src)
-	write(t, filepath.Join(root, "dl_test.go"), []byte(deadlineHarness))
-	cmd := exec.Command(goBin, "test", "-count=1", "-run", "TestDeadlineInput", ".")
+	write(t, filepath.Join(root, name+"_ff.go"), src)
+	write(t, filepath.Join(root, name+"_test.go"), []byte(harness))
+	cmd := exec.Command(goBin, "test", "-count=1", "-run", run, ".")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -1,10 +1,7 @@
 package gen
 
 import (
-	"os"
 	"os/exec"
-	"path"
-	"path/filepath"
 	"testing"
 
 	"github.com/flowfabric/ff/compiler"
@@ -148,21 +145,5 @@ func TestMismatchedOutputFailsTheRun(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatalf("compile: %v", diags)
 	}
-	src, err := Generate(pkg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := os.MkdirTemp("testdata", "build-mismatch-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	write(t, filepath.Join(root, "mismatch_ff.go"), src)
-	write(t, filepath.Join(root, "mismatch_test.go"), []byte(mismatchHarness))
-	cmd := exec.Command(goBin, "test", "-count=1", "-run", "TestMismatchedOutput", ".")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Errorf("go test of the generated code (%s): %v\n%s", path.Join(modulePath, "gen", filepath.ToSlash(root)), err, lastLines(string(out), 15))
-	}
+	goTestGenerated(t, goBin, pkg, "mismatch", mismatchHarness, "TestMismatchedOutput")
 }
