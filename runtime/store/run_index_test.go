@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 
@@ -11,25 +10,8 @@ import (
 )
 
 // indexedFlow is a run staged in chunks (more than StageChunkExecs
-// members): src feeds m000..m<width-1>, each of which feeds sink (the
-// result) on done; comp runs on src's failure.
-func indexedFlow(width int) *plan.Flow {
-	names := []string{"src", "sink", "comp"}
-	edges := []string{"src->comp on failure"}
-	for i := range width {
-		m := fmt.Sprintf("m%03d", i)
-		names = append(names, m)
-		edges = append(edges, "src->"+m, m+"->sink on done")
-	}
-	f := flowOf("indexed", execs(names...), edges...)
-	f.Result = "sink"
-	for i := range f.Execs {
-		if f.Execs[i].Name == "sink" || f.Execs[i].Name == "comp" {
-			f.Execs[i].InputFrom = plan.InputNone
-		}
-	}
-	return f
-}
+// members): fanFlow's shape, src feeding m000..m<width-1>.
+func indexedFlow(width int) *plan.Flow { return fanFlow("indexed", width) }
 
 // failedSet is the run's failed set, sorted.
 func (e *env) failedSet(id RunID) []string {

@@ -10,18 +10,24 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// pagedFlow is a run of 13 members with edges of every condition: src
-// feeds m00..m09, each of which feeds sink (the result) on done; comp
-// runs on src's failure (it is skipped), and each odd m notifies sink.
-func pagedFlow() *plan.Flow {
+// pagedFlow is a run of 13 members with edges of every condition
+// (fanFlow of width 10: m00..m09).
+func pagedFlow() *plan.Flow { return fanFlow("paged", 10) }
+
+// fanFlow is flow name: src feeds width members m<i> (i written with at
+// least two digits, as many as width-1 has), each of which feeds sink
+// (the result) on done; comp runs on src's failure (it is skipped when
+// src succeeds).
+func fanFlow(name string, width int) *plan.Flow {
 	names := []string{"src", "sink", "comp"}
 	edges := []string{"src->comp on failure"}
-	for i := range 10 {
-		m := fmt.Sprintf("m%02d", i)
+	digits := max(2, len(strconv.Itoa(width-1)))
+	for i := range width {
+		m := fmt.Sprintf("m%0*d", digits, i)
 		names = append(names, m)
 		edges = append(edges, "src->"+m, m+"->sink on done")
 	}
-	f := flowOf("paged", execs(names...), edges...)
+	f := flowOf(name, execs(names...), edges...)
 	f.Result = "sink"
 	for i := range f.Execs {
 		if f.Execs[i].Name == "sink" || f.Execs[i].Name == "comp" {
