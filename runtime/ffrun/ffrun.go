@@ -304,7 +304,7 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	fs.str(&o.prefix, "key-prefix", "FF_KEY_PREFIX", "", "prefix of every Valkey key")
 	fs.integer(&o.partitions, "partitions", "FF_PARTITIONS", 0, "execution partitions (0 = default; fixed once data exists)")
 	fs.dur(&o.leaseDefault, "lease", "FF_LEASE", 30*time.Second, "lease of claims that ask for none")
-	fs.dur(&o.shutdownTimeout, "shutdown-timeout", "FF_SHUTDOWN_TIMEOUT", server.ShutdownTimeoutDefault, "how long in-flight requests may finish at shutdown")
+	fs.dur(&o.shutdownTimeout, "shutdown-timeout", "FF_SHUTDOWN_TIMEOUT", server.ShutdownTimeoutDefault, "how long in-flight requests may finish, and the whole shutdown take, at shutdown")
 	fs.str(&o.logLevel, "log-level", "FF_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	fs.str(&o.logFormat, "log-format", "FF_LOG_FORMAT", "text", "log format: text or json")
 	var bodyLimit int
