@@ -18,20 +18,8 @@
 --
 -- Usage and limits are integers 0..2^63-1, handled as the decimal strings
 -- the server stores (Lua numbers are doubles, exact only below 2^53): they
--- are compared with ucmp, never as numbers, and usage saturates at 2^63-1.
-
--- INT64_MAX is the largest usage or limit.
-local INT64_MAX = '9223372036854775807'
-
--- is_uint reports whether s is the canonical decimal form of an integer in
--- 0..INT64_MAX (what Go's strconv.FormatInt writes for one), at most
--- maxlen digits (default 19).
-local function is_uint(s, maxlen)
-  if not s or not string.match(s, '^%d+$') then return false end
-  if #s > 1 and string.byte(s, 1) == 48 then return false end -- a leading '0'
-  if #s > (maxlen or 19) then return false end
-  return #s < 19 or s <= INT64_MAX
-end
+-- are compared with ucmp, never as numbers, and usage saturates at 2^63-1
+-- (INT64_MAX; is_uint, in lib.lua, checks such a string).
 
 -- uval returns a stored usage or limit as a canonical decimal string: '0'
 -- for none (and for a negative usage an older version let in).

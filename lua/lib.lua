@@ -200,20 +200,28 @@ local function clip(s)
   return s
 end
 
--- uint_ok reports whether s is a whole number in decimal digits alone, at
--- most maxlen of them (default 15: exact as a Lua number, and now + it
--- too): what the store sends for a count, a limit or a time in ms.
-local function uint_ok(s, maxlen)
-  return s ~= nil and #s <= (maxlen or 15) and string.find(s, '^%d+$') ~= nil
+-- INT64_MAX is the largest usage or limit.
+local INT64_MAX = '9223372036854775807'
+
+-- is_uint reports whether s is the canonical decimal form of an integer in
+-- 0..INT64_MAX (what Go's strconv.FormatInt writes for one), at most
+-- maxlen digits (default 19).
+local function is_uint(s, maxlen)
+  if not s or not string.match(s, '^%d+$') then return false end
+  if #s > 1 and string.byte(s, 1) == 48 then return false end -- a leading '0'
+  if #s > (maxlen or 19) then return false end
+  return #s < 19 or s <= INT64_MAX
 end
 
--- int_arg returns the number that argument s holds when uint_ok(s) and
--- it lies in lo..hi (hi nil: no bound but uint_ok's), else nil and the
+-- int_arg returns the number that argument s holds when is_uint(s, 15)
+-- (15 digits: exact as a Lua number, and now + it too: what the store
+-- sends for a count, a limit or a time in ms) and it lies in lo..hi (hi
+-- nil: no bound but that), else nil and the
 -- refusal {0, 'invalid', name, message} for the caller to return: the
 -- check, before the first write, of a number argument such as a limit,
 -- an age or a lifetime.
 local function int_arg(s, name, lo, hi)
-  if uint_ok(s) then
+  if is_uint(s, 15) then
     local n = NUMS[s] or tonumber(s)
     if n >= lo and (not hi or n <= hi) then return n end
   end

@@ -38,10 +38,10 @@
 --        concurrency not whole numbers (up to 19 digits), window and jitter
 --        not whole numbers of ms, no key path, only create not 0 or 1
 local function ff_quota_upsert(keys, argv)
-  if not uint_ok(argv[1], 19) then return refuse('invalid', 'rate', 'want a whole number') end
-  if not uint_ok(argv[2]) then return refuse('invalid', 'window', 'want a whole number of milliseconds') end
-  if not uint_ok(argv[3], 19) then return refuse('invalid', 'concurrency', 'want a whole number') end
-  if not uint_ok(argv[4]) then return refuse('invalid', 'jitter', 'want a whole number of milliseconds') end
+  if not is_uint(argv[1]) then return refuse('invalid', 'rate', 'want a whole number') end
+  if not is_uint(argv[2], 15) then return refuse('invalid', 'window', 'want a whole number of milliseconds') end
+  if not is_uint(argv[3]) then return refuse('invalid', 'concurrency', 'want a whole number') end
+  if not is_uint(argv[4], 15) then return refuse('invalid', 'jitter', 'want a whole number of milliseconds') end
   if not argv[5] then return refuse('invalid', 'key', "want a key field path ('' for none)") end
   if argv[6] ~= '0' and argv[6] ~= '1' then return refuse('invalid', 'only_create', 'want 0 or 1') end
   local base, id = string.match(keys[1], '^(.*):quota:(.*)$')
