@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"reflect"
 	"strings"
@@ -42,9 +43,15 @@ func Decode(c echo.Context, limit int64, optional bool, v any) error {
 	return decodeBody(data, optional, v)
 }
 
-// readBody reads the request body, at most limit bytes.
+// readBody reads the request body, at most limit bytes, once its
+// Content-Type passed jsonBody.
 func readBody(c echo.Context, limit int64) ([]byte, error) {
 	req := c.Request()
+	if req.ContentLength != 0 { // a write without a body (a cancel without a reason) is not asked for a type
+		if err := jsonBody(req.Header.Get(echo.HeaderContentType)); err != nil {
+			return nil, err
+		}
+	}
 	if req.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
@@ -57,6 +64,34 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 		return nil, Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "read body: %v", err)
 	}
 	return data, nil
+}
+
+// jsonBody refuses (415 unsupported_media_type) a body whose Content-Type
+// ct says it is not JSON: every body is read as JSON, so one sent as
+// text, a multipart form, XML or JSON in another encoding than UTF-8 is
+// a client mistaken about the API, better told so than answered with the
+// JSON syntax error of its text. Taken: application/json and the +json
+// types (application/vnd.x+json), with a UTF-8 or US-ASCII charset or
+// none; no Content-Type; and application/x-www-form-urlencoded, which
+// curl -d sends for the JSON typed after it (a real form's body then
+// fails as JSON would).
+func jsonBody(ct string) *Error {
+	if strings.TrimSpace(ct) == "" {
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	ok := err == nil && (mt == "application/json" || mt == "application/x-www-form-urlencoded" ||
+		strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+	if cs, has := params["charset"]; ok && has && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
+		ok = false
+	}
+	if ok {
+		return nil
+	}
+	e := Errorf(http.StatusUnsupportedMediaType, wire.CodeUnsupportedMediaType,
+		"request body sent as %q: the API takes JSON in UTF-8 (Content-Type: application/json)", ct)
+	e.Details = map[string]any{"content_type": ct}
+	return e
 }
 
 // decodeBody decodes a request body read by readBody into v, as Decode.

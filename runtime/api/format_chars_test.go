@@ -33,6 +33,16 @@ func TestInvisibleCharactersRefused(t *testing.T) {
 			wire.CodeValidation, "plan.execs[0].requires", []string{why + " U+00AD"}},
 		{"worker capabilities", "POST", "/v1/workers/heartbeat", `{"worker_id":"w","instance_id":"i","capabilities":["gpu\u200b"]}`, 400,
 			wire.CodeValidation, "capabilities", []string{why + " U+200B"}},
+		// The kinds a worker claims, hands off or advertises: the same rule
+		// (plan.ValidateKind), or a worker would claim a kind no execution
+		// can have.
+		{"claim kinds", "POST", "/v1/worker/claim", `{"worker_id":"w","kinds":["k","media.probe\u200b"]}`, 400,
+			wire.CodeValidation, "kinds[1]", []string{why + " U+200B"}},
+		{"hand-off kinds", "POST", "/v1/worker/complete",
+			`{"worker_id":"w","completions":[{"execution_id":"1.x","lease_id":"l","epoch":1}],"handoff":{"max":1,"kinds":["k\u202e"]}}`, 400,
+			wire.CodeValidation, "handoff.kinds[0]", []string{why + " U+202E"}},
+		{"heartbeat kinds", "POST", "/v1/workers/heartbeat", `{"worker_id":"w","instance_id":"i","kinds":["k\u00ad"]}`, 400,
+			wire.CodeValidation, "kinds[0]", []string{why + " U+00AD"}},
 	})
 	assertNothingWritten(t, env)
 }

@@ -581,6 +581,8 @@ func statusOf(code string) int {
 		return http.StatusMethodNotAllowed
 	case wire.CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case wire.CodeUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
 	case wire.CodeStaleLease, wire.CodeCancelled, wire.CodeConflict, wire.CodeNotTerminal:
 		return http.StatusConflict
 	case wire.CodeUnavailable:

@@ -95,11 +95,10 @@ func checkKinds(field string, kinds []string) *Error {
 		return invalid(field, "has %d kinds, the limit is %d", len(kinds), store.MaxKinds)
 	}
 	for i, k := range kinds {
-		if e := identError(item(field, i), k, KindMaxBytes, false); e != nil {
-			return e
-		}
-		if strings.Contains(k, ",") {
-			return invalid(item(field, i)(), "%q contains a comma", k)
+		// The rule of a kind an execution may have (plan.ValidateKind): a
+		// kind claimed that no execution can have would match nothing.
+		if err := plan.ValidateKind(k); err != nil {
+			return invalid(item(field, i)(), "%v", err)
 		}
 	}
 	return nil

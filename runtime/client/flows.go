@@ -401,9 +401,9 @@ func (e *RunError) FailedExecs() []string {
 const runResultWait = 30 * time.Second
 
 // WaitOutageMax is how long Run.Wait keeps asking through failures that
-// pass (ffrun restarting: the connection refused or cut; ffrun or a proxy
-// answering 502, 503 or 504 while Valkey is away; 429 rate_limited while
-// the client's address is limited, 408) before it returns the last one:
+// pass (Passing: ffrun restarting, the connection refused or cut; ffrun or
+// a proxy answering a 5xx while Valkey is away; 429 rate_limited while the
+// client's address is limited, 408) before it returns the last one:
 // longer than a rolling restart, short enough that a server gone for good
 // is reported.
 const WaitOutageMax = 2 * time.Minute
@@ -458,13 +458,16 @@ func (r *Run) Wait(ctx context.Context) (*wire.FlowRun, error) {
 	}
 }
 
-// Passing reports whether err may pass by itself: no answer at all (a
-// transport error: ffrun restarting), 502, 503 or 504 (ffrun without
-// Valkey for a while, a proxy without ffrun), 429 (the client's address
-// limited for a moment: a client behind the same proxy guessed tokens) or
-// 408 (a proxy that timed the request out). Run.Wait asks again through
-// such errors for up to WaitOutageMax; ffrun's commands that wait do so
-// too.
+// Passing reports whether err, the failure of a request, may pass by
+// itself, so that the request is worth sending again: no answer at all (a
+// transport error: ffrun restarting), a 5xx (500: a store error ffrun
+// has no other code for; 502, 503, 504: ffrun without Valkey for a while,
+// a proxy without ffrun), 429 (the client's address limited for a moment:
+// a client behind the same proxy guessed tokens) or 408 (a proxy that
+// timed the request out). 501 and 505 do not pass: the server does not do
+// that at all. It is the one rule of every client that asks again: Run.Wait
+// and ffrun's commands that wait, for up to WaitOutageMax, and the worker
+// SDK, for its claims, reports, renewals and hand-backs.
 func Passing(err error) bool {
 	var ue *url.Error
 	var ne net.Error
@@ -476,11 +479,12 @@ func Passing(err error) bool {
 		return false // an answer that does not decode will not decode next time
 	}
 	switch ae.Status {
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
-		http.StatusTooManyRequests, http.StatusRequestTimeout:
+	case http.StatusTooManyRequests, http.StatusRequestTimeout:
 		return true
+	case http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
+		return false
 	}
-	return false
+	return ae.Status >= 500 && ae.Status < 600
 }
 
 // Result waits until the run ends and returns the JSON output of the

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/flowfabric/ff/runtime/internal/timespan"
 )
 
 // Backoff between the requests of a wait that rides out an outage:
@@ -17,7 +19,7 @@ const (
 )
 
 // Outage rides out a spell of failures that may pass (Passing: ffrun
-// restarting, 502/503/504, 429, 408) for a caller that asks again and
+// restarting, 5xx, 429, 408) for a caller that asks again and
 // again for something, as Run.Wait does and ffrun's commands that wait
 // do: Failed pauses with a backoff and says whether to ask again, for up
 // to WaitOutageMax from the outage's first failure; OK ends the outage. The
@@ -51,7 +53,7 @@ func (o *Outage) Failed(ctx context.Context, err error, until time.Time) error {
 		}
 	}
 	if now.Sub(o.since) > WaitOutageMax {
-		return fmt.Errorf("still failing after %s: %w", WaitOutageMax, err)
+		return fmt.Errorf("still failing after %s: %w", timespan.Format(WaitOutageMax), err)
 	}
 	pause := o.backoff
 	if ae, ok := errors.AsType[*APIError](err); ok {

@@ -12,7 +12,8 @@
 // that wait for a run first ride out an outage as client.Run.Wait does),
 // 2 bad usage,
 // 3 a run that failed or was cancelled, 4 a run still running when the
-// wait for it ended, 130 interrupted (ctrl-C: the command stops quietly).
+// wait for it ended, 130 interrupted (ctrl-C: the command stops quietly),
+// 143 terminated (SIGTERM, as quietly).
 package ffctl
 
 import (
@@ -41,6 +42,7 @@ import (
 	"github.com/flowfabric/ff/dsl"
 	"github.com/flowfabric/ff/runtime/client"
 	"github.com/flowfabric/ff/runtime/internal/jsonscan"
+	"github.com/flowfabric/ff/runtime/internal/timespan"
 	"github.com/flowfabric/ff/runtime/internal/utf8cut"
 	"github.com/flowfabric/ff/runtime/wire"
 )
@@ -71,12 +73,32 @@ const (
 	ExitUsage     = 2
 	ExitRunFailed = 3 // the run failed or was cancelled
 	ExitRunning   = 4 // the run was still running when the wait ended
-	// ExitInterrupted: the command was interrupted (ctrl-C, SIGTERM: the
-	// context of Main ended) and stopped without a word, 128 + SIGINT as
-	// a shell reports a command that ctrl-C stopped. The run it waited
-	// for, if any, goes on.
+	// ExitInterrupted: the command was interrupted (ctrl-C: the context
+	// of Main ended) and stopped without a word, 128 + SIGINT as a shell
+	// reports a command that ctrl-C stopped. The run it waited for, if
+	// any, goes on.
 	ExitInterrupted = 130
+	// ExitTerminated: as ExitInterrupted, for a context that SIGTERM
+	// ended (its cause a Signalled): 128 + SIGTERM, as a shell reports a
+	// command that kill stopped.
+	ExitTerminated = 143
 )
+
+// Signalled is the cause (context.Cause) of a context that a signal
+// ended, as ffrun's Main ends the context it gives Main: a command so
+// stopped exits with ExitTerminated for SIGTERM, else ExitInterrupted.
+type Signalled struct{ Signal os.Signal }
+
+func (s Signalled) Error() string { return "stopped by signal " + s.Signal.String() }
+
+// interrupted returns the exit status of a command whose context ended:
+// ExitTerminated when SIGTERM ended it, else ExitInterrupted.
+func interrupted(ctx context.Context) int {
+	if s, ok := errors.AsType[Signalled](context.Cause(ctx)); ok && s.Signal == syscall.SIGTERM {
+		return ExitTerminated
+	}
+	return ExitInterrupted
+}
 
 // runsMaxPage is the most runs `ffrun runs` lists.
 const runsMaxPage = 500
@@ -134,7 +156,7 @@ const Usage = `  ffrun templates                     list the flows the server s
    budgets, quotas and the --all forms take --namespace NS; the token is read from FF_API_TOKEN, a
    private CA from FF_API_CA;
    exit 0 done, 1 error, 2 usage, 3 the run failed or was cancelled, 4 still running,
-   130 interrupted)
+   130 interrupted (ctrl-C), 143 terminated (SIGTERM))
 `
 
 // IsCommand reports whether name is one of the client commands.
@@ -202,7 +224,7 @@ func Main(ctx context.Context, name string, args []string, env Env) int {
 		return ExitRunning
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		// Interrupted, as asked: not an error to report.
-		return ExitInterrupted
+		return interrupted(ctx)
 	}
 	if ue, ok := errors.AsType[*url.Error](err); ok {
 		// Not the client's layers of context around it: where, and why.
@@ -990,13 +1012,13 @@ func stamp(t *time.Time) string {
 	return t.Local().Format(time.DateTime)
 }
 
-// took is the time from from to to as duration writes it; "-" without
-// both.
+// took is the time from from to to as timespan.Format writes it; "-"
+// without both.
 func took(from, to *time.Time) string {
 	if from == nil || to == nil {
 		return "-"
 	}
-	return duration(to.Sub(*from))
+	return timespan.Format(to.Sub(*from))
 }
 
 func (c *cmd) get(ctx context.Context, args []string) error {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flowfabric/ff/runtime/client"
+	"github.com/flowfabric/ff/runtime/internal/timespan"
 	"github.com/flowfabric/ff/runtime/wire"
 )
 
@@ -141,23 +142,6 @@ func memberState(x wire.FlowExec) string {
 	return x.State
 }
 
-// since is the time since t for Follow's column of six, written as
-// duration writes it.
-func since(t time.Time) string { return duration(time.Since(t)) }
-
-// duration writes d as every command writes a time span (Follow's times,
-// the TOOK columns of ffrun get and runs, a run's "took"), in at most six
-// characters up to 99 hours: whole milliseconds up to 10 s ("0ms",
-// "9999ms"), then tenths of a second ("59.9s"), minutes and seconds
-// ("59m59s"), hours and minutes ("99h59m"), each cut, not rounded.
-func duration(d time.Duration) string {
-	switch {
-	case d < 10*time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < time.Minute:
-		return fmt.Sprintf("%d.%ds", d/time.Second, d%time.Second/(100*time.Millisecond))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", d/time.Minute, d%time.Minute/time.Second)
-	}
-	return fmt.Sprintf("%dh%02dm", d/time.Hour, d%time.Hour/time.Minute)
-}
+// since is the time since t for Follow's column of six, as every
+// command writes a time span (timespan.Format).
+func since(t time.Time) string { return timespan.Format(time.Since(t)) }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/flowfabric/ff/runtime/internal/timespan"
 )
 
 // TestClipKeepsUTF8: clip shortens the error and wait hint columns of
@@ -77,8 +79,8 @@ func TestDurationsOneRule(t *testing.T) {
 		if got := took(&from, &to); got != c.want {
 			t.Errorf("took(%v) = %q, want %q", c.d, got, c.want)
 		}
-		if got := duration(c.d); got != c.want {
-			t.Errorf("duration(%v) = %q, want %q", c.d, got, c.want)
+		if got := timespan.Format(c.d); got != c.want {
+			t.Errorf("timespan.Format(%v) = %q, want %q", c.d, got, c.want)
 		}
 	}
 	if got := took(&from, nil); got != "-" {

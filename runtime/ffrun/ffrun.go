@@ -20,6 +20,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,13 +68,14 @@ type exitStatus int
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // Main runs ffrun with args (without the program name), stopping on SIGINT
-// or SIGTERM, and returns the process exit status. A second signal during
-// the shutdown kills the process at once (the signal's default action), so
-// that a drain stuck on a slow client does not need kill -9.
+// or SIGTERM, and returns the process exit status: a client command so
+// stopped exits 130 for SIGINT and 143 for SIGTERM (ffctl.ExitInterrupted,
+// ExitTerminated), serve and dev 0 after a clean shutdown. A second signal
+// during the shutdown kills the process at once (the signal's default
+// action), so that a drain stuck on a slow client does not need kill -9.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(context.Background())
 	defer stop()
-	context.AfterFunc(ctx, stop)
 	err := Run(ctx, args, Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv})
 	var status exitStatus
 	switch {
@@ -89,6 +92,30 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ffrun:", err)
 		return 1
 	}
+}
+
+// signalContext returns a context that the first SIGINT or SIGTERM ends,
+// its cause an ffctl.Signalled naming which (signal.NotifyContext's does
+// not say), and a stop function that releases it. From the first signal
+// on, the signals have their default action again.
+func signalContext(parent context.Context) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			signal.Stop(ch)
+			cancel(ffctl.Signalled{Signal: sig})
+		case <-done:
+		}
+	}()
+	return ctx, sync.OnceFunc(func() {
+		signal.Stop(ch)
+		close(done)
+		cancel(context.Canceled)
+	})
 }
 
 const usage = `ffrun runs FlowFabric work on Valkey.
@@ -449,8 +476,22 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 			}
 			return err
 		}
+		// The child stops last, within the shutdown's bound: what is left
+		// of --shutdown-timeout, and a second, counted from the moment ctx
+		// ended (the signal), after which it is killed (Valkey writes its
+		// append-only file before it answers: a kill loses no write it
+		// acknowledged).
+		var began atomic.Int64
+		endedAt := context.AfterFunc(ctx, func() { began.Store(time.Now().UnixNano()) })
 		defer func() {
-			if err := child.Stop(context.Background()); err != nil {
+			from := time.Now()
+			if stopped := endedAt(); !stopped && began.Load() != 0 { // ctx ended: the shutdown began then
+				from = time.Unix(0, began.Load())
+			}
+			bound := cmp.Or(o.shutdownTimeout, server.ShutdownTimeoutDefault) + devStopGrace
+			sctx, cancel := context.WithDeadline(context.Background(), from.Add(bound))
+			defer cancel()
+			if err := child.Stop(sctx); err != nil {
 				log.Warn("stop dev valkey", slog.Any("error", err))
 			}
 		}()
@@ -477,6 +518,12 @@ func runServe(ctx context.Context, args []string, env Env, dev bool) error {
 	}
 	return err
 }
+
+// devStopGrace is how far past --shutdown-timeout, counted from the stop
+// signal, ffrun dev waits for its Valkey child to stop before it kills
+// it: the second the server's own shutdown may take past the timeout
+// (server.Config.ShutdownTimeout), which the child's stop comes after.
+const devStopGrace = time.Second
 
 // errDevValkeyExited is the cause of the end of ffrun dev when its Valkey
 // child exits on its own: no clean shutdown, so the exit status is 1.

@@ -205,7 +205,11 @@ func (s *service) RevokeLease(ctx context.Context, id, reason string, lease *wir
 }
 
 // mutate runs f on the execution id names and returns the execution f
-// left, with its input as Get gives it (receivedInput).
+// left, with its input as Get gives it (receivedInput). The change is
+// written when the input is read, in a call of its own: a failed read
+// does not fail the answer (an error would invite a retry of a change
+// already applied), which then leaves the input out and says so
+// (InputUnread).
 func (s *service) mutate(ctx context.Context, id string, f func(store.ExecutionID) (*store.Execution, error)) (*wire.Execution, error) {
 	eid, err := parseID(id)
 	if err != nil {
@@ -215,10 +219,14 @@ func (s *service) mutate(ctx context.Context, id string, f func(store.ExecutionI
 	if err != nil {
 		return nil, mapIDError(err, "execution", id)
 	}
+	unread := false
 	if err := s.receivedInput(ctx, ex); err != nil {
-		return nil, err
+		s.log.WarnContext(ctx, "the input of a flow member could not be read for the answer of its change (written)",
+			slog.String("execution", id), slog.Any("error", err))
+		unread = true
 	}
 	w := toExecution(ex)
+	w.InputUnread = unread
 	return &w, nil
 }
 

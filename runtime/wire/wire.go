@@ -34,6 +34,8 @@ const (
 	CodeUnavailable      = "unavailable"     // 503: Valkey unreachable or the server is shutting down
 	CodeNotImplemented   = "not_implemented" // 501: the route exists in the API but not in this server yet
 	CodeInternal         = "internal"        // 500: anything else; the server logs the cause
+
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: the body's Content-Type is not JSON's
 )
 
 // ErrorEnvelope is the body of every non-2xx response.
@@ -123,6 +125,11 @@ type Execution struct {
 
 	Input  json.RawMessage `json:"input,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
+	// InputUnread is set in the answer of a change (priority, revoke,
+	// cancel) to a flow member fed by an upstream when the input it
+	// receives could not be read after the change was written: the
+	// change holds, Input is left out (GET the execution for it).
+	InputUnread bool `json:"input_unread,omitempty"`
 
 	CreatedAt      *time.Time `json:"created_at,omitempty"`
 	StartedAt      *time.Time `json:"started_at,omitempty"`

@@ -81,6 +81,40 @@ func TestNewRefusesBadNamespace(t *testing.T) {
 	}
 }
 
+// TestHandleRefusesBadKind: Handle applies the rule of kinds that ffc,
+// the API's creates and its claims apply (plan.ValidateKind): a kind
+// with an invisible Unicode format character (FF0507), white space, a
+// comma, or over 128 bytes is refused when registered, naming the
+// problem, rather than every claim of the worker failing with a 400 (or
+// the kind waiting for tasks no execution can have); TestRegistrar
+// refuses it too, so a test of the handlers sees it.
+func TestHandleRefusesBadKind(t *testing.T) {
+	t.Parallel()
+	w, err := worker.New(worker.Config{URL: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(context.Context, *worker.Task) (json.RawMessage, error) { return nil, nil }
+	for kind, want := range map[string]string{
+		"media.probe\u200b":      "invisible Unicode format character U+200B",
+		"media\u202eprobe":       "invisible Unicode format character U+202E",
+		"a b":                    "white space",
+		"a,b":                    "comma",
+		strings.Repeat("k", 129): "longer than 128 bytes",
+		"":                       "empty",
+	} {
+		if err := w.Handle(kind, h); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Handle(%q) = %v; want an error saying %q", kind, err, want)
+		}
+		if err := (worker.TestRegistrar{}).Handle(kind, h); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("TestRegistrar.Handle(%q) = %v; want an error saying %q", kind, err, want)
+		}
+	}
+	if err := w.Handle("media.probe", h); err != nil {
+		t.Errorf("Handle(media.probe) = %v", err)
+	}
+}
+
 // TestStartLogNamesNamespace: the "worker started" line names the
 // namespace the worker claims in, the first thing to check when a flow
 // declared in another namespace waits.

@@ -98,8 +98,12 @@ type Config struct {
 	Capabilities []string // advertised capabilities
 	Concurrency  int      // handlers running at once; default 1
 
-	LeaseTTL      time.Duration // lease asked for each claim; default 30s
-	RenewInterval time.Duration // default LeaseTTL/3
+	LeaseTTL time.Duration // lease asked for each claim; default 30s
+	// RenewInterval is the time between two renewals of the leases held;
+	// default LeaseTTL/3. A renewal is waited for as long as it may still
+	// keep its leases (the last of them running out less half a
+	// RenewInterval), and at least RenewInterval.
+	RenewInterval time.Duration
 	ClaimWait     time.Duration // long-poll wait per claim request; default 30s
 	// DrainTimeout is how long Run, once ctx ends, lets the running
 	// handlers finish (their leases still renewed, their outcomes
@@ -433,11 +437,13 @@ func New(cfg Config) (*Worker, error) {
 	}, nil
 }
 
-// Handle registers h for kind. Registering a kind twice, an empty kind or a
-// nil handler is an error, as is registering after Run started.
+// Handle registers h for kind. Registering a kind twice, a kind no
+// execution may have (plan.ValidateKind: empty, over 128 bytes, with white
+// space, a control or invisible format character, or a comma) or a nil
+// handler is an error, as is registering after Run started.
 func (w *Worker) Handle(kind string, h Handler) error {
-	if kind == "" {
-		return errors.New("worker: handle: empty kind")
+	if err := checkKind(kind); err != nil {
+		return fmt.Errorf("worker: handle: %w", err)
 	}
 	if h == nil {
 		return fmt.Errorf("worker: handle %q: nil handler", kind)
@@ -451,6 +457,16 @@ func (w *Worker) Handle(kind string, h Handler) error {
 		return fmt.Errorf("worker: handle %q: kind already has a handler", kind)
 	}
 	w.handlers[kind] = h
+	return nil
+}
+
+// checkKind reports why kind may not have a handler: the rule of the
+// kinds executions may have (plan.ValidateKind), which the server applies
+// to the kinds a worker claims.
+func checkKind(kind string) error {
+	if err := plan.ValidateKind(kind); err != nil {
+		return fmt.Errorf("kind %w", err)
+	}
 	return nil
 }
 
@@ -649,7 +665,7 @@ func (w *Worker) claimLoop(ctx context.Context, handlerBase context.Context) err
 			switch {
 			case outcomeUnknown(err):
 				resume = true
-			case !passes(ae):
+			case !client.Passing(ae):
 				level = slog.LevelError // configuration: a wrong token, lane or capability
 			}
 			if ae != nil {
@@ -1130,14 +1146,14 @@ func (w *Worker) renewOnce(ctx context.Context) (hint time.Duration) {
 		}
 	}
 	w.mu.Unlock()
-	now := time.Now()
 	for start := 0; start < len(held); start += wire.BatchMax {
 		batch := held[start:min(start+wire.BatchMax, len(held))]
 		leases := make([]wire.Lease, len(batch))
 		for i, r := range batch {
 			leases[i] = r.lease
 		}
-		rctx, cancel := context.WithTimeout(ctx, w.cfg.RenewInterval)
+		sent := time.Now() // the server renews no earlier
+		rctx, cancel := context.WithDeadline(ctx, w.renewDeadline(batch, sent))
 		res, err := w.c.Renew(rctx, wire.RenewRequest{WorkerID: w.cfg.Name, LeaseMs: w.cfg.LeaseTTL.Milliseconds(), Leases: leases})
 		cancel()
 		if err != nil || len(res) != len(batch) {
@@ -1150,7 +1166,7 @@ func (w *Worker) renewOnce(ctx context.Context) (hint time.Duration) {
 				w.mu.Lock()
 				exp := r.expires
 				w.mu.Unlock()
-				if now.After(exp) { // it ran out while we could not reach the server
+				if sent.After(exp) { // it ran out while we could not reach the server
 					w.lose(r, ErrLeaseLost)
 				}
 			}
@@ -1160,10 +1176,13 @@ func (w *Worker) renewOnce(ctx context.Context) (hint time.Duration) {
 			r := batch[i]
 			switch {
 			case rr.OK:
-				// Renewed for LeaseTTL from about now (on this worker's
-				// clock: see start).
+				// Renewed for LeaseTTL from when the server got the
+				// request, which is no earlier than it was sent (on this
+				// worker's clock: see start): the answer's way back, which
+				// may be long on a slow link or a loaded host, does not
+				// count.
 				w.mu.Lock()
-				r.expires = time.Now().Add(w.cfg.LeaseTTL)
+				r.expires = sent.Add(w.cfg.LeaseTTL)
 				w.mu.Unlock()
 			case rr.Error != nil && rr.Error.Code == wire.CodeCancelled:
 				w.lose(r, ErrCancelled)
@@ -1173,6 +1192,27 @@ func (w *Worker) renewOnce(ctx context.Context) (hint time.Duration) {
 		}
 	}
 	return hint
+}
+
+// renewDeadline returns when a renewal of batch sent at sent is given up:
+// when none of its leases can be saved any more by this worker's count,
+// the last of them running out less half a RenewInterval (the margin
+// renewWait keeps for a last chance, which a renewal cut then can still
+// take on a new connection), but no sooner than RenewInterval after
+// sent. A renewal the server is slow to answer (a loaded server or
+// host, a slow link) is so waited for as long as it may keep the leases,
+// rather than cut after a fixed interval while it would have succeeded,
+// and the leases taken for lost while the server still held them.
+func (w *Worker) renewDeadline(batch []*running, sent time.Time) time.Time {
+	at := sent.Add(w.cfg.RenewInterval)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range batch {
+		if last := r.expires.Add(-w.cfg.RenewInterval / 2); last.After(at) {
+			at = last
+		}
+	}
+	return at
 }
 
 // lose marks r's lease as gone and cancels its handler.
@@ -1545,7 +1585,7 @@ func refusedHandoff(err error) bool {
 // deliver sends one batched report: call sends the items of rs it is
 // given, and answers one result per item; sizes bounds each item's
 // encoded size, by which a request's time is bounded (requestTimeout).
-// Transport errors, refusals that pass (5xx, 429, 408: passes) and items
+// Transport errors, refusals that pass (client.Passing: 5xx, 429, 408) and items
 // the server could not record for a passing reason (codes unavailable and
 // internal: one partition's call failed) are sent again with backoff, or
 // after the server's Retry-After when longer, while the leases, as
@@ -1673,7 +1713,7 @@ func (w *Worker) deliver(ctx context.Context, op string, rs []*running, sizes []
 			w.log.Warn(op+" timed out; sending it in halves", slog.Any(attrError, err), slog.Int("items", len(items)))
 			half := len(items) / 2
 			todo = append([][]int{items[:half], items[half:]}, todo...)
-		case isAPI && !passes(ae):
+		case isAPI && !client.Passing(ae):
 			w.log.Error(op+" refused", slog.Any(attrError, err), slog.Int("items", len(items)))
 			for _, i := range items {
 				reported(i, err)
@@ -1712,7 +1752,7 @@ func (w *Worker) handBack(ctx context.Context, rs []*running) {
 }
 
 // giveBack revokes lease l, if it is still the execution's lease. A
-// transport error or a refusal that passes (passes: 5xx, 429, 408) is
+// transport error or a refusal that passes (client.Passing: 5xx, 429, 408) is
 // tried again with backoff, or after the server's Retry-After when
 // longer, within the bound of one request (the slack). A try sent again
 // after one that may have reached the server (its answer lost: a
@@ -1739,7 +1779,7 @@ func (w *Worker) giveBack(ctx context.Context, l wire.Lease) error {
 		var ae *client.APIError
 		if errors.As(err, &ae) {
 			wait = max(wait, ae.RetryAfter)
-			if !passes(ae) {
+			if !client.Passing(ae) {
 				wait = -1 // final: a stale lease, a refused token
 			}
 		}
@@ -1818,15 +1858,6 @@ func clip(s string, n int) string {
 // the time n bytes take at reportRateMin.
 func (w *Worker) requestTimeout(n int) time.Duration {
 	return w.slack + time.Duration(n)*time.Second/time.Duration(w.rate)
-}
-
-// passes reports whether the server's refusal ae may pass by itself, so
-// that the request is worth sending again: 5xx (ffrun without Valkey for a
-// moment, a proxy without ffrun), 429 (the worker's address limited for a
-// moment: another client behind the same proxy guessed tokens) and 408 (a
-// proxy that timed the request out).
-func passes(ae *client.APIError) bool {
-	return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusRequestTimeout
 }
 
 // outcomeUnknown reports whether err, the failure of a request, leaves

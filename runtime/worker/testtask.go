@@ -26,8 +26,12 @@ func NewTestFlowTask(input json.RawMessage, upstreams map[string]json.RawMessage
 // call TestRegistrar[kind] with a task from NewTestTask.
 type TestRegistrar map[string]Handler
 
-// Handle records h for kind; a kind registered twice is an error.
+// Handle records h for kind; a kind a Worker refuses (Worker.Handle) or
+// registered twice is an error.
 func (r TestRegistrar) Handle(kind string, h Handler) error {
+	if err := checkKind(kind); err != nil {
+		return err
+	}
 	if _, dup := r[kind]; dup {
 		return fmt.Errorf("kind %q registered twice", kind)
 	}

@@ -81,7 +81,7 @@ func (t *Task) ReportUsage(ctx context.Context, dimension string, delta int64) (
 		}
 		var ae *client.APIError
 		isAPI := errors.As(err, &ae)
-		if isAPI && !passes(ae) || try == usageRetries || ctx.Err() != nil {
+		if isAPI && !client.Passing(ae) || try == usageRetries || ctx.Err() != nil {
 			return nil, fmt.Errorf("worker: report usage of %s (%s +%d): %w", t.id, dimension, delta, err)
 		}
 		wait := delay
@@ -110,7 +110,7 @@ func (w *Worker) heartbeatRequest() wire.WorkerHeartbeat {
 
 // connect registers the worker with its capabilities before it claims. A
 // refusal (a bad capability, lane or token) stops Run with the server's
-// reason; a transport error or a refusal that passes (passes: a 429 while
+// reason; a transport error or a refusal that passes (client.Passing: a 429 while
 // the address is limited) does not (the claims register it too).
 func (w *Worker) connect(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, requestSlack)
@@ -120,7 +120,8 @@ func (w *Worker) connect(ctx context.Context) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &ae) && !passes(ae) && ae.Status != 404 && ae.Status != 405:
+	case errors.As(err, &ae) && !client.Passing(ae) && ae.Status != http.StatusNotFound &&
+		ae.Status != http.StatusMethodNotAllowed && ae.Status != http.StatusNotImplemented:
 		return fmt.Errorf("worker: connect refused: %w", err)
 	default:
 		w.log.WarnContext(ctx, "connect failed; claiming anyway", "error", err)

@@ -599,15 +599,27 @@ func TestWorkerWithMoreKindsThanAClaimMayName(t *testing.T) {
 
 // A claim the server refuses as a bad request can never succeed: Run
 // stops and returns the server's reason instead of retrying silently. (A
-// bad kind is refused by the connect already, whose heartbeat names the
-// kinds as the claims do.)
+// kind the server refuses is refused by the connect already, whose
+// heartbeat names the kinds as the claims do; Handle refuses the kinds
+// the server's rule does, plan.ValidateKind, so here a server stricter
+// than that refuses one.)
 func TestRunReturnsWhenClaimIsABadRequest(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t)
-	w := newWorker(t, env, nil)
-	if err := w.Handle("mail,urgent", func(context.Context, *worker.Task) (json.RawMessage, error) {
-		return nil, nil
-	}); err != nil {
+	strict := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set("Content-Type", "application/json")
+		rw.WriteHeader(http.StatusBadRequest)
+		rw.Write([]byte(`{"error":{"code":"validation_failed","message":"kinds[0]: \"mail\" is not served here","details":{"field":"kinds[0]"}}}`))
+	}))
+	defer strict.Close()
+	w, err := worker.New(worker.Config{URL: strict.URL, Name: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(context.Context, *worker.Task) (json.RawMessage, error) { return nil, nil }
+	if err := w.Handle("mail,urgent", h); err == nil || !strings.Contains(err.Error(), "comma") {
+		t.Fatalf("Handle(mail,urgent) = %v; want the kind refused for its comma", err)
+	}
+	if err := w.Handle("mail", h); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -618,7 +630,7 @@ func TestRunReturnsWhenClaimIsABadRequest(t *testing.T) {
 		if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(err.Error(), "connect refused") {
 			t.Fatalf("Run: %v; want the connect's 400", err)
 		}
-		if !strings.Contains(ae.Message, "comma") {
+		if !strings.Contains(ae.Message, "not served here") {
 			t.Fatalf("Run: %v; want the server's reason", err)
 		}
 	case <-time.After(10 * time.Second):
