@@ -315,14 +315,17 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	return nil
 }
 
-// decodeAnswer decodes an answer into out as json.Unmarshal does; the
-// answers every task passes through take the wire package's faster path.
+// decodeAnswer decodes an answer into out (a zero value) as json.Unmarshal
+// does; the answers every task and every run pass through take the wire
+// package's faster path.
 func decodeAnswer(data []byte, out any) error {
 	switch v := out.(type) {
 	case *wire.ClaimResponse:
 		return wire.UnmarshalClaimResponse(data, v)
 	case *wire.LeaseResults:
 		return wire.UnmarshalLeaseResults(data, v)
+	case *wire.FlowRun:
+		return wire.UnmarshalFlowRun(data, v)
 	}
 	return json.Unmarshal(data, out)
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -149,4 +150,52 @@ func renamed(f *plan.Flow, name string) *plan.Flow {
 		f.Execs[i].Kind = name + "." + f.Execs[i].Name
 	}
 	return f
+}
+
+// The answers that carry a run that ended (its result; a staging request
+// that waited for it, here one whose idempotency key matched it) are what
+// encoding/json writes of it, without HTML escaping, with a final newline
+// and their length: the fast encoder (wire.AppendFlowRun) changes no byte.
+func TestEndedRunAnswersAsMarshal(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := ctxT(t)
+	c := env.Client
+	f := renamed(twoStep(), "ended")
+	run, err := c.StageFlow(ctx, f, map[string]string{"s": "x"}, client.WithIdempotencyKey("ended-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimCompleteOne(t, c, "ended.a", `{"s":"from a"}`)
+	claimCompleteOne(t, c, "ended.b", `{"s":"<b> & co"}`)
+	body, err := json.Marshal(wire.StageFlow{Plan: f, Input: json.RawMessage(`{"s":"x"}`), IdempotencyKey: "ended-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, method, path, body string
+		hasCreated               bool // the answer of a staging request says whether it created the run
+	}{
+		{"result", http.MethodGet, "/v1/flows/" + run.ID + "/result", "", false},
+		{"staged again", http.MethodPost, "/v1/flows?wait_ms=1000", string(body), true},
+	} {
+		r := env.Do(t, tc.method, tc.path, nil, tc.body)
+		var w wire.FlowRun
+		if err := json.Unmarshal([]byte(r.Body), &w); err != nil || r.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s (%v)", tc.name, r.Status, r.Body, err)
+		}
+		if w.ID != run.ID || w.State != wire.RunSucceeded || string(w.Result) != `{"s":"<b> & co"}` || (w.Created != nil) != tc.hasCreated {
+			t.Fatalf("%s: %s", tc.name, r.Body)
+		}
+		want, err := wire.Marshal(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Body != string(want)+"\n" {
+			t.Errorf("%s answered\n%s\nwant\n%s", tc.name, r.Body, want)
+		}
+		if got := r.Header.Get("Content-Length"); got != strconv.Itoa(len(r.Body)) {
+			t.Errorf("%s: Content-Length %q for %d bytes", tc.name, got, len(r.Body))
+		}
+	}
 }

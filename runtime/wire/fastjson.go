@@ -11,8 +11,9 @@ import (
 )
 
 // The answers every task passes through (the tasks of a claim answer, the
-// results and hand-off tasks of a complete answer) are encoded and decoded
-// here without reflection, several times faster than encoding/json, which
+// results and hand-off tasks of a complete answer), and the run a staging
+// request that waited or a result answers, are encoded and decoded here
+// without reflection, several times faster than encoding/json, which
 // stays the definition: the encoders write exactly the bytes Marshal
 // writes, and the decoders give exactly what json.Unmarshal gives. Each
 // handles the plain shapes the server sends and hands anything else (an
@@ -57,6 +58,106 @@ func AppendLeaseResults(b []byte, v *LeaseResults) ([]byte, error) {
 	}
 	data, err := Marshal(*v) // *v, not v: the caller's value stays off the heap
 	return append(b[:n], data...), err
+}
+
+// AppendFlowRun appends v encoded as Marshal encodes it. The answer of a
+// run that ended (a staging request that waited for it, a result) takes
+// the fast path; one that lists members or failures is encoding/json's.
+func AppendFlowRun(b []byte, v *FlowRun) ([]byte, error) {
+	n := len(b)
+	b, ok := appendFlowRun(b, v)
+	if ok {
+		return b, nil
+	}
+	data, err := Marshal(*v)
+	return append(b[:n], data...), err
+}
+
+func appendFlowRun(b []byte, r *FlowRun) ([]byte, bool) {
+	if len(r.Failures) > 0 || len(r.Execs) > 0 {
+		return b, false
+	}
+	b = slices.Grow(b, 320+len(r.ID)+len(r.Result)+len(r.Input)+len(r.Error))
+	ok := true
+	b = append(b, `{"id":`...)
+	b, ok = appendString(b, r.ID, ok)
+	if r.Namespace != "" {
+		b = append(b, `,"namespace":`...)
+		b, ok = appendString(b, r.Namespace, ok)
+	}
+	b = append(b, `,"flow":`...)
+	b, ok = appendString(b, r.Flow, ok)
+	b = append(b, `,"state":`...)
+	b, ok = appendString(b, r.State, ok)
+	if r.Created != nil {
+		b = append(b, `,"created":`...)
+		b = strconv.AppendBool(b, *r.Created)
+	}
+	b = appendCount(b, `,"total":`, r.Total)
+	b = appendCount(b, `,"done":`, r.Done)
+	b = appendCount(b, `,"succeeded":`, r.Succeeded)
+	b = appendCount(b, `,"failed":`, r.Failed)
+	b = appendCount(b, `,"skipped":`, r.Skipped)
+	b = appendCount(b, `,"cancelled":`, r.Cancelled)
+	if r.ResultExec != "" {
+		b = append(b, `,"result_exec":`...)
+		b, ok = appendString(b, r.ResultExec, ok)
+	}
+	if len(r.Result) > 0 {
+		b = append(b, `,"result":`...)
+		b, ok = appendRaw(b, r.Result, ok)
+	}
+	if r.Error != "" {
+		b = append(b, `,"error":`...)
+		b, ok = appendString(b, r.Error, ok)
+	}
+	if r.CreatedAt != nil {
+		b = append(b, `,"created_at":`...)
+		b, ok = appendTime(b, *r.CreatedAt, ok)
+	}
+	if r.EndedAt != nil {
+		b = append(b, `,"ended_at":`...)
+		b, ok = appendTime(b, *r.EndedAt, ok)
+	}
+	b = appendCount(b, `,"replays":`, r.Replays)
+	if r.ReplayedAt != nil {
+		b = append(b, `,"replayed_at":`...)
+		b, ok = appendTime(b, *r.ReplayedAt, ok)
+	}
+	if r.IdempotencyKey != "" {
+		b = append(b, `,"idempotency_key":`...)
+		b, ok = appendString(b, r.IdempotencyKey, ok)
+	}
+	if r.Schedule != "" {
+		b = append(b, `,"schedule":`...)
+		b, ok = appendString(b, r.Schedule, ok)
+	}
+	if r.ScheduledAt != nil {
+		b = append(b, `,"scheduled_at":`...)
+		b, ok = appendTime(b, *r.ScheduledAt, ok)
+	}
+	if r.ScheduleManual {
+		b = append(b, `,"schedule_manual":true`...)
+	}
+	if len(r.Input) > 0 {
+		b = append(b, `,"input":`...)
+		b, ok = appendRaw(b, r.Input, ok)
+	}
+	if r.ExecsNextCursor != "" {
+		b = append(b, `,"execs_next_cursor":`...)
+		b, ok = appendString(b, r.ExecsNextCursor, ok)
+	}
+	return append(b, '}'), ok
+}
+
+// appendCount appends the member key (with its leading comma) and n,
+// unless n is 0 (omitempty).
+func appendCount(b []byte, key string, n int) []byte {
+	if n == 0 {
+		return b
+	}
+	b = append(b, key...)
+	return strconv.AppendInt(b, int64(n), 10)
 }
 
 // AppendClaimResponse appends v encoded as Marshal encodes it.
@@ -309,6 +410,94 @@ func UnmarshalLeaseResults(data []byte, v *LeaseResults) error {
 	return json.Unmarshal(data, v)
 }
 
+// UnmarshalFlowRun decodes data into *v (a zero value) as json.Unmarshal
+// does.
+func UnmarshalFlowRun(data []byte, v *FlowRun) error {
+	if out, ok := fastFlowRun(data); ok {
+		*v = out
+		return nil
+	}
+	return json.Unmarshal(data, v)
+}
+
+func fastFlowRun(data []byte) (FlowRun, bool) {
+	d := decoder{b: data}
+	var out FlowRun
+	return out, heldFields(&d, &out, (*decoder).flowRunField) && d.end()
+}
+
+// flowRunField reads the members appendFlowRun writes; the members and
+// failures of a run are encoding/json's.
+func (d *decoder) flowRunField(r *FlowRun, key []byte) bool {
+	switch string(key) {
+	case "id":
+		return d.hold(&r.ID)
+	case "namespace":
+		return d.hold(&r.Namespace)
+	case "flow":
+		return d.hold(&r.Flow)
+	case "state":
+		return d.hold(&r.State)
+	case "created":
+		c := new(bool)
+		r.Created = c
+		return d.bool(c)
+	case "total":
+		return d.count(&r.Total)
+	case "done":
+		return d.count(&r.Done)
+	case "succeeded":
+		return d.count(&r.Succeeded)
+	case "failed":
+		return d.count(&r.Failed)
+	case "skipped":
+		return d.count(&r.Skipped)
+	case "cancelled":
+		return d.count(&r.Cancelled)
+	case "result_exec":
+		return d.hold(&r.ResultExec)
+	case "result":
+		return d.raw(&r.Result)
+	case "error":
+		return d.str(&r.Error)
+	case "created_at":
+		return d.timePtr(&r.CreatedAt)
+	case "ended_at":
+		return d.timePtr(&r.EndedAt)
+	case "replays":
+		return d.count(&r.Replays)
+	case "replayed_at":
+		return d.timePtr(&r.ReplayedAt)
+	case "idempotency_key":
+		return d.str(&r.IdempotencyKey)
+	case "schedule":
+		return d.str(&r.Schedule)
+	case "scheduled_at":
+		return d.timePtr(&r.ScheduledAt)
+	case "schedule_manual":
+		return d.bool(&r.ScheduleManual)
+	case "input":
+		return d.raw(&r.Input)
+	case "execs_next_cursor":
+		return d.str(&r.ExecsNextCursor)
+	}
+	return false
+}
+
+// count reads an int into *n.
+func (d *decoder) count(n *int) bool {
+	v, ok := d.int(strconv.IntSize)
+	*n = int(v)
+	return ok
+}
+
+// timePtr reads a time into a new *time.Time at *t, as encoding/json
+// reads a string into a pointer.
+func (d *decoder) timePtr(t **time.Time) bool {
+	*t = new(time.Time)
+	return d.time(*t)
+}
+
 func fastClaimResponse(data []byte) (ClaimResponse, bool) {
 	d := decoder{b: data}
 	var out ClaimResponse
@@ -438,18 +627,36 @@ func (d *decoder) strBytes() ([]byte, bool) {
 		return nil, false
 	}
 	start := d.i
+	ascii := true
 	for ; d.i < len(d.b); d.i++ {
-		switch c := d.b[d.i]; {
+		c := d.b[d.i]
+		if plainASCII[c] {
+			continue
+		}
+		switch {
 		case c == '"':
 			s := d.b[start:d.i]
 			d.i++
-			return s, utf8.Valid(s)
+			// Checked only when the string has a byte outside ASCII:
+			// ids, kinds, lanes and most keys have none.
+			return s, ascii || utf8.Valid(s)
 		case c == '\\' || c < 0x20:
 			return nil, false
 		}
+		ascii = false
 	}
 	return nil, false
 }
+
+// plainASCII holds the bytes a string read by strBytes passes over
+// without a second look: ASCII other than the quote, the backslash and
+// the control characters.
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // str is strBytes as a string.
 func (d *decoder) str(s *string) bool {

@@ -162,6 +162,68 @@ func checkDecode(t *testing.T, data []byte) {
 	if diff := cmp.Diff(wantC, gotC); wantErr == nil && diff != "" {
 		t.Fatalf("%q: claim response differs from encoding/json's (-want +got):\n%s", data, diff)
 	}
+	var gotR, wantR FlowRun
+	err, wantErr = UnmarshalFlowRun(data, &gotR), json.Unmarshal(data, &wantR)
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("%q: flow run error %v, encoding/json %v", data, err, wantErr)
+	}
+	if diff := cmp.Diff(wantR, gotR); wantErr == nil && diff != "" {
+		t.Fatalf("%q: flow run differs from encoding/json's (-want +got):\n%s", data, diff)
+	}
+}
+
+// sampleFlowRuns are runs as the answers of a staging request and a
+// result carry them, and some that take the codecs off their fast path.
+func sampleFlowRuns() []FlowRun {
+	at := time.Date(2026, 11, 23, 6, 29, 35, 132000000, time.UTC)
+	end := at.Add(25 * time.Millisecond)
+	yes, no := true, false
+	return []FlowRun{
+		{ID: "5.5a435042-3eb9-4216-9fe2-c36ec8cd50cb", Namespace: "bench", Flow: "chain", State: "succeeded", Created: &yes,
+			Total: 10, Done: 10, Succeeded: 10, ResultExec: "s9", Result: json.RawMessage(`1`), CreatedAt: &at, EndedAt: &end},
+		{ID: "1.x", Flow: "etl", State: "failed", Created: &no, Total: 3, Done: 3, Succeeded: 1, Failed: 1, Skipped: 1,
+			Error: "etl.load failed", CreatedAt: &at, EndedAt: &end, Replays: 2, ReplayedAt: &at,
+			IdempotencyKey: "k-1", Schedule: "nightly", ScheduledAt: &at, ScheduleManual: true,
+			Input: json.RawMessage(`{"day":"2026-11-23","n":[1,2.5]}`), ExecsNextCursor: "c1"},
+		{ID: "2.y", Flow: "f", State: "cancelled", Cancelled: 2, Result: json.RawMessage(`{"a":"<b>"}`)}, // as it is, not HTML-escaped
+		{}, // zero: every omitempty member omitted
+		{ID: "3.z", Flow: "f", State: "failed", Failures: []ExecFailure{{}}},                            // failures: encoding/json's
+		{ID: "3.z", Flow: "f", State: "running", Execs: []FlowExec{{}}},                                 // members: encoding/json's
+		{ID: "3.z", Flow: "f", State: "failed", Error: "a \"quoted\"\nline"},                            // escapes
+		{ID: "3.z", Flow: "f", State: "succeeded", Result: json.RawMessage(`{"a": 1}`)},                 // not compact
+		{ID: "3.z", Flow: "naïve", State: "succeeded"},                                                  // not ASCII
+		{ID: "3.z", Flow: "f", State: "succeeded", Result: json.RawMessage{}, Input: json.RawMessage{}}, // empty raw: omitted
+	}
+}
+
+// TestFlowRunCodec: AppendFlowRun writes what Marshal writes, and
+// UnmarshalFlowRun reads it as json.Unmarshal does, the runs that ended
+// without failures on the fast paths.
+func TestFlowRunCodec(t *testing.T) {
+	// Decoded on the fast path: what Marshal writes of each sample, but
+	// the run of over 16 members (a decoder's bound), the members and
+	// failures, and the escapes.
+	decodedFast := []bool{true, false, true, true, false, false, false, true, true, true}
+	fast := 0
+	for i, r := range sampleFlowRuns() {
+		want, wantErr := Marshal(r)
+		got, err := AppendFlowRun([]byte("prefix"), &r)
+		if (err != nil) != (wantErr != nil) || (err == nil && string(got) != "prefix"+string(want)) {
+			t.Fatalf("run %d: wrote %s (%v), want prefix%s (%v)", i, got, err, want, wantErr)
+		}
+		if _, ok := appendFlowRun(nil, &r); ok {
+			fast++
+		}
+		data := append(want, '\n') // as the API writes it
+		checkDecode(t, data)
+		if _, ok := fastFlowRun(data); ok != decodedFast[i] {
+			t.Errorf("run %d: decoded on the fast path %v, want %v: %s", i, ok, decodedFast[i], data)
+		}
+	}
+	// The first four, and the one whose empty raw values are omitted.
+	if fast != 5 {
+		t.Errorf("%d runs took the fast path, want 5", fast)
+	}
 }
 
 // FuzzDecode: on any input the decoders agree with encoding/json.
@@ -181,6 +243,10 @@ func FuzzDecode(f *testing.F) {
 		`{"tasks":[{"epoch":9223372036854775808}]}`, `{"tasks":null}`, `{"tasks":[null]}`,
 		`{"tasks":[{"kind":"a","kind":"b"}]}`, `{"tasks":[{"Kind":"a"}]}`, `{"tasks":[{"kind":"\u0041"}]}`,
 		`{"tasks":[{"kind":"` + "\xff" + `"}]}`, `{"tasks":[{"input":{"a":[1,{"b":"]"}]}}]}`,
+		// Strings with bytes outside ASCII are checked as UTF-8; ASCII
+		// ones are not (strBytes).
+		`{"tasks":[{"kind":"kö","lane":"l"}]}`, `{"tasks":[{"kind":"ö` + "\xff" + `"}]}`,
+		`{"tasks":[{"kind":"a` + "\x01" + `"}]}`, `{"tasks":[{"kind":"a` + "\x7f" + `"}]}`,
 		`{"tasks":[{"input":nul}]}`, `{"tasks":[{"input":"\"}"}]}`, `{"tasks":[{"upstreams":{"a":null}}]}`,
 		`{"tasks":[{"lease_expires_at":"2026-11-21T22:30:00+25:00"}]}`, `{"tasks":[{"downstream":truex}]}`,
 		`{"results":[{"ok":true,"error":{"code":"x","message":"y"}}]} `, `{"results":[]} x`, ` {} `, `[]`, ``,
@@ -194,6 +260,10 @@ func FuzzDecode(f *testing.F) {
 		`{"tasks":[{"lease_id":"a","execution_id":"1.x"},{"kind":"k2"},{"lane":"l3","namespace":"n3"},{},{"execution_id":"1.y","epoch":2}]}`,
 		`{"results":[{"execution_id":"1.a","ok":true,"state":"succeeded"},{"state":"","execution_id":""},{"execution_id":"1.c"}]}`,
 		`{"results":[{"execution_id":"1.a","state":1}]}`,
+		// Flow runs (checkDecode compares them too).
+		`{"id":"1.x","flow":"f","state":"succeeded","created":true,"total":2,"done":2,"result":{"a":1},"ended_at":"2026-11-23T06:29:35.157Z"}`,
+		`{"id":"1.x","created":null}`, `{"id":"1.x","ended_at":null}`, `{"id":"1.x","result":null}`, `{"id":"1.x","ID":"1.y"}`,
+		`{"id":"1.x","total":1e2}`, `{"id":"1.x","failures":[{"exec":"a"}]}`, `{"id":"1.x","schedule_manual":false,"replays":0}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -503,4 +573,18 @@ func TestFastCodecsKnowEveryField(t *testing.T) {
 	if !checkCompleteRequest(t, want) {
 		t.Fatalf("a full complete request is not on the fast path: %s", want)
 	}
+
+	// A run's members and failures are encoding/json's; every other
+	// member is the fast encoder's.
+	var run FlowRun
+	fill(t, reflect.ValueOf(&run).Elem())
+	run.Execs, run.Failures = nil, nil
+	want, err = Marshal(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := appendFlowRun(nil, &run); !ok || string(got) != string(want) {
+		t.Fatalf("full flow run: wrote %s (fast path %v), want %s", got, ok, want)
+	}
+	checkDecode(t, want)
 }

@@ -312,8 +312,8 @@ type Worker struct {
 	renewKick chan struct{}
 	// unreported counts the attempts whose handlers were started and
 	// whose reports the report loop has not taken from reports yet;
-	// settled, set by Run, is poked by every report queued. Both serve
-	// reportLinger.
+	// settled, set by Run, is poked by the report queued that leaves no
+	// handler running (settle). Both serve reportLinger.
 	unreported atomic.Int32
 	settled    chan struct{}
 	// reportedMu is held, for reading, by the calls of Config.OnReported
@@ -918,9 +918,18 @@ func (w *Worker) settle(rep report, downstream bool) {
 	}
 	select {
 	case w.reports <- rep:
-		select {
-		case w.settled <- struct{}{}:
-		default: // a poke is pending already
+		// A report loop lingering for the running handlers
+		// (reportLinger) waits for the last of them: the report that
+		// leaves none running pokes it, not every report (each poke of
+		// the parked loop is a goroutine hand-off, once per attempt).
+		// The last to queue sees every other report queued, unless the
+		// loop took some meanwhile: then it is not lingering, and
+		// reportLinger looks before it waits.
+		if int(w.unreported.Load()) <= len(w.reports) {
+			select {
+			case w.settled <- struct{}{}:
+			default: // a poke is pending already
+			}
 		}
 	case <-w.quit: // abandoned after the drain timeout
 		w.unreported.Add(-1)
