@@ -10,9 +10,11 @@
 # inside FCALL only (Lua, the commands it calls, the reply). Unlike time,
 # the count does not move with the machine's other load: the same build
 # gives the same figures to a fraction of a percent, so one run of each
-# build compares two versions of lua/. Instructions are not time (cache
-# misses and system calls are not in them), so confirm a large change with
-# ffbench too. Needs valgrind (Debian: apt-get install valgrind).
+# build compares two versions of lua/. Runs may overlap: each asks only
+# its own server for its dumps (a vgdb prefix of its own). Instructions
+# are not time (cache misses and system calls are not in them), so
+# confirm a large change with ffbench too. Needs valgrind (Debian:
+# apt-get install valgrind).
 set -euo pipefail
 
 execs=${1:-2000}
@@ -25,13 +27,13 @@ trap 'rm -rf "$work"' EXIT
 # The test harness starts the first valkey-server on PATH: this one.
 cat >"$work/valkey-server" <<EOF
 #!/bin/sh
-exec valgrind --tool=callgrind --callgrind-out-file=$work/cg.%p --toggle-collect=fcallCommand \
+exec valgrind --tool=callgrind --callgrind-out-file=$work/cg.%p --toggle-collect=fcallCommand --vgdb-prefix=$work/vgdb \
   --compress-strings=no --compress-pos=no "$server" "\$@"
 EOF
 chmod +x "$work/valkey-server"
 
 top=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
-if ! (cd "$top" && FF_CALLGRIND=1 PATH="$work:$PATH" go test -count=1 -run '^$' -bench FlowPhases \
+if ! (cd "$top" && FF_CALLGRIND="$work/vgdb" PATH="$work:$PATH" go test -count=1 -run '^$' -bench FlowPhases \
   -benchtime "${execs}x" ./runtime/store/ >"$work/bench.log" 2>&1); then
   cat "$work/bench.log" >&2
   exit 1

@@ -114,11 +114,17 @@ func BenchmarkFlowDiamond(b *testing.B) {
 // FCALLs since the last phase ended (fcallMicros), and, when
 // FF_CALLGRIND is set (scripts/lua-cost.sh runs the server under
 // callgrind), has callgrind write the phase's instruction counts to a
-// file named after it.
+// file named after it. A value other than "1" is the --vgdb-prefix the
+// server's valgrind was given: only that server dumps, not every
+// callgrind run on the machine.
 func phaseEnd(b *testing.B, c valkey.Client, name string) float64 {
 	us := fcallMicros(b, c)
-	if os.Getenv("FF_CALLGRIND") != "" {
-		if out, err := exec.Command("callgrind_control", "--dump="+name).CombinedOutput(); err != nil {
+	if v := os.Getenv("FF_CALLGRIND"); v != "" {
+		args := []string{"--dump=" + name}
+		if v != "1" {
+			args = append(args, "--vgdb-prefix="+v)
+		}
+		if out, err := exec.Command("callgrind_control", args...).CombinedOutput(); err != nil {
 			b.Fatalf("callgrind_control: %v: %s", err, out)
 		}
 	}
