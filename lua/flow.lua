@@ -15,9 +15,10 @@
 -- and succeeded). Runs staged before `left` existed carry done and
 -- succeeded instead; their next member end converts them (count_end).
 -- B:f:<uuid>:nodes (HASH): exec name -> uuid.
--- B:f:<uuid>:order (STRING): a run staged in chunks only: its members in
--- flow order, "<name>=<uuid>,..." (written by ff_commit_flow), for reads
--- of a page of it.
+-- B:f:<uuid>:order (STRING): the run's members in flow order,
+-- "<name>=<uuid>,..." (written by ff_stage_flow or ff_commit_flow as the
+-- store sends it; absent on runs staged before it existed), for reads of
+-- the run or a page of it without the node map.
 -- B:f:<uuid>:failed (SET): the uuids of the members that ended failed,
 -- expired or cancelled (added where the run counts the end, removed when
 -- a replay resets the member), so that a read finds the failures without
@@ -373,7 +374,9 @@ end
 -- ARGV[7]  the run's input (bytes; the payload of roots that take it)
 -- ARGV[8]  '1' when the caller found the idempotency key held and so
 --          created no run-scoped budget or quota for this run; '' else
--- ARGV[9..] members, each: the number of entries that follow, then name,
+-- ARGV[9]  the members in flow order, "<name>=<uuid>,...": kept as
+--          B:f:<uuid>:order ('' = none kept)
+-- ARGV[10..] members, each: the number of entries that follow, then name,
 --          uuid, lane, priority, join_need, deps_total, takes the run's
 --          input ('1': its payload is the input; else '0'), deadline ms
 --          ('0' = none), and field/value pairs stored verbatim: kind, and
@@ -390,7 +393,7 @@ end
 --        as above, or the key's lifetime is not a positive integer;
 --        nothing written)
 local function ff_stage_flow(keys, argv)
-  if (argv[5] ~= '' and not px_ok(argv[6])) or not members_ok(argv, 9) then
+  if (argv[5] ~= '' and not px_ok(argv[6])) or not members_ok(argv, 10) then
     return refuse('invalid', 'members', 'want members as ff_stage_flow takes them')
   end
   local p = part(keys[1])
@@ -402,7 +405,7 @@ local function ff_stage_flow(keys, argv)
   local now = now_ms()
   local nodes = {}
   local registered = {}
-  local i = 9
+  local i = 10
   while i <= #argv do
     local name, u, lane, priority, deps, deadline, n = stage_member(p, argv, i, run, ns, argv[7], now, false)
     if deadline > 0 then zadd(p, p.deadlines, ts(deadline), u) end
@@ -412,6 +415,7 @@ local function ff_stage_flow(keys, argv)
     i = i + n + 1
   end
   write_run(p, run, ns, argv[3], argv[4], argv[7], argv[5], #nodes / 2, nodes, now)
+  if argv[9] ~= '' then redis.call('SET', p.base .. ':f:' .. run .. ':order', argv[9]) end
   if ik then redis.call('SET', ik, run, 'PX', argv[6]) end
   flush(p)
   return ok('created', now)
@@ -834,15 +838,19 @@ end
 -- Either way it is none of the run's failures any more. A success that
 -- becomes skipped (it consumed an outcome the replay changes) loses its
 -- result: a skipped upstream gives its downstream members no output, only
--- an upstream error.
+-- an upstream error. A member that becomes skipped ends now, as a skip
+-- does: its end time (and terminal index score) is the replay's, and the
+-- last attempt's error of its old end goes (its attempts are kept).
 local function replay_member(p, runkey, c, kind, done, okc, now)
   redis.call('SREM', runkey .. ':failed', c.u)
   if kind == 's' then
     local attempted = c.attempt_count ~= '' and c.attempt_count ~= '0'
     if split(c).outcome == 'success' then redis.call('HDEL', c.key, 'result', 'handoff_prefix') end
+    local now_s = ts(now)
     redis.call('HSET', c.key, 'state', sv('terminal', 'unowned', 'not_applicable', 'none', 'skipped',
       attempted and 'attempt_terminal' or 'none'), 'failure_reason', 'its join can no longer be satisfied',
-      'updated_at', ts(now))
+      'last_error', '', 'ended_at', now_s, 'updated_at', now_s)
+    zadd(p, lane_key(p, c.ns, c.lane, 'terminal'), now_s, c.u)
     return
   end
   zrem(p, lane_key(p, c.ns, c.lane, 'terminal'), c.u)
@@ -1207,7 +1215,13 @@ end
 --        members would run again or change: the members that succeeded
 --        decide every other; nothing is changed) | {0, 'wrong_state',
 --        'purged'} when retention deleted some member's record (its
---        outcome is unknown: nothing is changed)
+--        outcome is unknown: nothing is changed) | to a caller going on
+--        (ARGV[2] set): {0, 'wrong_state', run state, 'replay_dropped'}
+--        (its replay was never decided: a cancel of the run dropped it
+--        while it was decided, or another caller's step of it was
+--        refused; nothing was changed) | {0, 'wrong_state', 'cancelled',
+--        'replay_cancelled'} (its replay was decided, and a cancel of the
+--        run came after it: the run is cancelled, or being cancelled)
 local function ff_replay_run(keys, argv)
   local step = REPLAY_STEP
   if argv[3] and argv[3] ~= '' then
@@ -1219,7 +1233,7 @@ local function ff_replay_run(keys, argv)
   local p = part(keys[1])
   local run = argv[1]
   local runkey = p.base .. ':f:' .. run
-  local r = redis.call('HMGET', runkey, 'state', 'total', 'result_node', 'replays', 'deciding')
+  local r = redis.call('HMGET', runkey, 'state', 'total', 'result_node', 'replays', 'deciding', 'cancelling')
   if not r[1] then return refuse('not_found') end
   local now = now_ms()
   local replays = r[4] or '0'
@@ -1240,12 +1254,20 @@ local function ff_replay_run(keys, argv)
   if gen or under_way then
     -- A caller going on with the replay it started (generation gen), or a
     -- new replay of a run whose replay by steps is under way: the next
-    -- step. A replay that ended (another caller took its last step), was
-    -- stopped by a cancel or followed by another replay has none: done.
+    -- step. A replay that ended (another caller took its last step) or
+    -- was followed by another replay has none: done. One that was never
+    -- decided (a cancel dropped its deciding, or another caller's step
+    -- of it was refused) changed nothing, and one a cancel of the run
+    -- followed (a cancel stops a replay being applied) left the run
+    -- cancelled: the caller is told, not answered as replayed.
     local more = false
     if under_way and (gen == nil or gen == replays) then
       local _, m = replay_step(p, run, runkey, step, now)
       more = m
+    elseif gen and num(gen) > num(replays) then
+      return refuse('wrong_state', r[1], 'replay_dropped')
+    elseif gen == replays and r[6] == '1' then
+      return refuse('wrong_state', 'cancelled', 'replay_cancelled')
     end
     flush(p)
     return ok(0, more and 1 or 0, replays)

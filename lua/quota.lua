@@ -19,7 +19,10 @@
 -- and admitting call (the token is random per ClaimAdmitted call, so two
 -- schedulers admitting the same candidate at once hold separate slots and
 -- each gives back its own unused one: a slot in use is never released by
--- someone else).
+-- someone else). The attempt is "<attempt>.<resets>" for a flow member a
+-- replay reset (resets > 0): a replay puts a member back to the attempt
+-- number it had, and an admission of it taken before the reset is not one
+-- for the attempt after it.
 
 -- ff_quota_upsert: create or update a quota definition. Windows and slots
 -- are kept. The quota's id is added to <prefix>ff:{q:K}:quotas, its
@@ -35,12 +38,16 @@
 --        an existing definition left as it is although the one given
 --        (only create) is another
 --        {0, 'invalid', field, message} (nothing written): rate and
---        concurrency not whole numbers (up to 19 digits), window and jitter
---        not whole numbers of ms, no key path, only create not 0 or 1
+--        concurrency not whole numbers (up to 19 digits), or both 0 (a
+--        quota that limits nothing: field rate), window and jitter not
+--        whole numbers of ms, no key path, only create not 0 or 1
 local function ff_quota_upsert(keys, argv)
   if not is_uint(argv[1]) then return refuse('invalid', 'rate', 'want a whole number') end
   if not is_uint(argv[2], 15) then return refuse('invalid', 'window', 'want a whole number of milliseconds') end
   if not is_uint(argv[3]) then return refuse('invalid', 'concurrency', 'want a whole number') end
+  if argv[1] == '0' and argv[3] == '0' then
+    return refuse('invalid', 'rate', 'a quota needs a rate or a concurrency limit')
+  end
   if not is_uint(argv[4], 15) then return refuse('invalid', 'jitter', 'want a whole number of milliseconds') end
   if not argv[5] then return refuse('invalid', 'key', "want a key field path ('' for none)") end
   if argv[6] ~= '0' and argv[6] ~= '1' then return refuse('invalid', 'only_create', 'want 0 or 1') end
@@ -92,7 +99,7 @@ end
 local CONTENDED_SCAN = 64
 
 -- held_for reports whether slots (a subject's slot key) holds a slot of
--- holder's execution and attempt under another token.
+-- holder's execution and attempt (and reset count) under another token.
 local function held_for(slots, holder)
   local attempt = string.match(holder, '^(.-#[^#]*#)')
   if not attempt then return false end

@@ -305,11 +305,13 @@ end
 --          and its reset count (field resets: a replay that resets a member
 --          counts it, so an admission taken before a reset is not used
 --          after it) (recorded by ff_quota_admit for holder
---          "<N>.<uuid>#<attempt>#<token>"); the grant stores
---          qheld = "<attempt>#<token>", whose slots the end of the attempt
---          releases (owe_releases). Without an admission it is left
---          eligible and reported in the reply's second table so the caller
---          can admit it. Admitted candidates are tried first.
+--          "<N>.<uuid>#<attempt>#<token>", the attempt written
+--          "<attempt>.<resets>" when resets > 0); the grant stores
+--          qheld = "<attempt>#<token>" (the holder's attempt), whose slots
+--          the end of the attempt releases (owe_releases). Without an
+--          admission it is left eligible and reported in the reply's
+--          second table so the caller can admit it. Admitted candidates
+--          are tried first.
 -- then     the lanes, in KEYS order
 -- Reply: {1, grants, needs}; each grant is {uuid, lane, kind, priority,
 --        attempt, attempt_type, lease_id, lease_epoch, lease_expires_at,
@@ -477,8 +479,11 @@ local function ff_claim(keys, argv)
       local a = admitted[u]
       if a and a[1] == attempt and a[2] == num(resets) then
         zrem(p, eligible, u)
-        -- The attempt holds the quota slots admitted for it until it ends.
-        grant(p, g, u, v, argv[lane0 + cand.lane], now, now_s, {'qheld', itoa(attempt) .. '#' .. a[3]})
+        -- The attempt holds the quota slots admitted for it until it ends
+        -- (the holder's attempt carries the reset count once there is one).
+        local held = itoa(attempt)
+        if a[2] > 0 then held = held .. '.' .. itoa(a[2]) end
+        grant(p, g, u, v, argv[lane0 + cand.lane], now, now_s, {'qheld', held .. '#' .. a[3]})
         return
       end
       -- Needs a quota admission for this attempt first.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -115,7 +116,8 @@ type flows struct {
 	s         *Server
 	svc       FlowService
 	templates map[string]*plan.Flow
-	names     []string // sorted
+	checks    map[string]*flowinput.Checker // the input checkers of the templates (runPlan), by name
+	names     []string                      // sorted
 	plans     planCache
 }
 
@@ -126,18 +128,10 @@ func (s *Server) AddFlows(svc FlowService, templates []*plan.Flow) error {
 	if svc == nil {
 		return errors.New("api: AddFlows: nil FlowService")
 	}
-	f := &flows{s: s, svc: svc, templates: map[string]*plan.Flow{}}
-	for _, t := range templates {
-		if err := t.Validate(); err != nil {
-			return fmt.Errorf("api: template %s: %w", t.Name, err)
-		}
-		if _, dup := f.templates[t.Name]; dup {
-			return fmt.Errorf("api: two templates are named %s", t.Name)
-		}
-		f.templates[t.Name] = t
-		f.names = append(f.names, t.Name)
+	f, err := newFlows(s, svc, templates)
+	if err != nil {
+		return err
 	}
-	slices.Sort(f.names)
 	s.flows = f
 	s.v1.POST("/flows", f.stage)
 	s.v1.GET("/flows", f.list)
@@ -151,6 +145,25 @@ func (s *Server) AddFlows(svc FlowService, templates []*plan.Flow) error {
 	s.v1.GET("/templates/:name", f.getTemplate)
 	s.v1.POST("/templates/:name/runs", f.stageTemplate)
 	return nil
+}
+
+// newFlows returns the flow routes of s over svc with templates, each
+// validated and with the checker of its runs' input prepared.
+func newFlows(s *Server, svc FlowService, templates []*plan.Flow) (*flows, error) {
+	f := &flows{s: s, svc: svc, templates: map[string]*plan.Flow{}, checks: map[string]*flowinput.Checker{}}
+	for _, t := range templates {
+		if err := t.Validate(); err != nil {
+			return nil, fmt.Errorf("api: template %s: %w", t.Name, err)
+		}
+		if _, dup := f.templates[t.Name]; dup {
+			return nil, fmt.Errorf("api: two templates are named %s", t.Name)
+		}
+		f.templates[t.Name] = t
+		f.checks[t.Name] = newRunPlan(t).input
+		f.names = append(f.names, t.Name)
+	}
+	slices.Sort(f.names)
+	return f, nil
 }
 
 // checkPlan validates a plan that came over HTTP; the first problem's path
@@ -175,7 +188,24 @@ func checkPlan(p *plan.Flow) *Error {
 
 // checkInput validates a run's input against the flow's input type.
 func checkInput(f *plan.Flow, input json.RawMessage) *Error {
-	err := flowinput.Flow(f, "input", input)
+	return inputError(flowinput.Flow(f, "input", input))
+}
+
+// checkRunInput is checkInput with chk, the input checker of f prepared
+// once (runPlan; nil: none), which checks an input that matches in one
+// pass without decoding it, and answers any other as flowinput.Flow
+// does. An absent input is left to checkInput, whose message names the
+// flow.
+func checkRunInput(f *plan.Flow, chk *flowinput.Checker, input json.RawMessage) *Error {
+	if chk == nil || len(bytes.TrimSpace(input)) == 0 {
+		return checkInput(f, input)
+	}
+	return inputError(chk.Check("input", input))
+}
+
+// inputError is the answer to err, the mismatch of a run's input with its
+// flow's input type (nil: none).
+func inputError(err error) *Error {
 	if err == nil {
 		return nil
 	}
@@ -202,13 +232,15 @@ func waitParam(c echo.Context) (time.Duration, *Error) {
 	return time.Duration(n) * time.Millisecond, nil
 }
 
-// stageChecked stages a run of fl (a valid plan) with input in, once the
-// input, namespace and key are valid. With wait_ms the answer waits up to
+// stageChecked stages a run of fl (a valid plan, chk the checker of its
+// input: runPlan) with input in, once the input, namespace and key are
+// valid. With wait_ms the answer waits up to
 // that long for the run to end and is then what GET /v1/flows/{id}/result
 // answers (no members); a run still running after the wait is answered as
 // without wait_ms. A wait never turns a staged run into an error: the run
 // exists, and its result can still be asked for.
-func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, shared bool, in json.RawMessage, ns, key string) error {
+func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, chk *flowinput.Checker, shared bool, in json.RawMessage,
+	ns, key string) error {
 	if e := onlyQuery(c, "wait_ms"); e != nil {
 		return e
 	}
@@ -229,7 +261,7 @@ func (f *flows) stageChecked(c echo.Context, fl *plan.Flow, shared bool, in json
 		// (its input instead of the schedule's, and the schedule's name).
 		return invalid("idempotency_key", "keys starting with %q are ffrun's own (schedule fires)", ScheduleKeyPrefix)
 	}
-	if e := checkInput(fl, in); e != nil {
+	if e := checkRunInput(fl, chk, in); e != nil {
 		return e
 	}
 	run, created, err := f.svc.StageFlow(c.Request().Context(), FlowRequest{Flow: fl, Shared: shared, Input: in, Namespace: ns,
@@ -269,16 +301,17 @@ func runAnswer(c echo.Context, status int, run *wire.FlowRun) error {
 
 // stage serves POST /v1/flows. The plan is cut out of the body and looked
 // up in the cache of plans by its text; a plan not seen before is decoded
-// and validated, then cached. The rest of the body is decoded on its own.
-// Anything that fails on this path decodes the body again as
-// wire.StageFlow, whose errors (and their field paths) are the route's.
+// and validated, then cached with the checker of its input. The rest of
+// the body is decoded on its own. Anything that fails on this path
+// decodes the body again as wire.StageFlow, whose errors (and their field
+// paths) are the route's.
 func (f *flows) stage(c echo.Context) error {
 	data, err := readBody(c, f.s.limit(BodyLimitFlow))
 	if err != nil {
 		return err
 	}
-	if fl, req, shared := f.cachedStage(data); fl != nil {
-		return f.stageChecked(c, fl, shared, req.Input, req.Namespace, req.IdempotencyKey)
+	if rp, req, shared := f.cachedStage(data); rp.flow != nil {
+		return f.stageChecked(c, rp.flow, rp.input, shared, req.Input, req.Namespace, req.IdempotencyKey)
 	}
 	var req wire.StageFlow
 	if err := decodeBody(data, false, &req); err != nil {
@@ -287,7 +320,7 @@ func (f *flows) stage(c echo.Context) error {
 	if e := checkPlan(req.Plan); e != nil {
 		return e
 	}
-	return f.stageChecked(c, req.Plan, false, req.Input, req.Namespace, req.IdempotencyKey)
+	return f.stageChecked(c, req.Plan, nil, false, req.Input, req.Namespace, req.IdempotencyKey)
 }
 
 // packageHint adds to err, a stage body's decoding error, a hint when the
@@ -319,27 +352,33 @@ func packageHint(data []byte, err error) error {
 // strictly and validated, and the body with null in place of the plan is decoded
 // strictly as a stageBody, where a second plan member shows. When both
 // succeed, the body decodes as wire.StageFlow to the same plan and fields;
-// otherwise it returns a nil plan. shared reports that the plan is the
-// cache's, shared by every run staged from the same text.
-func (f *flows) cachedStage(data []byte) (fl *plan.Flow, req stageBody, shared bool) {
+// otherwise it returns no plan (flow nil). shared reports that the plan is
+// the cache's, shared by every run staged from the same text. A plan too
+// large for the cache comes without an input checker (one check of its
+// input by flowinput.Flow costs less than preparing one).
+func (f *flows) cachedStage(data []byte) (rp runPlan, req stageBody, shared bool) {
 	start, end, ok := jsonscan.Member(data, "plan")
 	if !ok {
-		return nil, req, false
+		return rp, req, false
 	}
 	rest := make([]byte, 0, len(data)-(end-start)+len("null"))
 	rest = append(append(append(rest, data[:start]...), "null"...), data[end:]...)
 	if decodeBody(rest, false, &req) != nil || req.Plan != 1 {
-		return nil, req, false
+		return rp, req, false
 	}
 	text := data[start:end]
-	if fl := f.plans.get(text); fl != nil {
-		return fl, req, true
+	if rp := f.plans.get(text); rp.flow != nil {
+		return rp, req, true
 	}
-	fl, ok = decodePlan(text)
+	fl, ok := decodePlan(text)
 	if !ok || checkPlan(fl) != nil {
-		return nil, req, false
+		return rp, req, false
 	}
-	return fl, req, f.plans.add(text, fl)
+	if len(text) > planCacheMaxBytes {
+		return runPlan{flow: fl}, req, false
+	}
+	rp = newRunPlan(fl)
+	return rp, req, f.plans.add(text, rp)
 }
 
 func (f *flows) get(c echo.Context) error {

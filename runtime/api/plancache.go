@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/flowfabric/ff/compiler/plan"
+	"github.com/flowfabric/ff/runtime/flowinput"
 )
 
 // Limits of the cache of staged plans.
@@ -42,38 +43,60 @@ func (n *planCount) UnmarshalJSON([]byte) error {
 
 // planCache holds plans that decoded and validated, keyed by their exact
 // JSON text: staging the same plan again skips both. Only valid plans are
-// cached, so a bad plan is refused with the same error every time.
+// cached, so a bad plan is refused with the same error every time. Each
+// comes with the checker of its runs' input (runPlan), prepared once.
 //
 // A cached *plan.Flow is shared by every run staged from the same text,
 // concurrently: nothing downstream of the stage route (input checks,
 // FlowService.StageFlow, the store) may modify a plan it is given.
 type planCache struct {
 	mu    sync.Mutex
-	plans map[string]*plan.Flow
+	plans map[string]runPlan
 	bytes int // of the keys
 }
 
-// get returns the valid plan whose JSON is text, or nil.
-func (pc *planCache) get(text []byte) *plan.Flow {
+// runPlan is a valid plan that runs are staged from (a cached plan, a
+// template) with the checker of their input: nil for a flow without an
+// input type, or when none could be prepared (checkRunInput then checks
+// with flowinput.Flow).
+type runPlan struct {
+	flow  *plan.Flow
+	input *flowinput.Checker
+}
+
+// newRunPlan prepares the input checker of fl, a valid plan.
+func newRunPlan(fl *plan.Flow) runPlan {
+	rp := runPlan{flow: fl}
+	if fl.Input != nil {
+		// Validate checked the types, so this does not fail; if it did,
+		// the input would be checked by flowinput.Flow, which says why.
+		rp.input, _ = flowinput.NewTypes(fl.Types).Checker(fl.Input)
+	}
+	return rp
+}
+
+// get returns the valid plan whose JSON is text (flow nil when there is
+// none).
+func (pc *planCache) get(text []byte) runPlan {
 	if len(text) > planCacheMaxBytes {
-		return nil
+		return runPlan{}
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	return pc.plans[string(text)]
 }
 
-// add caches fl, a valid plan decoded from text, making room when the
-// cache is full. It reports whether fl is now the cached plan of text
+// add caches rp, a valid plan decoded from text, making room when the
+// cache is full. It reports whether rp is now the cached plan of text
 // (and so shared by the runs staged from it).
-func (pc *planCache) add(text []byte, fl *plan.Flow) bool {
+func (pc *planCache) add(text []byte, rp runPlan) bool {
 	if len(text) > planCacheMaxBytes {
 		return false
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if pc.plans == nil {
-		pc.plans = make(map[string]*plan.Flow, planCacheMaxEntries)
+		pc.plans = make(map[string]runPlan, planCacheMaxEntries)
 	}
 	if _, ok := pc.plans[string(text)]; ok {
 		return false // another request cached its own copy first
@@ -86,7 +109,7 @@ func (pc *planCache) add(text []byte, fl *plan.Flow) bool {
 		delete(pc.plans, k)
 		pc.bytes -= len(k)
 	}
-	pc.plans[string(text)] = fl
+	pc.plans[string(text)] = rp
 	pc.bytes += len(text)
 	return true
 }

@@ -423,7 +423,7 @@ func FuzzStage(f *testing.F) {
 			}
 		}
 		for _, cached := range fl.plans.plans {
-			if e := checkPlan(cached); e != nil {
+			if e := checkPlan(cached.flow); e != nil {
 				t.Fatalf("an invalid plan was cached: %v", e)
 			}
 		}

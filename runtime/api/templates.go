@@ -91,5 +91,5 @@ func (f *flows) stageTemplate(c echo.Context) error {
 	if err := Decode(c, f.s.limit(BodyLimitCreate), true, &req); err != nil {
 		return err
 	}
-	return f.stageChecked(c, fl, true, req.Input, req.Namespace, req.IdempotencyKey)
+	return f.stageChecked(c, fl, f.checks[fl.Name], true, req.Input, req.Namespace, req.IdempotencyKey)
 }

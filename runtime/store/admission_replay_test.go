@@ -197,3 +197,82 @@ func TestQuotaDenialDoesNotBlockAMemberAReplayReset(t *testing.T) {
 			m.State.BlockingDetail, m.Quotas)
 	}
 }
+
+// A slot admitted for a member's attempt before a replay reset it is not
+// that attempt's after the reset: another scheduler admitting the member
+// meanwhile (at the cap: the stale slot is the only one) is denied for
+// concurrency, and blocks it, rather than contended, which left it at the
+// head of its lane for a claim that would not come (the first
+// scheduler's, fenced by the reset) until the slot was given back. The
+// member runs once the slot is back.
+func TestStaleAdmissionAcrossAReplayIsNotContended(t *testing.T) {
+	t.Parallel()
+	e := onePartition(t)
+	r, ids := e.acmeMember()
+	var second AdmitResult
+	var secondGrants []Grant
+	// The first scheduler admits m under acme (the only slot); the run is
+	// cancelled and replayed (m eligible again, same attempt, reset), and
+	// another scheduler claims before the first gives its slot back.
+	hooked := e.hookedStore("ff_quota_admit", func() {
+		e.cancelReplay(r.ID)
+		if m := e.get(ids["m"]); m.AttemptCount != 0 || m.State.Public != StateWaiting {
+			t.Errorf("m after the replay: %s with %d attempts, want waiting for its first", m.State.Public, m.AttemptCount)
+		}
+		var err error
+		second, err = e.s.AdmitQuota(e.ctx, "default/per_tenant=acme",
+			Admitted{ExecutionID: ids["m"], Attempt: 1, Resets: 1, Token: "second"})
+		if err != nil {
+			t.Error(err)
+		}
+		secondGrants, err = e.s.ClaimAdmitted(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker2, Max: 1,
+			LeaseTTL: time.Minute})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	gs, err := hooked.ClaimAdmitted(e.ctx, ClaimRequest{Partition: 0, Lanes: []string{"default"}, Worker: worker1, Max: 1, LeaseTTL: time.Minute})
+	if err != nil || len(gs) != 0 {
+		t.Fatalf("the first claim = %v, %v; want nothing (its admission predates the reset)", grantIDs(gs), err)
+	}
+	if second.Admitted || second.Cause != QuotaDeniedConcurrency {
+		t.Fatalf("admission of m after the reset while the stale slot is held = %+v, want denied for concurrency", second)
+	}
+	if len(secondGrants) != 0 {
+		t.Fatalf("the second claim granted %v while acme was full", grantIDs(secondGrants))
+	}
+	m := e.wantState(ids["m"], StateBlocked)
+	if m.State.BlockingReason != WaitingForQuota {
+		t.Fatalf("m after the second claim: %s (%s), want blocked waiting for its quota", m.State.Public, m.State.BlockingReason)
+	}
+	// The first scheduler gave its slot back: m is unblocked and runs.
+	e.unblockAll()
+	gs = e.claimAdm(worker1, 1, time.Minute)
+	if len(gs) != 1 || gs[0].ExecutionID != ids["m"] {
+		t.Fatalf("claim once the stale slot is back = %v, want m", grantIDs(gs))
+	}
+	// The slot reconciler finds the holder of the running reset member
+	// (its attempt with the reset count) running: the slot stays.
+	active := func() int64 {
+		var n int64
+		for _, sub := range e.quota("default/per_tenant").Subjects {
+			n += sub.Active
+		}
+		return n
+	}
+	for q := range e.s.QuotaPartitions() {
+		if _, err := e.s.ReconcileQuotaSlots(e.ctx, q, 0, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := active(); n != 1 {
+		t.Fatalf("%d slot(s) held while m runs after the reconciler, want its 1", n)
+	}
+	if err := e.s.Complete(e.ctx, gs[0].Lease, []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	if n := active(); n != 0 {
+		t.Fatalf("%d slot(s) held after m's attempt ended and the releases were drained", n)
+	}
+}

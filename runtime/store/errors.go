@@ -87,7 +87,7 @@ type StateError struct {
 	State       PublicState // for a run: its state, or "purged"
 	Run         bool        // the operation was on a flow run
 	// Reason, when set, says why the state does not allow it after all:
-	// ReasonNothingToReplay.
+	// ReasonNothingToReplay, ReasonReplayDropped, ReasonReplayCancelled.
 	Reason string
 }
 
@@ -97,13 +97,30 @@ type StateError struct {
 // succeeded stays skipped).
 const ReasonNothingToReplay = "nothing_to_replay"
 
+// ReasonReplayDropped says that a replay by steps was dropped before it
+// was decided: a cancel of the run came while it was decided (or another
+// caller's step of it found it could not be: members purged, nothing to
+// replay). Nothing was replayed: the run is as it ended (State).
+const ReasonReplayDropped = "replay_dropped"
+
+// ReasonReplayCancelled says that a replay by steps was decided (the run
+// counts it) and a cancel of the run came before the caller's last step:
+// the run is cancelled (or being cancelled), not running.
+const ReasonReplayCancelled = "replay_cancelled"
+
 func (e *StateError) Error() string {
 	what := "execution"
 	if e.Run {
 		what = "run"
 	}
-	if e.Reason == ReasonNothingToReplay {
+	switch e.Reason {
+	case ReasonNothingToReplay:
 		return fmt.Sprintf("nothing to replay in %s %s (%s): none of its members would run again, the members that succeeded decide every other", what, e.ExecutionID, e.State)
+	case ReasonReplayDropped:
+		return fmt.Sprintf("the replay of %s %s was dropped before it was decided (a cancel of the %s came meanwhile): nothing was replayed, it is %s as it ended",
+			what, e.ExecutionID, what, e.State)
+	case ReasonReplayCancelled:
+		return fmt.Sprintf("the replay of %s %s was stopped by a cancel of the %s: it is %s", what, e.ExecutionID, what, e.State)
 	}
 	return fmt.Sprintf("cannot %s %s %s in state %s", e.Op, what, e.ExecutionID, e.State)
 }

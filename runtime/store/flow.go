@@ -251,14 +251,13 @@ func (s *Store) StageFlow(ctx context.Context, req StageRequest) (*Run, bool, er
 		}
 	}
 	chunked := len(members) > StageChunkExecs
-	order := ""
 	if chunked {
 		if err := s.writeChunks(ctx, p, id, runUUID, ns, req.Input, members); err != nil {
 			s.abandonStaging(ctx, p, runUUID)
 			return nil, false, err
 		}
-		order = runOrderOf(pf, uuids)
 	}
+	order := runOrderOf(pf, uuids)
 	if s.hook != nil {
 		s.hook("stage", runUUID)
 	}
@@ -660,9 +659,9 @@ func runOrderOf(pf *preparedFlow, uuids []string) string {
 }
 
 // stageCall makes the run visible in one call: ff_stage_flow with every
-// member, or ff_commit_flow for the members writeChunks wrote, with the
-// run's order key (runOrderOf). held says the idempotency key was found
-// held (see StageFlow).
+// member, or ff_commit_flow for the members writeChunks wrote; both write
+// the run's order key (runOrderOf). held says the idempotency key was
+// found held (see StageFlow).
 func (s *Store) stageCall(ctx context.Context, p int, id RunID, head []string, f *plan.Flow, members [][]string, order string,
 	chunked, held bool) ([]valkey.ValkeyMessage, error) {
 	heldArg := ""
@@ -670,11 +669,11 @@ func (s *Store) stageCall(ctx context.Context, p int, id RunID, head []string, f
 		heldArg = "1"
 	}
 	if !chunked {
-		n := len(head) + 1
+		n := len(head) + 2
 		for _, m := range members {
 			n += 1 + len(m)
 		}
-		args := append(append(make([]string, 0, n), head...), heldArg)
+		args := append(append(make([]string, 0, n), head...), heldArg, order)
 		for _, m := range members {
 			args = append(append(args, strconv.Itoa(len(m))), m...)
 		}
@@ -1179,15 +1178,16 @@ func (s *Store) GetRun(ctx context.Context, id RunID) (*Run, error) {
 // is a *ValidationError of field execs_cursor. Pages are a live view of
 // the members' states: a member may change between two pages.
 //
-// A run staged in chunks keeps its flow order (its order key) and its
-// failures (its failed set): a page of it reads only the page's members,
-// the failures off the page, the result exec and the edges of the page's
-// upstreams off the page. A page of another run (or of one whose failed
-// set does not account for its failures: see readIndexed) reads the state
-// and upstreams of every member (what the flow order and the failures
-// need), and the other fields only of the page's members (with the edges
-// of their upstreams, and the failure reason of the failures off the
-// page); such a run that fits one page is read as GetRun reads it.
+// A run keeps its flow order (its order key) and its failures (its
+// failed set): a page of it reads only the page's members, the failures
+// off the page, the result exec and the edges of the page's upstreams off
+// the page. A page of a run staged before the order key (or of one whose
+// failed set does not account for its failures: see readIndexed) reads
+// the state and upstreams of every member (what the flow order and the
+// failures need), and the other fields only of the page's members (with
+// the edges of their upstreams, and the failure reason of the failures
+// off the page); such a run that fits one page is read as GetRun reads
+// it.
 func (s *Store) GetRunPage(ctx context.Context, id RunID, cursor string, limit int) (*Run, error) {
 	if limit == 0 {
 		limit = RunPageMax
@@ -1212,10 +1212,10 @@ func (s *Store) GetRunPage(ctx context.Context, id RunID, cursor string, limit i
 // Result set; not ResultState). A run still running is returned as its
 // record says (the result route answers that it has not ended). Any
 // other run also has its Failures, ResultNode and ResultState (and Result
-// when it succeeded), as GetRun reads them: for a run staged in chunks,
-// from its order key and failed set, reading only the failures and the
-// result exec (readIndexed); for another, from the state and upstreams of
-// each member and the failure reason of the failures only.
+// when it succeeded), as GetRun reads them: from its order key and failed
+// set, reading only the failures and the result exec (readIndexed); for a
+// run without them (staged before the order key), from the state and
+// upstreams of each member and the failure reason of the failures only.
 func (s *Store) GetRunOutcome(ctx context.Context, id RunID) (*Run, error) {
 	p, uuid, err := s.locate(ExecutionID(id))
 	if err != nil {
@@ -1225,20 +1225,19 @@ func (s *Store) GetRunOutcome(ctx context.Context, id RunID) (*Run, error) {
 	if err != nil || clean || run.State == RunRunning {
 		return run, err
 	}
-	if run.Total > StageChunkExecs {
-		// Staged in chunks: its order key and failed set name the
-		// failures, which are all that is read of its members.
-		runKey := s.k.run(p, uuid)
-		resps := s.c.DoMulti(ctx,
-			s.c.B().Get().Key(runKey+":order").Build(),
-			s.c.B().Smembers().Key(runKey+":failed").Build())
-		indexed, err := s.readIndexed(ctx, run, p, resultUUID, resps[0], resps[1], nil, 0)
-		if err != nil {
-			return nil, err
-		}
-		if indexed {
-			return run, nil
-		}
+	// Its order key and failed set name the failures, which are all that
+	// is read of its members (a run staged before the order key: by its
+	// node map).
+	runKey := s.k.run(p, uuid)
+	resps := s.c.DoMulti(ctx,
+		s.c.B().Get().Key(runKey+":order").Build(),
+		s.c.B().Smembers().Key(runKey+":failed").Build())
+	indexed, err := s.readIndexed(ctx, run, p, resultUUID, resps[0], resps[1], nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	if indexed {
+		return run, nil
 	}
 	nodes, names, err := s.readNodes(ctx, p, uuid, id)
 	if err != nil {
@@ -1338,10 +1337,10 @@ func publicOf(state string) PublicState {
 }
 
 // getRun reads run id with the page of limit members from (nil: from the
-// first), every member when limit is 0. A run staged in chunks is read by
-// its order key and failed set (readIndexed); any other run, or one whose
-// failed set does not account for its failures, by its node map (one
-// more round trip).
+// first), every member when limit is 0. A run is read by its order key
+// and failed set (readIndexed); a run staged before the order key, or one
+// whose failed set does not account for its failures, by its node map
+// (one more round trip).
 func (s *Store) getRun(ctx context.Context, id RunID, from *runCursor, limit int) (*Run, error) {
 	p, uuid, err := s.locate(ExecutionID(id))
 	if err != nil {
@@ -1404,7 +1403,7 @@ type runMember struct {
 
 // readIndexed reads run (of partition p, result exec resultUUID) by the
 // replies orderReply (GET of its order key: "<name>=<uuid>,…" in flow
-// order, written when a run staged in chunks is committed) and
+// order, written when the run is staged or, in chunks, committed) and
 // failedReply (SMEMBERS of its failed set): the page of limit members
 // from (nil: from the first; limit -1: every member, 0: none, as
 // GetRunOutcome reads it), its failures and its result, reading only the
@@ -1967,8 +1966,11 @@ func (s *Store) ResumeRuns(ctx context.Context, partition int, age time.Duration
 // replay that resets more than ReplayStepMembers members is applied by
 // several calls, downstream members first (Valkey serves others between
 // them; see spec/runtime.md, Replay); a caller that stops between two
-// leaves the rest to the next ReplayRun of the run or to ResumeRuns. It
-// returns the run as GetRunPage reads its first page.
+// leaves the rest to the next ReplayRun of the run or to ResumeRuns. A
+// cancel of the run between two of those calls stops the replay: a
+// *StateError says so (ReasonReplayDropped: nothing was replayed;
+// ReasonReplayCancelled: the run is cancelled). It returns the run as
+// GetRunPage reads its first page.
 func (s *Store) ReplayRun(ctx context.Context, id RunID) (*Run, error) {
 	if errs := s.ReplayRuns(ctx, []RunID{id}); errs[0] != nil {
 		return nil, errs[0]

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -351,7 +352,9 @@ func (e *env) hooked(fn string) (*hookClient, *Store) {
 // A ReplayRun by steps during which another caller cancels the run (a
 // cancel stops a replay by steps at once) ends with the run cancelled:
 // its next call goes on only with its own replay (the generation of its
-// first reply), finds it stopped, and does not start another.
+// first reply), finds it stopped, and does not start another; it answers
+// that a cancel stopped the replay (the run is cancelled), not that the
+// run was replayed.
 func TestReplayRunStopsWhenItsRunIsCancelledBetweenSteps(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -366,18 +369,25 @@ func TestReplayRunStopsWhenItsRunIsCancelledBetweenSteps(t *testing.T) {
 			t.Errorf("run = %s after the concurrent CancelRun", got.State)
 		}
 	}
-	_, err := hs.ReplayRun(e.ctx, r.ID)
+	answer, err := hs.ReplayRun(e.ctx, r.ID)
 	got := e.run(r.ID)
-	if got.State != RunCancelled {
+	if got.State != RunCancelled || got.Replays != 1 {
 		t.Fatalf("ReplayRun = %v; the run cancelled during its replay's steps is %s, replayed %d times (%d ff_replay_run calls)",
 			err, got.State, got.Replays, h.calls)
+	}
+	var se *StateError
+	if !errors.As(err, &se) || se.Reason != ReasonReplayCancelled || se.State != PublicState(RunCancelled) || !se.Run ||
+		!strings.Contains(err.Error(), "stopped by a cancel") || answer != nil {
+		t.Fatalf("ReplayRun of a run cancelled between its steps = %v (answered a run: %t); want a StateError saying a cancel stopped it",
+			err, answer != nil)
 	}
 }
 
 // A cancel that lands while a replay is being decided stops it before
 // it changed anything: the run stays as it ended, with nothing of the
 // deciding left, and the replay's next call (its generation) does not
-// start it again.
+// start it again; ReplayRun answers that the replay was dropped (the run
+// is as it ended), not that it was replayed.
 func TestReplayRunStopsWhenCancelledWhileDecided(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -393,8 +403,12 @@ func TestReplayRunStopsWhenCancelledWhileDecided(t *testing.T) {
 			t.Errorf("CancelRun while the replay is decided = %+v, %v; want the run as it ended", got, err)
 		}
 	}
-	if _, err := hs.ReplayRun(e.ctx, r.ID); err != nil {
-		t.Fatal(err)
+	answer, err := hs.ReplayRun(e.ctx, r.ID)
+	var se *StateError
+	if !errors.As(err, &se) || se.Reason != ReasonReplayDropped || se.State != PublicState(RunFailed) || !se.Run ||
+		!strings.Contains(err.Error(), "nothing was replayed") || answer != nil {
+		t.Fatalf("ReplayRun whose deciding a cancel dropped = %v (answered a run: %t); want a StateError saying nothing was replayed",
+			err, answer != nil)
 	}
 	if diff := cmp.Diff(before, e.replayView(r.ID, true)); diff != "" {
 		t.Fatalf("the run after a replay cancelled while decided (-before +after):\n%s", diff)

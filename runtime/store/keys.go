@@ -33,7 +33,7 @@ import (
 //	B:deadlines                          ZSET   non-terminal with a deadline; score = due ms
 //	B:f:<uuid>                           HASH   flow run record
 //	B:f:<uuid>:nodes                     HASH   exec name -> execution uuid
-//	B:f:<uuid>:order                     STRING a run staged in chunks: "<name>=<uuid>,…" in flow order
+//	B:f:<uuid>:order                     STRING the run's members in flow order: "<name>=<uuid>,…"
 //	B:f:<uuid>:failed                    SET    uuids of the members that failed, expired or were cancelled
 //	B:f:<uuid>:staged                    SET    members of a chunked staging not committed yet
 //	B:staging                            ZSET   uncommitted chunked stagings; score = deadline ms

@@ -266,7 +266,7 @@ func stageMember(name, u, deps, deadline string) []string {
 func TestMalformedStageWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := onePartition(t)
-	head := []string{newUUID(), "default", "pair", "", "", "60000", "{}", ""}
+	head := []string{newUUID(), "default", "pair", "", "", "60000", "{}", "", ""}
 	good := stageMember("a", newUUID(), "0", "0")
 	for _, tc := range []struct {
 		name string
@@ -282,7 +282,7 @@ func TestMalformedStageWritesNothing(t *testing.T) {
 		args = append(append([]string{head[0], "default", "{}", "600000"}, good...), tc.bad...)
 		e.refusedUnchanged("stage_chunk with "+tc.name, call{fn: "ff_stage_chunk", partition: 0, args: args}, "members")
 	}
-	args := append(append(append([]string{}, head[:4]...), "k", "0", "{}", ""), good...)
+	args := append(append(append([]string{}, head[:4]...), "k", "0", "{}", "", ""), good...)
 	e.refusedUnchanged("stage_flow with an idempotency key lifetime of 0", call{fn: "ff_stage_flow", partition: 0, args: args}, "members")
 }
 
@@ -439,9 +439,10 @@ func TestMalformedNumbersRefused(t *testing.T) {
 
 // ff_quota_upsert checks every argument before its first write, as
 // ff_budget_upsert does: a rate, window, concurrency or jitter that is no
-// whole number, a missing key path or an only-create flag other than 0
-// and 1 is refused, and neither a new quota nor its partition's index is
-// written, nor an existing definition changed.
+// whole number, a rate and a concurrency both 0 (as UpsertQuota refuses
+// them), a missing key path or an only-create flag other than 0 and 1 is
+// refused, and neither a new quota nor its partition's index is written,
+// nor an existing definition changed.
 func TestMalformedQuotaUpsertWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := onePartition(t)
@@ -458,6 +459,7 @@ func TestMalformedQuotaUpsertWritesNothing(t *testing.T) {
 			{"rate -1", "rate", []string{"-1", "1000", "0", "0", "", "0"}},
 			{"window \"1s\"", "window", []string{"5", "1s", "0", "0", "", "0"}},
 			{"concurrency 1.5", "concurrency", []string{"5", "1000", "1.5", "0", "", "0"}},
+			{"rate and concurrency 0", "rate", []string{"0", "1000", "0", "0", "", "0"}},
 			{"jitter \"some\"", "jitter", []string{"5", "1000", "0", "some", "", "0"}},
 			{"no key path", "key", []string{"5", "1000", "0", "0"}},
 			{"only create \"yes\"", "only_create", []string{"5", "1000", "0", "0", "", "yes"}},
@@ -468,5 +470,20 @@ func TestMalformedQuotaUpsertWritesNothing(t *testing.T) {
 	}
 	if _, err := e.s.GetQuota(e.ctx, "default/new"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("GetQuota of the quota only refused upserts named: %v, want not found", err)
+	}
+	// A quota that limits nothing: the function refuses it as UpsertQuota
+	// does before the call (same field and message).
+	_, goErr := e.s.UpsertQuota(e.ctx, QuotaSpec{ID: "default/new", Window: time.Second})
+	msg, err := e.s.fcall(e.ctx, call{fn: "ff_quota_upsert", keys: []string{e.s.k.quota(e.s.quotaPart("default/new"), "default/new")},
+		args: []string{"0", "1000", "0", "0", "", "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ref, err := envelope(msg)
+	if err != nil || ref == nil {
+		t.Fatalf("ff_quota_upsert of a quota without limits: refusal %+v (%v)", ref, err)
+	}
+	if diff := cmp.Diff(goErr, refusalError(ref, "", "upsert quota")); diff != "" {
+		t.Errorf("the refusals of a quota without limits (-UpsertQuota +ff_quota_upsert):\n%s", diff)
 	}
 }

@@ -206,3 +206,78 @@ func TestRunIndexedReads(t *testing.T) {
 	e.purgeAll(1000)
 	e.wantPurged()
 }
+
+// hideKey renames key to key+":hidden" and returns what puts it back.
+func (e *env) hideKey(key string) (restore func()) {
+	e.t.Helper()
+	rename := func(from, to string) {
+		e.t.Helper()
+		if err := e.c.Do(e.ctx, e.c.B().Rename().Key(from).Newkey(to).Build()).Error(); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	rename(key, key+":hidden")
+	return func() { rename(key+":hidden", key) }
+}
+
+// TestRunIndexedReadsStagedInOneCall: a run staged in one call (no more
+// than StageChunkExecs members) keeps its flow order as a run staged in
+// chunks does, so its reads (whole, pages, outcome) need no node map, and
+// say what its node map says; without the order key (a run staged before
+// it existed) it is read by its node map; retention deletes the order key
+// and the failed set with the run.
+func TestRunIndexedReadsStagedInOneCall(t *testing.T) {
+	t.Parallel()
+	e := onePartition(t)
+	staged := e.stage(pagedFlow(), `"in"`)
+	key := e.runKey(staged.ID)
+	order, err := e.c.Do(e.ctx, e.c.B().Get().Key(key+":order").Build()).ToString()
+	if err != nil {
+		t.Fatalf("the order of a run staged in one call: %v", err)
+	}
+	want := ""
+	for i, n := range staged.Nodes {
+		if i > 0 {
+			want += ","
+		}
+		_, uuid, _ := splitID(string(n.ExecutionID))
+		want += n.Name + "=" + uuid
+	}
+	if order != want {
+		t.Fatalf("order key %q, want the members in flow order %q", order, want)
+	}
+	// byNodes reads the run as one staged before the order key.
+	byNodes := func() *Run {
+		t.Helper()
+		restore := e.hideKey(key + ":order")
+		defer restore()
+		return e.run(staged.ID)
+	}
+	// sameReads checks the reads with and without the node map against
+	// the read by the node map.
+	sameReads := func(how string) *Run {
+		t.Helper()
+		whole := byNodes()
+		restore := e.hideKey(key + ":order")
+		e.wantSameReads(staged.ID, whole, how+", without its order key")
+		restore()
+		e.wantSameReads(staged.ID, whole, how)
+		restore = e.hideKey(key + ":nodes")
+		e.wantSameReads(staged.ID, whole, how+", without its node map")
+		restore()
+		return whole
+	}
+	sameReads("a staged run")
+	e.finishOKOne(e.claimOne("src"), `"s"`)
+	e.drive(func(g Grant) outcome {
+		return outcome{result: []byte(`"r"`), fail: g.FlowNode == "m03" || g.FlowNode == "m07"}
+	})
+	whole := sameReads("an ended run with failures")
+	if whole.State != RunSucceeded || len(whole.Failures) != 2 || string(whole.Result) != `"r"` {
+		t.Fatalf("run %s, failures %+v, result %s", whole.State, whole.Failures, whole.Result)
+	}
+	e.wantFailedSet(whole)
+
+	e.purgeAll(1000)
+	e.wantPurged()
+}

@@ -51,7 +51,9 @@ func (s *Store) CancelRuns(ctx context.Context, ids []RunID, reason string) (can
 // replay of more than ReplayStepMembers members takes several. errs[i] is
 // nil when ids[i] was replayed, else why not (a *StateError with Run set
 // for a run that is running or succeeded, or whose members retention
-// deleted; ErrNotFound).
+// deleted, or whose replay by steps a cancel of the run dropped while it
+// was decided (ReasonReplayDropped) or stopped (ReasonReplayCancelled)
+// before its last step; ErrNotFound).
 func (s *Store) ReplayRuns(ctx context.Context, ids []RunID) []error {
 	errs := make([]error, len(ids))
 	step := ""

@@ -494,7 +494,10 @@ type ClaimRequest struct {
 
 // Admitted identifies a quota admission: the attempt of an execution it
 // is for and the token of the admitting call (random per ClaimAdmitted
-// call). Its slot holder is "<execution id>#<attempt>#<token>".
+// call). Its slot holder is "<execution id>#<attempt>#<token>", the
+// attempt written "<attempt>.<resets>" once a replay reset the execution,
+// so that an admission for the attempt before a reset is not taken for
+// one of the same attempt after it (ff_quota_admit's contended).
 type Admitted struct {
 	ExecutionID ExecutionID
 	Attempt     int
@@ -509,7 +512,11 @@ type Admitted struct {
 
 // holder is the slot holder of an admission.
 func (a Admitted) holder() string {
-	return string(a.ExecutionID) + "#" + strconv.Itoa(a.Attempt) + "#" + a.Token
+	attempt := strconv.Itoa(a.Attempt)
+	if a.Resets > 0 {
+		attempt += "." + strconv.Itoa(a.Resets)
+	}
+	return string(a.ExecutionID) + "#" + attempt + "#" + a.Token
 }
 
 // Grant is one claimed execution: everything the worker needs to run it.
