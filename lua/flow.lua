@@ -58,14 +58,19 @@ local function decide(p, d, ok_edge, now)
   if not dc or not is(dc.state, 'runnable') or split(dc).eligibility ~= 'blocked_by_dependencies' then
     return -- gone, or already fired
   end
+  -- The join counters, in the values read (deps_total, deps_done,
+  -- deps_ok, join_need from at on).
+  local raw, at = dc.raw, 9
+  if not raw then raw, at = dc.claim, 23 end
   -- A hand-off grants only members whose join a success of the call
   -- (p.success, ff_finish) helps satisfy: not one fired by failures alone
   -- (a failure reported with a hand-off, or a lease the call found
   -- expired), whatever the order of the call's items.
   if h and ok_edge and p.success then h.fed[d] = true end
-  local total, done, okc = num(dc.deps_total), num(dc.deps_done) + 1, num(dc.deps_ok)
+  local total, done, okc = num(raw[at]), num(raw[at + 1]) + 1, num(raw[at + 2])
   local need = total -- join all: staging writes join_need only when it differs
-  if dc.join_need ~= '' then need = num(dc.join_need) end
+  local jn = raw[at + 3]
+  if jn and jn ~= '' then need = num(jn) end
   if ok_edge then okc = okc + 1 end
   if okc >= need then
     leave_indexes(p, dc)
@@ -90,34 +95,43 @@ local OUTCOME_FIELDS = {
   'result_node', 'result_outcome', 'created_at', 'ended_at', 'replays', 'replayed_at', 'idem_key',
 }
 
--- outcome_fields returns OUTCOME_FIELDS of run record runkey as field,
--- value pairs (as HGETALL gives them, the missing ones left out); empty
--- when the run does not exist.
-local function outcome_fields(runkey)
-  local v = redis.call('HMGET', runkey, unpack(OUTCOME_FIELDS))
+-- The run record fields finish_run reads, in one HMGET: OUTCOME_FIELDS
+-- (their positions), then what deciding the run's state needs on top.
+local FINISH_RUN_FIELDS = {
+  'ns', 'flow', 'state', 'total', 'left', 'done', 'succeeded', 'failed', 'skipped', 'cancelled',
+  'result_node', 'result_outcome', 'created_at', 'ended_at', 'replays', 'replayed_at', 'idem_key',
+  'cancelling', 'unhandled', 'cancel_cursor',
+}
+local NOUTCOME = #OUTCOME_FIELDS
+
+-- outcome_of returns the OUTCOME_FIELDS of values v (an HMGET of them, in
+-- their order, maybe longer) as field, value pairs (as HGETALL gives
+-- them, the missing ones left out).
+local function outcome_of(v)
   local f = {}
-  for i, name in ipairs(OUTCOME_FIELDS) do
-    if v[i] then
-      f[#f + 1] = name
-      f[#f + 1] = v[i]
+  for i = 1, NOUTCOME do
+    local x = v[i]
+    if x then
+      f[#f + 1] = OUTCOME_FIELDS[i]
+      f[#f + 1] = x
     end
   end
   return f
 end
 
--- clean_outcome returns the outcome of a run, f its outcome_fields, that
--- succeeded cleanly (no member failed or was cancelled, and its result
--- exec, if it has one, succeeded): {f, the result exec's name, its
--- result} ({f, '', false} without a result exec); or nil for any other
--- run (read in full by the caller).
-local function clean_outcome(p, f)
-  local r = {}
-  for i = 1, #f, 2 do r[f[i]] = f[i + 1] end
-  if r.state ~= 'succeeded' or num(r.failed) ~= 0 or num(r.cancelled) ~= 0 then return nil end
-  if (r.result_node or '') == '' then return {f, '', false} end
-  if r.result_outcome ~= 'success' then return nil end
-  local v = redis.call('HMGET', p.xp .. r.result_node, 'flow_node', 'result')
-  return {f, v[1] or '', v[2]}
+-- clean_outcome returns the outcome of a run, f its outcome_of(v) and v
+-- the values they come from (OUTCOME_FIELDS order), that succeeded
+-- cleanly (no member failed or was cancelled, and its result exec, if it
+-- has one, succeeded): {f, the result exec's name, its result} ({f, '',
+-- false} without a result exec); or nil for any other run (read in full
+-- by the caller).
+local function clean_outcome(p, f, v)
+  if v[3] ~= 'succeeded' or num(v[8]) ~= 0 or num(v[10]) ~= 0 then return nil end
+  local node = v[11]
+  if not node or node == '' then return {f, '', false} end
+  if v[12] ~= 'success' then return nil end
+  local rv = redis.call('HMGET', p.xp .. node, 'flow_node', 'result')
+  return {f, rv[1] or '', rv[2]}
 end
 
 -- finish_run sets the final state of a run whose members all ended and
@@ -126,36 +140,40 @@ end
 -- goes to p.ended
 -- there instead of a notice: the finish's reply carries it to the ffrun
 -- process, which answers its own waiting result requests from it, then
--- publishes the notice for the others.
+-- publishes the notice for the others. The record is read once, before
+-- it is written: the outcome is what it holds then with the fields
+-- written here.
 local function finish_run(p, runkey, run, now)
-  local r = redis.call('HMGET', runkey, 'cancelling', 'result_node', 'unhandled', 'cancelled', 'result_outcome',
-    'cancel_cursor')
-  local state, result_outcome = nil, r[5] or ''
-  if r[6] then
+  local r = redis.call('HMGET', runkey, unpack(FINISH_RUN_FIELDS))
+  local node, result_outcome = r[11], r[12] or ''
+  local state
+  if r[20] then
     -- Ended while cancelled by steps (the last member's end, or one's
     -- deadline between steps): nothing of the stepping stays.
     zrem(p, p.base .. ':runs:cancelling', run)
     redis.call('HDEL', runkey, 'cancel_cursor')
     redis.call('DEL', runkey .. ':replay_dropped')
   end
-  if r[2] and r[2] ~= '' and result_outcome == '' then
+  if node and node ~= '' and result_outcome == '' then
     -- A run staged before members carried is_result: its result exec's
     -- end was not recorded; its record tells.
-    result_outcome = vec(redis.call('HGET', p.xp .. r[2], 'state')).outcome or ''
+    result_outcome = vec(redis.call('HGET', p.xp .. node, 'state')).outcome or ''
   end
-  if r[1] == '1' then
+  if r[18] == '1' then
     state = 'cancelled'
-  elseif r[2] and r[2] ~= '' then
+  elseif node and node ~= '' then
     state = result_outcome == 'success' and 'succeeded' or 'failed'
-  elseif num(r[4]) > 0 then
+  elseif num(r[10]) > 0 then
     state = 'cancelled' -- a member was cancelled on its own
   else
-    state = num(r[3]) > 0 and 'failed' or 'succeeded'
+    state = num(r[19]) > 0 and 'failed' or 'succeeded'
   end
-  redis.call('HSET', runkey, 'state', state, 'result_outcome', result_outcome, 'ended_at', ts(now), 'updated_at', ts(now))
-  redis.call('ZADD', p.base .. ':runs:ended', ts(now), run)
+  local now_s = ts(now)
+  redis.call('HSET', runkey, 'state', state, 'result_outcome', result_outcome, 'ended_at', now_s, 'updated_at', now_s)
+  redis.call('ZADD', p.base .. ':runs:ended', now_s, run)
   if p.collect_ended and state == 'succeeded' then
-    local o = clean_outcome(p, outcome_fields(runkey))
+    r[3], r[12], r[14] = state, result_outcome, now_s -- as written above
+    local o = clean_outcome(p, outcome_of(r), r)
     if o then
       -- The caller publishes the notice, after its own waiters have the
       -- outcome (Store.FinishHandoff).
@@ -267,6 +285,10 @@ on_flow_terminal = function(p, c, outcome, now)
   p.resolving = false
 end
 
+-- The state fields of a staged member: a root, and one that waits (sv,
+-- looked up once).
+local STAGED_ROOT, STAGED_WAITING
+
 -- stage_member writes the record of the member whose entries start at
 -- argv[i] (the entry count; see ff_stage_flow) and returns its uuid, lane,
 -- priority, dependency count and deadline (absolute ms, 0 = none). With
@@ -282,10 +304,14 @@ local function stage_member(p, argv, i, run, ns, input, now, hidden)
   local deps = num(argv[i + 6])
   local deadline = num(argv[i + 8])
   if deadline > 0 then deadline = now + deadline end
-  local eligibility, reason = 'eligible_now', 'waiting_for_worker'
-  if deps > 0 or hidden then eligibility, reason = 'blocked_by_dependencies', 'waiting_for_dependencies' end
   local key = p.xp .. u
-  local st = sv('runnable', 'unowned', eligibility, reason, 'none', 'pending_first_attempt')
+  if not STAGED_ROOT then
+    STAGED_ROOT = sv('runnable', 'unowned', 'eligible_now', 'waiting_for_worker', 'none', 'pending_first_attempt')
+    STAGED_WAITING = sv('runnable', 'unowned', 'blocked_by_dependencies', 'waiting_for_dependencies', 'none',
+      'pending_first_attempt')
+  end
+  local st = STAGED_ROOT
+  if deps > 0 or hidden then st = STAGED_WAITING end
   if argv[i + 7] == '1' then
     redis.call('HSET', key, 'ns', ns, 'lane', lane, 'priority', argv[i + 4], 'created_at', ts(now), 'flow_id', run,
       'flow_node', name, 'state', st, 'payload', input, unpack(argv, i + 9, i + n))
@@ -1460,13 +1486,14 @@ end
 -- KEYS[1]  partition anchor
 -- ARGV[1]  run uuid
 -- Reply: {1, fields, result_name, result} with fields the run record's
---        outcome fields (outcome_fields: not its input) as HGETALL gives
+--        outcome fields (outcome_of: not its input) as HGETALL gives
 --        them; result_name '' and result nil unless read | {0, 'not_found'}
 local function ff_run_outcome(keys, argv)
   local p = part(keys[1])
-  local f = outcome_fields(p.base .. ':f:' .. argv[1])
+  local v = redis.call('HMGET', p.base .. ':f:' .. argv[1], unpack(OUTCOME_FIELDS))
+  local f = outcome_of(v)
   if #f == 0 then return refuse('not_found') end
-  local o = clean_outcome(p, f)
+  local o = clean_outcome(p, f, v)
   if o then return ok(o[1], o[2], o[3]) end
   return ok(f, '', false)
 end

@@ -306,7 +306,7 @@ end
 -- 'runnable' or 'terminal'), from the cached split (a table lookup rather
 -- than a search).
 local function is(st, l)
-  return st and vec(st).lifecycle == l
+  return st and (VECS[st] or vec(st)).lifecycle == l -- vec's cache, without its call
 end
 
 -- public_of returns the public state of a state field.
@@ -509,14 +509,15 @@ local DOWNSTREAM_FIELDS = {
 }
 
 -- The fields of a downstream member that a hand-off may grant: those of
--- DOWNSTREAM_FIELDS, then what a grant reads on top (CLAIM_FIELDS), so
--- that decide() and the grant read the member once.
+-- CLAIM_FIELDS (worker.lua), in its order, so that the values are what a
+-- grant reads (grant), then what DOWNSTREAM_FIELDS reads on top, so that
+-- decide() and the grant read the member once.
 local HANDOFF_FIELDS = {
-  'state', 'ns', 'lane', 'attempt_count', 'deadline_at', 'flow_id',
-  'priority', 'created_at',
-  'deps_total', 'deps_done', 'deps_ok', 'join_need',
-  'caps', 'kind', 'lease_epoch', 'retry_attempts', 'attempt_timeout_ms', 'payload', 'tags',
-  'flow_node', 'started_at', 'input_from', 'ups', 'budgets', 'quotas', 'handoff',
+  'state', 'caps', 'kind', 'priority', 'attempt_count',
+  'lease_epoch', 'retry_attempts', 'attempt_timeout_ms', 'payload', 'tags',
+  'flow_id', 'flow_node', 'started_at', 'deadline_at', 'input_from', 'ups',
+  'budgets', 'quotas', 'handoff',
+  'ns', 'lane', 'created_at', 'deps_total', 'deps_done', 'deps_ok', 'join_need',
 }
 
 -- read_core returns the fence fields of an execution as a table, or nil
@@ -536,19 +537,18 @@ local function read_core(p, u, fields)
   -- both fields are in the constructor, so that setting them later does
   -- not grow (rehash) the table.
   if fields == DOWNSTREAM_FIELDS then
+    -- The join counters stay in the values (raw, which decide reads):
+    -- each key a constructor sets costs about 400 instructions.
     return {key = key, u = u, more = true, v = vec(v[1]), fresh = false,
       state = v[1], ns = v[2] or '', lane = v[3] or '', attempt_count = v[4] or '',
-      deadline_at = v[5] or '', flow_id = v[6] or '', priority = v[7] or '', created_at = v[8] or '',
-      deps_total = v[9] or '', deps_done = v[10] or '', deps_ok = v[11] or '', join_need = v[12] or ''}
+      deadline_at = v[5] or '', flow_id = v[6] or '', priority = v[7] or '', created_at = v[8] or '', raw = v}
   end
   if fields == HANDOFF_FIELDS then
-    -- claim: the values in CLAIM_FIELDS order, for grant().
+    -- claim: the values, in CLAIM_FIELDS order, for grant(); the join
+    -- counters follow them.
     return {key = key, u = u, more = true, v = vec(v[1]), fresh = false,
-      state = v[1], ns = v[2] or '', lane = v[3] or '', attempt_count = v[4] or '',
-      deadline_at = v[5] or '', flow_id = v[6] or '', priority = v[7] or '', created_at = v[8] or '',
-      deps_total = v[9] or '', deps_done = v[10] or '', deps_ok = v[11] or '', join_need = v[12] or '',
-      claim = {v[1], v[13], v[14], v[7], v[4], v[15], v[16], v[17], v[18], v[19], v[6], v[20], v[21], v[5],
-        v[22], v[23], v[24], v[25], v[26]}}
+      state = v[1], ns = v[20] or '', lane = v[21] or '', attempt_count = v[5] or '',
+      deadline_at = v[14] or '', flow_id = v[11] or '', priority = v[4] or '', created_at = v[22] or '', claim = v}
   end
   if fields == FINISH_FIELDS then
     return {key = key, u = u,
@@ -637,7 +637,7 @@ local function to_eligible(p, c, attempt, now, ...)
     -- its string is never needed.
     local extra -- more pairs to write; most members have none
     if select('#', ...) > 0 then extra = {...} end
-    h.fresh[#h.fresh + 1] = {c = c, score = score, attempt = attempt, extra = extra}
+    h.fresh[#h.fresh + 1] = {c, score, attempt, extra} -- an array: see settle_handoff
     h.fired[c.u] = true -- its record still reads as before: decide must not fire it again
     return 'waiting'
   end

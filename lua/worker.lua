@@ -95,11 +95,10 @@ end
 -- others listed as omitted) and errors included.
 local function grant_entry(p, g, u, v, lane, attempt, atype, lease_id, epoch, expires, attempt_deadline)
   local payload = v[9] or ''
-  local ups = NONE -- shared by the grants of standalone executions
-  local errs = NONE
+  local ups = false
+  local errs = false
   local omitted -- nil when none: the grant ends with errs
   if v[11] then
-    ups = {}
     -- A flow member: its input is the result of its feeding upstream,
     -- and it may read the result of every upstream that succeeded
     -- (each result is read once: the feeding upstream is one of them).
@@ -146,7 +145,7 @@ local function grant_entry(p, g, u, v, lane, attempt, atype, lease_id, epoch, ex
           if public and ENDED_WITHOUT[public] then
             -- By its state, not its failure_reason: a failure may have an
             -- empty message.
-            if errs == NONE then errs = {} end
+            if not errs then errs = {} end
             errs[#errs + 1] = name
             errs[#errs + 1] = public
             errs[#errs + 1] = rv[2] or ''
@@ -165,6 +164,7 @@ local function grant_entry(p, g, u, v, lane, attempt, atype, lease_id, epoch, ex
           end
         end
         if fits then
+          if not ups then ups = {} end
           ups[#ups + 1] = name
           ups[#ups + 1] = r
         else
@@ -190,7 +190,8 @@ end
 -- times keeps its last ATTEMPTS_KEPT attempts (Go: store.AttemptsKept).
 local ATTEMPTS_KEPT = 100
 
--- grant leases execution u, whose CLAIM_FIELDS are v, to the worker of
+-- grant leases execution u (record key, the caller's string: building it
+-- again costs a concatenation), whose CLAIM_FIELDS are v, to the worker of
 -- grant context g at time now (now_s its string): the attempt starts, the
 -- execution enters the partition's lease index,
 -- and the grant is appended to g.list. The caller has checked that u is
@@ -198,8 +199,7 @@ local ATTEMPTS_KEPT = 100
 -- it was in. extra, when set, holds more field/value pairs to write: the
 -- quota admission the attempt holds (qheld = "<attempt>#<token>", a
 -- claim), or what to_eligible would have written (a hand-off).
-local function grant(p, g, u, v, lane, now, now_s, extra)
-  local key = p.xp .. u
+local function grant(p, g, key, u, v, lane, now, now_s, extra)
   local attempt = num(v[5]) + 1
   local epoch = num(v[6]) + 1
   local lease_id = g.prefix .. '-' .. itoa(#g.list)
@@ -325,8 +325,10 @@ end
 --        fit (only when there are some: the grants of a call without
 --        such upstreams cost nothing more), upstream_errors = {name,
 --        public state, failure_reason, ...}
---        of the upstreams that ended without a result, and downstream is
---        1 when its success alone fires a
+--        of the upstreams that ended without a result (upstreams and
+--        upstream_errors are false, a nil in the reply, when empty: each
+--        table costs the reply's encoding about 2,400 instructions), and
+--        downstream is 1 when its success alone fires a
 --        downstream member (field handoff, written at staging: an edge
 --        on success or done into a member whose join needs one edge), so
 --        that its completion may hand work off (ff_finish). Each need is
@@ -483,7 +485,7 @@ local function ff_claim(keys, argv)
         -- (the holder's attempt carries the reset count once there is one).
         local held = itoa(attempt)
         if a[2] > 0 then held = held .. '.' .. itoa(a[2]) end
-        grant(p, g, u, v, argv[lane0 + cand.lane], now, now_s, {'qheld', held .. '#' .. a[3]})
+        grant(p, g, key, u, v, argv[lane0 + cand.lane], now, now_s, {'qheld', held .. '#' .. a[3]})
         return
       end
       -- Needs a quota admission for this attempt first.
@@ -498,7 +500,7 @@ local function ff_claim(keys, argv)
       needs[#needs + 1] = need
     else
       zrem(p, eligible, u)
-      grant(p, g, u, v, argv[lane0 + cand.lane], now, now_s)
+      grant(p, g, key, u, v, argv[lane0 + cand.lane], now, now_s)
     end
   end
 
@@ -667,8 +669,8 @@ end
 -- them: best (lowest) eligible score first; members of equal score (a
 -- claim would take either next) in the order they became eligible (n).
 local function by_claim_order(a, b)
-  if a.score ~= b.score then return a.score < b.score end
-  return a.n < b.n
+  if a[2] ~= b[2] then return a[2] < b[2] end
+  return a[5] < b[5]
 end
 
 -- CLAIM_ORDER_INSERT is the most members claim_order orders by insertion.
@@ -686,9 +688,9 @@ local function claim_order(fresh)
   if n <= CLAIM_ORDER_INSERT then
     for i = 2, n do
       local f = fresh[i]
-      local s = f.score
+      local s = f[2]
       local j = i - 1
-      while j >= 1 and fresh[j].score > s do
+      while j >= 1 and fresh[j][2] > s do
         fresh[j + 1] = fresh[j]
         j = j - 1
       end
@@ -697,8 +699,8 @@ local function claim_order(fresh)
     return
   end
   for i = 2, n do
-    if fresh[i].score < fresh[i - 1].score then
-      for j, f in ipairs(fresh) do f.n = j end
+    if fresh[i][2] < fresh[i - 1][2] then
+      for j, f in ipairs(fresh) do f[5] = j end
       table.sort(fresh, by_claim_order)
       return
     end
@@ -716,14 +718,17 @@ end
 -- The members are settled in claim order, and one that enters the index
 -- becomes the head of its lane for those after it: a member of the same
 -- call with a better score that is not granted (a budget, the grants
--- spent) is never overtaken by one with a worse score.
+-- spent) is never overtaken by one with a worse score. Each entry of
+-- h.fresh (to_eligible) is an array, cheaper to build than a record:
+-- {member record, eligible score, attempt state, more pairs to write or
+-- nil[, position, set by claim_order]}.
 local function settle_handoff(p, now)
   local h = p.handoff
   local now_s = ts(now)
   local fresh = h.fresh
   if #fresh > 1 then claim_order(fresh) end -- most calls make one member eligible
   for _, f in ipairs(fresh) do
-    local c, granted = f.c, false
+    local c, granted = f[1], false
     if #h.g.list < h.max then
       local eligible = lane_key(p, c.ns, c.lane, 'eligible')
       local head = h.heads[eligible]
@@ -732,7 +737,7 @@ local function settle_handoff(p, now)
         head = r[2] and tonumber(r[2]) or false
         h.heads[eligible] = head
       end
-      if not head or f.score <= head then
+      if not head or f[2] <= head then
         local v = c.claim or redis.call('HMGET', c.key, unpack(CLAIM_FIELDS))
         if covers(h.have, v[2]) and (v[17] or '') == '' and (v[18] or '') == ''
             and not (v[14] and v[14] ~= '' and tonumber(v[14]) <= now)
@@ -740,19 +745,19 @@ local function settle_handoff(p, now)
           -- A member blocked by its dependencies has no eligible_at or
           -- blocking_detail to clear (staged without them; a replay
           -- resets only terminal members, which have none).
-          grant(p, h.g, c.u, v, c.lane, now, now_s, f.extra)
+          grant(p, h.g, c.key, c.u, v, c.lane, now, now_s, f[4])
           granted = true
         end
       end
-      if not granted and (not head or f.score < head) then
+      if not granted and (not head or f[2] < head) then
         -- It enters the index: the head of its lane for the members after
         -- it (a claim would take it first).
-        h.heads[eligible] = f.score
+        h.heads[eligible] = f[2]
       end
     end
     if not granted then
       c.fresh = nil -- to_eligible indexes it and wakes claimers
-      to_eligible(p, c, f.attempt, now, unpack(f.extra or NONE))
+      to_eligible(p, c, f[3], now, unpack(f[4] or NONE))
     end
   end
 end
@@ -923,7 +928,7 @@ local function ff_finish(keys, argv)
           items[#items + 1] = ok(public, 0, unpack(p.ended))
           p.ended = nil
         else
-          items[#items + 1] = ok(public, 0)
+          items[#items + 1] = {1, public, 0} -- ok(public, 0), without its vararg call
         end
       else
         local public, due = after_attempt(p, c, 'failed', argv[i + 4], now, true,
