@@ -143,7 +143,9 @@ func oldInputAnswer(t *testing.T, f *plan.Flow, input string) (field, message st
 // prepared for the plan, and answer every input that does not match as
 // flowinput.Flow did: the same 400, field path and message, for
 // mismatches at the top, in nested records, lists, maps, unknown fields
-// and keys given twice.
+// and keys given twice. PUT /v1/schedules/{name} checks its input (null
+// when absent) with the template's checker too, and answers as
+// flowinput.Flow did.
 func TestStageInputAnswersUnchanged(t *testing.T) {
 	t.Parallel()
 	fl := orderFlow()
@@ -172,6 +174,19 @@ func TestStageInputAnswersUnchanged(t *testing.T) {
 				t.Errorf("%s, %s: %d %s field %q %q;\nwant 400 %s field %q %q", name, route.how, r.Status, r.Err.Code, r.Field(),
 					r.Err.Message, wire.CodeValidation, field, msg)
 			}
+		}
+		scheduled := input
+		if scheduled == "" {
+			scheduled = "null"
+		}
+		field, msg = oldInputAnswer(t, fl, scheduled)
+		r := env.Do(t, http.MethodPut, "/v1/schedules/order", nil, `{"template":"order","cron":"@hourly"`+strings.TrimSuffix(","+member, ",")+`}`)
+		switch {
+		case msg == "" && r.Status != http.StatusCreated && r.Status != http.StatusOK:
+			t.Errorf("%s, a schedule: %d %+v, want it put", name, r.Status, r.Err)
+		case msg != "" && (r.Status != http.StatusBadRequest || r.Err.Code != wire.CodeValidation || r.Field() != field || r.Err.Message != msg):
+			t.Errorf("%s, a schedule: %d %s field %q %q;\nwant 400 %s field %q %q", name, r.Status, r.Err.Code, r.Field(),
+				r.Err.Message, wire.CodeValidation, field, msg)
 		}
 	}
 }

@@ -62,8 +62,9 @@ func (s *Server) AddSchedules(svc ScheduleService) error {
 
 // check validates a schedule against the templates: the template exists,
 // the expression parses in the time zone, and the input fits the
-// template's input type (an absent input is null). It returns the parsed
-// expression.
+// template's input type (an absent input is null), checked with the
+// template's prepared checker as its runs' are (checkRunInput). It
+// returns the parsed expression.
 func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, *Error) {
 	if e := checkName("name", name); e != nil {
 		return nil, e
@@ -128,7 +129,7 @@ func (sc *schedules) check(name string, req *wire.PutSchedule) (*cron.Schedule, 
 		e.Details = map[string]any{"field": "input", "limit_bytes": PayloadMaxBytes}
 		return nil, e
 	}
-	if e := checkInput(fl, in); e != nil {
+	if e := checkRunInput(fl, sc.f.checks[req.Template], in); e != nil {
 		return nil, e
 	}
 	return c, nil

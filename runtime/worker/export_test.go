@@ -11,3 +11,7 @@ func SetRequestSlack(w *Worker, d time.Duration) { w.slack = d }
 // bytes a second (reportRateMin, 128 KiB/s), so that a test of a bound
 // on a large body need not wait for it. Call it before Run.
 func SetRequestRate(w *Worker, bytesPerSecond int) { w.rate = bytesPerSecond }
+
+// OnRenewRound has w call f at the end of each regular renew round (not
+// the rounds a late lease asks for). Call it before Run.
+func OnRenewRound(w *Worker, f func()) { w.renewRound = f }

@@ -17,25 +17,23 @@ import (
 )
 
 // lateGrant holds the answer to the first claim that granted a task until
-// the worker's renew loop has run its first round (the heartbeat after
-// the round's renewals), as a slow link, or the decoding of a grant of
-// megabytes on a loaded machine, would: the worker sees the lease a renew
-// interval after the server granted it. It tells when the server renewed
-// a lease.
+// the worker's renew loop has run its first regular round (endRound), as
+// a slow link, or the decoding of a grant of megabytes on a loaded
+// machine, would: the worker sees the lease a renew interval after the
+// server granted it. It tells when the server renewed a lease.
 type lateGrant struct {
-	base       http.RoundTripper
-	heartbeats atomic.Int64
-	round      chan struct{} // closed at the second heartbeat (the first is the worker's connect)
-	roundOnce  sync.Once
-	held       atomic.Bool
-	renewed    chan struct{} // closed when a renewal was granted
-	renewOnce  sync.Once
+	base      http.RoundTripper
+	round     chan struct{} // closed at the end of the first regular renew round
+	roundOnce sync.Once
+	held      atomic.Bool
+	renewed   chan struct{} // closed when a renewal was granted
+	renewOnce sync.Once
 }
 
+// endRound is the worker's renew round hook (worker.OnRenewRound).
+func (l *lateGrant) endRound() { l.roundOnce.Do(func() { close(l.round) }) }
+
 func (l *lateGrant) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Path == "/v1/workers/heartbeat" && l.heartbeats.Add(1) == 2 {
-		l.roundOnce.Do(func() { close(l.round) })
-	}
 	resp, err := l.base.RoundTrip(r)
 	if err != nil || (r.URL.Path != "/v1/worker/claim" && r.URL.Path != "/v1/worker/renew") {
 		return resp, err
@@ -76,6 +74,7 @@ func TestLateGrantRenewedAtOnce(t *testing.T) {
 		c.Concurrency, c.LeaseTTL, c.RenewInterval = 1, 4*time.Second, 3*time.Second
 		c.HTTPClient = &http.Client{Transport: tr}
 	})
+	worker.OnRenewRound(w, tr.endRound)
 	lost := make(chan error, 1)
 	if err := w.Handle("job", func(ctx context.Context, _ *worker.Task) (json.RawMessage, error) {
 		select {

@@ -310,6 +310,9 @@ type Worker struct {
 	// renewKick asks the renew loop for a round now: a lease arrived
 	// late (start); set by Run.
 	renewKick chan struct{}
+	// renewRound, when set (tests: export_test.go), is called at the end
+	// of each regular renew round.
+	renewRound func()
 	// unreported counts the attempts whose handlers were started and
 	// whose reports the report loop has not taken from reports yet;
 	// settled, set by Run, is poked by the report queued that leaves no
@@ -547,6 +550,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	var side sync.WaitGroup
 	renewDone := make(chan struct{})
 	side.Go(func() { w.renewLoop(bg, renewDone) })
+	side.Go(func() { w.heartbeatLoop(bg, renewDone) })
 	if !w.cfg.NoLeaseWatch {
 		side.Go(func() { w.watchLoop(bg, renewDone) })
 	}
@@ -1077,12 +1081,13 @@ func (w *Worker) call(ctx context.Context, h Handler, t *Task) (out []byte, err 
 	return h(ctx, t)
 }
 
-// renewLoop renews every held lease once per interval, in one request,
-// and sends the worker's heartbeat. After a refusal that said when to try
-// again, the next round waits for that, within the leases (renewWait). A
-// lease that arrived late (start, late) is renewed at once, with the
-// others, unless the server asked to wait: the regular round keeps its
-// time.
+// renewLoop renews every held lease once per interval, in one request.
+// After a refusal that said when to try again, the next round waits for
+// that, within the leases (renewWait). A lease that arrived late (start,
+// late) is renewed at once, with the others, unless the server asked to
+// wait: the regular round keeps its time. The heartbeat has its own loop
+// (heartbeatLoop): a renewal waited for up to its leases' expiry
+// (renewDeadline) would hold it past its ttl.
 func (w *Worker) renewLoop(ctx context.Context, done <-chan struct{}) {
 	t := time.NewTimer(w.cfg.RenewInterval)
 	defer t.Stop()
@@ -1106,11 +1111,11 @@ func (w *Worker) renewLoop(ctx context.Context, done <-chan struct{}) {
 		if hint == 0 && kicked {
 			continue
 		}
-		if hint == 0 { // else the heartbeat would be refused too
-			hint = w.heartbeat(ctx)
-		}
 		quiet = time.Now().Add(hint)
 		t.Reset(w.renewWait(start, hint))
+		if w.renewRound != nil {
+			w.renewRound()
+		}
 	}
 }
 

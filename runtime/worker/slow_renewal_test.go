@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,12 +22,14 @@ import (
 // answer (n from 1) reaches the worker delay(n) after the server made it,
 // or the request is refused 429 with a Retry-After of an hour when
 // refuse(n). The server applies every renewal it gets, answered in time
-// or not. ok counts the renewals granted that reached the worker, and
-// renewed is poked at each.
+// or not. held, when set, is called with n once the answer was held, just
+// before the worker gets it. ok counts the renewals granted that reached
+// the worker, and renewed is poked at each.
 type slowRenewals struct {
 	base    http.RoundTripper
 	delay   func(n int64) time.Duration
 	refuse  func(n int64) bool
+	held    func(n int64)
 	n       atomic.Int64
 	ok      atomic.Int64
 	renewed chan struct{}
@@ -54,6 +58,9 @@ func (s *slowRenewals) RoundTrip(r *http.Request) (*http.Response, error) {
 	case <-time.After(s.delay(n)):
 	case <-r.Context().Done():
 		return nil, r.Context().Err()
+	}
+	if s.held != nil {
+		s.held(n)
 	}
 	if resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte(`"ok":true`)) {
 		s.ok.Add(1)
@@ -173,5 +180,57 @@ func TestRenewalExpiryCountedFromTheRequest(t *testing.T) {
 	checkFirstAttempt(t, env, id, ended, "the renewal's expiry was counted from its late answer, and the last chance came after the lease ran out")
 	if n := tr.n.Load(); n < 3 {
 		t.Errorf("%d renewals sent; want a last chance after the refused one", n)
+	}
+}
+
+// TestSlowRenewalKeepsTheWorkerListed: the first renewal's answer reaches
+// the worker 5 s after the server renewed the lease (8 s), which the
+// worker waits for (the lease could still be saved), while its heartbeat
+// lists it for 3 renew intervals (3 s). Just before that answer reaches
+// the worker, the worker is still listed (GET /v1/workers, what wait
+// hints and capability routing read too): its heartbeats go on their own
+// tick. With the heartbeat sent after each round's renewals, none went
+// out during the 5 s, and the live worker dropped off the list.
+func TestSlowRenewalKeepsTheWorkerListed(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	listed := make(chan error, 1)
+	tr := &slowRenewals{base: http.DefaultTransport, renewed: make(chan struct{}, 1),
+		delay: func(n int64) time.Duration {
+			if n == 1 {
+				return 5 * time.Second
+			}
+			return 0
+		},
+		held: func(n int64) {
+			if n != 1 {
+				return
+			}
+			l, err := env.Client.Workers(ctxT(t), "")
+			if err == nil && !slices.ContainsFunc(l.Workers, func(w wire.Worker) bool { return w.WorkerID == "test-worker" }) {
+				err = fmt.Errorf("not listed among %d workers", len(l.Workers))
+			}
+			listed <- err
+		},
+	}
+	w := newWorker(t, env, func(c *worker.Config) {
+		c.Concurrency, c.LeaseTTL, c.RenewInterval = 1, 8*time.Second, time.Second
+		c.NoLeaseWatch = true // the renewals alone keep and judge the lease
+		c.HTTPClient = &http.Client{Transport: tr}
+	})
+	ended := make(chan error, 1)
+	if err := w.Handle("job", holdUntilRenewed(tr, 1, ended)); err != nil {
+		t.Fatal(err)
+	}
+	id := create(t, env, wire.CreateExecution{Kind: "job"})
+	run(t, w)
+	checkFirstAttempt(t, env, id, ended, "the slow renewal was cut though the lease could still be saved")
+	select {
+	case err := <-listed:
+		if err != nil {
+			t.Errorf("the worker, waiting for a slow renewal: %v", err)
+		}
+	default:
+		t.Fatal("no renewal answer was held: the test did not test anything")
 	}
 }

@@ -129,6 +129,31 @@ func (w *Worker) connect(ctx context.Context) error {
 	}
 }
 
+// heartbeatLoop sends the worker's heartbeat every RenewInterval, which
+// keeps it listed (for 3 × RenewInterval: heartbeatRequest), on its own
+// tick rather than after the renewals: a renewal the server is slow to
+// answer is waited for up to its leases' expiry less half a RenewInterval
+// (renewDeadline), longer than the listing lasts, and a live worker would
+// drop off the list (and out of wait hints and capability routing)
+// meanwhile. After a refusal that said when to try again (a 429's
+// Retry-After), the next heartbeat waits for that.
+func (w *Worker) heartbeatLoop(ctx context.Context, done <-chan struct{}) {
+	t := time.NewTimer(w.cfg.RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		hint := w.heartbeat(ctx)
+		t.Reset(max(time.Until(start.Add(w.cfg.RenewInterval)), hint))
+	}
+}
+
 // heartbeat keeps the worker listed (GET /v1/workers, capability
 // routing). It returns how long the server said to wait when it refused
 // the heartbeat (APIError.RetryAfter; 0 when none said).
