@@ -238,6 +238,13 @@ func launch(ctx context.Context, cfg Config, dir string, port int, lock *os.File
 	} else {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
 	}
+	// Sorted sets always as skip lists: ffrun's indexes (the leases, each
+	// lane's eligible and pending members) hover at tens of entries, where a
+	// listpack ZADD or ZREM scans and moves the whole set: about 19k server
+	// instructions per member at 50 entries against 2.2k in a skip list
+	// (scripts/lua-cost.sh: staging -9 %, a hand-off finish -6 %; spec/api.md
+	// History 22). The memory it costs is per index, not per execution.
+	args = append(args, "--zset-max-listpack-entries", "0")
 	args = append(args, cfg.ExtraArgs...)
 	cmd := exec.Command(cfg.Binary, args...)
 	// Own process group: a terminal's Ctrl-C reaches ffrun, which stops the

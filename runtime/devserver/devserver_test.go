@@ -1,6 +1,7 @@
 package devserver_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"log/slog"
@@ -59,6 +60,64 @@ func TestStartStop(t *testing.T) {
 	if !strings.Contains(strings.Join(names, " "), "appendonly") {
 		t.Fatalf("no append-only file in %s: %v", dir, names)
 	}
+}
+
+// TestSortedSetsAsSkipLists: the child keeps every sorted set as a skip
+// list (zset-max-listpack-entries 0), what ffrun's small, busy indexes
+// are cheaper in; Config.ExtraArgs still have the last word.
+func TestSortedSetsAsSkipLists(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		extra []string
+		want  string
+	}{
+		{nil, "0"},
+		{[]string{"--zset-max-listpack-entries", "64"}, "64"},
+	} {
+		s, err := devserver.Start(ctx, devserver.Config{Dir: t.TempDir(), NoPersistence: true, SocketOnly: true, ExtraArgs: c.extra})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := configGet(t, s.Socket, "zset-max-listpack-entries")
+		if err := s.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Fatalf("extra args %q: zset-max-listpack-entries = %q, want %q", c.extra, got, c.want)
+		}
+	}
+}
+
+// configGet asks the server on socket for the value of parameter name
+// (CONFIG GET, in RESP2: a two-element array of bulk strings).
+func configGet(t *testing.T, socket, name string) string {
+	t.Helper()
+	conn, err := net.Dial("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	cmd := "*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$" + strconv.Itoa(len(name)) + "\r\n" + name + "\r\n"
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	var lines []string
+	for len(lines) < 5 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("CONFIG GET %s: %v (read %q)", name, err, lines)
+		}
+		lines = append(lines, strings.TrimRight(line, "\r\n"))
+	}
+	if lines[0] != "*2" || lines[2] != name {
+		t.Fatalf("CONFIG GET %s answered %q", name, lines)
+	}
+	return lines[4]
 }
 
 // TestStopWithEndedContextSaysSo: a Stop whose ctx has ended kills the
