@@ -44,10 +44,12 @@ func Decode(c echo.Context, limit int64, optional bool, v any) error {
 }
 
 // readBody reads the request body, at most limit bytes, once its
-// Content-Type passed jsonBody.
+// Content-Type passed jsonBody. A write without a body (a cancel without
+// a reason) is not asked for a type, whether it says so (Content-Length:
+// 0) or sends a body of unknown length (chunked) that turns out empty.
 func readBody(c echo.Context, limit int64) ([]byte, error) {
 	req := c.Request()
-	if req.ContentLength != 0 { // a write without a body (a cancel without a reason) is not asked for a type
+	if req.ContentLength > 0 {
 		if err := jsonBody(req.Header.Get(echo.HeaderContentType)); err != nil {
 			return nil, err
 		}
@@ -62,6 +64,11 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 			return nil, tooLarge(limit)
 		}
 		return nil, Errorf(http.StatusBadRequest, wire.CodeInvalidJSON, "read body: %v", err)
+	}
+	if req.ContentLength < 0 && len(data) > 0 {
+		if err := jsonBody(req.Header.Get(echo.HeaderContentType)); err != nil {
+			return nil, err
+		}
 	}
 	return data, nil
 }
