@@ -33,7 +33,7 @@ func TestBodyContentType(t *testing.T) {
 	assertNothingWritten(t, env)
 	for _, ct := range []string{
 		"application/json", "Application/JSON; charset=UTF-8", "application/x-www-form-urlencoded",
-		"application/vnd.example+json", "",
+		"application/vnd.example+json", "", "application/json; charset=utf8",
 	} {
 		if r := env.Do(t, http.MethodPost, "/v1/executions", map[string]string{"Content-Type": ct}, body); r.Status != http.StatusCreated {
 			t.Errorf("create sent as %q: %d %s (%s), want 201", ct, r.Status, r.Err.Code, r.Err.Message)

@@ -78,8 +78,8 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 // text, a multipart form, XML or JSON in another encoding than UTF-8 is
 // a client mistaken about the API, better told so than answered with the
 // JSON syntax error of its text. Taken: application/json and the +json
-// types (application/vnd.x+json), with a UTF-8 or US-ASCII charset or
-// none; no Content-Type; and application/x-www-form-urlencoded, which
+// types (application/vnd.x+json), with a UTF-8 (utf8 too) or US-ASCII
+// charset or none; no Content-Type; and application/x-www-form-urlencoded, which
 // curl -d sends for the JSON typed after it (a real form's body then
 // fails as JSON would).
 func jsonBody(ct string) *Error {
@@ -89,7 +89,8 @@ func jsonBody(ct string) *Error {
 	mt, params, err := mime.ParseMediaType(ct)
 	ok := err == nil && (mt == "application/json" || mt == "application/x-www-form-urlencoded" ||
 		strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
-	if cs, has := params["charset"]; ok && has && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
+	if cs, has := params["charset"]; ok && has && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") &&
+		!strings.EqualFold(cs, "us-ascii") {
 		ok = false
 	}
 	if ok {
