@@ -94,21 +94,7 @@ func TestRunIndexedReads(t *testing.T) {
 		ids[n.Name] = n.ExecutionID
 	}
 	key := e.runKey(staged.ID)
-	order, err := e.c.Do(e.ctx, e.c.B().Get().Key(key+":order").Build()).ToString()
-	if err != nil {
-		t.Fatalf("the order of a run staged in chunks: %v", err)
-	}
-	want := ""
-	for i, n := range staged.Nodes {
-		if i > 0 {
-			want += ","
-		}
-		_, uuid, _ := splitID(string(n.ExecutionID))
-		want += n.Name + "=" + uuid
-	}
-	if order != want {
-		t.Fatalf("order key %.200q…, want the members in flow order %.200q…", order, want)
-	}
+	order := e.wantOrderKey(staged, "a run staged in chunks")
 	e.wantSameReads(staged.ID, e.run(staged.ID), "a staged run")
 
 	// src succeeds, m010 is cancelled on its own, m003 and m007 fail:
@@ -231,21 +217,7 @@ func TestRunIndexedReadsStagedInOneCall(t *testing.T) {
 	e := onePartition(t)
 	staged := e.stage(pagedFlow(), `"in"`)
 	key := e.runKey(staged.ID)
-	order, err := e.c.Do(e.ctx, e.c.B().Get().Key(key+":order").Build()).ToString()
-	if err != nil {
-		t.Fatalf("the order of a run staged in one call: %v", err)
-	}
-	want := ""
-	for i, n := range staged.Nodes {
-		if i > 0 {
-			want += ","
-		}
-		_, uuid, _ := splitID(string(n.ExecutionID))
-		want += n.Name + "=" + uuid
-	}
-	if order != want {
-		t.Fatalf("order key %q, want the members in flow order %q", order, want)
-	}
+	e.wantOrderKey(staged, "a run staged in one call")
 	// byNodes reads the run as one staged before the order key.
 	byNodes := func() *Run {
 		t.Helper()
@@ -280,4 +252,27 @@ func TestRunIndexedReadsStagedInOneCall(t *testing.T) {
 
 	e.purgeAll(1000)
 	e.wantPurged()
+}
+
+// wantOrderKey checks that run staged (what was staged: its members in
+// flow order) has its members in that order in its order key, and
+// returns the key's value.
+func (e *env) wantOrderKey(staged *Run, what string) string {
+	e.t.Helper()
+	order, err := e.c.Do(e.ctx, e.c.B().Get().Key(e.runKey(staged.ID)+":order").Build()).ToString()
+	if err != nil {
+		e.t.Fatalf("the order key of %s: %v", what, err)
+	}
+	want := ""
+	for i, n := range staged.Nodes {
+		if i > 0 {
+			want += ","
+		}
+		_, uuid, _ := splitID(string(n.ExecutionID))
+		want += n.Name + "=" + uuid
+	}
+	if order != want {
+		e.t.Fatalf("order key of %s %.200q…, want the members in flow order %.200q…", what, order, want)
+	}
+	return order
 }
