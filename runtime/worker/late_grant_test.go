@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -38,12 +37,10 @@ func (l *lateGrant) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || (r.URL.Path != "/v1/worker/claim" && r.URL.Path != "/v1/worker/renew") {
 		return resp, err
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body, err := readAnswer(resp)
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
 	switch {
 	case r.URL.Path == "/v1/worker/renew" && bytes.Contains(body, []byte(`"ok":true`)):
 		l.renewOnce.Do(func() { close(l.renewed) })

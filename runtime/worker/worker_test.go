@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -672,4 +673,16 @@ func answer(r *http.Request, status int, body string, header ...string) *http.Re
 		h.Add(header[i], header[i+1])
 	}
 	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body)), Request: r}
+}
+
+// readAnswer reads the whole body of resp, a real server's answer a test
+// transport looks into, and gives resp a body that reads the same again.
+func readAnswer(resp *http.Response) ([]byte, error) {
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return body, nil
 }
